@@ -1,0 +1,118 @@
+"""Client and AsyncClient: one gRPC channel each, and the entry points to every primitive."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+
+from .errors import from_rpc_error
+from .lock.v1 import lock_pb2_grpc
+from .locks import AsyncLock, Lock
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+
+# Detect a dead server on an idle channel; the server accepts pings this often.
+_CHANNEL_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+]
+
+
+def _options(extra: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    return [*_CHANNEL_OPTIONS, *extra]
+
+
+class Client:
+    """A synchronous connection to a Concord server.
+
+    >>> with concord.Client("127.0.0.1:50051") as client:
+    ...     with client.lock("orders:42", ttl=10) as lease:
+    ...         print(lease.fencing_token)
+
+    ``timeout`` bounds every call in seconds, on top of any time it spends waiting
+    on purpose (a lock's wait timeout). Errors are raised as concord.errors types.
+    """
+
+    def __init__(
+        self,
+        target: str = DEFAULT_TARGET,
+        *,
+        timeout: float = 10.0,
+        credentials: grpc.ChannelCredentials | None = None,
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        self.timeout = timeout
+        if credentials is None:
+            self._channel = grpc.insecure_channel(target, options=_options(options))
+        else:
+            self._channel = grpc.secure_channel(target, credentials, options=_options(options))
+        self._locks = lock_pb2_grpc.LockServiceStub(self._channel)
+
+    def lock(self, name: str, *, ttl: float = 30.0, timeout: float | None = None, owner: str = "") -> Lock:
+        """A handle on the lock ``name``: ``with`` it, or call acquire/release/describe.
+
+        ttl: seconds the lock lives without renewal. timeout: seconds ``with`` waits
+        for it (None: forever). owner: a label shown by describe().
+        """
+        return Lock(self, name, ttl=ttl, timeout=timeout, owner=owner)
+
+    def _call(self, method: Any, request: Any, wait: float = 0.0) -> Any:
+        try:
+            return method(request, timeout=wait + self.timeout)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncClient:
+    """An asyncio connection to a Concord server.
+
+    >>> async with concord.AsyncClient("127.0.0.1:50051") as client:
+    ...     async with client.lock("orders:42", ttl=10) as lease:
+    ...         print(lease.fencing_token)
+    """
+
+    def __init__(
+        self,
+        target: str = DEFAULT_TARGET,
+        *,
+        timeout: float = 10.0,
+        credentials: grpc.ChannelCredentials | None = None,
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        self.timeout = timeout
+        if credentials is None:
+            self._channel = grpc.aio.insecure_channel(target, options=_options(options))
+        else:
+            self._channel = grpc.aio.secure_channel(target, credentials, options=_options(options))
+        self._locks = lock_pb2_grpc.LockServiceStub(self._channel)
+
+    def lock(self, name: str, *, ttl: float = 30.0, timeout: float | None = None, owner: str = "") -> AsyncLock:
+        """A handle on the lock ``name``: ``async with`` it, or await its methods."""
+        return AsyncLock(self, name, ttl=ttl, timeout=timeout, owner=owner)
+
+    async def _call(self, method: Any, request: Any, wait: float = 0.0) -> Any:
+        try:
+            return await method(request, timeout=wait + self.timeout)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,106 @@
+"""Typed exceptions for Concord's status codes.
+
+Every error the server sends carries a ``google.rpc.ErrorInfo`` whose ``reason``
+names it precisely (``LOCK_NOT_HELD``); the exception class follows the reason when
+one is defined here, else the status code.
+"""
+
+from __future__ import annotations
+
+import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+
+class ConcordError(Exception):
+    """Base of every error raised by the client library."""
+
+    code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+
+    def __init__(self, message: str, *, reason: str = "", metadata: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason
+        self.metadata = metadata or {}
+
+
+class InvalidArgument(ConcordError):
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class NotFound(ConcordError):
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class FailedPrecondition(ConcordError):
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class ResourceExhausted(ConcordError):
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class Unavailable(ConcordError):
+    """The server or its Redis cannot answer now; the call is safe to retry."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class DeadlineExceeded(ConcordError):
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class Cancelled(ConcordError):
+    code = grpc.StatusCode.CANCELLED
+
+
+class Unauthenticated(ConcordError):
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class PermissionDenied(ConcordError):
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
+class Internal(ConcordError):
+    code = grpc.StatusCode.INTERNAL
+
+
+class LockNotHeld(FailedPrecondition):
+    """The lease no longer holds the lock: it expired, or was released."""
+
+
+class LockLost(LockNotHeld):
+    """The lock was lost while the ``with`` block ran: its work was not protected."""
+
+
+class LockTimeout(DeadlineExceeded):
+    """The lock was not free within the wait timeout."""
+
+
+_BY_REASON: dict[str, type[ConcordError]] = {
+    "LOCK_NOT_HELD": LockNotHeld,
+    "LOCK_WAIT_TIMEOUT": LockTimeout,
+}
+_BY_CODE: dict[grpc.StatusCode, type[ConcordError]] = {
+    cls.code: cls
+    for cls in (InvalidArgument, NotFound, FailedPrecondition, ResourceExhausted, Unavailable,
+                DeadlineExceeded, Cancelled, Unauthenticated, PermissionDenied, Internal)
+}
+
+
+def from_rpc_error(error: grpc.RpcError) -> ConcordError:
+    """The typed exception for a failed call, with the server's ErrorInfo attached."""
+    code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
+    message = error.details() if isinstance(error, grpc.Call) else str(error)
+    reason, metadata = "", {}
+    status = rpc_status.from_call(error) if isinstance(error, grpc.Call) else None
+    for detail in status.details if status else ():
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            reason, metadata = info.reason, dict(info.metadata)
+    cls = _BY_REASON.get(reason) or _BY_CODE.get(code, ConcordError)
+    exc = cls(message or code.name, reason=reason, metadata=metadata)
+    if cls is ConcordError:
+        exc.code = code
+    return exc

@@ -1,0 +1,94 @@
+"""concord.lock.v1.LockService: validates requests, calls primitives.lock, maps errors."""
+
+from __future__ import annotations
+
+from concord.lock.v1 import lock_pb2 as pb
+from concord.lock.v1 import lock_pb2_grpc
+
+from ..config import Settings
+from ..errors import LockWaitTimeout
+from ..primitives.lock import Locks
+from . import validation as v
+from .convert import duration, timestamp, wait_budget_ms
+from .status import rpc
+
+MIN_TTL_MS = 10
+
+
+class LockServicer(lock_pb2_grpc.LockServiceServicer):
+    def __init__(self, locks: Locks, settings: Settings) -> None:
+        self._locks = locks
+        self._max_ttl_ms = int(settings.max_ttl * 1000)
+        self._max_wait_ms = int(settings.max_wait * 1000)
+
+    def _acquire_args(self, request: pb.AcquireRequest | pb.HoldRequest, context) -> tuple[str, int, int, str]:
+        name = v.name(request.name)
+        ttl = v.duration_ms(request, "ttl", minimum_ms=MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
+        wait = v.duration_ms(request, "wait_timeout", minimum_ms=0, maximum_ms=self._max_wait_ms, required=False)
+        owner = v.label(request.owner, "owner") or context.peer()
+        return name, ttl, wait_budget_ms(wait, context), owner
+
+    @rpc
+    async def Acquire(self, request: pb.AcquireRequest, context) -> pb.AcquireResponse:
+        name, ttl, wait, owner = self._acquire_args(request, context)
+        grant = await self._locks.acquire(name, ttl, wait, owner)
+        if grant is None:
+            return pb.AcquireResponse(acquired=False)
+        return pb.AcquireResponse(
+            acquired=True, lease=grant.lease, fencing_token=grant.fencing_token, expires_at=timestamp(grant.expires_at_ms)
+        )
+
+    @rpc
+    async def Release(self, request: pb.ReleaseRequest, context) -> pb.ReleaseResponse:
+        await self._locks.release(v.name(request.name), v.token(request.lease, "lease"))
+        return pb.ReleaseResponse()
+
+    @rpc
+    async def Refresh(self, request: pb.RefreshRequest, context) -> pb.RefreshResponse:
+        name, lease = v.name(request.name), v.token(request.lease, "lease")
+        ttl = v.duration_ms(request, "ttl", minimum_ms=MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
+        grant = await self._locks.refresh(name, lease, ttl)
+        return pb.RefreshResponse(expires_at=timestamp(grant.expires_at_ms))
+
+    @rpc
+    async def Describe(self, request: pb.DescribeRequest, context) -> pb.DescribeResponse:
+        state = await self._locks.describe(v.name(request.name))
+        if not state.held:
+            return pb.DescribeResponse(held=False, waiters=state.waiters)
+        return pb.DescribeResponse(
+            held=True,
+            owner=state.owner,
+            fencing_token=state.fencing_token,
+            ttl_remaining=duration(state.ttl_remaining_ms),
+            waiters=state.waiters,
+            expires_at=timestamp(state.now_ms + state.ttl_remaining_ms),
+        )
+
+    @rpc
+    async def Hold(self, request: pb.HoldRequest, context):
+        name, ttl, wait, owner = self._acquire_args(request, context)
+        grant = await self._locks.acquire(name, ttl, wait, owner)
+        if grant is None:
+            raise LockWaitTimeout(f"lock {name!r} was not free within wait_timeout", name=name)
+        held = True
+        try:
+            yield pb.HoldResponse(
+                event=pb.HOLD_EVENT_ACQUIRED,
+                lease=grant.lease,
+                fencing_token=grant.fencing_token,
+                expires_at=timestamp(grant.expires_at_ms),
+            )
+            async for renewed in self._locks.keep_alive(name, grant, ttl):
+                yield pb.HoldResponse(
+                    event=pb.HOLD_EVENT_REFRESHED,
+                    lease=renewed.lease,
+                    fencing_token=renewed.fencing_token,
+                    expires_at=timestamp(renewed.expires_at_ms),
+                )
+            held = False
+            yield pb.HoldResponse(event=pb.HOLD_EVENT_LOST, lease=grant.lease, fencing_token=grant.fencing_token)
+        finally:
+            # The stream ended: the client cancelled, went away, or we are shutting
+            # down. Release now rather than after the TTL.
+            if held:
+                self._locks.let_go(name, grant.lease, within_ms=ttl)

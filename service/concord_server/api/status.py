@@ -1,0 +1,68 @@
+"""Domain errors -> gRPC status codes with a google.rpc.ErrorInfo (via grpcio-status).
+
+``@rpc`` wraps every servicer method: a ConcordError becomes its status code, and
+anything unexpected becomes INTERNAL with a generic message (the traceback goes to
+the log, never to the client), so no call ends in UNKNOWN.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from ..errors import ConcordError
+
+log = logging.getLogger(__name__)
+
+DOMAIN = "concord"
+
+
+def to_status(err: ConcordError) -> grpc.Status:
+    code = getattr(grpc.StatusCode, err.code)
+    detail = any_pb2.Any()
+    detail.Pack(error_details_pb2.ErrorInfo(reason=err.reason, domain=DOMAIN, metadata=err.metadata))
+    return rpc_status.to_status(status_pb2.Status(code=code.value[0], message=err.message, details=[detail]))
+
+
+async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str) -> None:
+    if not isinstance(exc, ConcordError):
+        log.exception("unexpected error in %s", method)
+        exc = ConcordError("internal error; see the server log")
+    await context.abort_with_status(to_status(exc))
+
+
+def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Maps a servicer method's exceptions to statuses; works for unary and streaming."""
+    name = method.__qualname__
+    if inspect.isasyncgenfunction(method):
+
+        @functools.wraps(method)
+        async def stream(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                async for item in method(self, request, context):
+                    yield item
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:
+                await _abort(context, exc, name)
+
+        return stream
+
+    @functools.wraps(method)
+    async def unary(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await method(self, request, context)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            await _abort(context, exc, name)
+
+    return unary

@@ -1,0 +1,62 @@
+"""Request field checks shared by every servicer. Each failure is InvalidArgument
+naming the field, raised before anything touches Redis."""
+
+from __future__ import annotations
+
+import re
+
+from google.protobuf import duration_pb2
+
+from ..errors import InvalidArgument
+
+MAX_NAME_BYTES = 256
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _text(value: str, field: str, max_bytes: int) -> str:
+    if len(value) * 4 > max_bytes and len(value.encode("utf-8", "surrogatepass")) > max_bytes:
+        raise InvalidArgument(f"{field} is longer than {max_bytes} bytes", field=field)
+    if _CONTROL.search(value):
+        raise InvalidArgument(f"{field} must not contain control characters", field=field)
+    return value
+
+
+def name(value: str, field: str = "name") -> str:
+    """A resource name: non-empty UTF-8, no control characters, at most 256 bytes."""
+    if not value:
+        raise InvalidArgument(f"{field} must not be empty", field=field)
+    return _text(value, field, MAX_NAME_BYTES)
+
+
+def label(value: str, field: str) -> str:
+    """Optional free text such as an owner label: may be empty, else like a name."""
+    return _text(value, field, MAX_NAME_BYTES)
+
+
+def token(value: str, field: str) -> str:
+    """An opaque token the server handed out (lease, permit id): short and printable."""
+    if not value:
+        raise InvalidArgument(f"{field} must not be empty", field=field)
+    if len(value) > 128 or not value.isascii() or not value.isprintable() or " " in value:
+        raise InvalidArgument(f"{field} is not a token this server issued", field=field)
+    return value
+
+
+def duration_ms(
+    message: object, field: str, *, minimum_ms: int, maximum_ms: int, required: bool
+) -> int:
+    """The Duration field ``field`` of ``message`` in whole milliseconds, bounded."""
+    if not message.HasField(field):  # type: ignore[attr-defined]
+        if required:
+            raise InvalidArgument(f"{field} is required", field=field)
+        return 0
+    d: duration_pb2.Duration = getattr(message, field)
+    if d.seconds < 0 or d.nanos < 0:
+        raise InvalidArgument(f"{field} must not be negative", field=field)
+    if d.nanos > 999_999_999:
+        raise InvalidArgument(f"{field} is not a valid duration", field=field)
+    ms = d.seconds * 1000 + d.nanos // 1_000_000
+    if ms < minimum_ms or ms > maximum_ms:
+        raise InvalidArgument(f"{field} must be between {minimum_ms} ms and {maximum_ms} ms", field=field)
+    return ms
+

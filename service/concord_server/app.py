@@ -1,0 +1,98 @@
+"""Wires one server process: Redis client, notification bus, primitives, servicers,
+health and reflection; serves until told to stop, then drains."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import signal
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from concord.lock.v1 import lock_pb2, lock_pb2_grpc
+
+from .api.lock import LockServicer
+from .config import Settings
+from .keys import KeySpace
+from .notifications import NotificationBus
+from .primitives import lock
+from .redis_client import connect
+from .waiters import Waiters
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAMES = (lock_pb2.DESCRIPTOR.services_by_name["LockService"].full_name,)
+
+
+def server_options(settings: Settings) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_send_message_length", settings.max_message_size),
+        ("grpc.max_receive_message_length", settings.max_message_size),
+        # Find dead clients (and so release their Hold streams) without waiting for TCP.
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+        ("grpc.http2.max_pings_without_data", 0),
+        # Only --workers shares the port; otherwise a second server must fail to bind.
+        ("grpc.so_reuseport", 1 if settings.workers > 1 else 0),
+    ]
+
+
+@dataclass
+class Server:
+    """A started server; ``port`` is the bound port (useful with port 0)."""
+
+    grpc_server: grpc.aio.Server
+    health: health.aio.HealthServicer
+    port: int
+    settings: Settings
+    _close: list
+
+    async def stop(self) -> None:
+        await self.health.enter_graceful_shutdown()
+        await self.grpc_server.stop(self.settings.shutdown_grace)
+        for close in reversed(self._close):
+            await close()
+
+
+async def start(settings: Settings) -> Server:
+    redis = connect(settings.redis_url or "", settings.redis_max_connections)
+    bus = NotificationBus(redis)
+    waiters = Waiters(bus)
+    locks = lock.Locks(redis, KeySpace(settings.key_prefix), waiters, process_id=secrets.token_hex(8))
+    try:  # load scripts up front; a Redis that is down now is retried on first use
+        for s in lock.SCRIPTS:
+            await redis.script_load(s.source)
+    except Exception as exc:
+        log.warning("Redis not reachable at start-up (%s); serving UNAVAILABLE until it is", exc)
+
+    server = grpc.aio.server(options=server_options(settings))
+    lock_pb2_grpc.add_LockServiceServicer_to_server(LockServicer(locks, settings), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server
+    )
+    port = server.add_insecure_port(settings.listen)
+    await server.start()
+    for name in ("", *SERVICE_NAMES):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("concord-server serving on %s (port %d)", settings.listen, port)
+    return Server(server, health_servicer, port, settings, [redis.aclose, bus.close])
+
+
+async def serve(settings: Settings) -> None:
+    """Runs until SIGTERM or SIGINT, then health goes NOT_SERVING and calls drain."""
+    server = await start(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutting down: draining calls for up to %.1fs", settings.shutdown_grace)
+    await server.stop()

@@ -1,0 +1,89 @@
+"""Server settings: each one a --flag and a CONCORD_* environment variable.
+
+A flag beats its environment variable, which beats the default. ``concord-server
+--help`` prints them all, generated from the fields below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .keys import validate_prefix
+
+
+def _setting(default: object, help: str, **extra: object) -> object:
+    return field(default=default, metadata={"help": help, **extra})
+
+
+@dataclass(frozen=True)
+class Settings:
+    listen: str = _setting("127.0.0.1:50051", "host:port the gRPC server binds")
+    redis_url: str | None = _setting(
+        None,
+        "Redis to use: redis://[user:password@]host:port/db, rediss:// (TLS) or unix:///path.sock. "
+        "Unset: start an embedded Valkey with its data in --data-dir",
+    )
+    key_prefix: str = _setting("concord", "prefix of every Redis key and channel Concord uses")
+    data_dir: Path = _setting(Path("concord-data"), "data directory of the embedded Valkey (append-only file on)")
+    workers: int = _setting(1, "server processes sharing the listen port through SO_REUSEPORT")
+    log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    max_message_size: int = _setting(4 * 1024 * 1024, "largest gRPC message accepted or sent, bytes")
+    shutdown_grace: float = _setting(10.0, "seconds that calls and streams get to finish on SIGTERM/SIGINT")
+    redis_max_connections: int = _setting(16, "Redis connections per server process, pub/sub included")
+    max_ttl: float = _setting(86400.0, "largest lock TTL a client may ask for, seconds")
+    max_wait: float = _setting(3600.0, "largest wait_timeout a client may ask for, seconds")
+
+    def __post_init__(self) -> None:
+        validate_prefix(self.key_prefix)
+        if self.workers < 1:
+            raise ValueError("workers must be at least 1")
+        if self.redis_max_connections < 2:
+            raise ValueError("redis_max_connections must be at least 2 (one is pub/sub)")
+
+
+def env_name(f: dataclasses.Field) -> str:
+    return "CONCORD_" + f.name.upper()
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="concord-server",
+        description="Concord coordination service: locks over gRPC, kept in Redis.",
+        epilog="Every option can also be set by the environment variable named after it.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    for f in dataclasses.fields(Settings):
+        p.add_argument(
+            "--" + f.name.replace("_", "-"),
+            dest=f.name,
+            default=argparse.SUPPRESS,
+            choices=f.metadata.get("choices"),
+            help=f"{f.metadata['help']} [env {env_name(f)}] (default: {f.default})",
+        )
+    return p
+
+
+def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.environ) -> Settings:
+    """Settings from flags, then CONCORD_* variables, then defaults."""
+    p = parser()
+    given = vars(p.parse_args(argv))
+    values: dict[str, object] = {}
+    for f in dataclasses.fields(Settings):
+        raw = given.get(f.name, environ.get(env_name(f)))
+        if raw is None or raw == "":
+            continue
+        kind = type(f.default) if f.default is not None else str
+        try:
+            values[f.name] = kind(raw)
+        except ValueError:
+            p.error(f"--{f.name.replace('_', '-')}: invalid value {raw!r}")
+    try:
+        return Settings(**values)
+    except ValueError as exc:
+        p.error(str(exc))
+        raise  # unreachable: p.error exits

@@ -1,0 +1,58 @@
+"""Domain errors raised by primitives and validation.
+
+They carry no gRPC types: each category names its status code as a plain string and
+api/status.py turns it into a grpc.StatusCode plus a google.rpc.ErrorInfo whose
+reason is ``reason``. Subclass a category to add a specific reason.
+"""
+
+from __future__ import annotations
+
+
+class ConcordError(Exception):
+    code = "INTERNAL"
+    reason = "INTERNAL"
+
+    def __init__(self, message: str, **metadata: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.metadata = metadata
+
+
+class InvalidArgument(ConcordError):
+    code = "INVALID_ARGUMENT"
+    reason = "INVALID_ARGUMENT"
+
+
+class NotFound(ConcordError):
+    code = "NOT_FOUND"
+    reason = "NOT_FOUND"
+
+
+class FailedPrecondition(ConcordError):
+    code = "FAILED_PRECONDITION"
+    reason = "FAILED_PRECONDITION"
+
+
+class ResourceExhausted(ConcordError):
+    code = "RESOURCE_EXHAUSTED"
+    reason = "RESOURCE_EXHAUSTED"
+
+
+class Unavailable(ConcordError):
+    """Redis could not be reached or is loading; the call may be retried."""
+
+    code = "UNAVAILABLE"
+    reason = "REDIS_UNAVAILABLE"
+
+
+class DeadlineExceeded(ConcordError):
+    code = "DEADLINE_EXCEEDED"
+    reason = "DEADLINE_EXCEEDED"
+
+
+class LockNotHeld(FailedPrecondition):
+    reason = "LOCK_NOT_HELD"
+
+
+class LockWaitTimeout(DeadlineExceeded):
+    reason = "LOCK_WAIT_TIMEOUT"

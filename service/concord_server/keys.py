@@ -1,0 +1,51 @@
+"""Every Redis key and channel name Concord uses is built here.
+
+All keys of one resource share a Redis Cluster hash tag, ``{<prefix>:<kind>:<name>}``,
+so each script touches a single slot. The name is escaped so that a ``{`` or ``}``
+inside it can never end the tag early or leave it empty: ``%`` -> ``%25``,
+``{`` -> ``%7B``, ``}`` -> ``%7D``. The escaping is injective, so distinct names
+never share keys.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+_ESCAPES = str.maketrans({"%": "%25", "{": "%7B", "}": "%7D"})
+
+
+def escape(name: str) -> str:
+    return name.translate(_ESCAPES)
+
+
+def validate_prefix(prefix: str) -> str:
+    if not prefix or len(prefix) > 64 or any(c in prefix for c in "{}% \t\r\n"):
+        raise ValueError("key prefix must be 1-64 characters without braces, '%' or spaces")
+    return prefix
+
+
+class LockKeys(NamedTuple):
+    """KEYS of every lock script, in this order, plus the wake-up channel."""
+
+    holder: str  # hash: lease, owner, fence; PEXPIRE = the lock's TTL
+    queue: str  # zset: waiter lease -> arrival time (us), FIFO order
+    waiters: str  # hash: waiter lease -> "ttl_ms deadline_ms proc owner"
+    procs: str  # hash: server process id -> alive-until (ms); dead processes' waiters are skipped
+    fence: str  # string: last fencing token handed out
+    channel: str  # shard channel: "lease fence expires_ms" when a waiter is granted
+
+    @property
+    def keys(self) -> list[str]:
+        return [self.holder, self.queue, self.waiters, self.procs, self.fence]
+
+
+class KeySpace:
+    def __init__(self, prefix: str) -> None:
+        self.prefix = validate_prefix(prefix)
+
+    def tag(self, kind: str, name: str) -> str:
+        return "{%s:%s:%s}" % (self.prefix, kind, escape(name))
+
+    def lock(self, name: str) -> LockKeys:
+        t = self.tag("lock", name)
+        return LockKeys(f"{t}:holder", f"{t}:queue", f"{t}:waiters", f"{t}:procs", f"{t}:fence", f"{t}:wake")

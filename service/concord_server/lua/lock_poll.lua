@@ -1,0 +1,17 @@
+-- lock_poll.lua: heartbeat of a server process that has callers waiting on the lock.
+-- Marks the process alive (so its waiters are not skipped), hands a lock that
+-- expired to the queue's head, and reports the holder so the process can resolve a
+-- grant whose notification it missed and look again when the holder's TTL ends.
+-- KEYS: see lock_common.lua
+-- ARGV[3] server process id   ARGV[4] liveness ms
+-- Returns {holder lease or '', fence, holder pttl ms, now_ms}
+--! include lock_common.lua
+local now_ms, now_us = clock()
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  redis.call('HSET', KEYS[4], ARGV[3], fmt(now_ms + tonumber(ARGV[4])))
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  grant_next(now_ms, now_us)
+end
+local h = redis.call('HMGET', KEYS[1], 'lease', 'fence')
+return {h[1] or '', tonumber(h[2] or '0'), redis.call('PTTL', KEYS[1]), now_ms}

@@ -1,0 +1,12 @@
+-- lock_release.lua: free the lock if the lease holds it and hand it to the next waiter.
+-- KEYS: see lock_common.lua
+-- ARGV[3] lease
+-- Returns 1 released, 0 the lease does not hold the lock.
+--! include lock_common.lua
+if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[3] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+local now_ms, now_us = clock()
+grant_next(now_ms, now_us)
+return 1

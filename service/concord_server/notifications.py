@@ -1,0 +1,89 @@
+"""One pub/sub connection per server process, shared by every blocked call.
+
+Scripts that free a resource SPUBLISH on the resource's shard channel (a channel in
+the resource's own slot, so the same code runs on Redis Cluster). The bus keeps one
+subscription per channel that has local waiters and hands each message to the
+channel's handler. Every subscription confirmation, including the re-subscriptions
+redis-py makes after a reconnect, calls the channel's ``on_subscribed`` so its owner
+can re-check state it may have missed while not subscribed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+
+from .redis_client import UNAVAILABLE_ERRORS, unavailable_on_redis_errors
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Subscription:
+    on_message: Callable[[str], None]
+    on_subscribed: Callable[[], None]
+
+
+class NotificationBus:
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self._pubsub = redis.pubsub()
+        self._subs: dict[str, _Subscription] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._closed = False
+        # (Un)subscribe commands go out in call order, so a group that ends and a new
+        # one that starts on the same channel cannot leave it unsubscribed.
+        self._order = asyncio.Lock()
+
+    async def subscribe(self, channel: str, on_message: Callable[[str], None], on_subscribed: Callable[[], None]) -> None:
+        """Starts delivering the channel's messages; on_subscribed fires on each confirmation."""
+        self._subs[channel] = _Subscription(on_message, on_subscribed)
+        try:
+            with unavailable_on_redis_errors():
+                async with self._order:
+                    await self._pubsub.ssubscribe(channel)
+        except BaseException:
+            self._subs.pop(channel, None)
+            raise
+        if self._reader is None or self._reader.done():
+            self._reader = asyncio.create_task(self._read(), name="concord-notifications")
+
+    async def unsubscribe(self, channel: str) -> None:
+        self._subs.pop(channel, None)
+        try:
+            async with self._order:
+                await self._pubsub.sunsubscribe(channel)
+        except UNAVAILABLE_ERRORS:
+            pass  # the connection is gone, and with it the subscription
+
+    async def _read(self) -> None:
+        backoff = 0.05
+        while not self._closed:
+            try:
+                msg = await self._pubsub.get_message(timeout=None)
+                backoff = 0.05
+            except UNAVAILABLE_ERRORS as exc:
+                log.warning("notification connection lost (%s); retrying in %.2fs", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
+            if msg is None:
+                continue
+            sub = self._subs.get(msg["channel"])
+            if sub is None:
+                continue
+            kind = msg["type"]
+            if kind == "smessage":
+                sub.on_message(msg["data"])
+            elif kind == "ssubscribe":
+                sub.on_subscribed()
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+        await self._pubsub.aclose()

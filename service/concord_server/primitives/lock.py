@@ -1,0 +1,188 @@
+"""Distributed locks: exclusive, expiring, fenced, with a FIFO queue of waiters.
+
+Every state change is one Lua script (lua/lock_*.lua) on the Redis server clock, and
+all of a lock's keys share one hash tag. Acquiring a free lock is one round trip.
+A contended acquire joins the lock's queue in the same script and then waits on an
+in-process future: the script that frees the lock (release, withdraw, or a poll
+after the holder's TTL ran out) hands it straight to the queue's live head and
+publishes the grant, so a handoff costs no extra round trip and nobody polls.
+
+Imports no grpc: api/lock.py maps its errors to status codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from functools import partial
+
+import redis.asyncio as aioredis
+
+from ..errors import LockNotHeld, Unavailable
+from ..keys import KeySpace, LockKeys
+from ..scripts import script
+from ..waiters import PollResult, Waiters
+
+log = logging.getLogger(__name__)
+
+_ACQUIRE = script("lock_acquire.lua")
+_RELEASE = script("lock_release.lua")
+_REFRESH = script("lock_refresh.lua")
+_WITHDRAW = script("lock_withdraw.lua")
+_POLL = script("lock_poll.lua")
+_DESCRIBE = script("lock_describe.lua")
+
+SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE)
+
+
+@dataclass(frozen=True)
+class Grant:
+    lease: str
+    fencing_token: int
+    expires_at_ms: int  # Redis server clock, ms since the epoch
+
+
+@dataclass(frozen=True)
+class LockState:
+    held: bool
+    owner: str
+    fencing_token: int
+    ttl_remaining_ms: int
+    waiters: int
+    now_ms: int
+
+
+class Locks:
+    """The lock primitive of one server process.
+
+    ``process_id`` names this process in the queues it joins; it proves it is alive
+    by polling every ``waiters.interval`` seconds while it has waiters, and its
+    waiters are skipped once it has been silent for ``liveness_ms``.
+    ``fence_retention_ms`` is how long the last fencing token is remembered after the
+    lock's last grant; past it, tokens still increase because they are at least the
+    Redis clock in microseconds.
+    """
+
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        keyspace: KeySpace,
+        waiters: Waiters,
+        *,
+        process_id: str,
+        liveness_ms: int = 5000,
+        fence_retention_ms: int = 7 * 86_400_000,
+    ) -> None:
+        self._redis = redis
+        self._keys = keyspace
+        self._waiters = waiters
+        self._process_id = process_id
+        self._liveness_ms = liveness_ms
+        self._fence_retention_ms = fence_retention_ms
+        self._background: set[asyncio.Task[None]] = set()
+
+    def _run(self, s, k: LockKeys, *args: object):
+        return s(self._redis, k.keys, [k.channel, self._fence_retention_ms, *args])
+
+    async def acquire(self, name: str, ttl_ms: int, wait_ms: int, owner: str) -> Grant | None:
+        """The lock's grant, or None if it was not free within wait_ms (0 = try once)."""
+        k = self._keys.lock(name)
+        lease = secrets.token_hex(16)
+        if wait_ms <= 0:
+            status, fence, ms, now = await self._run(_ACQUIRE, k, lease, ttl_ms, owner, 0, self._process_id, 0)
+            return Grant(lease, fence, now + ms) if status == 1 else None
+        with self._waiters.ticket(k.channel, lease, partial(self._poll, k)) as ticket:
+            try:
+                status, fence, ms, now = await self._run(
+                    _ACQUIRE, k, lease, ttl_ms, owner, wait_ms, self._process_id, self._liveness_ms
+                )
+                if status == 1:
+                    return Grant(lease, fence, now + ms)
+                payload = await ticket.wait(wait_ms / 1000, recheck_in=(ms + 1) / 1000 if ms > 0 else None)
+                if payload is not None:
+                    return _grant_from(lease, payload)
+                # Timed out. A grant may have raced the timeout: keep it if so.
+                kept = await self._run(_WITHDRAW, k, lease, 0)
+                return Grant(lease, kept[1], kept[3] + kept[2]) if kept[0] == 1 else None
+            except BaseException:
+                # The caller is gone, or we cannot tell where we stand: leave the
+                # queue, or pass the lock on if it reached us meanwhile.
+                self.let_go(name, lease, within_ms=wait_ms + ttl_ms)
+                raise
+
+    async def release(self, name: str, lease: str) -> None:
+        k = self._keys.lock(name)
+        if await self._run(_RELEASE, k, lease) != 1:
+            raise LockNotHeld(f"lock {name!r} is not held by this lease", name=name)
+
+    async def refresh(self, name: str, lease: str, ttl_ms: int) -> Grant:
+        k = self._keys.lock(name)
+        reply = await self._run(_REFRESH, k, lease, ttl_ms)
+        if reply[0] != 1:
+            raise LockNotHeld(f"lock {name!r} is not held by this lease", name=name)
+        return Grant(lease, reply[1], reply[2] + ttl_ms)
+
+    async def describe(self, name: str) -> LockState:
+        held, owner, fence, pttl, waiters, now = await self._run(_DESCRIBE, self._keys.lock(name))
+        return LockState(held == 1, owner, fence, max(pttl, 0), waiters, now)
+
+    async def keep_alive(self, name: str, grant: Grant, ttl_ms: int) -> AsyncIterator[Grant]:
+        """Refreshes the lock every ttl/3 and yields each renewed grant.
+
+        Returns when the lock is lost: another lease holds it, or Redis could not
+        confirm a refresh before the lock's TTL ran out.
+        """
+        loop = asyncio.get_running_loop()
+        period = ttl_ms / 3000
+        valid_until = loop.time() + ttl_ms / 1000  # conservative: counted from before the grant reached us
+        delay = period
+        while True:
+            await asyncio.sleep(delay)
+            sent = loop.time()
+            try:
+                grant = await self.refresh(name, grant.lease, ttl_ms)
+            except LockNotHeld:
+                return
+            except Unavailable:
+                if loop.time() >= valid_until:
+                    return
+                delay = min(period, max(0.01, (valid_until - loop.time()) / 4))
+                continue
+            valid_until = sent + ttl_ms / 1000
+            delay = period
+            yield grant
+
+    def let_go(self, name: str, lease: str, within_ms: int) -> None:
+        """Releases the lock or leaves its queue in the background, retrying while
+        Redis is unreachable for up to within_ms (after which Redis forgets it anyway)."""
+        task = asyncio.create_task(self._let_go(self._keys.lock(name), lease, within_ms))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _let_go(self, k: LockKeys, lease: str, within_ms: int) -> None:
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + within_ms / 1000
+        delay = 0.05
+        while True:
+            try:
+                await self._run(_WITHDRAW, k, lease, 1)
+                return
+            except Unavailable:
+                if loop.time() + delay > give_up_at:
+                    log.warning("could not let go of %s before it expires by itself", k.holder)
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    async def _poll(self, k: LockKeys) -> PollResult:
+        holder, fence, pttl, now = await self._run(_POLL, k, self._process_id, self._liveness_ms)
+        granted = {holder: f"{fence} {now + pttl}"} if holder else {}
+        return PollResult(granted, (pttl + 1) / 1000 if pttl > 0 else None)
+
+
+def _grant_from(lease: str, payload: str) -> Grant:
+    fence, expires_ms = payload.split()
+    return Grant(lease, int(fence), int(expires_ms))

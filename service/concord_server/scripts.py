@@ -1,0 +1,47 @@
+"""Lua scripts: loaded from lua/ once, run with EVALSHA, reloaded after a Redis restart.
+
+A script file may begin with ``--! include other.lua`` lines; those files are
+prepended, which is how the lock scripts share their helpers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import NoScriptError
+
+from .redis_client import unavailable_on_redis_errors
+
+_INCLUDE = "--! include "
+
+
+def _read(name: str) -> str:
+    return resources.files(__package__).joinpath("lua", name).read_text(encoding="utf-8")
+
+
+class Script:
+    def __init__(self, name: str) -> None:
+        body = _read(name)
+        parts = [_read(line[len(_INCLUDE) :].strip()) for line in body.splitlines() if line.startswith(_INCLUDE)]
+        self.name = name
+        self.source = "\n".join([*parts, body])
+        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
+
+    async def __call__(self, redis: aioredis.Redis, keys: list[str], args: list[Any]) -> Any:
+        with unavailable_on_redis_errors():
+            try:
+                return await redis.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                # First use on this Redis, or Redis restarted and lost its script cache.
+                await redis.script_load(self.source)
+                return await redis.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+
+
+@cache
+def script(name: str) -> Script:
+    """The registered script for lua/<name>; each file is read and hashed once."""
+    return Script(name)

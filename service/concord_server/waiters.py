@@ -1,0 +1,188 @@
+"""Blocked calls wait on in-process futures, never by polling Redis in a loop.
+
+A caller that must wait registers a *ticket* (its token) with the resource's
+``WaitGroup``: the process-wide set of local waiters on one wake-up channel. The
+group holds the channel's subscription and one task that wakes the right ticket
+when a script publishes ``"<token> <payload>"``. Because pub/sub may drop a message,
+the task also runs the resource's *poll* (one script) when:
+
+- the subscription is confirmed (fresh, or renewed after a reconnect),
+- a ticket joins a group that already existed (a grant may have raced the join),
+- the resource could change by itself (a holder's TTL ends: ``recheck_in``),
+- and every ``interval`` seconds, which also proves this process is alive so its
+  waiters are not skipped as dead.
+
+So ten thousand blocked calls on one resource cost one subscription, one task and
+one script call per interval, not ten thousand of anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from .errors import ConcordError
+from .notifications import NotificationBus
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PollResult:
+    granted: dict[str, str]  # token -> payload, for grants the poll can see
+    recheck_in: float | None  # seconds until the resource may change by itself
+
+
+Poll = Callable[[], Awaitable[PollResult]]
+
+
+class WaitGroup:
+    def __init__(self, registry: Waiters, channel: str, poll: Poll) -> None:
+        self._registry = registry
+        self.channel = channel
+        self._poll = poll
+        self._futures: dict[str, asyncio.Future[str]] = {}
+        loop = asyncio.get_running_loop()
+        self.subscribed: asyncio.Future[None] = loop.create_future()
+        self.subscribed.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self._wake = asyncio.Event()
+        self._recheck_at: float | None = None
+        self._idle_since = loop.time()
+        self._task = asyncio.create_task(self._run(), name=f"waitgroup {channel}")
+
+    def add(self, token: str, future: asyncio.Future[str]) -> None:
+        self._futures[token] = future
+
+    def discard(self, token: str) -> None:
+        self._futures.pop(token, None)
+        if not self._futures:
+            self._idle_since = asyncio.get_running_loop().time()
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    def recheck_in(self, seconds: float) -> None:
+        at = asyncio.get_running_loop().time() + seconds
+        if self._recheck_at is None or at < self._recheck_at:
+            self._recheck_at = at
+            self._wake.set()
+
+    def _resolve(self, token: str, payload: str) -> None:
+        fut = self._futures.get(token)
+        if fut is not None and not fut.done():
+            fut.set_result(payload)
+
+    def _on_message(self, data: str) -> None:
+        token, _, payload = data.partition(" ")
+        self._resolve(token, payload)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await self._registry.bus.subscribe(self.channel, self._on_message, self.poke)
+            self.subscribed.set_result(None)
+        except BaseException as exc:
+            self._registry.forget(self)
+            self.subscribed.set_exception(exc if isinstance(exc, ConcordError) else ConcordError(str(exc)))
+            return
+        try:
+            while True:
+                now = loop.time()
+                if not self._futures:
+                    if now - self._idle_since >= self._registry.linger:
+                        break
+                    timeout = self._registry.linger - (now - self._idle_since)
+                else:
+                    timeout = self._registry.interval
+                    if self._recheck_at is not None:
+                        timeout = max(0.0, min(timeout, self._recheck_at - now))
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                except TimeoutError:
+                    pass
+                self._wake.clear()
+                if self._futures:
+                    await self._poll_once(loop)
+        finally:
+            self._registry.forget(self)
+            await self._registry.bus.unsubscribe(self.channel)
+
+    async def _poll_once(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._recheck_at = None
+        try:
+            result = await self._poll()
+        except ConcordError as exc:
+            log.debug("poll of %s failed: %s", self.channel, exc)
+            return
+        for token, payload in result.granted.items():
+            self._resolve(token, payload)
+        if result.recheck_in is not None:
+            self._recheck_at = loop.time() + result.recheck_in
+
+
+class Ticket:
+    """One blocked call's place in its WaitGroup; use as a context manager."""
+
+    def __init__(self, registry: Waiters, channel: str, token: str, poll: Poll) -> None:
+        self._registry = registry
+        self._channel = channel
+        self._token = token
+        self._poll = poll
+        self.future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        # Join an existing group now, before the caller's script runs, so a grant
+        # published right after it cannot slip past.
+        self._group = registry.groups.get(channel)
+        if self._group is not None:
+            self._group.add(token, self.future)
+
+    async def wait(self, timeout: float, recheck_in: float | None) -> str | None:
+        """The grant's payload, or None when timeout passes first."""
+        group = self._group
+        if group is None:
+            group = self._group = self._registry.join(self._channel, self._poll)
+            group.add(self._token, self.future)
+            group.poke()  # the script ran before we joined: look once
+        if recheck_in is not None:
+            group.recheck_in(recheck_in)
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(group.subscribed)
+                return await asyncio.shield(self.future)
+        except TimeoutError:
+            return self.future.result() if self.future.done() else None
+
+    def __enter__(self) -> Ticket:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._group is not None:
+            self._group.discard(self._token)
+
+
+class Waiters:
+    """The process's registry of WaitGroups, one per wake-up channel."""
+
+    def __init__(self, bus: NotificationBus, interval: float = 1.0, linger: float = 10.0) -> None:
+        self.bus = bus
+        self.interval = interval  # heartbeat and safety re-check period
+        self.linger = linger  # keep an idle subscription this long: handoff loops reuse it
+        self.groups: dict[str, WaitGroup] = {}
+
+    def ticket(self, channel: str, token: str, poll: Poll) -> Ticket:
+        return Ticket(self, channel, token, poll)
+
+    def join(self, channel: str, poll: Poll) -> WaitGroup:
+        group = self.groups.get(channel)
+        if group is None:
+            group = self.groups[channel] = WaitGroup(self, channel, poll)
+        return group
+
+    def forget(self, group: WaitGroup) -> None:
+        if self.groups.get(group.channel) is group:
+            del self.groups[group.channel]
+
+    @property
+    def blocked(self) -> int:
+        return sum(len(g._futures) for g in self.groups.values())
