@@ -177,6 +177,11 @@ class Locks:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
+    async def drain(self, timeout: float) -> None:
+        """Waits (up to timeout) for background releases to reach Redis; used at shutdown."""
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=timeout)
+
     async def _poll(self, k: LockKeys) -> PollResult:
         holder, fence, pttl, now = await self._run(_POLL, k, self._process_id, self._liveness_ms)
         granted = {holder: f"{fence} {now + pttl}"} if holder else {}

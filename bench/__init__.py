@@ -1,0 +1,1 @@
+"""Concord's benchmark harness: ``python -m bench`` (see bench/README.md)."""

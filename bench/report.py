@@ -1,0 +1,93 @@
+"""The one table the bench prints, and the JSON it saves.
+
+Every figure is a Row: a value, optionally the baseline it is compared with (a figure
+measured in the same run, named), the ratio value/baseline, and a target with its
+verdict. Units drive formatting so scenarios hand over raw SI numbers (seconds, bytes).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Row:
+    scenario: str
+    metric: str
+    value: float
+    unit: str  # "s" (shown as µs/ms), "/s", "B", "x" (plain ratio), "" (count)
+    baseline: float | None = None
+    baseline_label: str = ""
+    target: str = ""  # e.g. "≤ 2.6× empty", "≤ 2 ms"
+    passed: bool | None = None
+    note: str = ""
+    runs: list[float] = field(default_factory=list)  # per-repetition values behind the median
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline is None or not self.baseline or math.isnan(self.value):
+            return None
+        return self.value / self.baseline
+
+
+def fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return ""
+    if math.isnan(value):
+        return "n/a"
+    if unit == "s":
+        if value < 1e-3:
+            return f"{value * 1e6:.0f} µs"
+        if value < 1:
+            return f"{value * 1e3:.2f} ms"
+        return f"{value:.2f} s"
+    if unit == "/s":
+        return f"{value:,.0f}/s"
+    if unit == "B":
+        return f"{value / 2**20:.1f} MiB"
+    if unit == "x":
+        return f"{value:.2f}"
+    if unit == "%":
+        return f"{value:.0f}%"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
+
+def _verdict(row: Row) -> str:
+    return {True: "✅", False: "❌", None: ""}[row.passed]
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| scenario | metric | value | baseline | ratio / target | pass? |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        base = f"{fmt(r.baseline, r.unit)} ({r.baseline_label})" if r.baseline is not None else ""
+        parts = []
+        if r.ratio is not None:
+            parts.append(f"{r.ratio:.2f}×")
+        if r.target:
+            parts.append(f"target {r.target}")
+        value = fmt(r.value, r.unit) + (f" ({r.note})" if r.note else "")
+        lines.append(f"| {r.scenario} | {r.metric} | {value} | {base} | {'; '.join(parts)} | {_verdict(r)} |")
+    return "\n".join(lines)
+
+
+def header(info: dict, args: dict) -> str:
+    mode = "quick" if args.get("quick") else "full"
+    return (
+        f"Concord bench — commit {info['commit']}, {mode} run, {args.get('reps')} repetitions (medians)\n"
+        f"{info['usable_cores']}/{info['cores']} cores ({info['cpu']}), {info['implementation']} {info['python']}, "
+        f"grpcio {info['grpcio']}, redis-py {info['redis_py']}, {info['platform']}"
+    )
+
+
+def save(path: Path, info: dict, args: dict, rows: list[Row], details: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"machine": info, "args": args,
+           "rows": [{**asdict(r), "ratio": r.ratio} for r in rows], "details": details}
+    path.write_text(json.dumps(doc, indent=2, default=_nan_safe) + "\n")
+
+
+def _nan_safe(o: object) -> object:
+    return str(o)

@@ -1,0 +1,177 @@
+"""Test helpers: real server processes and condition waits with deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import grpc
+import pytest
+import redis
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from concord_server.embedded_valkey import free_port, valkey_binary
+from concord_server.keys import KeySpace
+from concord_server.notifications import NotificationBus
+from concord_server.primitives.lock import Locks
+from concord_server.redis_client import connect
+from concord_server.waiters import Waiters
+
+BACKENDS = ["valkey", "redis"]
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.01, message: str = "condition"):
+    """Polls predicate until it returns a truthy value; fails the test at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
+
+
+def backend_binary(backend: str) -> str | None:
+    if backend == "valkey":
+        return valkey_binary()
+    return shutil.which("redis-server")
+
+
+class RedisServer:
+    """A Redis-protocol server process with its append-only file on, restartable in place."""
+
+    def __init__(self, binary: str, data_dir: Path) -> None:
+        self.binary = binary
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> RedisServer:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir),
+             "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no",
+             "--logfile", str(self.data_dir / "server.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis.from_url(self.url, socket_timeout=1)
+
+        def up() -> bool:
+            assert self.proc is not None and self.proc.poll() is None, f"{self.binary} exited"
+            try:
+                return bool(client.ping())
+            except (redis.ConnectionError, redis.BusyLoadingError):
+                return False
+
+        wait_until(up, message=f"{self.binary} on port {self.port}")
+        client.close()
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def client(self) -> redis.Redis:
+        return redis.Redis.from_url(self.url, decode_responses=True)
+
+
+class ServerProcess:
+    """A concord-server subprocess, started the way users start it."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.target = f"127.0.0.1:{self.port}"
+        self.args = ["--listen", self.target, *args]
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path: Path | None = None
+
+    def start(self, log_path: Path) -> ServerProcess:
+        self.log_path = log_path
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "concord_server", *self.args],
+                                         stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        wait_until(lambda: self.health() == health_pb2.HealthCheckResponse.SERVING, timeout=30,
+                   message=f"concord-server on {self.target} (log: {log_path})")
+        return self
+
+    def health(self, service: str = ""):
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            pytest.fail(f"concord-server exited with {self.proc.returncode}; log: {self.log_text()}")
+        with grpc.insecure_channel(self.target) as ch:
+            try:
+                return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service), timeout=1).status
+            except grpc.RpcError:
+                return None
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path else ""
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 30) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+
+
+@contextlib.asynccontextmanager
+async def lock_primitive(url: str, *, process_id: str = "test-proc", liveness_ms: int = 5000,
+                         interval: float = 1.0, prefix: str | None = None):
+    """A Locks primitive wired like the server wires it, without gRPC."""
+    r = connect(url, 16)
+    bus = NotificationBus(r)
+    locks = Locks(r, KeySpace(prefix or f"t{uuid.uuid4().hex[:8]}"), Waiters(bus, interval=interval),
+                  process_id=process_id, liveness_ms=liveness_ms)
+    try:
+        yield locks
+    finally:
+        await locks.drain(1.0)
+        await bus.close()
+        await r.aclose()
+
+
+async def async_wait_until(predicate, timeout: float = 10.0, interval: float = 0.01, message: str = "condition"):
+    """wait_until for coroutine predicates."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if loop.time() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {message}")
+        await asyncio.sleep(interval)

@@ -1,0 +1,154 @@
+"""The lock primitive on its own: scripts, queue and wake-ups against real Redis, no gRPC."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from concord_server.errors import LockNotHeld
+from concord_server.primitives.lock import _ACQUIRE, _RELEASE
+
+from support import async_wait_until, lock_primitive
+
+
+@pytest.fixture
+async def locks(redis_server):
+    async with lock_primitive(redis_server.url) as locks:
+        yield locks
+
+
+async def waiters(locks, name: str) -> int:
+    return (await locks.describe(name)).waiters
+
+
+async def test_acquire_release_describe(locks, name):
+    grant = await locks.acquire(name, 10_000, 0, "alice")
+    assert grant is not None and len(grant.lease) == 32
+    state = await locks.describe(name)
+    assert state.held and state.owner == "alice" and state.fencing_token == grant.fencing_token
+    assert 0 < state.ttl_remaining_ms <= 10_000
+    assert await locks.acquire(name, 10_000, 0, "bob") is None
+    await locks.release(name, grant.lease)
+    assert not (await locks.describe(name)).held
+    again = await locks.acquire(name, 10_000, 0, "bob")
+    assert again.fencing_token > grant.fencing_token
+
+
+async def test_only_the_holder_releases_or_refreshes(locks, name):
+    grant = await locks.acquire(name, 10_000, 0, "alice")
+    with pytest.raises(LockNotHeld):
+        await locks.release(name, "f" * 32)
+    with pytest.raises(LockNotHeld):
+        await locks.refresh(name, "f" * 32, 5000)
+    refreshed = await locks.refresh(name, grant.lease, 20_000)
+    assert refreshed.expires_at_ms > grant.expires_at_ms
+    await locks.release(name, grant.lease)
+    with pytest.raises(LockNotHeld):
+        await locks.release(name, grant.lease)
+
+
+async def test_waiters_are_served_in_fifo_order(locks, name):
+    holder = await locks.acquire(name, 10_000, 0, "holder")
+    order: list[int] = []
+
+    async def waiter(i: int) -> None:
+        grant = await locks.acquire(name, 10_000, 20_000, f"w{i}")
+        order.append(i)
+        await locks.release(name, grant.lease)
+
+    tasks = []
+    for i in range(6):
+        tasks.append(asyncio.create_task(waiter(i)))
+        await async_wait_until(lambda: _eq(waiters(locks, name), i + 1), message=f"waiter {i} queued")
+    await locks.release(name, holder.lease)
+    await asyncio.gather(*tasks)
+    assert order == list(range(6))
+
+
+async def _eq(coro, value) -> bool:
+    return await coro == value
+
+
+async def test_wait_timeout_returns_none_and_leaves_the_queue(locks, name):
+    await locks.acquire(name, 10_000, 0, "holder")
+    assert await locks.acquire(name, 10_000, 200, "late") is None
+    assert await waiters(locks, name) == 0
+
+
+async def test_expired_holder_hands_over_without_client_action(locks, name):
+    first = await locks.acquire(name, 200, 0, "crashed")
+    second = await locks.acquire(name, 10_000, 10_000, "next")
+    assert second is not None and second.fencing_token > first.fencing_token
+
+
+async def test_cancelled_waiter_leaves_the_queue_at_once(locks, name):
+    holder = await locks.acquire(name, 10_000, 0, "holder")
+    task = asyncio.create_task(locks.acquire(name, 10_000, 30_000, "quitter"))
+    await async_wait_until(lambda: _eq(waiters(locks, name), 1), message="waiter queued")
+    task.cancel()
+    await async_wait_until(lambda: _eq(waiters(locks, name), 0), message="cancelled waiter gone")
+    await locks.release(name, holder.lease)
+    assert not (await locks.describe(name)).held  # nobody was handed the lock
+
+
+async def test_grant_is_found_by_the_poll_when_the_notification_is_lost(redis_server, name):
+    async with lock_primitive(redis_server.url, interval=0.2) as locks:
+        holder = await locks.acquire(name, 10_000, 0, "holder")
+        task = asyncio.create_task(locks.acquire(name, 10_000, 30_000, "waiter"))
+        await async_wait_until(lambda: _eq(waiters(locks, name), 1), message="waiter queued")
+        k = locks._keys.lock(name)
+        # Release through a channel nobody listens on: the grant's message is lost.
+        assert await _RELEASE(locks._redis, k.keys, ["nowhere", 60_000, holder.lease]) == 1
+        grant = await asyncio.wait_for(task, 10)
+        assert grant.fencing_token > holder.fencing_token
+        assert (await locks.describe(name)).owner == "waiter"
+
+
+async def test_waiters_of_a_dead_server_process_are_skipped(redis_server, name):
+    async with lock_primitive(redis_server.url) as locks:
+        holder = await locks.acquire(name, 10_000, 0, "holder")
+        k = locks._keys.lock(name)
+        # A waiter queued by a process that then died: it never polls again.
+        status, *_ = await _ACQUIRE(locks._redis, k.keys, [k.channel, 60_000, "ghost-lease", 60_000, "ghost",
+                                                           60_000, "dead-proc", 300])
+        assert status == 2
+        live = asyncio.create_task(locks.acquire(name, 10_000, 30_000, "alive"))
+        await async_wait_until(lambda: _eq(locks._redis.zcard(k.queue), 2), message="both queued")
+        await async_wait_until(lambda: _eq(waiters(locks, name), 1), message="the ghost's liveness to lapse")
+        await locks.release(name, holder.lease)
+        grant = await asyncio.wait_for(live, 10)
+        assert grant is not None and (await locks.describe(name)).owner == "alive"
+
+
+async def test_fencing_tokens_increase_even_when_redis_forgets_them(locks, redis_async, name):
+    tokens = []
+    for _ in range(3):
+        grant = await locks.acquire(name, 10_000, 0, "a")
+        tokens.append(grant.fencing_token)
+        await locks.release(name, grant.lease)
+    # An emptied Redis (replaced, or flushed) has no memory of the last token.
+    await redis_async.delete(*locks._keys.lock(name).keys)
+    tokens.append((await locks.acquire(name, 10_000, 0, "a")).fencing_token)
+    assert tokens == sorted(set(tokens))
+
+
+async def test_keep_alive_renews_until_the_lock_is_taken_away(locks, redis_async, name):
+    grant = await locks.acquire(name, 300, 0, "a")
+    renewals = []
+    async for renewed in locks.keep_alive(name, grant, 300):
+        renewals.append(renewed)
+        if len(renewals) == 3:
+            await redis_async.delete(locks._keys.lock(name).holder)
+    assert len(renewals) == 3
+    assert renewals[-1].expires_at_ms > grant.expires_at_ms
+
+
+async def test_all_keys_vanish_once_nothing_is_held_or_waiting(locks, redis_async, name):
+    holder = await locks.acquire(name, 10_000, 0, "holder")
+    assert await locks.acquire(name, 10_000, 100, "w") is None
+    await locks.release(name, holder.lease)
+    k = locks._keys.lock(name)
+    # Only the fence remains, with a TTL: nothing lives forever.
+    assert await redis_async.exists(k.holder, k.queue, k.waiters) == 0
+    assert await redis_async.pttl(k.fence) > 0
