@@ -10,6 +10,7 @@ import signal
 from dataclasses import dataclass
 
 import grpc
+import redis.asyncio as aioredis
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -51,13 +52,21 @@ class Server:
     health: health.aio.HealthServicer
     port: int
     settings: Settings
-    _close: list
+    redis: aioredis.Redis
+    bus: NotificationBus
+    waiters: Waiters
+    locks: lock.Locks
 
     async def stop(self) -> None:
+        """Health goes NOT_SERVING; blocked waits end with UNAVAILABLE at once (their
+        clients can retry on another replica); other calls and Hold streams get the
+        grace period; releases they leave behind reach Redis before it is closed."""
         await self.health.enter_graceful_shutdown()
+        self.waiters.close()
         await self.grpc_server.stop(self.settings.shutdown_grace)
-        for close in reversed(self._close):
-            await close()
+        await self.locks.drain(timeout=5.0)
+        await self.bus.close()
+        await self.redis.aclose()
 
 
 async def start(settings: Settings) -> Server:
@@ -83,7 +92,7 @@ async def start(settings: Settings) -> Server:
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("concord-server serving on %s (port %d)", settings.listen, port)
-    return Server(server, health_servicer, port, settings, [redis.aclose, bus.close])
+    return Server(server, health_servicer, port, settings, redis, bus, waiters, locks)
 
 
 async def serve(settings: Settings) -> None:

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from .errors import ConcordError
+from .errors import ConcordError, Unavailable
 from .notifications import NotificationBus
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,11 @@ class WaitGroup:
         if self._recheck_at is None or at < self._recheck_at:
             self._recheck_at = at
             self._wake.set()
+
+    def fail_all(self, exc: Exception) -> None:
+        for fut in self._futures.values():
+            if not fut.done():
+                fut.set_exception(exc)
 
     def _resolve(self, token: str, payload: str) -> None:
         fut = self._futures.get(token)
@@ -130,6 +135,8 @@ class Ticket:
         self._channel = channel
         self._token = token
         self._poll = poll
+        if registry.closed:
+            raise Unavailable("server is shutting down")
         self.future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         # Join an existing group now, before the caller's script runs, so a grant
         # published right after it cannot slip past.
@@ -169,6 +176,13 @@ class Waiters:
         self.interval = interval  # heartbeat and safety re-check period
         self.linger = linger  # keep an idle subscription this long: handoff loops reuse it
         self.groups: dict[str, WaitGroup] = {}
+        self.closed = False
+
+    def close(self) -> None:
+        """Ends every blocked call with UNAVAILABLE so its client can retry elsewhere."""
+        self.closed = True
+        for group in list(self.groups.values()):
+            group.fail_all(Unavailable("server is shutting down"))
 
     def ticket(self, channel: str, token: str, poll: Poll) -> Ticket:
         return Ticket(self, channel, token, poll)

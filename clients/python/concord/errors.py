@@ -8,8 +8,9 @@ one is defined here, else the status code.
 from __future__ import annotations
 
 import grpc
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
+from google.rpc import error_details_pb2, status_pb2
+
+_DETAILS_KEY = "grpc-status-details-bin"  # where grpcio-status puts google.rpc.Status
 
 
 class ConcordError(Exception):
@@ -90,15 +91,17 @@ _BY_CODE: dict[grpc.StatusCode, type[ConcordError]] = {
 
 
 def from_rpc_error(error: grpc.RpcError) -> ConcordError:
-    """The typed exception for a failed call, with the server's ErrorInfo attached."""
-    code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
-    message = error.details() if isinstance(error, grpc.Call) else str(error)
+    """The typed exception for a failed call (sync or asyncio), with its ErrorInfo."""
+    code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
+    message = error.details() if hasattr(error, "details") else str(error)
     reason, metadata = "", {}
-    status = rpc_status.from_call(error) if isinstance(error, grpc.Call) else None
-    for detail in status.details if status else ():
-        info = error_details_pb2.ErrorInfo()
-        if detail.Unpack(info):
-            reason, metadata = info.reason, dict(info.metadata)
+    for key, value in (error.trailing_metadata() or ()) if hasattr(error, "trailing_metadata") else ():
+        if key != _DETAILS_KEY:
+            continue
+        for detail in status_pb2.Status.FromString(value).details:
+            info = error_details_pb2.ErrorInfo()
+            if detail.Unpack(info):
+                reason, metadata = info.reason, dict(info.metadata)
     cls = _BY_REASON.get(reason) or _BY_CODE.get(code, ConcordError)
     exc = cls(message or code.name, reason=reason, metadata=metadata)
     if cls is ConcordError:

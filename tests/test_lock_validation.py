@@ -1,0 +1,118 @@
+"""Bad input gets INVALID_ARGUMENT (or the documented code) and writes nothing to Redis."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from google.protobuf import duration_pb2
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from concord.lock.v1 import lock_pb2 as pb
+from concord.lock.v1 import lock_pb2_grpc
+from support import ServerProcess
+
+PREFIX = "validation"
+TTL = duration_pb2.Duration(seconds=5)
+
+
+def d(seconds: int = 0, nanos: int = 0) -> duration_pb2.Duration:
+    return duration_pb2.Duration(seconds=seconds, nanos=nanos)
+
+
+@pytest.fixture(scope="module")
+def server(redis_server, tmp_path_factory):
+    """A server with a key prefix of its own, so 'nothing written' can be checked exactly."""
+    s = ServerProcess("--redis-url", redis_server.url, "--key-prefix", PREFIX, "--max-ttl", "3600", "--max-wait", "60")
+    s.start(tmp_path_factory.mktemp("validation") / "server.log")
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def stub(server):
+    with grpc.insecure_channel(server.target) as ch:
+        yield lock_pb2_grpc.LockServiceStub(ch)
+
+
+BAD_NAMES = {
+    "empty": "",
+    "257 bytes": "a" * 257,
+    "258 bytes of 2-byte chars": "é" * 129,
+    "newline": "orders\n42",
+    "nul": "orders\x0042",
+    "del": "orders\x7f",
+    "c1 control": "orders\x85",
+}
+
+BAD_REQUESTS = {
+    **{f"Acquire name {k}": ("Acquire", pb.AcquireRequest(name=v, ttl=TTL), "name") for k, v in BAD_NAMES.items()},
+    "Acquire ttl missing": ("Acquire", pb.AcquireRequest(name="n"), "ttl"),
+    "Acquire ttl zero": ("Acquire", pb.AcquireRequest(name="n", ttl=d()), "ttl"),
+    "Acquire ttl negative": ("Acquire", pb.AcquireRequest(name="n", ttl=d(-5)), "ttl"),
+    "Acquire ttl negative nanos": ("Acquire", pb.AcquireRequest(name="n", ttl=d(0, -5)), "ttl"),
+    "Acquire ttl below 10ms": ("Acquire", pb.AcquireRequest(name="n", ttl=d(0, 5_000_000)), "ttl"),
+    "Acquire ttl above max": ("Acquire", pb.AcquireRequest(name="n", ttl=d(3601)), "ttl"),
+    "Acquire ttl huge": ("Acquire", pb.AcquireRequest(name="n", ttl=d(10**11)), "ttl"),
+    "Acquire wait negative": ("Acquire", pb.AcquireRequest(name="n", ttl=TTL, wait_timeout=d(-1)), "wait_timeout"),
+    "Acquire wait above max": ("Acquire", pb.AcquireRequest(name="n", ttl=TTL, wait_timeout=d(61)), "wait_timeout"),
+    "Acquire owner control char": ("Acquire", pb.AcquireRequest(name="n", ttl=TTL, owner="bad\towner"), "owner"),
+    "Acquire owner too long": ("Acquire", pb.AcquireRequest(name="n", ttl=TTL, owner="o" * 300), "owner"),
+    "Hold name empty": ("Hold", pb.HoldRequest(ttl=TTL), "name"),
+    "Hold ttl missing": ("Hold", pb.HoldRequest(name="n"), "ttl"),
+    "Release lease empty": ("Release", pb.ReleaseRequest(name="n"), "lease"),
+    "Release lease too long": ("Release", pb.ReleaseRequest(name="n", lease="a" * 200), "lease"),
+    "Release lease not printable": ("Release", pb.ReleaseRequest(name="n", lease="ab\x01cd"), "lease"),
+    "Release name bad": ("Release", pb.ReleaseRequest(name="x\n", lease="a" * 32), "name"),
+    "Refresh ttl missing": ("Refresh", pb.RefreshRequest(name="n", lease="a" * 32), "ttl"),
+    "Refresh ttl negative": ("Refresh", pb.RefreshRequest(name="n", lease="a" * 32, ttl=d(-1)), "ttl"),
+    "Describe name empty": ("Describe", pb.DescribeRequest(), "name"),
+}
+
+
+def call(stub, method, request):
+    result = getattr(stub, method)(request, timeout=10)
+    return list(result) if method == "Hold" else result
+
+
+def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo:
+    info = error_details_pb2.ErrorInfo()
+    assert rpc_status.from_call(err).details[0].Unpack(info)
+    return info
+
+
+def prefixed_keys(redis_sync) -> set[str]:
+    return {k for k in redis_sync.keys("*") if PREFIX in k}
+
+
+@pytest.mark.parametrize("case", BAD_REQUESTS, ids=str)
+def test_bad_input_is_invalid_argument_and_writes_nothing(stub, redis_sync, case):
+    method, request, field = BAD_REQUESTS[case]
+    before = prefixed_keys(redis_sync)
+    with pytest.raises(grpc.RpcError) as err:
+        call(stub, method, request)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+    info = error_info(err.value)
+    assert (info.reason, info.domain, info.metadata["field"]) == ("INVALID_ARGUMENT", "concord", field)
+    assert field in err.value.details()
+    assert prefixed_keys(redis_sync) <= before
+
+
+@pytest.mark.parametrize("method", ["Release", "Refresh"])
+def test_unknown_lease_is_lock_not_held_and_writes_nothing(stub, redis_sync, method):
+    before = prefixed_keys(redis_sync)
+    request = getattr(pb, f"{method}Request")(name="never-taken", lease="0123456789abcdef" * 2)
+    if method == "Refresh":
+        request.ttl.CopyFrom(TTL)
+    with pytest.raises(grpc.RpcError) as err:
+        call(stub, method, request)
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert error_info(err.value).reason == "LOCK_NOT_HELD"
+    assert prefixed_keys(redis_sync) <= before
+
+
+def test_names_up_to_the_limit_and_with_braces_work(stub):
+    for name in ("a" * 256, "é" * 128, "{orders}:42", "}{", "100%", "名前🔒"):
+        resp = stub.Acquire(pb.AcquireRequest(name=name, ttl=TTL), timeout=10)
+        assert resp.acquired, name
+        stub.Release(pb.ReleaseRequest(name=name, lease=resp.lease), timeout=10)
