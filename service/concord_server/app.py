@@ -65,6 +65,7 @@ class Server:
         self.waiters.close()
         await self.grpc_server.stop(self.settings.shutdown_grace)
         await self.locks.drain(timeout=5.0)
+        await self.waiters.aclose()
         await self.bus.close()
         await self.redis.aclose()
 

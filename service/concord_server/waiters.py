@@ -184,6 +184,13 @@ class Waiters:
         for group in list(self.groups.values()):
             group.fail_all(Unavailable("server is shutting down"))
 
+    async def aclose(self) -> None:
+        """Stops every group's task (and so its subscription); after close()."""
+        tasks = [g._task for g in self.groups.values()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     def ticket(self, channel: str, token: str, poll: Poll) -> Ticket:
         return Ticket(self, channel, token, poll)
 
