@@ -21,20 +21,10 @@ _CHANNEL_OPTIONS: list[tuple[str, Any]] = [
 ]
 
 
-def _options(extra: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    return [*_CHANNEL_OPTIONS, *extra]
+class _Connection:
+    """The channel and stubs; Client and AsyncClient differ only in grpc vs grpc.aio."""
 
-
-class Client:
-    """A synchronous connection to a Concord server.
-
-    >>> with concord.Client("127.0.0.1:50051") as client:
-    ...     with client.lock("orders:42", ttl=10) as lease:
-    ...         print(lease.fencing_token)
-
-    ``timeout`` bounds every call in seconds, on top of any time it spends waiting
-    on purpose (a lock's wait timeout). Errors are raised as concord.errors types.
-    """
+    _grpc: Any
 
     def __init__(
         self,
@@ -45,11 +35,26 @@ class Client:
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
         self.timeout = timeout
+        opts = [*_CHANNEL_OPTIONS, *options]
         if credentials is None:
-            self._channel = grpc.insecure_channel(target, options=_options(options))
+            self._channel = self._grpc.insecure_channel(target, options=opts)
         else:
-            self._channel = grpc.secure_channel(target, credentials, options=_options(options))
+            self._channel = self._grpc.secure_channel(target, credentials, options=opts)
         self._locks = lock_pb2_grpc.LockServiceStub(self._channel)
+
+
+class Client(_Connection):
+    """A synchronous connection to a Concord server.
+
+    >>> with concord.Client("127.0.0.1:50051") as client:
+    ...     with client.lock("orders:42", ttl=10) as lease:
+    ...         print(lease.fencing_token)
+
+    ``timeout`` bounds every call in seconds, on top of any time it spends waiting
+    on purpose (a lock's wait timeout). Errors are raised as concord.errors types.
+    """
+
+    _grpc = grpc
 
     def lock(self, name: str, *, ttl: float = 30.0, timeout: float | None = None, owner: str = "") -> Lock:
         """A handle on the lock ``name``: ``with`` it, or call acquire/release/describe.
@@ -75,7 +80,7 @@ class Client:
         self.close()
 
 
-class AsyncClient:
+class AsyncClient(_Connection):
     """An asyncio connection to a Concord server.
 
     >>> async with concord.AsyncClient("127.0.0.1:50051") as client:
@@ -83,20 +88,7 @@ class AsyncClient:
     ...         print(lease.fencing_token)
     """
 
-    def __init__(
-        self,
-        target: str = DEFAULT_TARGET,
-        *,
-        timeout: float = 10.0,
-        credentials: grpc.ChannelCredentials | None = None,
-        options: Sequence[tuple[str, Any]] = (),
-    ) -> None:
-        self.timeout = timeout
-        if credentials is None:
-            self._channel = grpc.aio.insecure_channel(target, options=_options(options))
-        else:
-            self._channel = grpc.aio.secure_channel(target, credentials, options=_options(options))
-        self._locks = lock_pb2_grpc.LockServiceStub(self._channel)
+    _grpc = grpc.aio
 
     def lock(self, name: str, *, ttl: float = 30.0, timeout: float | None = None, owner: str = "") -> AsyncLock:
         """A handle on the lock ``name``: ``async with`` it, or await its methods."""
