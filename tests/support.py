@@ -18,6 +18,7 @@ import pytest
 import redis
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from concord_server.autopipeline import AutoPipeline
 from concord_server.embedded_valkey import free_port, valkey_binary
 from concord_server.keys import KeySpace
 from concord_server.notifications import NotificationBus
@@ -153,14 +154,16 @@ async def lock_primitive(url: str, *, process_id: str = "test-proc", liveness_ms
                          interval: float = 1.0, prefix: str | None = None):
     """A Locks primitive wired like the server wires it, without gRPC."""
     r = connect(url, 16)
+    commands = AutoPipeline(r.connection_pool)
     bus = NotificationBus(r)
-    locks = Locks(r, KeySpace(prefix or f"t{uuid.uuid4().hex[:8]}"), Waiters(bus, interval=interval),
+    locks = Locks(commands, KeySpace(prefix or f"t{uuid.uuid4().hex[:8]}"), Waiters(bus, interval=interval),
                   process_id=process_id, liveness_ms=liveness_ms)
     try:
         yield locks
     finally:
         await locks.drain(1.0)
         await bus.close()
+        await commands.aclose()
         await r.aclose()
 
 

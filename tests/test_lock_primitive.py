@@ -114,7 +114,7 @@ async def test_waiters_of_a_dead_server_process_are_skipped(redis_server, name):
                                                            60_000, "dead-proc", 300])
         assert status == 2
         live = asyncio.create_task(locks.acquire(name, 10_000, 30_000, "alive"))
-        await async_wait_until(lambda: _eq(locks._redis.zcard(k.queue), 2), message="both queued")
+        await async_wait_until(lambda: _eq(locks._redis.execute_command("ZCARD", k.queue), 2), message="both queued")
         await async_wait_until(lambda: _eq(waiters(locks, name), 1), message="the ghost's liveness to lapse")
         await locks.release(name, holder.lease)
         grant = await asyncio.wait_for(live, 10)

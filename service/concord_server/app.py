@@ -17,6 +17,7 @@ from grpc_reflection.v1alpha import reflection
 from concord.lock.v1 import lock_pb2, lock_pb2_grpc
 
 from .api.lock import LockServicer
+from .autopipeline import AutoPipeline
 from .config import Settings
 from .keys import KeySpace
 from .notifications import NotificationBus
@@ -53,6 +54,7 @@ class Server:
     port: int
     settings: Settings
     redis: aioredis.Redis
+    commands: AutoPipeline
     bus: NotificationBus
     waiters: Waiters
     locks: lock.Locks
@@ -67,17 +69,19 @@ class Server:
         await self.locks.drain(timeout=5.0)
         await self.waiters.aclose()
         await self.bus.close()
+        await self.commands.aclose()
         await self.redis.aclose()
 
 
 async def start(settings: Settings) -> Server:
     redis = connect(settings.redis_url or "", settings.redis_max_connections)
+    commands = AutoPipeline(redis.connection_pool)
     bus = NotificationBus(redis)
     waiters = Waiters(bus)
-    locks = lock.Locks(redis, KeySpace(settings.key_prefix), waiters, process_id=secrets.token_hex(8))
+    locks = lock.Locks(commands, KeySpace(settings.key_prefix), waiters, process_id=secrets.token_hex(8))
     try:  # load scripts up front; a Redis that is down now is retried on first use
         for s in lock.SCRIPTS:
-            await redis.script_load(s.source)
+            await s.load(commands)
     except Exception as exc:
         log.warning("Redis not reachable at start-up (%s); serving UNAVAILABLE until it is", exc)
 
@@ -93,7 +97,7 @@ async def start(settings: Settings) -> Server:
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("concord-server serving on %s (port %d)", settings.listen, port)
-    return Server(server, health_servicer, port, settings, redis, bus, waiters, locks)
+    return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, locks)
 
 
 async def serve(settings: Settings) -> None:

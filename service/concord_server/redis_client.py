@@ -21,10 +21,9 @@ UNAVAILABLE_ERRORS = (RedisConnectionError, RedisTimeoutError, BusyLoadingError,
 def connect(url: str, max_connections: int) -> aioredis.Redis:
     """A client over a bounded, blocking pool.
 
-    Blocked calls wait on futures, not connections, so a small pool serves thousands
-    of them; a burst beyond the pool queues for a connection instead of opening more.
-    Each command is retried once on a dropped connection (a restarted Redis leaves
-    dead sockets in the pool); scripts are written to be safe to run twice.
+    Scripts do not use the pool: they go through autopipeline.AutoPipeline on one
+    connection of their own. The pool serves the pub/sub connection and any other
+    command; a burst beyond it queues for a connection instead of opening more.
     """
     tcp = {} if url.startswith("unix:") else {"socket_keepalive": True}
     pool = aioredis.BlockingConnectionPool.from_url(

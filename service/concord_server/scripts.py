@@ -9,14 +9,19 @@ from __future__ import annotations
 import hashlib
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol
 
-import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
 from .redis_client import unavailable_on_redis_errors
 
 _INCLUDE = "--! include "
+
+
+class Commands(Protocol):
+    """What a script needs: redis.asyncio.Redis or autopipeline.AutoPipeline."""
+
+    async def execute_command(self, *args: Any) -> Any: ...
 
 
 def _read(name: str) -> str:
@@ -31,14 +36,17 @@ class Script:
         self.source = "\n".join([*parts, body])
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
 
-    async def __call__(self, redis: aioredis.Redis, keys: list[str], args: list[Any]) -> Any:
+    async def __call__(self, redis: Commands, keys: list[str], args: list[Any]) -> Any:
         with unavailable_on_redis_errors():
             try:
                 return await redis.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
             except NoScriptError:
                 # First use on this Redis, or Redis restarted and lost its script cache.
-                await redis.script_load(self.source)
+                await self.load(redis)
                 return await redis.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+
+    async def load(self, redis: Commands) -> None:
+        await redis.execute_command("SCRIPT", "LOAD", self.source)
 
 
 @cache

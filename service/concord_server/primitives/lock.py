@@ -19,11 +19,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import partial
 
-import redis.asyncio as aioredis
-
 from ..errors import LockNotHeld, Unavailable
 from ..keys import KeySpace, LockKeys
-from ..scripts import script
+from ..scripts import Commands, script
 from ..waiters import PollResult, Waiters
 
 log = logging.getLogger(__name__)
@@ -68,7 +66,7 @@ class Locks:
 
     def __init__(
         self,
-        redis: aioredis.Redis,
+        redis: Commands,
         keyspace: KeySpace,
         waiters: Waiters,
         *,
