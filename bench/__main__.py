@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from .harness import machine_info, raise_nofile, scratch_dir
+from .harness import code_digest, machine_info, raise_nofile, scratch_dir
 from .report import Row, header, save, table
 from .scenarios import NAMES, Context
 
@@ -21,7 +21,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench", description="Run Concord's benchmark scenarios; print one markdown table and save the results as JSON.")
     p.add_argument("--quick", action="store_true", help="smoke run (~1 min): fewer calls, shorter runs, 1 repetition")
     p.add_argument("--scenario", action="append", choices=NAMES, help="run only this scenario (repeatable)")
     p.add_argument("--reps", type=int, help="repetitions per figure; medians are reported (default 5, quick 1)")
@@ -51,11 +51,16 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.monotonic()
             print(f"running {name} ...", file=sys.stderr, flush=True)
             scenario = importlib.import_module(f".scenarios.{name}", __package__)
+            digest = code_digest()  # each scenario starts its own server from the code on disk
             scenario_rows, details[name] = scenario.run(ctx)
+            details[name]["code_digest"] = digest
             rows += scenario_rows
             details[name]["elapsed_s"] = time.monotonic() - t0
             print(f"  {name} done in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)
     settings["elapsed_s"] = time.monotonic() - started
+    digests = {d["code_digest"] for d in details.values()} | {info["code_digest"], code_digest()}
+    if len(digests) > 1:
+        settings["warning"] = "server/client code changed on disk during the run: scenarios measured different code"
     print(header(info, settings))
     print()
     print(table(rows))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 import os
 import platform
 import resource
@@ -230,6 +231,18 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def code_digest() -> str:
+    """A hash of the server and client sources as they are on disk now (committed or
+    not), so a run can tell when the code it measures changed under it."""
+    h = hashlib.sha1()
+    for base in ("service", "clients/python/concord", "protos"):
+        for path in sorted((ROOT / base).rglob("*")):
+            if path.suffix in (".py", ".lua", ".proto") and "__pycache__" not in path.parts:
+                h.update(str(path.relative_to(ROOT)).encode())
+                h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def machine_info() -> dict:
     commit = _git("rev-parse", "--short=12", "HEAD") or "unknown"
     if _git("status", "--porcelain", "--", "service", "clients", "protos"):
@@ -244,4 +257,5 @@ def machine_info() -> dict:
         "grpcio": grpc.__version__,
         "redis_py": redis.__version__,
         "commit": commit,
+        "code_digest": code_digest(),
     }

@@ -75,19 +75,28 @@ def table(rows: list[Row]) -> str:
 
 def header(info: dict, args: dict) -> str:
     mode = "quick" if args.get("quick") else "full"
-    return (
-        f"Concord bench — commit {info['commit']}, {mode} run, {args.get('reps')} repetitions (medians)\n"
+    text = (
+        f"Concord bench — commit {info['commit']} (code {info['code_digest']}), {mode} run, "
+        f"{args.get('reps')} repetitions (medians)\n"
         f"{info['usable_cores']}/{info['cores']} cores ({info['cpu']}), {info['implementation']} {info['python']}, "
         f"grpcio {info['grpcio']}, redis-py {info['redis_py']}, {info['platform']}"
     )
+    return text + (f"\nWARNING: {args['warning']}" if args.get("warning") else "")
 
 
 def save(path: Path, info: dict, args: dict, rows: list[Row], details: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"machine": info, "args": args,
            "rows": [{**asdict(r), "ratio": r.ratio} for r in rows], "details": details}
-    path.write_text(json.dumps(doc, indent=2, default=_nan_safe) + "\n")
+    path.write_text(json.dumps(_clean(doc), indent=1, allow_nan=False, default=str) + "\n")
 
 
-def _nan_safe(o: object) -> object:
-    return str(o)
+def _clean(o: object) -> object:
+    """NaN (no data, e.g. no handoffs at all) becomes null: JSON has no NaN."""
+    if isinstance(o, float) and math.isnan(o):
+        return None
+    if isinstance(o, dict):
+        return {str(k): _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    return o

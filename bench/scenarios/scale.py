@@ -1,8 +1,10 @@
 """Scale: thousands of Acquire calls blocked on one lock in one server process.
 
 One holder takes the lock; WAITERS more Acquire calls queue behind it with a long
-wait_timeout, all from this process over CHANNELS gRPC channels. Once Describe
-counts every one of them as queued, the figures are:
+wait_timeout, all from this process over CHANNELS gRPC connections. They are first
+sent all at once (a burst, as when many clients start together); any call the server
+turns away without queueing it is counted, then sent again in batches of BATCH until
+Describe counts every caller as queued. Then:
 
   Redis connections  the server's own connections in CLIENT LIST (the bench's carry
                      the name "bench" and are left out), peak over the whole scenario
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import resource
 import time
+from collections import Counter
 
 import grpc
 import redis.asyncio as aioredis
@@ -33,9 +36,12 @@ from ..report import Row
 from . import Context
 
 CHANNELS = 8
+BATCH = 500
 TARGET_CONNECTIONS = 16
 LOCK = "bench:scale"
 WAIT_S = 600.0  # longer than the whole scenario: nobody may give up
+# Each channel gets its own TCP connection (by default equal channels share one).
+CHANNEL_OPTIONS = [("grpc.use_local_subchannel_pool", 1)]
 
 
 class Sampler:
@@ -59,20 +65,6 @@ class Sampler:
             await asyncio.sleep(self.period)
 
 
-async def _waiters_queued(stub) -> int:
-    return (await stub.Describe(pb.DescribeRequest(name=LOCK), timeout=30)).waiters
-
-
-async def _until(predicate, timeout: float, what: str) -> float:
-    """Polls an async predicate; returns the seconds it took."""
-    t0 = time.monotonic()
-    while not await predicate():
-        if time.monotonic() - t0 > timeout:
-            raise RuntimeError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.1)
-    return time.monotonic() - t0
-
-
 async def _sequential_pairs(stub, n: int) -> float:
     """Seconds for n uncontended Acquire+Release pairs, one at a time."""
     ttl = duration(30)
@@ -83,36 +75,95 @@ async def _sequential_pairs(stub, n: int) -> float:
     return time.monotonic() - t0
 
 
+class Queue:
+    """The waiters: sends their Acquire calls and tracks which are queued, turned away, done."""
+
+    REJECTED = "rejected"
+
+    def __init__(self, stubs: list, describe) -> None:
+        self.stubs = stubs
+        self.describe = describe
+        self.live: set[asyncio.Task] = set()  # sent, neither turned away nor finished
+        self.tasks: list[asyncio.Task] = []
+        self.rejections: Counter[str] = Counter()
+        self.grants: list[tuple[float, int]] = []
+        self._turned_away = 0  # since the last settle()
+
+    async def _waiter(self, i: int) -> str:
+        stub = self.stubs[i % len(self.stubs)]
+        req = pb.AcquireRequest(name=LOCK, ttl=duration(60), wait_timeout=duration(WAIT_S))
+        try:
+            got = await stub.Acquire(req, timeout=WAIT_S + 30)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                              grpc.StatusCode.UNAVAILABLE):
+                self.rejections[exc.code().name] += 1
+                return self.REJECTED
+            raise
+        if not got.acquired:
+            raise RuntimeError("a waiter was not granted the lock")
+        self.grants.append((time.monotonic(), got.fencing_token))
+        await stub.Release(pb.ReleaseRequest(name=LOCK, lease=got.lease), timeout=30)
+        return "done"
+
+    def send(self, ids: list[int]) -> list[asyncio.Task]:
+        tasks = [asyncio.create_task(self._waiter(i)) for i in ids]
+        self.tasks += tasks
+        self.live.update(tasks)
+        return tasks
+
+    async def settle(self, timeout: float = 120) -> int:
+        """Waits until every live call is queued at the server or turned away;
+        returns how many were turned away since the last settle."""
+        deadline = time.monotonic() + timeout
+        while True:
+            turned_away = [t for t in self.live if t.done()]
+            for t in turned_away:
+                if t.result() != self.REJECTED:  # raises a waiter's unexpected error here
+                    raise RuntimeError("a waiter finished before the lock was released")
+            self.live.difference_update(turned_away)
+            self._turned_away += len(turned_away)
+            if (await self.describe()) >= len(self.live):
+                n, self._turned_away = self._turned_away, 0
+                return n
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"waiters not queued within {timeout}s")
+            await asyncio.sleep(0.05)
+
+
 async def _measure(target: str, redis_url: str, ps, n: int) -> dict:
     bench_redis = aioredis.Redis.from_url(redis_url, client_name="bench", decode_responses=True)
-    channels = [grpc.aio.insecure_channel(target) for _ in range(CHANNELS)]
+    channels = [grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS) for _ in range(CHANNELS)]
     stubs = [lock_pb2_grpc.LockServiceStub(c) for c in channels]
+    main = stubs[0]
     sampler = Sampler(bench_redis, ps)
     sampling: asyncio.Task | None = None
-    waiters: list[asyncio.Task] = []
+
+    async def queued() -> int:
+        return (await main.Describe(pb.DescribeRequest(name=LOCK), timeout=30)).waiters
+
+    queue = Queue(stubs, queued)
     try:
-        main = stubs[0]
         seq_n = min(n, 1000)
         seq_s = await _sequential_pairs(main, seq_n)
         idle_conns, idle_rss = await sampler.sample()
         sampling = asyncio.create_task(sampler.run())
-
         holder = await main.Acquire(pb.AcquireRequest(name=LOCK, ttl=duration(WAIT_S)), timeout=10)
         assert holder.acquired
-        ttl, wait = duration(60), duration(WAIT_S)
-        grants: list[tuple[float, int]] = []
 
-        async def waiter(i: int) -> None:
-            stub = stubs[i % CHANNELS]
-            got = await stub.Acquire(pb.AcquireRequest(name=LOCK, ttl=ttl, wait_timeout=wait), timeout=WAIT_S + 30)
-            if not got.acquired:
-                raise RuntimeError("a waiter was not granted the lock")
-            grants.append((time.monotonic(), got.fencing_token))
-            await stub.Release(pb.ReleaseRequest(name=LOCK, lease=got.lease), timeout=30)
-
+        # The burst: everyone at once. Whatever the server turns away is re-sent in batches.
         t0 = time.monotonic()
-        waiters = [asyncio.create_task(waiter(i)) for i in range(n)]
-        enqueue_s = await _until(lambda: _queued_all(main, n, waiters), timeout=300, what=f"{n} queued waiters")
+        queue.send(list(range(n)))
+        rejected_in_burst = await queue.settle()
+        burst_codes = dict(queue.rejections)
+        resent = 0
+        while len(queue.live) < n:
+            batch = min(BATCH, n - len(queue.live))
+            queue.send(list(range(batch)))
+            resent += batch
+            await queue.settle()
+        enqueue_s = time.monotonic() - t0
+
         cpu0 = cpu_seconds(ps)
         await asyncio.sleep(2.0)  # what do n blocked calls cost while nothing happens?
         blocked_cpu = (cpu_seconds(ps) - cpu0) / 2.0
@@ -121,35 +172,31 @@ async def _measure(target: str, redis_url: str, ps, n: int) -> dict:
 
         t_release = time.monotonic()
         await main.Release(pb.ReleaseRequest(name=LOCK, lease=holder.lease), timeout=10)
-        await asyncio.wait_for(asyncio.gather(*waiters), timeout=600)
+        results = await asyncio.wait_for(asyncio.gather(*queue.live), timeout=600)
         pass_s = time.monotonic() - t_release
         await sampler.sample()
-        fences = [f for _, f in sorted(grants)]
+        fences = [f for _, f in sorted(queue.grants)]
         return {
-            "waiters": n, "channels": CHANNELS, "setup_s": time.monotonic() - t0 - pass_s,
-            "enqueue_s": enqueue_s, "sequential_pairs": seq_n, "sequential_s": seq_s,
+            "waiters": n, "channels": CHANNELS, "batch": BATCH,
+            "burst_rejected": rejected_in_burst, "burst_rejected_codes": burst_codes, "resent": resent,
+            "rejected_total": dict(queue.rejections), "enqueue_s": enqueue_s,
+            "sequential_pairs": seq_n, "sequential_s": seq_s,
             "idle_conns": idle_conns, "idle_rss": idle_rss, "blocked_conns": blocked_conns,
             "blocked_rss": blocked_rss, "peak_conns": sampler.peak_conns, "peak_rss": sampler.peak_rss,
             "blocked_server_cpu_busy": blocked_cpu, "server_fds": fds, "server_threads": threads,
             "server_rlimit_nofile": list(ps.rlimit(resource.RLIMIT_NOFILE)),
-            "pass_s": pass_s, "granted": len(grants), "fences_increasing": fences == sorted(set(fences)),
+            "pass_s": pass_s, "granted": sum(1 for r in results if r == "done"),
+            "fences_increasing": fences == sorted(set(fences)),
         }
     finally:
         if sampling is not None:
             sampling.cancel()
-        for t in waiters:
+        for t in queue.tasks:
             t.cancel()
-        await asyncio.gather(*waiters, return_exceptions=True)
+        await asyncio.gather(*queue.tasks, *([sampling] if sampling else []), return_exceptions=True)
         for c in channels:
             await c.close()
         await bench_redis.aclose()
-
-
-async def _queued_all(stub, n: int, tasks: list[asyncio.Task]) -> bool:
-    for t in tasks:
-        if t.done() and t.exception() is not None:
-            raise t.exception()
-    return await _waiters_queued(stub) >= n
 
 
 def run(ctx: Context) -> tuple[list[Row], dict]:
@@ -160,6 +207,7 @@ def run(ctx: Context) -> tuple[list[Row], dict]:
         d = asyncio.run(_measure(srv.target, rds.url, srv.ps, n))
     sc = f"scale {n:,} blocked"
     per_pair = d["sequential_s"] / d["sequential_pairs"]
+    codes = ", ".join(f"{c} {k}" for c, k in d["burst_rejected_codes"].items()) or "none"
     rows = [
         Row(sc, "server's Redis connections (peak)", d["peak_conns"], "", baseline=d["idle_conns"],
             baseline_label="idle server", target=f"≤ {TARGET_CONNECTIONS}",
@@ -172,7 +220,9 @@ def run(ctx: Context) -> tuple[list[Row], dict]:
             baseline_label=f"{n:,} sequential uncontended pairs",
             note=f"{n / d['pass_s']:,.0f} handoffs/s, {d['granted']:,} granted, fences increasing: "
                  f"{'yes' if d['fences_increasing'] else 'NO'}"),
-        Row(sc, f"time to queue all {n:,}", d["enqueue_s"], "s"),
+        Row(sc, f"time to queue all {n:,}", d["enqueue_s"], "s", note=f"{d['resent']:,} re-sent in batches of {BATCH}"),
+        Row(sc, f"calls turned away when all {n:,} arrive at once", d["burst_rejected"], "", target="0",
+            passed=d["burst_rejected"] == 0, note=codes),
     ]
     if d["granted"] != n or not d["fences_increasing"]:
         rows.append(Row(sc, "every waiter granted once, in fencing order", d["granted"], "", target=f"{n}",
