@@ -182,3 +182,26 @@ def test_hold_that_cannot_acquire_ends_with_deadline_exceeded(concord_server, cl
     info = error_details_pb2.ErrorInfo()
     rpc_status.from_call(err.value).details[0].Unpack(info)
     assert info.reason == "LOCK_WAIT_TIMEOUT"
+
+
+async def test_a_burst_of_blocking_acquires_all_queue_and_all_cancel_cleanly(concord_server, aclient, name):
+    # More than gRPC's default backlog of pending calls (1,000 soft / 3,000 hard).
+    burst = 4000
+    holder = await aclient.lock(name, ttl=60).acquire()
+    channels = [grpc.aio.insecure_channel(concord_server.target, options=[("grpc.use_local_subchannel_pool", 1)])
+                for _ in range(4)]
+    try:
+        request = pb.AcquireRequest(name=name, ttl=duration_pb2.Duration(seconds=5),
+                                    wait_timeout=duration_pb2.Duration(seconds=120))
+        calls = [lock_pb2_grpc.LockServiceStub(channels[i % 4]).Acquire(request, timeout=180) for i in range(burst)]
+        await _until(lambda: _waiters(aclient, name, burst), timeout=60)
+        for call in calls:
+            call.cancel()
+        await _until(lambda: _waiters(aclient, name, 0), timeout=60)
+        codes = {await call.code() for call in calls}
+        assert codes == {grpc.StatusCode.CANCELLED}  # cancelled by us, none turned away
+    finally:
+        for ch in channels:
+            await ch.close()
+    await holder.release()
+    assert not (await aclient.lock(name).describe()).held

@@ -40,6 +40,10 @@ def server_options(settings: Settings) -> list[tuple[str, int]]:
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
         ("grpc.http2.max_pings_without_data", 0),
+        # A burst of calls waits in gRPC's backlog until the loop takes them; the
+        # defaults (1,000 soft, 3,000 hard) cancel a burst of blocking Acquires.
+        ("grpc.server.max_pending_requests", 50_000),
+        ("grpc.server.max_pending_requests_hard_limit", 100_000),
         # Only --workers shares the port; otherwise a second server must fail to bind.
         ("grpc.so_reuseport", 1 if settings.workers > 1 else 0),
     ]
