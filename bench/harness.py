@@ -11,14 +11,12 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import hashlib
 import os
 import platform
 import resource
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,22 +30,14 @@ import psutil
 import redis
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from concord_server.embedded_valkey import valkey_binary
+from concord_server.embedded_valkey import die_with_parent, free_port, valkey_binary
 
 ROOT = Path(__file__).resolve().parent.parent
-_PR_SET_PDEATHSIG = 1
 
 
 def _die_with_parent() -> None:
     """Runs in each child before exec: a killed bench must not leave servers behind."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    die_with_parent(signal.SIGKILL)
 
 
 def raise_nofile() -> tuple[int, int]:

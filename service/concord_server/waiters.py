@@ -203,7 +203,3 @@ class Waiters:
     def forget(self, group: WaitGroup) -> None:
         if self.groups.get(group.channel) is group:
             del self.groups[group.channel]
-
-    @property
-    def blocked(self) -> int:
-        return sum(len(g._futures) for g in self.groups.values())
