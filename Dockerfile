@@ -1,6 +1,7 @@
 # Concord server image: slim Python, non-root, embedded Valkey unless CONCORD_REDIS_URL is set.
-# The install step is the one CI checks in tests/test_packaging.py:
-#   pip install -c constraints.txt .   (a non-editable install, stubs and Lua scripts included)
+# Its install step matches CI's: `make test` installs the same pins from constraints.txt, and
+# tests/test_packaging.py installs this same non-editable package (stubs and Lua scripts
+# included), serves locks from it and runs this image's HEALTHCHECK command against it.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
