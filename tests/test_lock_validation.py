@@ -116,3 +116,18 @@ def test_names_up_to_the_limit_and_with_braces_work(stub):
         resp = stub.Acquire(pb.AcquireRequest(name=name, ttl=TTL), timeout=10)
         assert resp.acquired, name
         stub.Release(pb.ReleaseRequest(name=name, lease=resp.lease), timeout=10)
+
+
+@pytest.mark.parametrize("method", ["Acquire", "Release", "Refresh", "Describe", "Hold"])
+def test_requests_that_do_not_parse_are_invalid_argument(server, redis_sync, method):
+    before = prefixed_keys(redis_sync)
+    with grpc.insecure_channel(server.target) as ch:
+        raw = (ch.unary_stream if method == "Hold" else ch.unary_unary)(
+            f"/concord.lock.v1.LockService/{method}", request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        not_utf8 = b"\x0a\x02\xff\xfe" + b"\x12\x02\x08\x05"  # name: bytes that are not UTF-8; ttl: 5 s
+        with pytest.raises(grpc.RpcError) as err:
+            result = raw(not_utf8, timeout=10)
+            list(result) if method == "Hold" else result
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+    assert error_info(err.value).reason == "INVALID_ARGUMENT"
+    assert prefixed_keys(redis_sync) <= before

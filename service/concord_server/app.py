@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection
 
 from concord.lock.v1 import lock_pb2, lock_pb2_grpc
 
+from .api.decoding import add_servicer
 from .api.lock import LockServicer
 from .autopipeline import AutoPipeline
 from .config import Settings
@@ -90,7 +91,7 @@ async def start(settings: Settings) -> Server:
         log.warning("Redis not reachable at start-up (%s); serving UNAVAILABLE until it is", exc)
 
     server = grpc.aio.server(options=server_options(settings))
-    lock_pb2_grpc.add_LockServiceServicer_to_server(LockServicer(locks, settings), server)
+    add_servicer(server, lock_pb2_grpc.add_LockServiceServicer_to_server, LockServicer(locks, settings))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

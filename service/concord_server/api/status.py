@@ -1,6 +1,7 @@
 """Domain errors -> gRPC status codes with a google.rpc.ErrorInfo (via grpcio-status).
 
-``@rpc`` wraps every servicer method: a ConcordError becomes its status code, and
+``@rpc`` wraps every servicer method: a request that did not parse is
+INVALID_ARGUMENT (see decoding.py), a ConcordError becomes its status code, and
 anything unexpected becomes INTERNAL with a generic message (the traceback goes to
 the log, never to the client), so no call ends in UNKNOWN.
 """
@@ -18,7 +19,8 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from ..errors import ConcordError
+from ..errors import ConcordError, InvalidArgument
+from .decoding import Undecodable
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,11 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str)
     await context.abort_with_status(to_status(exc))
 
 
+def _check_decoded(request: Any) -> None:
+    if type(request) is Undecodable:
+        raise InvalidArgument(f"request could not be parsed: {request.reason}")
+
+
 def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
     """Maps a servicer method's exceptions to statuses; works for unary and streaming."""
     name = method.__qualname__
@@ -47,6 +54,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(method)
         async def stream(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
             try:
+                _check_decoded(request)
                 async for item in method(self, request, context):
                     yield item
             except grpc.aio.AbortError:
@@ -59,6 +67,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(method)
     async def unary(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
+            _check_decoded(request)
             return await method(self, request, context)
         except grpc.aio.AbortError:
             raise
