@@ -7,6 +7,7 @@
 --   status 1  acquired; ms = the lock's TTL
 --   status 0  held by another, not queued; ms = holder's remaining TTL
 --   status 2  queued; ms = holder's remaining TTL (when to look again)
+--! include common.lua
 --! include lock_common.lua
 local lease, ttl, owner = ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local wait, proc, liveness = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])

@@ -9,18 +9,6 @@
 -- and starts its ARGV with the same two values:
 --   ARGV[1] wake-up channel (shard channel in the same slot)
 --   ARGV[2] how long the fence key outlives its last grant, ms
--- All times come from the Redis server clock (TIME), never the caller's.
-
-local function clock()
-  local t = redis.call('TIME')
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  return math.floor(us / 1000), us
-end
-
--- Lua's default number formatting loses digits above 1e14; tokens are ~1.8e15.
-local function fmt(n)
-  return string.format('%.0f', n)
-end
 
 -- The next fencing token: above the last one and at least the server clock in us,
 -- so tokens keep increasing even when the fence key was lost (expiry, empty Redis).

@@ -1,6 +1,7 @@
 -- lock_describe.lua: the lock's state, counting only live waiters. Writes nothing.
 -- KEYS: see lock_common.lua
 -- Returns {held 0/1, owner, fence, pttl ms, live waiters, now_ms}
+--! include common.lua
 --! include lock_common.lua
 local now_ms = clock()
 local h = redis.call('HMGET', KEYS[1], 'lease', 'owner', 'fence')

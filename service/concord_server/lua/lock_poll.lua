@@ -5,6 +5,7 @@
 -- KEYS: see lock_common.lua
 -- ARGV[3] server process id   ARGV[4] liveness ms
 -- Returns {holder lease or '', fence, holder pttl ms, now_ms}
+--! include common.lua
 --! include lock_common.lua
 local now_ms, now_us = clock()
 if redis.call('EXISTS', KEYS[4]) == 1 then

@@ -2,6 +2,7 @@
 -- KEYS: see lock_common.lua
 -- ARGV[3] lease   ARGV[4] ttl ms
 -- Returns {1, fence, now_ms} refreshed, {0} the lease does not hold the lock.
+--! include common.lua
 --! include lock_common.lua
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[3] then
   return {0}

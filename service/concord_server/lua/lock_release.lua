@@ -2,6 +2,7 @@
 -- KEYS: see lock_common.lua
 -- ARGV[3] lease
 -- Returns 1 released, 0 the lease does not hold the lock.
+--! include common.lua
 --! include lock_common.lua
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[3] then
   return 0

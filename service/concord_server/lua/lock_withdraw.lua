@@ -4,6 +4,7 @@
 -- ARGV[3] lease   ARGV[4] '1' = release a grant that arrived, '0' = keep it
 -- Returns {0} left the queue; {1, fence, pttl, now_ms} had been granted and keeps it;
 --         {2} had been granted and released it; {-1} neither queued nor holding.
+--! include common.lua
 --! include lock_common.lua
 local lease = ARGV[3]
 local now_ms, now_us = clock()
