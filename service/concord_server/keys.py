@@ -39,6 +39,22 @@ class LockKeys(NamedTuple):
         return [self.holder, self.queue, self.waiters, self.procs, self.fence]
 
 
+class SemaphoreKeys(NamedTuple):
+    """KEYS of every semaphore script, in this order, plus the wake-up channel."""
+
+    holders: str  # zset: permit id -> expires at (ms); expired ones are swept by each script
+    permits: str  # hash: permit id -> "permits owner"
+    queue: str  # zset: waiter id -> arrival time (us), FIFO order
+    waiters: str  # hash: waiter id -> "permits ttl_ms deadline_ms proc owner"
+    procs: str  # hash: server process id -> alive-until (ms)
+    meta: str  # hash: limit (the one in force), held (permits held now)
+    channel: str  # shard channel: "permit_id expires_ms" when a waiter is granted
+
+    @property
+    def keys(self) -> list[str]:
+        return [self.holders, self.permits, self.queue, self.waiters, self.procs, self.meta]
+
+
 class KeySpace:
     def __init__(self, prefix: str) -> None:
         self.prefix = validate_prefix(prefix)
@@ -49,3 +65,8 @@ class KeySpace:
     def lock(self, name: str) -> LockKeys:
         t = self.tag("lock", name)
         return LockKeys(f"{t}:holder", f"{t}:queue", f"{t}:waiters", f"{t}:procs", f"{t}:fence", f"{t}:wake")
+
+    def semaphore(self, name: str) -> SemaphoreKeys:
+        t = self.tag("sem", name)
+        return SemaphoreKeys(f"{t}:holders", f"{t}:permits", f"{t}:queue", f"{t}:waiters", f"{t}:procs",
+                             f"{t}:meta", f"{t}:wake")

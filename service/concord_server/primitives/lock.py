@@ -13,7 +13,6 @@ Imports no grpc: api/lock.py maps its errors to status codes.
 from __future__ import annotations
 
 import asyncio
-import logging
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -23,8 +22,7 @@ from ..errors import LockNotHeld, Unavailable
 from ..keys import KeySpace, LockKeys
 from ..scripts import Commands, script
 from ..waiters import PollResult, Waiters
-
-log = logging.getLogger(__name__)
+from .queueing import Releaser, acquire_queued
 
 _ACQUIRE = script("lock_acquire.lua")
 _RELEASE = script("lock_release.lua")
@@ -80,7 +78,7 @@ class Locks:
         self._process_id = process_id
         self._liveness_ms = liveness_ms
         self._fence_retention_ms = fence_retention_ms
-        self._background: set[asyncio.Task[None]] = set()
+        self._releaser = Releaser()
 
     def _run(self, s, k: LockKeys, *args: object):
         return s(self._redis, k.keys, [k.channel, self._fence_retention_ms, *args])
@@ -92,24 +90,24 @@ class Locks:
         if wait_ms <= 0:
             status, fence, ms, now = await self._run(_ACQUIRE, k, lease, ttl_ms, owner, 0, self._process_id, 0)
             return Grant(lease, fence, now + ms) if status == 1 else None
-        with self._waiters.ticket(k.channel, lease, partial(self._poll, k)) as ticket:
-            try:
-                status, fence, ms, now = await self._run(
-                    _ACQUIRE, k, lease, ttl_ms, owner, wait_ms, self._process_id, self._liveness_ms
-                )
-                if status == 1:
-                    return Grant(lease, fence, now + ms)
-                payload = await ticket.wait(wait_ms / 1000, recheck_in=(ms + 1) / 1000 if ms > 0 else None)
-                if payload is not None:
-                    return _grant_from(lease, payload)
-                # Timed out. A grant may have raced the timeout: keep it if so.
-                kept = await self._run(_WITHDRAW, k, lease, 0)
-                return Grant(lease, kept[1], kept[3] + kept[2]) if kept[0] == 1 else None
-            except BaseException:
-                # The caller is gone, or we cannot tell where we stand: leave the
-                # queue, or pass the lock on if it reached us meanwhile.
-                self.let_go(name, lease, within_ms=wait_ms + ttl_ms)
-                raise
+
+        async def attempt() -> tuple[Grant | None, int]:
+            status, fence, ms, now = await self._run(
+                _ACQUIRE, k, lease, ttl_ms, owner, wait_ms, self._process_id, self._liveness_ms
+            )
+            return (Grant(lease, fence, now + ms) if status == 1 else None), ms
+
+        async def give_up() -> Grant | None:
+            kept = await self._run(_WITHDRAW, k, lease, 0)
+            return Grant(lease, kept[1], kept[3] + kept[2]) if kept[0] == 1 else None
+
+        return await acquire_queued(
+            self._waiters, k.channel, lease, partial(self._poll, k), wait_ms,
+            attempt=attempt,
+            granted=partial(_grant_from, lease),
+            give_up=give_up,
+            let_go=partial(self.let_go, name, lease, wait_ms + ttl_ms),
+        )
 
     async def release(self, name: str, lease: str) -> None:
         k = self._keys.lock(name)
@@ -156,29 +154,12 @@ class Locks:
     def let_go(self, name: str, lease: str, within_ms: int) -> None:
         """Releases the lock or leaves its queue in the background, retrying while
         Redis is unreachable for up to within_ms (after which Redis forgets it anyway)."""
-        task = asyncio.create_task(self._let_go(self._keys.lock(name), lease, within_ms))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _let_go(self, k: LockKeys, lease: str, within_ms: int) -> None:
-        loop = asyncio.get_running_loop()
-        give_up_at = loop.time() + within_ms / 1000
-        delay = 0.05
-        while True:
-            try:
-                await self._run(_WITHDRAW, k, lease, 1)
-                return
-            except Unavailable:
-                if loop.time() + delay > give_up_at:
-                    log.warning("could not let go of %s before it expires by itself", k.holder)
-                    return
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
+        k = self._keys.lock(name)
+        self._releaser.let_go(lambda: self._run(_WITHDRAW, k, lease, 1), within_ms, k.holder)
 
     async def drain(self, timeout: float) -> None:
         """Waits (up to timeout) for background releases to reach Redis; used at shutdown."""
-        if self._background:
-            await asyncio.wait(set(self._background), timeout=timeout)
+        await self._releaser.drain(timeout)
 
     async def _poll(self, k: LockKeys) -> PollResult:
         holder, fence, pttl, now = await self._run(_POLL, k, self._process_id, self._liveness_ms)

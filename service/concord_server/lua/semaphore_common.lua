@@ -1,0 +1,102 @@
+-- semaphore_common.lua: helpers for every semaphore_*.lua script (after common.lua).
+--
+-- Every semaphore script takes the same KEYS (keys.SemaphoreKeys), under one hash tag:
+--   KEYS[1] holders  zset  permit id -> expires at, ms
+--   KEYS[2] permits  hash  permit id -> "permits owner"
+--   KEYS[3] queue    zset  waiter id -> arrival time in us (FIFO order)
+--   KEYS[4] waiters  hash  waiter id -> "permits ttl_ms deadline_ms proc owner"
+--   KEYS[5] procs    hash  server process id -> alive-until ms
+--   KEYS[6] meta     hash  limit (the one in force), held (permits held now)
+-- and ARGV[1] is the wake-up channel (a shard channel in the same slot).
+--
+-- Every script first sweeps holders whose TTL ran out, so meta.held is always the
+-- sum of the live holders' permits, and no grant takes held past the limit.
+
+-- Keys live as long as their longest holder or waiter may, then vanish by themselves.
+local function keep_for(ms)
+  for i = 1, 6 do
+    if redis.call('PTTL', KEYS[i]) < ms then
+      redis.call('PEXPIRE', KEYS[i], ms)
+    end
+  end
+end
+
+-- Frees the permits of holders whose TTL has run out; returns the permits held now.
+local function sweep(now_ms)
+  local held = tonumber(redis.call('HGET', KEYS[6], 'held') or '0')
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms)
+  if #gone == 0 then
+    return held
+  end
+  for _, id in ipairs(gone) do
+    local info = redis.call('HGET', KEYS[2], id)
+    if info then
+      held = held - tonumber(string.match(info, '^(%d+)'))
+    end
+    redis.call('HDEL', KEYS[2], id)
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms)
+  redis.call('HSET', KEYS[6], 'held', held)
+  return held
+end
+
+local function grant(id, permits, ttl_ms, owner, now_ms, held)
+  redis.call('ZADD', KEYS[1], now_ms + ttl_ms, id)
+  redis.call('HSET', KEYS[2], id, permits .. ' ' .. owner)
+  held = held + permits
+  redis.call('HSET', KEYS[6], 'held', held)
+  keep_for(ttl_ms)
+  return held
+end
+
+-- id must be a live holder.
+local function release(id, held)
+  local info = redis.call('HGET', KEYS[2], id)
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('HDEL', KEYS[2], id)
+  held = held - tonumber(string.match(info, '^(%d+)'))
+  redis.call('HSET', KEYS[6], 'held', held)
+  return held
+end
+
+-- Grants queued waiters in FIFO order while the head's permits fit under the limit.
+-- The head blocks everyone behind it (nobody overtakes), so a request for many
+-- permits is never starved by smaller ones. Waiters past their deadline, or whose
+-- server stopped heartbeating, are dropped; one asking for more than a lowered limit
+-- can never be served and is told so ("-1"). Grants publish "id expires_ms".
+local function grant_next(now_ms, held)
+  local limit = tonumber(redis.call('HGET', KEYS[6], 'limit') or '0')
+  while true do
+    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    if not head then
+      return held
+    end
+    local info = redis.call('HGET', KEYS[4], head)
+    local permits, ttl, deadline, proc, owner, live
+    if info then
+      permits, ttl, deadline, proc, owner = string.match(info, '^(%d+) (%d+) (%d+) (%S+) (.*)$')
+      permits, ttl = tonumber(permits), tonumber(ttl)
+      live = tonumber(deadline) > now_ms and tonumber(redis.call('HGET', KEYS[5], proc) or '0') > now_ms
+    end
+    if live and permits <= limit and held + permits > limit then
+      return held
+    end
+    redis.call('ZREM', KEYS[3], head)
+    redis.call('HDEL', KEYS[4], head)
+    if live and permits > limit then
+      redis.call('SPUBLISH', ARGV[1], head .. ' -1')
+    elseif live then
+      held = grant(head, permits, ttl, owner, now_ms, held)
+      redis.call('SPUBLISH', ARGV[1], head .. ' ' .. fmt(now_ms + ttl))
+    end
+  end
+end
+
+-- ms until the first holder expires, -1 if none: when waiters should look again.
+local function next_expiry(now_ms)
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if #first == 0 then
+    return -1
+  end
+  return tonumber(first[2]) - now_ms
+end

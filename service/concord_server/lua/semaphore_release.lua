@@ -1,0 +1,13 @@
+-- semaphore_release.lua: return a holder's permits and admit the waiters that now fit.
+-- KEYS: see semaphore_common.lua
+-- ARGV[2] permit id
+-- Returns 1 released, 0 the permit is not held (released, or expired).
+--! include common.lua
+--! include semaphore_common.lua
+local now_ms = clock()
+local held = sweep(now_ms)
+if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then
+  return 0
+end
+grant_next(now_ms, release(ARGV[2], held))
+return 1

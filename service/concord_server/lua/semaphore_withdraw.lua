@@ -1,0 +1,25 @@
+-- semaphore_withdraw.lua: a waiter gives up (timed out, or its caller went away).
+-- A grant can race the give-up; the caller decides whether to keep it or pass it on.
+-- KEYS: see semaphore_common.lua
+-- ARGV[2] permit id   ARGV[3] '1' = release a grant that arrived, '0' = keep it
+-- Returns {0} left the queue; {1, remaining ms, now_ms} had been granted and keeps it;
+--         {2} had been granted and released it; {-1} neither queued nor holding.
+--! include common.lua
+--! include semaphore_common.lua
+local id = ARGV[2]
+local now_ms = clock()
+local held = sweep(now_ms)
+redis.call('HDEL', KEYS[4], id)
+if redis.call('ZREM', KEYS[3], id) == 1 then
+  grant_next(now_ms, held)  -- it may have been the head holding others back
+  return {0}
+end
+local expires = redis.call('ZSCORE', KEYS[1], id)
+if not expires then
+  return {-1}
+end
+if ARGV[3] == '1' then
+  grant_next(now_ms, release(id, held))
+  return {2}
+end
+return {1, tonumber(expires) - now_ms, now_ms}

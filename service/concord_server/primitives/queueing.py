@@ -1,0 +1,85 @@
+"""The blocking acquire shared by every primitive whose callers queue in Redis
+(locks, semaphores).
+
+One script tries to take the resource and, failing that, joins its FIFO queue. A
+queued caller then waits on a ticket (waiters.py) for the grant's notification.
+On timeout it leaves the queue, keeping a grant that raced the timeout. If the
+caller goes away or Redis fails mid-way, it lets go in the background: leaves the
+queue or passes on whatever reached it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from ..errors import Unavailable
+from ..waiters import Poll, Waiters
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+async def acquire_queued(
+    waiters: Waiters,
+    channel: str,
+    token: str,
+    poll: Poll,
+    wait_ms: int,
+    *,
+    attempt: Callable[[], Awaitable[tuple[T | None, int]]],
+    granted: Callable[[str], T],
+    give_up: Callable[[], Awaitable[T | None]],
+    let_go: Callable[[], None],
+) -> T | None:
+    """attempt() runs the acquire script: (the grant, or None if queued; ms until
+    the resource may free itself, or -1). granted(payload) turns a notification
+    into the grant. give_up() withdraws, returning a grant that raced the timeout."""
+    with waiters.ticket(channel, token, poll) as ticket:
+        try:
+            grant, recheck_ms = await attempt()
+            if grant is not None:
+                return grant
+            payload = await ticket.wait(wait_ms / 1000, recheck_in=(recheck_ms + 1) / 1000 if recheck_ms > 0 else None)
+            if payload is not None:
+                return granted(payload)
+            return await give_up()
+        except BaseException:
+            let_go()
+            raise
+
+
+class Releaser:
+    """Lets go in the background: runs a withdraw-and-release script until Redis
+    answers, or until ``within_ms`` (after which Redis has forgotten the caller anyway)."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def let_go(self, withdraw: Callable[[], Awaitable[object]], within_ms: int, what: str) -> None:
+        task = asyncio.create_task(self._run(withdraw, within_ms, what))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, withdraw: Callable[[], Awaitable[object]], within_ms: int, what: str) -> None:
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + within_ms / 1000
+        delay = 0.05
+        while True:
+            try:
+                await withdraw()
+                return
+            except Unavailable:
+                if loop.time() + delay > give_up_at:
+                    log.warning("could not let go of %s before it expires by itself", what)
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    async def drain(self, timeout: float) -> None:
+        """Waits (up to timeout) for pending releases to reach Redis; used at shutdown."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)
