@@ -23,6 +23,7 @@ from concord_server.embedded_valkey import free_port, valkey_binary
 from concord_server.keys import KeySpace
 from concord_server.notifications import NotificationBus
 from concord_server.primitives.lock import Locks
+from concord_server.primitives.semaphore import Semaphores
 from concord_server.redis_client import connect
 from concord_server.waiters import Waiters
 
@@ -150,21 +151,29 @@ class ServerProcess:
 
 
 @contextlib.asynccontextmanager
-async def lock_primitive(url: str, *, process_id: str = "test-proc", liveness_ms: int = 5000,
-                         interval: float = 1.0, prefix: str | None = None):
-    """A Locks primitive wired like the server wires it, without gRPC."""
+async def wired_primitive(kind, url: str, *, process_id: str = "test-proc", liveness_ms: int = 5000,
+                          interval: float = 1.0, prefix: str | None = None):
+    """A primitive (Locks, Semaphores) wired like the server wires it, without gRPC."""
     r = connect(url, 16)
     commands = AutoPipeline(r.connection_pool)
     bus = NotificationBus(r)
-    locks = Locks(commands, KeySpace(prefix or f"t{uuid.uuid4().hex[:8]}"), Waiters(bus, interval=interval),
-                  process_id=process_id, liveness_ms=liveness_ms)
+    primitive = kind(commands, KeySpace(prefix or f"t{uuid.uuid4().hex[:8]}"), Waiters(bus, interval=interval),
+                     process_id=process_id, liveness_ms=liveness_ms)
     try:
-        yield locks
+        yield primitive
     finally:
-        await locks.drain(1.0)
+        await primitive.drain(1.0)
         await bus.close()
         await commands.aclose()
         await r.aclose()
+
+
+def lock_primitive(url: str, **kw):
+    return wired_primitive(Locks, url, **kw)
+
+
+def semaphore_primitive(url: str, **kw):
+    return wired_primitive(Semaphores, url, **kw)
 
 
 async def async_wait_until(predicate, timeout: float = 10.0, interval: float = 0.01, message: str = "condition"):

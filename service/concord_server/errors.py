@@ -56,3 +56,17 @@ class LockNotHeld(FailedPrecondition):
 
 class LockWaitTimeout(DeadlineExceeded):
     reason = "LOCK_WAIT_TIMEOUT"
+
+
+class PermitNotHeld(FailedPrecondition):
+    reason = "PERMIT_NOT_HELD"
+
+
+class PermitsExceedLimit(FailedPrecondition):
+    """The limit in force was lowered below what a queued request asks for."""
+
+    reason = "PERMITS_EXCEED_LIMIT"
+
+
+class SemaphoreWaitTimeout(DeadlineExceeded):
+    reason = "SEMAPHORE_WAIT_TIMEOUT"

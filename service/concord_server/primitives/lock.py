@@ -12,17 +12,16 @@ Imports no grpc: api/lock.py maps its errors to status codes.
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import partial
 
-from ..errors import LockNotHeld, Unavailable
+from ..errors import LockNotHeld
 from ..keys import KeySpace, LockKeys
 from ..scripts import Commands, script
 from ..waiters import PollResult, Waiters
-from .queueing import Releaser, acquire_queued
+from .queueing import Releaser, acquire_queued, keep_alive
 
 _ACQUIRE = script("lock_acquire.lua")
 _RELEASE = script("lock_release.lua")
@@ -125,31 +124,10 @@ class Locks:
         held, owner, fence, pttl, waiters, now = await self._run(_DESCRIBE, self._keys.lock(name))
         return LockState(held == 1, owner, fence, max(pttl, 0), waiters, now)
 
-    async def keep_alive(self, name: str, grant: Grant, ttl_ms: int) -> AsyncIterator[Grant]:
-        """Refreshes the lock every ttl/3 and yields each renewed grant.
-
-        Returns when the lock is lost: another lease holds it, or Redis could not
-        confirm a refresh before the lock's TTL ran out.
-        """
-        loop = asyncio.get_running_loop()
-        period = ttl_ms / 3000
-        valid_until = loop.time() + ttl_ms / 1000  # conservative: counted from before the grant reached us
-        delay = period
-        while True:
-            await asyncio.sleep(delay)
-            sent = loop.time()
-            try:
-                grant = await self.refresh(name, grant.lease, ttl_ms)
-            except LockNotHeld:
-                return
-            except Unavailable:
-                if loop.time() >= valid_until:
-                    return
-                delay = min(period, max(0.01, (valid_until - loop.time()) / 4))
-                continue
-            valid_until = sent + ttl_ms / 1000
-            delay = period
-            yield grant
+    def keep_alive(self, name: str, grant: Grant, ttl_ms: int) -> AsyncIterator[Grant]:
+        """Refreshes the lock every ttl/3 and yields each renewed grant; ends when the
+        lock is lost (see queueing.keep_alive)."""
+        return keep_alive(partial(self.refresh, name, grant.lease, ttl_ms), LockNotHeld, ttl_ms)
 
     def let_go(self, name: str, lease: str, within_ms: int) -> None:
         """Releases the lock or leaves its queue in the background, retrying while

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 from ..errors import Unavailable
@@ -83,3 +83,28 @@ class Releaser:
         """Waits (up to timeout) for pending releases to reach Redis; used at shutdown."""
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=timeout)
+
+
+async def keep_alive(refresh: Callable[[], Awaitable[T]], not_held: type[Exception], ttl_ms: int) -> AsyncIterator[T]:
+    """Calls refresh() every ttl/3 and yields each result; returns when the hold is
+    lost: refresh raised ``not_held``, or Redis could not confirm a refresh before the
+    TTL, counted from before the last confirmed one was sent, ran out."""
+    loop = asyncio.get_running_loop()
+    period = ttl_ms / 3000
+    valid_until = loop.time() + ttl_ms / 1000
+    delay = period
+    while True:
+        await asyncio.sleep(delay)
+        sent = loop.time()
+        try:
+            renewed = await refresh()
+        except not_held:
+            return
+        except Unavailable:
+            if loop.time() >= valid_until:
+                return
+            delay = min(period, max(0.01, (valid_until - loop.time()) / 4))
+            continue
+        valid_until = sent + ttl_ms / 1000
+        delay = period
+        yield renewed

@@ -1,0 +1,154 @@
+"""Counting semaphores: at most ``limit`` permits held at any instant, FIFO-fair,
+each holder with its own TTL, all-or-none grants of several permits.
+
+Every state change is one Lua script (lua/semaphore_*.lua) on the Redis server
+clock, and all of a semaphore's keys share one hash tag. Taking free permits is one
+round trip; a caller that must wait joins the FIFO queue in the same script and
+waits on a future (primitives/queueing.py), woken when a release, an expiry or a
+raised limit admits it. The book's three semaphores (basic, fair, fair with a lock)
+collapse into this one: counting and queueing happen in one atomic script, so it
+cannot overshoot, and it reads only the Redis clock, so host clock skew is moot.
+
+Limits: the limit passed by the latest Acquire is the one in force. A lower limit
+evicts nobody; new grants wait until the held permits fit under it. A queued
+request for more permits than a lowered limit fails with PermitsExceedLimit.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from functools import partial
+
+from ..errors import PermitNotHeld, PermitsExceedLimit
+from ..keys import KeySpace, SemaphoreKeys
+from ..scripts import Commands, script
+from ..waiters import PollResult, Waiters
+from .queueing import Releaser, acquire_queued, keep_alive
+
+_ACQUIRE = script("semaphore_acquire.lua")
+_RELEASE = script("semaphore_release.lua")
+_REFRESH = script("semaphore_refresh.lua")
+_WITHDRAW = script("semaphore_withdraw.lua")
+_POLL = script("semaphore_poll.lua")
+_DESCRIBE = script("semaphore_describe.lua")
+
+SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE)
+
+
+@dataclass(frozen=True)
+class Permit:
+    permit_id: str
+    permits: int
+    expires_at_ms: int  # Redis server clock
+
+
+@dataclass(frozen=True)
+class Holder:
+    permit_id: str
+    owner: str
+    permits: int
+    ttl_remaining_ms: int
+
+
+@dataclass(frozen=True)
+class SemaphoreState:
+    limit: int
+    holders: list[Holder]
+    waiters: int
+    now_ms: int
+
+    @property
+    def held(self) -> int:
+        return sum(h.permits for h in self.holders)
+
+
+class Semaphores:
+    """The semaphore primitive of one server process (see Locks for the meaning of
+    process_id and liveness_ms)."""
+
+    def __init__(
+        self, redis: Commands, keyspace: KeySpace, waiters: Waiters, *, process_id: str, liveness_ms: int = 5000
+    ) -> None:
+        self._redis = redis
+        self._keys = keyspace
+        self._waiters = waiters
+        self._process_id = process_id
+        self._liveness_ms = liveness_ms
+        self._releaser = Releaser()
+
+    def _run(self, s, k: SemaphoreKeys, *args: object):
+        return s(self._redis, k.keys, [k.channel, *args])
+
+    async def acquire(
+        self, name: str, limit: int, permits: int, ttl_ms: int, wait_ms: int, owner: str
+    ) -> Permit | None:
+        """The permit, or None if ``permits`` did not fit within wait_ms (0 = try once)."""
+        k = self._keys.semaphore(name)
+        permit_id = secrets.token_hex(16)
+        args = (permit_id, permits, limit, ttl_ms, owner)
+        if wait_ms <= 0:
+            status, ms, now = await self._run(_ACQUIRE, k, *args, 0, self._process_id, 0)
+            return Permit(permit_id, permits, now + ms) if status == 1 else None
+
+        async def attempt() -> tuple[Permit | None, int]:
+            status, ms, now = await self._run(_ACQUIRE, k, *args, wait_ms, self._process_id, self._liveness_ms)
+            return (Permit(permit_id, permits, now + ms), 0) if status == 1 else (None, ms)
+
+        def granted(payload: str) -> Permit:
+            expires = int(payload)
+            if expires < 0:
+                raise PermitsExceedLimit(
+                    f"semaphore {name!r}: the limit in force was lowered below the {permits} permits asked for",
+                    name=name,
+                )
+            return Permit(permit_id, permits, expires)
+
+        async def give_up() -> Permit | None:
+            kept = await self._run(_WITHDRAW, k, permit_id, 0)
+            return Permit(permit_id, permits, kept[2] + kept[1]) if kept[0] == 1 else None
+
+        return await acquire_queued(
+            self._waiters, k.channel, permit_id, partial(self._poll, k), wait_ms,
+            attempt=attempt, granted=granted, give_up=give_up,
+            let_go=partial(self.let_go, name, permit_id, wait_ms + ttl_ms),
+        )
+
+    async def release(self, name: str, permit_id: str) -> None:
+        if await self._run(_RELEASE, self._keys.semaphore(name), permit_id) != 1:
+            raise PermitNotHeld(f"semaphore {name!r}: permit is not held", name=name)
+
+    async def refresh(self, name: str, permit_id: str, ttl_ms: int) -> int:
+        """Resets the permit's TTL; returns its new expiry (Redis clock, ms)."""
+        reply = await self._run(_REFRESH, self._keys.semaphore(name), permit_id, ttl_ms)
+        if reply[0] != 1:
+            raise PermitNotHeld(f"semaphore {name!r}: permit is not held", name=name)
+        return reply[1]
+
+    async def describe(self, name: str) -> SemaphoreState:
+        limit, now, waiting, *flat = await self._run(_DESCRIBE, self._keys.semaphore(name))
+        holders = [Holder(flat[i], flat[i + 1], flat[i + 2], flat[i + 3]) for i in range(0, len(flat), 4)]
+        return SemaphoreState(limit, holders, waiting, now)
+
+    def keep_alive(self, name: str, permit: Permit, ttl_ms: int) -> AsyncIterator[Permit]:
+        """Refreshes every ttl/3 and yields each renewed permit; ends when the permit is
+        lost (see queueing.keep_alive)."""
+
+        async def refresh() -> Permit:
+            return Permit(permit.permit_id, permit.permits, await self.refresh(name, permit.permit_id, ttl_ms))
+
+        return keep_alive(refresh, PermitNotHeld, ttl_ms)
+
+    def let_go(self, name: str, permit_id: str, within_ms: int) -> None:
+        """Releases the permit or leaves the queue in the background (see Releaser)."""
+        k = self._keys.semaphore(name)
+        self._releaser.let_go(lambda: self._run(_WITHDRAW, k, permit_id, 1), within_ms, k.holders)
+
+    async def drain(self, timeout: float) -> None:
+        await self._releaser.drain(timeout)
+
+    async def _poll(self, k: SemaphoreKeys) -> PollResult:
+        next_ms, now, *flat = await self._run(_POLL, k, self._process_id, self._liveness_ms)
+        granted = {flat[i]: str(int(float(flat[i + 1]))) for i in range(0, len(flat), 2)}
+        return PollResult(granted, (next_ms + 1) / 1000 if next_ms > 0 else None)

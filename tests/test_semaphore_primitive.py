@@ -1,0 +1,130 @@
+"""The semaphore primitive on its own against real Redis, no gRPC."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from concord_server.errors import PermitNotHeld, PermitsExceedLimit
+from support import async_wait_until, semaphore_primitive
+
+
+@pytest.fixture
+async def sems(redis_server):
+    async with semaphore_primitive(redis_server.url) as sems:
+        yield sems
+
+
+async def queued(sems, name: str, n: int) -> bool:
+    return (await sems.describe(name)).waiters == n
+
+
+async def test_at_most_limit_permits_and_release_frees(sems, name):
+    a = await sems.acquire(name, 3, 2, 10_000, 0, "a")
+    b = await sems.acquire(name, 3, 1, 10_000, 0, "b")
+    assert a and b
+    assert await sems.acquire(name, 3, 1, 10_000, 0, "c") is None
+    state = await sems.describe(name)
+    assert state.limit == 3 and state.held == 3
+    assert sorted((h.owner, h.permits) for h in state.holders) == [("a", 2), ("b", 1)]
+    await sems.release(name, a.permit_id)
+    assert await sems.acquire(name, 3, 2, 10_000, 0, "c") is not None
+
+
+async def test_release_or_refresh_of_a_permit_not_held(sems, name):
+    p = await sems.acquire(name, 1, 1, 10_000, 0, "a")
+    assert await sems.refresh(name, p.permit_id, 20_000) > p.expires_at_ms
+    await sems.release(name, p.permit_id)
+    with pytest.raises(PermitNotHeld):
+        await sems.release(name, p.permit_id)
+    with pytest.raises(PermitNotHeld):
+        await sems.refresh(name, p.permit_id, 1000)
+
+
+async def test_a_large_request_is_served_in_turn_and_whole(sems, name):
+    h1 = await sems.acquire(name, 4, 2, 10_000, 0, "h1")
+    h2 = await sems.acquire(name, 4, 2, 10_000, 0, "h2")
+    big = asyncio.create_task(sems.acquire(name, 4, 3, 10_000, 20_000, "big"))
+    await async_wait_until(lambda: queued(sems, name, 1), message="big queued")
+    small = asyncio.create_task(sems.acquire(name, 4, 1, 10_000, 20_000, "small"))
+    await async_wait_until(lambda: queued(sems, name, 2), message="small queued")
+    await sems.release(name, h1.permit_id)
+    # Two permits are free: enough for 'small', but 'big' came first and nobody overtakes.
+    assert (await sems.describe(name)).held == 2 and not big.done() and not small.done()
+    await sems.release(name, h2.permit_id)
+    granted_big, granted_small = await asyncio.gather(big, small)
+    assert granted_big.permits == 3 and granted_small.permits == 1
+    assert (await sems.describe(name)).held == 4
+
+
+async def test_expired_holders_free_their_permits_and_ttls_differ(sems, name):
+    await sems.acquire(name, 2, 1, 200, 0, "short")
+    await sems.acquire(name, 2, 1, 60_000, 0, "long")
+    state = await sems.describe(name)
+    assert sorted(h.ttl_remaining_ms > 1000 for h in state.holders) == [False, True]
+    waiter = await sems.acquire(name, 2, 1, 10_000, 10_000, "next")
+    assert waiter is not None
+    assert sorted(h.owner for h in (await sems.describe(name)).holders) == ["long", "next"]
+
+
+async def test_a_lowered_limit_evicts_nobody(sems, name):
+    permits = [await sems.acquire(name, 3, 1, 10_000, 0, f"h{i}") for i in range(3)]
+    assert await sems.acquire(name, 1, 1, 10_000, 0, "late") is None
+    state = await sems.describe(name)
+    assert state.limit == 1 and state.held == 3
+    await sems.release(name, permits[0].permit_id)
+    await sems.release(name, permits[1].permit_id)
+    assert await sems.acquire(name, 1, 1, 10_000, 0, "late") is None  # 1 held = the new limit
+    await sems.release(name, permits[2].permit_id)
+    assert await sems.acquire(name, 1, 1, 10_000, 0, "late") is not None
+
+
+async def test_a_raised_limit_admits_waiters_at_once_in_order(sems, name):
+    await sems.acquire(name, 1, 1, 10_000, 0, "holder")
+    waiter = asyncio.create_task(sems.acquire(name, 1, 1, 10_000, 20_000, "waiter"))
+    await async_wait_until(lambda: queued(sems, name, 1), message="waiter queued")
+    raiser = await sems.acquire(name, 3, 1, 10_000, 0, "raiser")
+    assert raiser is not None and await asyncio.wait_for(waiter, 10) is not None
+    assert (await sems.describe(name)).held == 3
+
+
+async def test_a_queued_request_above_a_lowered_limit_fails(sems, name):
+    holder = await sems.acquire(name, 4, 4, 10_000, 0, "holder")
+    big = asyncio.create_task(sems.acquire(name, 4, 3, 10_000, 20_000, "big"))
+    await async_wait_until(lambda: queued(sems, name, 1), message="big queued")
+    assert await sems.acquire(name, 2, 1, 10_000, 0, "lowerer") is None
+    await sems.release(name, holder.permit_id)
+    with pytest.raises(PermitsExceedLimit):
+        await asyncio.wait_for(big, 10)
+    assert (await sems.describe(name)).waiters == 0
+
+
+async def test_cancelled_waiter_leaves_the_queue_and_takes_nothing(sems, name):
+    holder = await sems.acquire(name, 1, 1, 10_000, 0, "holder")
+    task = asyncio.create_task(sems.acquire(name, 1, 1, 10_000, 30_000, "quitter"))
+    await async_wait_until(lambda: queued(sems, name, 1), message="waiter queued")
+    task.cancel()
+    await async_wait_until(lambda: queued(sems, name, 0), message="cancelled waiter gone")
+    await sems.release(name, holder.permit_id)
+    assert (await sems.describe(name)).held == 0
+
+
+async def test_keep_alive_renews_until_the_permit_is_gone(sems, name):
+    p = await sems.acquire(name, 1, 1, 300, 0, "a")
+    renewals = []
+    async for renewed in sems.keep_alive(name, p, 300):
+        renewals.append(renewed)
+        if len(renewals) == 2:
+            await sems.release(name, p.permit_id)
+    assert len(renewals) == 2 and renewals[-1].expires_at_ms > p.expires_at_ms
+
+
+async def test_nothing_is_left_in_redis_once_idle(sems, redis_async, name):
+    p = await sems.acquire(name, 1, 1, 10_000, 0, "a")
+    assert await sems.acquire(name, 1, 1, 10_000, 100, "w") is None
+    await sems.release(name, p.permit_id)
+    k = sems._keys.semaphore(name)
+    assert await redis_async.exists(k.holders, k.permits, k.queue, k.waiters) == 0
+    for key in k.keys:  # whatever remains (meta, procs) expires by itself
+        assert await redis_async.pttl(key) != -1
