@@ -41,7 +41,7 @@ def test_bad_settings_exit_with_a_message(argv):
 
 
 def test_health_reports_every_service(concord_server):
-    for service in ("", "concord.lock.v1.LockService"):
+    for service in ("", "concord.lock.v1.LockService", "concord.semaphore.v1.SemaphoreService"):
         assert concord_server.health(service) == health_pb2.HealthCheckResponse.SERVING
 
 
@@ -50,7 +50,8 @@ def test_reflection_lists_and_describes_services(concord_server):
         stub = reflection_pb2_grpc.ServerReflectionStub(ch)
         [listing] = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
         names = {s.name for s in listing.list_services_response.service}
-        assert {"concord.lock.v1.LockService", "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"} <= names
+        assert {"concord.lock.v1.LockService", "concord.semaphore.v1.SemaphoreService", "grpc.health.v1.Health",
+                "grpc.reflection.v1alpha.ServerReflection"} <= names
         [desc] = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(
             file_containing_symbol="concord.lock.v1.LockService")]))
         assert desc.file_descriptor_response.file_descriptor_proto

@@ -15,20 +15,25 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from concord.lock.v1 import lock_pb2, lock_pb2_grpc
+from concord.semaphore.v1 import semaphore_pb2, semaphore_pb2_grpc
 
 from .api.decoding import add_servicer
 from .api.lock import LockServicer
+from .api.semaphore import SemaphoreServicer
 from .autopipeline import AutoPipeline
 from .config import Settings
 from .keys import KeySpace
 from .notifications import NotificationBus
-from .primitives import lock
+from .primitives import lock, semaphore
 from .redis_client import connect
 from .waiters import Waiters
 
 log = logging.getLogger(__name__)
 
-SERVICE_NAMES = (lock_pb2.DESCRIPTOR.services_by_name["LockService"].full_name,)
+SERVICE_NAMES = (
+    lock_pb2.DESCRIPTOR.services_by_name["LockService"].full_name,
+    semaphore_pb2.DESCRIPTOR.services_by_name["SemaphoreService"].full_name,
+)
 
 
 def server_options(settings: Settings) -> list[tuple[str, int]]:
@@ -62,7 +67,7 @@ class Server:
     commands: AutoPipeline
     bus: NotificationBus
     waiters: Waiters
-    locks: lock.Locks
+    primitives: tuple[lock.Locks, semaphore.Semaphores]
 
     async def stop(self) -> None:
         """Health goes NOT_SERVING; blocked waits end with UNAVAILABLE at once (their
@@ -71,7 +76,8 @@ class Server:
         await self.health.enter_graceful_shutdown()
         self.waiters.close()
         await self.grpc_server.stop(self.settings.shutdown_grace)
-        await self.locks.drain(timeout=5.0)
+        for primitive in self.primitives:
+            await primitive.drain(timeout=5.0)
         await self.waiters.aclose()
         await self.bus.close()
         await self.commands.aclose()
@@ -83,15 +89,19 @@ async def start(settings: Settings) -> Server:
     commands = AutoPipeline(redis.connection_pool)
     bus = NotificationBus(redis)
     waiters = Waiters(bus)
-    locks = lock.Locks(commands, KeySpace(settings.key_prefix), waiters, process_id=secrets.token_hex(8))
+    keyspace, process_id = KeySpace(settings.key_prefix), secrets.token_hex(8)
+    locks = lock.Locks(commands, keyspace, waiters, process_id=process_id)
+    semaphores = semaphore.Semaphores(commands, keyspace, waiters, process_id=process_id)
     try:  # load scripts up front; a Redis that is down now is retried on first use
-        for s in lock.SCRIPTS:
+        for s in (*lock.SCRIPTS, *semaphore.SCRIPTS):
             await s.load(commands)
     except Exception as exc:
         log.warning("Redis not reachable at start-up (%s); serving UNAVAILABLE until it is", exc)
 
     server = grpc.aio.server(options=server_options(settings))
     add_servicer(server, lock_pb2_grpc.add_LockServiceServicer_to_server, LockServicer(locks, settings))
+    add_servicer(server, semaphore_pb2_grpc.add_SemaphoreServiceServicer_to_server,
+                 SemaphoreServicer(semaphores, settings))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
@@ -102,7 +112,7 @@ async def start(settings: Settings) -> Server:
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("concord-server serving on %s (port %d)", settings.listen, port)
-    return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, locks)
+    return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, (locks, semaphores))
 
 
 async def serve(settings: Settings) -> None:

@@ -35,8 +35,9 @@ class Settings:
     max_message_size: int = _setting(4 * 1024 * 1024, "largest gRPC message accepted or sent, bytes")
     shutdown_grace: float = _setting(10.0, "seconds that calls and streams get to finish on SIGTERM/SIGINT")
     redis_max_connections: int = _setting(16, "Redis connections per server process, pub/sub included")
-    max_ttl: float = _setting(86400.0, "largest lock TTL a client may ask for, seconds")
+    max_ttl: float = _setting(86400.0, "largest lock or permit TTL a client may ask for, seconds")
     max_wait: float = _setting(3600.0, "largest wait_timeout a client may ask for, seconds")
+    max_semaphore_limit: int = _setting(10_000, "largest semaphore limit a client may ask for")
 
     def __post_init__(self) -> None:
         validate_prefix(self.key_prefix)
@@ -53,7 +54,7 @@ def env_name(f: dataclasses.Field) -> str:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="concord-server",
-        description="Concord coordination service: locks over gRPC, kept in Redis.",
+        description="Concord coordination service: locks and semaphores over gRPC, kept in Redis.",
         epilog="Every option can also be set by the environment variable named after it.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )

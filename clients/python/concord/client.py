@@ -10,6 +10,8 @@ import grpc
 from .errors import from_rpc_error
 from .lock.v1 import lock_pb2_grpc
 from .locks import AsyncLock, Lock
+from .semaphore.v1 import semaphore_pb2_grpc
+from .semaphores import AsyncSemaphore, Semaphore
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 
@@ -41,6 +43,7 @@ class _Connection:
         else:
             self._channel = self._grpc.secure_channel(target, credentials, options=opts)
         self._locks = lock_pb2_grpc.LockServiceStub(self._channel)
+        self._semaphores = semaphore_pb2_grpc.SemaphoreServiceStub(self._channel)
 
 
 class Client(_Connection):
@@ -63,6 +66,15 @@ class Client(_Connection):
         for it (None: forever). owner: a label shown by describe().
         """
         return Lock(self, name, ttl=ttl, timeout=timeout, owner=owner)
+
+    def semaphore(self, name: str, *, limit: int, permits: int = 1, ttl: float = 30.0,
+                  timeout: float | None = None, owner: str = "") -> Semaphore:
+        """A handle on the semaphore ``name``: ``with`` it, or call acquire/release/describe.
+
+        limit: most permits held at once (the latest caller's limit is in force).
+        permits: how many this handle takes at once. ttl, timeout, owner: as for lock().
+        """
+        return Semaphore(self, name, limit=limit, permits=permits, ttl=ttl, timeout=timeout, owner=owner)
 
     def _call(self, method: Any, request: Any, wait: float = 0.0) -> Any:
         try:
@@ -93,6 +105,11 @@ class AsyncClient(_Connection):
     def lock(self, name: str, *, ttl: float = 30.0, timeout: float | None = None, owner: str = "") -> AsyncLock:
         """A handle on the lock ``name``: ``async with`` it, or await its methods."""
         return AsyncLock(self, name, ttl=ttl, timeout=timeout, owner=owner)
+
+    def semaphore(self, name: str, *, limit: int, permits: int = 1, ttl: float = 30.0,
+                  timeout: float | None = None, owner: str = "") -> AsyncSemaphore:
+        """A handle on the semaphore ``name``: ``async with`` it, or await its methods."""
+        return AsyncSemaphore(self, name, limit=limit, permits=permits, ttl=ttl, timeout=timeout, owner=owner)
 
     async def _call(self, method: Any, request: Any, wait: float = 0.0) -> Any:
         try:

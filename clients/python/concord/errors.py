@@ -79,9 +79,28 @@ class LockTimeout(DeadlineExceeded):
     """The lock was not free within the wait timeout."""
 
 
+class PermitNotHeld(FailedPrecondition):
+    """The permit is no longer held: it expired, or was released."""
+
+
+class PermitLost(PermitNotHeld):
+    """The permit was lost while the ``with`` block ran: its work was not protected."""
+
+
+class PermitsExceedLimit(FailedPrecondition):
+    """The semaphore's limit was lowered below the permits this request asked for."""
+
+
+class SemaphoreTimeout(DeadlineExceeded):
+    """The permits were not free within the wait timeout."""
+
+
 _BY_REASON: dict[str, type[ConcordError]] = {
     "LOCK_NOT_HELD": LockNotHeld,
     "LOCK_WAIT_TIMEOUT": LockTimeout,
+    "PERMIT_NOT_HELD": PermitNotHeld,
+    "PERMITS_EXCEED_LIMIT": PermitsExceedLimit,
+    "SEMAPHORE_WAIT_TIMEOUT": SemaphoreTimeout,
 }
 _BY_CODE: dict[grpc.StatusCode, type[ConcordError]] = {
     cls.code: cls

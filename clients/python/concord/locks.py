@@ -16,22 +16,14 @@ A Lock object is a handle on a name; one ``with`` at a time may use a given hand
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._convert import duration, seconds, when
-from .errors import ConcordError, LockLost, LockNotHeld, LockTimeout
+from ._holding import AsyncHolder, Handle, SyncHolder, wait_chunks
+from .errors import LockLost, LockNotHeld, LockTimeout
 from .lock.v1 import lock_pb2 as pb
-
-if TYPE_CHECKING:
-    from .client import AsyncClient, Client
-
-# timeout=None waits in server-side waits of this length; each one keeps its FIFO place.
-WAIT_CHUNK = 300.0
 
 
 @dataclass(frozen=True)
@@ -44,7 +36,7 @@ class LockInfo:
     expires_at: datetime | None
 
 
-class Lease:
+class Lease(Handle):
     """Proof that this client holds a lock.
 
     ``fencing_token`` strictly increases with every grant of the lock's name: hand
@@ -52,48 +44,19 @@ class Lease:
     newest it has seen.
     """
 
-    def __init__(self, lock: _LockBase, token: str, fencing_token: int, expires_at: datetime) -> None:
+    def __init__(self, lock: Any, token: str, fencing_token: int, expires_at: datetime) -> None:
+        super().__init__(lock, token)
         self.lock = lock
-        self.name = lock.name
-        self.token = token
         self.fencing_token = fencing_token
         self.expires_at = expires_at
-        self._lost = False
-
-    @property
-    def lost(self) -> bool:
-        """True once the background renewal found the lock gone (or could not renew it in time)."""
-        return self._lost
-
-    def release(self) -> Any:
-        return self.lock.release(self)
-
-    def refresh(self, ttl: float | None = None) -> Any:
-        return self.lock.refresh(self, ttl)
 
     def __repr__(self) -> str:
         return f"Lease(name={self.name!r}, fencing_token={self.fencing_token}, lost={self._lost})"
 
 
-class _Renewal:
-    """When to renew next, and when an unrenewable lease must be taken as lost."""
-
-    def __init__(self, ttl: float) -> None:
-        self.ttl = ttl
-        self.period = ttl / 3
-        self.valid_until = time.monotonic() + ttl
-
-    def renewed(self, sent_at: float) -> float:
-        self.valid_until = sent_at + self.ttl
-        return self.period
-
-    def failed(self) -> float | None:
-        """The next delay, or None when the lease may already have expired."""
-        left = self.valid_until - time.monotonic()
-        return None if left <= 0 else min(self.period, max(0.01, left / 4))
-
-
 class _LockBase:
+    not_held = LockNotHeld
+
     def __init__(self, client: Any, name: str, *, ttl: float = 30.0, timeout: float | None = None, owner: str = "") -> None:
         self.client = client
         self.name = name
@@ -105,9 +68,7 @@ class _LockBase:
         return pb.AcquireRequest(name=self.name, ttl=duration(self.ttl), wait_timeout=duration(wait), owner=self.owner)
 
     def _lease(self, resp: pb.AcquireResponse) -> Lease | None:
-        if not resp.acquired:
-            return None
-        return Lease(self, resp.lease, resp.fencing_token, when(resp.expires_at))
+        return Lease(self, resp.lease, resp.fencing_token, when(resp.expires_at)) if resp.acquired else None
 
     def _refresh_request(self, lease: Lease, ttl: float | None) -> pb.RefreshRequest:
         return pb.RefreshRequest(name=self.name, lease=lease.token, ttl=duration(ttl or self.ttl))
@@ -124,35 +85,16 @@ class _LockBase:
         return LockLost(f"lock {self.name!r} was lost while held (fencing token {lease.fencing_token})",
                         reason="LOCK_NOT_HELD")
 
-    @staticmethod
-    def _chunks(timeout: float | None):
-        """Server-side waits that together make up ``timeout`` (None: forever)."""
-        if timeout is None:
-            while True:
-                yield WAIT_CHUNK
-        deadline = time.monotonic() + timeout
-        while True:
-            left = max(0.0, deadline - time.monotonic())
-            yield min(left, WAIT_CHUNK)
-            if left <= WAIT_CHUNK:
-                return
 
-
-class Lock(_LockBase):
+class Lock(_LockBase, SyncHolder):
     """A lock name on a synchronous :class:`~concord.Client`."""
-
-    client: Client
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._held: tuple[Lease, threading.Event, threading.Thread] | None = None
 
     def acquire(self, timeout: float | None = 0) -> Lease | None:
         """Takes the lock, waiting up to ``timeout`` seconds (0: try once, None: forever).
 
         Returns the Lease, or None if the lock stayed taken. Does not renew.
         """
-        for wait in self._chunks(timeout):
+        for wait in wait_chunks(timeout):
             lease = self._lease(self.client._call(self.client._locks.Acquire, self._acquire_request(wait), wait))
             if lease is not None:
                 return lease
@@ -172,59 +114,13 @@ class Lock(_LockBase):
         """Who holds the lock, until when, and how many wait for it."""
         return self._info(self.client._call(self.client._locks.Describe, pb.DescribeRequest(name=self.name)))
 
-    def __enter__(self) -> Lease:
-        lease = self.acquire(self.timeout)
-        if lease is None:
-            raise self._timeout_error()
-        stop = threading.Event()
-        renewer = threading.Thread(target=self._renew, args=(lease, stop), name=f"concord-renew {self.name}", daemon=True)
-        renewer.start()
-        self._held = (lease, stop, renewer)
-        return lease
 
-    def _renew(self, lease: Lease, stop: threading.Event) -> None:
-        plan = _Renewal(self.ttl)
-        delay: float | None = plan.period
-        while not stop.wait(delay):
-            sent = time.monotonic()
-            try:
-                self.refresh(lease)
-                delay = plan.renewed(sent)
-            except LockNotHeld:
-                delay = None
-            except ConcordError:
-                delay = plan.failed()
-            if delay is None:
-                lease._lost = True
-                return
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        assert self._held is not None, "__exit__ without __enter__"
-        lease, stop, renewer = self._held
-        self._held = None
-        stop.set()
-        renewer.join()
-        if not lease.lost:
-            try:
-                self.release(lease)
-            except LockNotHeld:
-                lease._lost = True
-        if lease.lost and exc_type is None:
-            raise self._lost_error(lease)
-
-
-class AsyncLock(_LockBase):
+class AsyncLock(_LockBase, AsyncHolder):
     """A lock name on an :class:`~concord.AsyncClient`; use ``async with``."""
-
-    client: AsyncClient
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._held: tuple[Lease, asyncio.Task[None]] | None = None
 
     async def acquire(self, timeout: float | None = 0) -> Lease | None:
         """Takes the lock, waiting up to ``timeout`` seconds (0: try once, None: forever)."""
-        for wait in self._chunks(timeout):
+        for wait in wait_chunks(timeout):
             resp = await self.client._call(self.client._locks.Acquire, self._acquire_request(wait), wait)
             if (lease := self._lease(resp)) is not None:
                 return lease
@@ -240,39 +136,3 @@ class AsyncLock(_LockBase):
 
     async def describe(self) -> LockInfo:
         return self._info(await self.client._call(self.client._locks.Describe, pb.DescribeRequest(name=self.name)))
-
-    async def __aenter__(self) -> Lease:
-        lease = await self.acquire(self.timeout)
-        if lease is None:
-            raise self._timeout_error()
-        self._held = (lease, asyncio.create_task(self._renew(lease), name=f"concord-renew {self.name}"))
-        return lease
-
-    async def _renew(self, lease: Lease) -> None:
-        plan = _Renewal(self.ttl)
-        delay: float | None = plan.period
-        while delay is not None:
-            await asyncio.sleep(delay)
-            sent = time.monotonic()
-            try:
-                await self.refresh(lease)
-                delay = plan.renewed(sent)
-            except LockNotHeld:
-                delay = None
-            except ConcordError:
-                delay = plan.failed()
-        lease._lost = True
-
-    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
-        assert self._held is not None, "__aexit__ without __aenter__"
-        lease, renewer = self._held
-        self._held = None
-        renewer.cancel()
-        await asyncio.gather(renewer, return_exceptions=True)
-        if not lease.lost:
-            try:
-                await self.release(lease)
-            except LockNotHeld:
-                lease._lost = True
-        if lease.lost and exc_type is None:
-            raise self._lost_error(lease)

@@ -60,3 +60,9 @@ def duration_ms(
         raise InvalidArgument(f"{field} must be between {minimum_ms} ms and {maximum_ms} ms", field=field)
     return ms
 
+
+
+def count(value: int, field: str, *, minimum: int, maximum: int) -> int:
+    if value < minimum or value > maximum:
+        raise InvalidArgument(f"{field} must be between {minimum} and {maximum}", field=field)
+    return value

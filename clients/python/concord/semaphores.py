@@ -1,0 +1,143 @@
+"""Counting semaphores for the Python client.
+
+    with client.semaphore("api:tenant-7", limit=5) as permit:
+        call_the_api()
+
+At most ``limit`` permits are held at once across every client; waiters are served
+in FIFO order, and ``permits=n`` takes n at once, all or none. The ``with`` block
+waits (``timeout`` seconds, None = forever), renews in the background every ttl/3,
+releases on exit, and raises PermitLost on exit if the permit was lost meanwhile.
+``async with`` on an AsyncClient's semaphore does the same.
+
+The limit passed by the latest acquire is the one in force; a lower one evicts
+nobody. One ``with`` at a time may use a given Semaphore object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ._convert import duration, seconds, when
+from ._holding import AsyncHolder, Handle, SyncHolder, wait_chunks
+from .errors import PermitLost, PermitNotHeld, SemaphoreTimeout
+from .semaphore.v1 import semaphore_pb2 as pb
+
+
+@dataclass(frozen=True)
+class HolderInfo:
+    permit_id: str
+    owner: str
+    permits: int
+    ttl_remaining: float
+
+
+@dataclass(frozen=True)
+class SemaphoreInfo:
+    limit: int
+    held: int
+    holders: list[HolderInfo]
+    waiters: int
+
+
+class Permit(Handle):
+    """Proof that this client holds ``permits`` permits of a semaphore."""
+
+    def __init__(self, semaphore: Any, permit_id: str, permits: int, expires_at: datetime) -> None:
+        super().__init__(semaphore, permit_id)
+        self.semaphore = semaphore
+        self.permit_id = permit_id
+        self.permits = permits
+        self.expires_at = expires_at
+
+    def __repr__(self) -> str:
+        return f"Permit(name={self.name!r}, permits={self.permits}, lost={self._lost})"
+
+
+class _SemaphoreBase:
+    not_held = PermitNotHeld
+
+    def __init__(self, client: Any, name: str, *, limit: int, permits: int = 1, ttl: float = 30.0,
+                 timeout: float | None = None, owner: str = "") -> None:
+        self.client = client
+        self.name = name
+        self.limit = limit
+        self.permits = permits
+        self.ttl = ttl
+        self.timeout = timeout
+        self.owner = owner
+
+    def _acquire_request(self, wait: float) -> pb.AcquireRequest:
+        return pb.AcquireRequest(name=self.name, limit=self.limit, permits=self.permits, ttl=duration(self.ttl),
+                                 wait_timeout=duration(wait), owner=self.owner)
+
+    def _permit(self, resp: pb.AcquireResponse) -> Permit | None:
+        return Permit(self, resp.permit_id, self.permits, when(resp.expires_at)) if resp.acquired else None
+
+    def _refresh_request(self, permit: Permit, ttl: float | None) -> pb.RefreshRequest:
+        return pb.RefreshRequest(name=self.name, permit_id=permit.permit_id, ttl=duration(ttl or self.ttl))
+
+    @staticmethod
+    def _info(resp: pb.DescribeResponse) -> SemaphoreInfo:
+        holders = [HolderInfo(h.permit_id, h.owner, h.permits, seconds(h.ttl_remaining)) for h in resp.holders]
+        return SemaphoreInfo(resp.limit, resp.held, holders, resp.waiters)
+
+    def _timeout_error(self) -> SemaphoreTimeout:
+        return SemaphoreTimeout(f"semaphore {self.name!r} had no room within {self.timeout}s",
+                                reason="SEMAPHORE_WAIT_TIMEOUT")
+
+    def _lost_error(self, permit: Permit) -> PermitLost:
+        return PermitLost(f"semaphore {self.name!r}: the permit was lost while held", reason="PERMIT_NOT_HELD")
+
+
+class Semaphore(_SemaphoreBase, SyncHolder):
+    """A semaphore name on a synchronous :class:`~concord.Client`."""
+
+    def acquire(self, timeout: float | None = 0) -> Permit | None:
+        """Takes the permits, waiting up to ``timeout`` seconds (0: try once, None:
+        forever). Returns the Permit, or None if there was no room. Does not renew."""
+        for wait in wait_chunks(timeout):
+            resp = self.client._call(self.client._semaphores.Acquire, self._acquire_request(wait), wait)
+            if (permit := self._permit(resp)) is not None:
+                return permit
+        return None
+
+    def release(self, permit: Permit) -> None:
+        """Returns the permits. Raises PermitNotHeld if they were already lost."""
+        self.client._call(self.client._semaphores.Release,
+                          pb.ReleaseRequest(name=self.name, permit_id=permit.permit_id))
+
+    def refresh(self, permit: Permit, ttl: float | None = None) -> Permit:
+        """Resets the permit's TTL (default: the semaphore's ttl). Raises PermitNotHeld if lost."""
+        permit.expires_at = when(self.client._call(self.client._semaphores.Refresh,
+                                                   self._refresh_request(permit, ttl)).expires_at)
+        return permit
+
+    def describe(self) -> SemaphoreInfo:
+        """The limit in force, the holders and how many wait."""
+        return self._info(self.client._call(self.client._semaphores.Describe, pb.DescribeRequest(name=self.name)))
+
+
+class AsyncSemaphore(_SemaphoreBase, AsyncHolder):
+    """A semaphore name on an :class:`~concord.AsyncClient`; use ``async with``."""
+
+    async def acquire(self, timeout: float | None = 0) -> Permit | None:
+        for wait in wait_chunks(timeout):
+            resp = await self.client._call(self.client._semaphores.Acquire, self._acquire_request(wait), wait)
+            if (permit := self._permit(resp)) is not None:
+                return permit
+        return None
+
+    async def release(self, permit: Permit) -> None:
+        await self.client._call(self.client._semaphores.Release,
+                                pb.ReleaseRequest(name=self.name, permit_id=permit.permit_id))
+
+    async def refresh(self, permit: Permit, ttl: float | None = None) -> Permit:
+        resp = await self.client._call(self.client._semaphores.Refresh, self._refresh_request(permit, ttl))
+        permit.expires_at = when(resp.expires_at)
+        return permit
+
+    async def describe(self) -> SemaphoreInfo:
+        return self._info(await self.client._call(self.client._semaphores.Describe,
+                                                  pb.DescribeRequest(name=self.name)))

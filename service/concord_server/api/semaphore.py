@@ -1,0 +1,80 @@
+"""concord.semaphore.v1.SemaphoreService: validates requests, calls
+primitives.semaphore, maps errors."""
+
+from __future__ import annotations
+
+from concord.semaphore.v1 import semaphore_pb2 as pb
+from concord.semaphore.v1 import semaphore_pb2_grpc
+
+from ..config import Settings
+from ..errors import SemaphoreWaitTimeout
+from ..primitives.semaphore import Semaphores
+from . import validation as v
+from .convert import duration, timestamp, wait_budget_ms
+from .lock import MIN_TTL_MS
+from .status import rpc
+
+
+class SemaphoreServicer(semaphore_pb2_grpc.SemaphoreServiceServicer):
+    def __init__(self, semaphores: Semaphores, settings: Settings) -> None:
+        self._sems = semaphores
+        self._max_ttl_ms = int(settings.max_ttl * 1000)
+        self._max_wait_ms = int(settings.max_wait * 1000)
+        self._max_limit = settings.max_semaphore_limit
+
+    def _acquire_args(self, request: pb.AcquireRequest | pb.HoldRequest, context) -> tuple:
+        name = v.name(request.name)
+        limit = v.count(request.limit, "limit", minimum=1, maximum=self._max_limit)
+        permits = v.count(request.permits or 1, "permits", minimum=1, maximum=limit)
+        ttl = v.duration_ms(request, "ttl", minimum_ms=MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
+        wait = v.duration_ms(request, "wait_timeout", minimum_ms=0, maximum_ms=self._max_wait_ms, required=False)
+        owner = v.label(request.owner, "owner") or context.peer()
+        return name, limit, permits, ttl, wait_budget_ms(wait, context), owner
+
+    @rpc
+    async def Acquire(self, request: pb.AcquireRequest, context) -> pb.AcquireResponse:
+        permit = await self._sems.acquire(*self._acquire_args(request, context))
+        if permit is None:
+            return pb.AcquireResponse(acquired=False)
+        return pb.AcquireResponse(acquired=True, permit_id=permit.permit_id, expires_at=timestamp(permit.expires_at_ms))
+
+    @rpc
+    async def Release(self, request: pb.ReleaseRequest, context) -> pb.ReleaseResponse:
+        await self._sems.release(v.name(request.name), v.token(request.permit_id, "permit_id"))
+        return pb.ReleaseResponse()
+
+    @rpc
+    async def Refresh(self, request: pb.RefreshRequest, context) -> pb.RefreshResponse:
+        name, permit_id = v.name(request.name), v.token(request.permit_id, "permit_id")
+        ttl = v.duration_ms(request, "ttl", minimum_ms=MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
+        return pb.RefreshResponse(expires_at=timestamp(await self._sems.refresh(name, permit_id, ttl)))
+
+    @rpc
+    async def Describe(self, request: pb.DescribeRequest, context) -> pb.DescribeResponse:
+        state = await self._sems.describe(v.name(request.name))
+        return pb.DescribeResponse(
+            limit=state.limit,
+            held=state.held,
+            waiters=state.waiters,
+            holders=[pb.Holder(permit_id=h.permit_id, owner=h.owner, permits=h.permits,
+                               ttl_remaining=duration(h.ttl_remaining_ms)) for h in state.holders],
+        )
+
+    @rpc
+    async def Hold(self, request: pb.HoldRequest, context):
+        name, limit, permits, ttl, wait, owner = self._acquire_args(request, context)
+        permit = await self._sems.acquire(name, limit, permits, ttl, wait, owner)
+        if permit is None:
+            raise SemaphoreWaitTimeout(f"semaphore {name!r} had no room within wait_timeout", name=name)
+        held = True
+        try:
+            yield pb.HoldResponse(event=pb.HOLD_EVENT_ACQUIRED, permit_id=permit.permit_id,
+                                  expires_at=timestamp(permit.expires_at_ms))
+            async for renewed in self._sems.keep_alive(name, permit, ttl):
+                yield pb.HoldResponse(event=pb.HOLD_EVENT_REFRESHED, permit_id=renewed.permit_id,
+                                      expires_at=timestamp(renewed.expires_at_ms))
+            held = False
+            yield pb.HoldResponse(event=pb.HOLD_EVENT_LOST, permit_id=permit.permit_id)
+        finally:
+            if held:  # cancelled, disconnected or shutting down: release now, not at the TTL
+                self._sems.let_go(name, permit.permit_id, within_ms=ttl)

@@ -1,0 +1,181 @@
+"""The Semaphore service end to end: real server process, real client."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from dataclasses import dataclass
+
+import grpc
+import pytest
+from google.protobuf import duration_pb2
+
+import concord
+from concord.semaphore.v1 import semaphore_pb2 as pb
+from concord.semaphore.v1 import semaphore_pb2_grpc
+from support import wait_until
+
+
+def test_acquire_describe_release(client, name):
+    sem = client.semaphore(name, limit=3, permits=2, ttl=10, owner="w1")
+    permit = sem.acquire()
+    assert permit is not None and permit.permits == 2
+    info = sem.describe()
+    assert (info.limit, info.held, info.waiters) == (3, 2, 0)
+    assert [(h.owner, h.permits) for h in info.holders] == [("w1", 2)]
+    assert client.semaphore(name, limit=3, permits=2).acquire() is None
+    assert client.semaphore(name, limit=3).acquire() is not None
+    permit.release()
+    with pytest.raises(concord.PermitNotHeld) as err:
+        permit.release()
+    assert err.value.reason == "PERMIT_NOT_HELD" and err.value.code == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_with_block_renews_and_releases(client, name):
+    with client.semaphore(name, limit=1, ttl=1, timeout=5) as permit:
+        first = permit.expires_at
+        wait_until(lambda: (permit.expires_at - first).total_seconds() > 2, message="several renewals")
+        assert client.semaphore(name, limit=1).describe().held == 1
+    assert client.semaphore(name, limit=1).describe().held == 0
+
+
+def test_with_block_times_out_and_waiter_is_admitted_on_release(client, name):
+    holder = client.semaphore(name, limit=1, ttl=30).acquire()
+    with pytest.raises(concord.SemaphoreTimeout):
+        with client.semaphore(name, limit=1, timeout=0.2):
+            pytest.fail("must not enter")
+    got: list = []
+    t = threading.Thread(target=lambda: got.append(client.semaphore(name, limit=1).acquire(timeout=20)))
+    t.start()
+    wait_until(lambda: client.semaphore(name, limit=1).describe().waiters == 1, message="waiter queued")
+    holder.release()
+    t.join(20)
+    assert got and got[0] is not None
+
+
+async def test_async_with(aclient, name):
+    async with aclient.semaphore(name, limit=2, permits=2, ttl=5, timeout=5):
+        assert (await aclient.semaphore(name, limit=2).describe()).held == 2
+    assert (await aclient.semaphore(name, limit=2).describe()).held == 0
+
+
+def test_hold_stream_releases_on_cancel(concord_server, client, name):
+    with grpc.insecure_channel(concord_server.target) as ch:
+        stream = semaphore_pb2_grpc.SemaphoreServiceStub(ch).Hold(pb.HoldRequest(
+            name=name, limit=2, permits=2, ttl=duration_pb2.Duration(nanos=300_000_000),
+            wait_timeout=duration_pb2.Duration(seconds=5)))
+        assert next(stream).event == pb.HOLD_EVENT_ACQUIRED
+        assert next(stream).event == pb.HOLD_EVENT_REFRESHED
+        assert client.semaphore(name, limit=2).describe().held == 2
+        stream.cancel()
+    wait_until(lambda: client.semaphore(name, limit=2).describe().held == 0, timeout=5, message="release on cancel")
+
+
+@pytest.mark.parametrize("field,request_kwargs", [
+    ("name", {"name": "", "limit": 1}),
+    ("name", {"name": "a\nb", "limit": 1}),
+    ("limit", {"name": "n", "limit": 0}),
+    ("limit", {"name": "n", "limit": 10_001}),
+    ("permits", {"name": "n", "limit": 2, "permits": 3}),
+    ("ttl", {"name": "n", "limit": 1, "ttl": None}),
+    ("wait_timeout", {"name": "n", "limit": 1, "wait_timeout": duration_pb2.Duration(seconds=-1)}),
+    ("owner", {"name": "n", "limit": 1, "owner": "x\x00"}),
+])
+def test_bad_input_is_invalid_argument_and_writes_nothing(concord_server, redis_sync, field, request_kwargs):
+    kwargs = {"ttl": duration_pb2.Duration(seconds=5), **request_kwargs}
+    if kwargs["ttl"] is None:
+        del kwargs["ttl"]
+    before = set(redis_sync.keys("*:sem:*"))
+    with grpc.insecure_channel(concord_server.target) as ch:
+        with pytest.raises(grpc.RpcError) as err:
+            semaphore_pb2_grpc.SemaphoreServiceStub(ch).Acquire(pb.AcquireRequest(**kwargs), timeout=10)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and field in err.value.details()
+    assert set(redis_sync.keys("*:sem:*")) <= before
+
+
+@dataclass
+class Attempt:
+    client: int
+    permits: int
+    ttl: float
+    wait: float
+    sent: float
+    replied: float | None = None
+    granted: bool = False
+    released: float | None = None
+    cancelled: bool = False
+
+
+async def sem_client(i, aclient, name, limit, history, rng, stop_at):
+    while time.monotonic() < stop_at:
+        permits = rng.choice([1, 1, 1, 2, 3])
+        ttl = rng.choice([0.1, 0.3, 1.0])
+        wait = rng.choice([0.0, 0.2, 1.0, 3.0])
+        a = Attempt(i, permits, ttl, wait, time.monotonic())
+        history.append(a)
+        sem = aclient.semaphore(name, limit=limit, permits=permits, ttl=ttl)
+        try:
+            if wait and rng.random() < 0.15:
+                permit = await asyncio.wait_for(sem.acquire(timeout=wait), rng.uniform(0.01, wait))
+            else:
+                permit = await sem.acquire(timeout=wait)
+        except TimeoutError:
+            a.cancelled = True
+            continue
+        a.replied = time.monotonic()
+        if permit is None:
+            continue
+        a.granted = True
+        await asyncio.sleep(rng.choice([0.0, 0.01, ttl * 0.5, ttl * 1.5]))  # sometimes past the TTL
+        a.released = time.monotonic()
+        try:
+            await permit.release()
+        except concord.PermitNotHeld:
+            pass
+
+
+async def test_semaphore_invariants_under_contention(concord_server, name):
+    limit, clients_n, seconds = 4, 30, 6.0
+    history: list[Attempt] = []
+    rng = random.Random(name)
+    clients = [concord.AsyncClient(concord_server.target) for _ in range(3)]
+    try:
+        stop_at = time.monotonic() + seconds
+        await asyncio.gather(*(sem_client(i, clients[i % 3], name, limit, history, random.Random(rng.random()), stop_at)
+                               for i in range(clients_n)))
+        deadline = time.monotonic() + 10
+        while True:  # no permit leaked, nobody left queued
+            info = await clients[0].semaphore(name, limit=limit).describe()
+            if info.held == 0 and info.waiters == 0:
+                break
+            assert time.monotonic() < deadline, f"leaked: {info}"
+            await asyncio.sleep(0.02)
+    finally:
+        for c in clients:
+            await c.close()
+
+    grants = [a for a in history if a.granted]
+    assert len(grants) > 50, f"too little contention: {len(grants)} grants"
+    # Held permits never exceed the limit: sweep over each grant's safe interval,
+    # from its reply to the earlier of its release and its TTL counted from sending.
+    events = []
+    for a in grants:
+        start, end = a.replied, min(a.released, a.sent + a.ttl)
+        if start < end:
+            events += [(start, 1, a.permits), (end, 0, -a.permits)]
+    held = 0
+    for _, _, delta in sorted(events):
+        held += delta
+        assert held <= limit, f"{held} permits held at once, limit {limit}"
+    # FIFO: a request sent clearly later is never granted clearly before an earlier one.
+    slack = 0.1
+    waited = [a for a in grants if a.replied - a.sent > slack]
+    for a in waited:
+        for b in grants:
+            if a.sent + slack < b.sent and b.replied + slack < a.replied:
+                pytest.fail(f"a request sent {b.sent - a.sent:.2f}s later was granted {a.replied - b.replied:.2f}s earlier")
+    for a in history:
+        if not a.cancelled:
+            assert a.replied - a.sent <= a.wait + 2.0
