@@ -173,3 +173,60 @@ def test_waiters_of_a_killed_server_stop_delaying_others(concord_server, redis_s
     finally:
         ghost.kill()
         ghost.wait()
+
+
+SEMAPHORE_HOLDER_SCRIPT = """
+import sys, grpc
+from google.protobuf.duration_pb2 import Duration
+from concord.semaphore.v1 import semaphore_pb2 as pb, semaphore_pb2_grpc
+stub = semaphore_pb2_grpc.SemaphoreServiceStub(grpc.insecure_channel(sys.argv[1]))
+print("started", flush=True)
+for ev in stub.Hold(pb.HoldRequest(name=sys.argv[2], limit=2, permits=2, ttl=Duration(seconds=60),
+                                   wait_timeout=Duration(seconds=60))):
+    print(pb.HoldEvent.Name(ev.event), flush=True)
+"""
+
+
+def test_killed_client_frees_its_semaphore_hold_at_once(concord_server, client, name):
+    proc = subprocess.Popen([sys.executable, "-c", SEMAPHORE_HOLDER_SCRIPT, concord_server.target, name],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "started"
+        assert proc.stdout.readline().startswith("HOLD_EVENT_ACQUIRED")
+        assert client.semaphore(name, limit=2).describe().held == 2
+        proc.kill()
+        # TTL is 60 s: freed within seconds means freed by the disconnect.
+        wait_until(lambda: client.semaphore(name, limit=2).describe().held == 0, timeout=5,
+                   message="permits freed on disconnect")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_semaphore_survives_a_redis_restart(fresh_redis, tmp_path, name):
+    server = ServerProcess("--redis-url", fresh_redis.url).start(tmp_path / "server.log")
+    try:
+        with concord.Client(server.target, timeout=5) as client:
+            permit = client.semaphore(name, limit=1, ttl=60).acquire()
+            got: list = []
+            waiter = threading.Thread(target=lambda: got.append(client.semaphore(name, limit=1).acquire(timeout=60)))
+            waiter.start()
+            wait_until(lambda: client.semaphore(name, limit=1).describe().waiters == 1, message="waiter queued")
+            fresh_redis.stop()
+            with pytest.raises(concord.Unavailable):
+                client.semaphore(f"{name}:other", limit=1).acquire()
+            fresh_redis.start()
+            wait_until(lambda: _sem_acquires(client, f"{name}:after"), message="service back after Redis restart")
+            assert [h.permit_id for h in client.semaphore(name, limit=1).describe().holders] == [permit.permit_id]
+            permit.release()
+            waiter.join(30)
+            assert got and got[0] is not None
+    finally:
+        server.stop()
+
+
+def _sem_acquires(client: concord.Client, name: str) -> bool:
+    try:
+        return client.semaphore(name, limit=1, ttl=5).acquire() is not None
+    except concord.Unavailable:
+        return False

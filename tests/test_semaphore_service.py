@@ -179,3 +179,27 @@ async def test_semaphore_invariants_under_contention(concord_server, name):
     for a in history:
         if not a.cancelled:
             assert a.replied - a.sent <= a.wait + 2.0
+
+
+@pytest.mark.parametrize("method", ["Release", "Refresh"])
+def test_unknown_or_malformed_permit(concord_server, method, name):
+    with grpc.insecure_channel(concord_server.target) as ch:
+        stub = semaphore_pb2_grpc.SemaphoreServiceStub(ch)
+        make = getattr(pb, f"{method}Request")
+        extra = {"ttl": duration_pb2.Duration(seconds=5)} if method == "Refresh" else {}
+        with pytest.raises(grpc.RpcError) as err:
+            getattr(stub, method)(make(name=name, permit_id="0" * 32, **extra), timeout=10)
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert concord.errors.from_rpc_error(err.value).reason == "PERMIT_NOT_HELD"
+        with pytest.raises(grpc.RpcError) as err:
+            getattr(stub, method)(make(name=name, permit_id="", **extra), timeout=10)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_request_that_does_not_parse_is_invalid_argument(concord_server):
+    with grpc.insecure_channel(concord_server.target) as ch:
+        raw = ch.unary_unary("/concord.semaphore.v1.SemaphoreService/Acquire",
+                             request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        with pytest.raises(grpc.RpcError) as err:
+            raw(b"\x0a\x02\xff\xfe\x10\x01", timeout=10)  # name: not UTF-8; limit 1
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
