@@ -8,6 +8,7 @@
 --   status 0  held by another, not queued; ms = holder's remaining TTL
 --   status 2  queued; ms = holder's remaining TTL (when to look again)
 --! include common.lua
+--! include waiting.lua
 --! include lock_common.lua
 local lease, ttl, owner = ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local wait, proc, liveness = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
@@ -31,9 +32,7 @@ if wait <= 0 then
   return {0, 0, pttl, now_ms}
 end
 
-redis.call('ZADD', KEYS[2], 'NX', now_us, lease)
-redis.call('HSET', KEYS[3], lease, fmt(ttl) .. ' ' .. fmt(now_ms + wait) .. ' ' .. proc .. ' ' .. owner)
-redis.call('HSET', KEYS[4], proc, fmt(now_ms + liveness))
+enqueue(Q, lease, now_ms, now_us, wait, proc, liveness, 1, ttl, owner)
 -- The queue keys outlive their last waiter's deadline, then vanish by themselves.
 local keep = wait + liveness
 for i = 2, 4 do

@@ -3,7 +3,7 @@
 -- Every lock script takes the same KEYS (keys.LockKeys), all under one hash tag:
 --   KEYS[1] holder   hash    lease, owner, fence; PEXPIRE = the lock's TTL
 --   KEYS[2] queue    zset    waiter lease -> arrival time in us (FIFO order)
---   KEYS[3] waiters  hash    waiter lease -> "ttl_ms deadline_ms proc owner"
+--   KEYS[3] waiters  hash    waiter lease -> "deadline_ms proc 1 ttl_ms owner" (waiting.lua)
 --   KEYS[4] procs    hash    server process id -> alive-until ms
 --   KEYS[5] fence    string  last fencing token handed out
 -- and starts its ARGV with the same two values:
@@ -26,26 +26,17 @@ local function grant(lease, owner, ttl_ms, now_us)
   return f
 end
 
+local Q = {queue = KEYS[2], waiters = KEYS[3], procs = KEYS[4]}
+
 -- Hands a free lock to the first live waiter and tells its server on the channel
--- ("lease fence expires_ms"). Waiters past their deadline, or whose server process
--- stopped heartbeating, are dropped on the way. Returns true if someone got it.
+-- ("lease fence expires_ms"). Returns true if someone got it.
 local function grant_next(now_ms, now_us)
-  while true do
-    local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-    if not head then
-      return false
-    end
-    local info = redis.call('HGET', KEYS[3], head)
-    redis.call('ZREM', KEYS[2], head)
-    redis.call('HDEL', KEYS[3], head)
-    if info then
-      local ttl, deadline, proc, owner = string.match(info, '^(%d+) (%d+) (%S+) (.*)$')
-      local alive = tonumber(redis.call('HGET', KEYS[4], proc) or '0')
-      if tonumber(deadline) > now_ms and alive > now_ms then
-        local f = grant(head, owner, ttl, now_us)
-        redis.call('SPUBLISH', ARGV[1], head .. ' ' .. fmt(f) .. ' ' .. fmt(now_ms + tonumber(ttl)))
-        return true
-      end
-    end
+  local id, _, ttl, owner = head(Q, now_ms)
+  if not id then
+    return false
   end
+  remove(Q, id)
+  local f = grant(id, owner, ttl, now_us)
+  redis.call('SPUBLISH', ARGV[1], id .. ' ' .. fmt(f) .. ' ' .. fmt(now_ms + ttl))
+  return true
 end

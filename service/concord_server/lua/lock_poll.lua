@@ -6,11 +6,10 @@
 -- ARGV[3] server process id   ARGV[4] liveness ms
 -- Returns {holder lease or '', fence, holder pttl ms, now_ms}
 --! include common.lua
+--! include waiting.lua
 --! include lock_common.lua
 local now_ms, now_us = clock()
-if redis.call('EXISTS', KEYS[4]) == 1 then
-  redis.call('HSET', KEYS[4], ARGV[3], fmt(now_ms + tonumber(ARGV[4])))
-end
+heartbeat(Q, ARGV[3], now_ms, tonumber(ARGV[4]))
 if redis.call('EXISTS', KEYS[1]) == 0 then
   grant_next(now_ms, now_us)
 end

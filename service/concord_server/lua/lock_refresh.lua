@@ -3,6 +3,7 @@
 -- ARGV[3] lease   ARGV[4] ttl ms
 -- Returns {1, fence, now_ms} refreshed, {0} the lease does not hold the lock.
 --! include common.lua
+--! include waiting.lua
 --! include lock_common.lua
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[3] then
   return {0}

@@ -3,6 +3,7 @@
 -- ARGV[3] lease
 -- Returns 1 released, 0 the lease does not hold the lock.
 --! include common.lua
+--! include waiting.lua
 --! include lock_common.lua
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[3] then
   return 0

@@ -5,6 +5,7 @@
 -- Returns {0} left the queue; {1, fence, pttl, now_ms} had been granted and keeps it;
 --         {2} had been granted and released it; {-1} neither queued nor holding.
 --! include common.lua
+--! include waiting.lua
 --! include lock_common.lua
 local lease = ARGV[3]
 local now_ms, now_us = clock()

@@ -10,6 +10,7 @@
 -- The limit passed by the latest Acquire is the one in force: a lower one evicts
 -- nobody (grants wait until the held permits fit), a higher one admits waiters now.
 --! include common.lua
+--! include waiting.lua
 --! include semaphore_common.lua
 local id, permits, limit, ttl, owner = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local wait, proc, liveness = tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9])
@@ -29,8 +30,6 @@ end
 if wait <= 0 then
   return {0, next_expiry(now_ms), now_ms}
 end
-redis.call('ZADD', KEYS[3], 'NX', now_us, id)
-redis.call('HSET', KEYS[4], id, permits .. ' ' .. ttl .. ' ' .. fmt(now_ms + wait) .. ' ' .. proc .. ' ' .. owner)
-redis.call('HSET', KEYS[5], proc, fmt(now_ms + liveness))
+enqueue(Q, id, now_ms, now_us, wait, proc, liveness, permits, ttl, owner)
 keep_for(wait + liveness)
 return {2, next_expiry(now_ms), now_ms}

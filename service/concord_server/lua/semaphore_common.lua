@@ -4,7 +4,7 @@
 --   KEYS[1] holders  zset  permit id -> expires at, ms
 --   KEYS[2] permits  hash  permit id -> "permits owner"
 --   KEYS[3] queue    zset  waiter id -> arrival time in us (FIFO order)
---   KEYS[4] waiters  hash  waiter id -> "permits ttl_ms deadline_ms proc owner"
+--   KEYS[4] waiters  hash  waiter id -> "deadline_ms proc permits ttl_ms owner" (waiting.lua)
 --   KEYS[5] procs    hash  server process id -> alive-until ms
 --   KEYS[6] meta     hash  limit (the one in force), held (permits held now)
 -- and ARGV[1] is the wake-up channel (a shard channel in the same slot).
@@ -59,35 +59,25 @@ local function release(id, held)
   return held
 end
 
+local Q = {queue = KEYS[3], waiters = KEYS[4], procs = KEYS[5]}
+
 -- Grants queued waiters in FIFO order while the head's permits fit under the limit.
 -- The head blocks everyone behind it (nobody overtakes), so a request for many
--- permits is never starved by smaller ones. Waiters past their deadline, or whose
--- server stopped heartbeating, are dropped; one asking for more than a lowered limit
+-- permits is never starved by smaller ones. One asking for more than a lowered limit
 -- can never be served and is told so ("-1"). Grants publish "id expires_ms".
 local function grant_next(now_ms, held)
   local limit = tonumber(redis.call('HGET', KEYS[6], 'limit') or '0')
   while true do
-    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-    if not head then
+    local id, permits, ttl, owner = head(Q, now_ms)
+    if not id or (permits <= limit and held + permits > limit) then
       return held
     end
-    local info = redis.call('HGET', KEYS[4], head)
-    local permits, ttl, deadline, proc, owner, live
-    if info then
-      permits, ttl, deadline, proc, owner = string.match(info, '^(%d+) (%d+) (%d+) (%S+) (.*)$')
-      permits, ttl = tonumber(permits), tonumber(ttl)
-      live = tonumber(deadline) > now_ms and tonumber(redis.call('HGET', KEYS[5], proc) or '0') > now_ms
-    end
-    if live and permits <= limit and held + permits > limit then
-      return held
-    end
-    redis.call('ZREM', KEYS[3], head)
-    redis.call('HDEL', KEYS[4], head)
-    if live and permits > limit then
-      redis.call('SPUBLISH', ARGV[1], head .. ' -1')
-    elseif live then
-      held = grant(head, permits, ttl, owner, now_ms, held)
-      redis.call('SPUBLISH', ARGV[1], head .. ' ' .. fmt(now_ms + ttl))
+    remove(Q, id)
+    if permits > limit then
+      redis.call('SPUBLISH', ARGV[1], id .. ' -1')
+    else
+      held = grant(id, permits, ttl, owner, now_ms, held)
+      redis.call('SPUBLISH', ARGV[1], id .. ' ' .. fmt(now_ms + ttl))
     end
   end
 end

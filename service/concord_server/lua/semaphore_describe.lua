@@ -2,16 +2,10 @@
 -- KEYS: see semaphore_common.lua
 -- Returns {limit, now_ms, live waiters, id1, owner1, permits1, remaining_ms1, ...}
 --! include common.lua
+--! include waiting.lua
 local now_ms = clock()
 local limit = tonumber(redis.call('HGET', KEYS[6], 'limit') or '0')
-local waiting = 0
-local entries = redis.call('HGETALL', KEYS[4])
-for i = 2, #entries, 2 do
-  local deadline, proc = string.match(entries[i], '^%d+ %d+ (%d+) (%S+)')
-  if tonumber(deadline) > now_ms and tonumber(redis.call('HGET', KEYS[5], proc) or '0') > now_ms then
-    waiting = waiting + 1
-  end
-end
+local waiting = count_live({queue = KEYS[3], waiters = KEYS[4], procs = KEYS[5]}, now_ms)
 local reply = {limit, now_ms, waiting}
 local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now_ms, '+inf', 'WITHSCORES')
 for i = 1, #live, 2 do

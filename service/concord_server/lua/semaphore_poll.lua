@@ -5,11 +5,10 @@
 -- ARGV[2] server process id   ARGV[3] liveness ms
 -- Returns {ms until the first holder expires (-1: none), now_ms, id1, expires1, id2, ...}
 --! include common.lua
+--! include waiting.lua
 --! include semaphore_common.lua
 local now_ms = clock()
-if redis.call('EXISTS', KEYS[5]) == 1 then
-  redis.call('HSET', KEYS[5], ARGV[2], fmt(now_ms + tonumber(ARGV[3])))
-end
+heartbeat(Q, ARGV[2], now_ms, tonumber(ARGV[3]))
 grant_next(now_ms, sweep(now_ms))
 local reply = {next_expiry(now_ms), now_ms}
 for _, v in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')) do

@@ -3,6 +3,7 @@
 -- ARGV[2] permit id   ARGV[3] ttl ms
 -- Returns {1, expires_at_ms} refreshed, {0} the permit is not held.
 --! include common.lua
+--! include waiting.lua
 --! include semaphore_common.lua
 local now_ms = clock()
 grant_next(now_ms, sweep(now_ms))

@@ -3,6 +3,7 @@
 -- ARGV[2] permit id
 -- Returns 1 released, 0 the permit is not held (released, or expired).
 --! include common.lua
+--! include waiting.lua
 --! include semaphore_common.lua
 local now_ms = clock()
 local held = sweep(now_ms)

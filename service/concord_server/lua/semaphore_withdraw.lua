@@ -5,6 +5,7 @@
 -- Returns {0} left the queue; {1, remaining ms, now_ms} had been granted and keeps it;
 --         {2} had been granted and released it; {-1} neither queued nor holding.
 --! include common.lua
+--! include waiting.lua
 --! include semaphore_common.lua
 local id = ARGV[2]
 local now_ms = clock()

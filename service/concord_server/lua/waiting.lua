@@ -1,0 +1,63 @@
+-- waiting.lua: the FIFO queue of blocked callers that locks and semaphores keep.
+-- Three keys, passed in by the caller (each primitive has them at its own KEYS positions):
+--   queue    zset  waiter id -> arrival time in us (FIFO order)
+--   waiters  hash  waiter id -> "deadline_ms proc permits ttl_ms owner"
+--   procs    hash  server process id -> alive-until ms
+-- A waiter is live while its deadline has not passed and its server process keeps
+-- heartbeating (the poll scripts); dead ones are dropped when they reach the head.
+
+local function enqueue(q, id, now_ms, now_us, wait_ms, proc, liveness_ms, permits, ttl_ms, owner)
+  redis.call('ZADD', q.queue, 'NX', now_us, id)
+  redis.call('HSET', q.waiters, id, fmt(now_ms + wait_ms) .. ' ' .. proc .. ' ' .. permits .. ' ' .. ttl_ms .. ' ' .. owner)
+  redis.call('HSET', q.procs, proc, fmt(now_ms + liveness_ms))
+end
+
+-- An entry's fields if the waiter is live: permits, ttl_ms, owner.
+local function live(q, entry, now_ms)
+  if not entry then
+    return nil
+  end
+  local deadline, proc, permits, ttl, owner = string.match(entry, '^(%d+) (%S+) (%d+) (%d+) (.*)$')
+  if tonumber(deadline) > now_ms and tonumber(redis.call('HGET', q.procs, proc) or '0') > now_ms then
+    return tonumber(permits), tonumber(ttl), owner
+  end
+  return nil
+end
+
+local function remove(q, id)
+  redis.call('ZREM', q.queue, id)
+  redis.call('HDEL', q.waiters, id)
+end
+
+-- The first live waiter (dropping dead ones before it): id, permits, ttl_ms, owner;
+-- nil when nobody live waits. It stays queued until the caller removes it.
+local function head(q, now_ms)
+  while true do
+    local id = redis.call('ZRANGE', q.queue, 0, 0)[1]
+    if not id then
+      return nil
+    end
+    local permits, ttl, owner = live(q, redis.call('HGET', q.waiters, id), now_ms)
+    if permits then
+      return id, permits, ttl, owner
+    end
+    remove(q, id)
+  end
+end
+
+local function count_live(q, now_ms)
+  local n = 0
+  local entries = redis.call('HGETALL', q.waiters)
+  for i = 2, #entries, 2 do
+    if live(q, entries[i], now_ms) then
+      n = n + 1
+    end
+  end
+  return n
+end
+
+local function heartbeat(q, proc, now_ms, liveness_ms)
+  if redis.call('EXISTS', q.procs) == 1 then
+    redis.call('HSET', q.procs, proc, fmt(now_ms + liveness_ms))
+  end
+end
