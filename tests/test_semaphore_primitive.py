@@ -128,3 +128,25 @@ async def test_nothing_is_left_in_redis_once_idle(sems, redis_async, name):
     assert await redis_async.exists(k.holders, k.permits, k.queue, k.waiters) == 0
     for key in k.keys:  # whatever remains (meta, procs) expires by itself
         assert await redis_async.pttl(key) != -1
+
+
+async def test_waiters_of_a_dead_server_process_are_skipped(redis_server, name):
+    from concord_server.primitives.semaphore import _ACQUIRE
+
+    async with semaphore_primitive(redis_server.url) as sems:
+        holder = await sems.acquire(name, 1, 1, 10_000, 0, "holder")
+        k = sems._keys.semaphore(name)
+        # A waiter queued by a server process that then died: it never polls again.
+        status, *_ = await _ACQUIRE(sems._redis, k.keys, [k.channel, "ghost", 1, 1, 60_000, "ghost", 60_000,
+                                                          "dead-proc", 300])
+        assert status == 2
+        live = asyncio.create_task(sems.acquire(name, 1, 1, 10_000, 30_000, "alive"))
+        await async_wait_until(lambda: _zcard_is(sems, k.queue, 2), message="both queued")
+        await async_wait_until(lambda: queued(sems, name, 1), message="the ghost's liveness to lapse")
+        await sems.release(name, holder.permit_id)
+        assert await asyncio.wait_for(live, 10) is not None
+        assert [h.owner for h in (await sems.describe(name)).holders] == ["alive"]
+
+
+async def _zcard_is(sems, key, n) -> bool:
+    return await sems._redis.execute_command("ZCARD", key) == n
