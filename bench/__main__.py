@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .harness import code_digest, machine_info, raise_nofile, scratch_dir
 from .report import Row, header, save, table
-from .scenarios import NAMES, Context
+from .scenarios import NAMES, Context, module_name
 
 RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
 
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             t0 = time.monotonic()
             print(f"running {name} ...", file=sys.stderr, flush=True)
-            scenario = importlib.import_module(f".scenarios.{name}", __package__)
+            scenario = importlib.import_module(f".scenarios.{module_name(name)}", __package__)
             digest = code_digest()  # each scenario starts its own server from the code on disk
             scenario_rows, details[name] = scenario.run(ctx)
             details[name]["code_digest"] = digest

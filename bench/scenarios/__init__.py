@@ -21,4 +21,9 @@ class Context:
         return None if self.profile_dir is None else self.profile_dir / f"{name}.prof"
 
 
-NAMES = ("cost", "handoff", "scale")
+NAMES = ("cost", "handoff", "scale", "semaphore-cost", "semaphore-handoff")
+
+
+def module_name(name: str) -> str:
+    """The module that implements scenario ``name`` (``semaphore-cost`` -> ``semaphore_cost``)."""
+    return name.replace("-", "_")
