@@ -150,3 +150,20 @@ async def test_waiters_of_a_dead_server_process_are_skipped(redis_server, name):
 
 async def _zcard_is(sems, key, n) -> bool:
     return await sems._redis.execute_command("ZCARD", key) == n
+
+
+async def test_permits_of_holders_that_expired_with_their_key_come_back(sems, redis_async, name):
+    k = sems._keys.semaphore(name)
+    holder = await sems.acquire(name, 1, 1, 10_000, 0, "holder")
+    # A waiter that gives up still leaves the semaphore's keys kept alive for a while...
+    assert await sems.acquire(name, 1, 1, 10_000, 300, "impatient") is None
+    await sems.release(name, holder.permit_id)
+    # ...so this short holder's key expires by itself, long before the counters do.
+    await sems.acquire(name, 1, 1, 100, 0, "short")
+    await async_wait_until(lambda: _gone(redis_async, k.holders), message="the holders key to expire")
+    assert (await sems.describe(name)).held == 0
+    assert await sems.acquire(name, 1, 1, 10_000, 0, "next") is not None
+
+
+async def _gone(redis_async, key) -> bool:
+    return await redis_async.exists(key) == 0

@@ -24,6 +24,13 @@ end
 -- Frees the permits of holders whose TTL has run out; returns the permits held now.
 local function sweep(now_ms)
   local held = tonumber(redis.call('HGET', KEYS[6], 'held') or '0')
+  if held > 0 and redis.call('EXISTS', KEYS[1]) == 0 then
+    -- The holders key expired together with its last holders, taking them out of
+    -- sight of this sweep: nobody holds anything, whatever the counter says.
+    redis.call('HSET', KEYS[6], 'held', 0)
+    redis.call('DEL', KEYS[2])
+    return 0
+  end
   local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms)
   if #gone == 0 then
     return held
