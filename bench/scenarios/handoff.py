@@ -161,22 +161,23 @@ async def _round_trips(target: str, n: int, gap: float) -> dict[str, list[float]
 class Probe:
     """Describe round trips, one every PROBE_GAP s, from a thread of the bench process
     while a Concord run goes on: the floor a handoff is compared with, under the very
-    same load. Sparse enough (a few % of the server's work) not to change that load."""
+    same load. Sparse enough (a few % of the server's work) not to change that load.
+    ``make_call(channel)`` returns the call to time (lock or semaphore Describe)."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, make_call=None) -> None:
         self.target = target
+        self.make_call = make_call or _lock_describe
         self.rtts: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="describe-probe", daemon=True)
 
     def _run(self) -> None:
         with grpc.insecure_channel(self.target) as channel:
-            stub = lock_pb2_grpc.LockServiceStub(channel)
-            req = lock_pb2.DescribeRequest(name="bench:handoff:probe")
-            stub.Describe(req, timeout=5)
+            call = self.make_call(channel)
+            call()
             while not self._stop.wait(PROBE_GAP):
                 t0 = time.monotonic()
-                stub.Describe(req, timeout=5)
+                call()
                 self.rtts.append(time.monotonic() - t0)
 
     def __enter__(self) -> Probe:
@@ -186,6 +187,12 @@ class Probe:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def _lock_describe(channel: grpc.Channel):
+    stub = lock_pb2_grpc.LockServiceStub(channel)
+    req = lock_pb2.DescribeRequest(name="bench:handoff:probe")
+    return lambda: stub.Describe(req, timeout=5)
 
 
 def run(ctx: Context) -> tuple[list[Row], dict]:

@@ -35,6 +35,8 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
+from .handoff_clients import _handshake, _report
+
 Event = tuple[int, float, float, float, float, bool]  # client, acq_start, acq_end, rel_sent, rel_end, held
 NAN = math.nan
 
@@ -60,16 +62,6 @@ def main(conn: Connection, spec: Spec) -> None:
     _die_with_parent()
     run = _concord if spec.impl == "concord" else _threads
     run(conn, spec)
-
-
-def _handshake(conn: Connection) -> tuple[float, float]:
-    conn.send("ready")
-    return conn.recv()  # (start_at, end_at)
-
-
-def _report(conn: Connection, events: list[Event], cpu: float, window: float) -> None:
-    conn.send({"events": events, "client_cpu_busy": cpu / window if window > 0 else NAN})
-    conn.close()
 
 
 # --- Concord: asyncio tasks over the real client library --------------------------------

@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import math
 import multiprocessing
-import threading
 import time
 from collections import Counter
 
@@ -55,6 +54,7 @@ from concord.semaphore.v1 import semaphore_pb2_grpc
 from ..harness import concord_server, cpu_seconds, median, percentile, redis_server
 from ..report import Row, fmt
 from . import Context
+from .handoff import Probe
 from .semaphore_clients import Spec, main as client_main
 
 SC = "semaphore-handoff"
@@ -192,33 +192,10 @@ async def _round_trips(target: str, n: int, gap: float) -> dict[str, list[float]
         return out
 
 
-class Probe:
-    """Semaphore Describe round trips, one every PROBE_GAP s, from a thread of the bench
-    process while a Concord run goes on (see handoff.Probe)."""
-
-    def __init__(self, target: str) -> None:
-        self.target = target
-        self.rtts: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="semaphore-describe-probe", daemon=True)
-
-    def _run(self) -> None:
-        with grpc.insecure_channel(self.target) as channel:
-            stub = semaphore_pb2_grpc.SemaphoreServiceStub(channel)
-            req = pb.DescribeRequest(name="bench:semhandoff:probe")
-            stub.Describe(req, timeout=5)
-            while not self._stop.wait(PROBE_GAP):
-                t0 = time.monotonic()
-                stub.Describe(req, timeout=5)
-                self.rtts.append(time.monotonic() - t0)
-
-    def __enter__(self) -> Probe:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+def _semaphore_describe(channel: grpc.Channel):
+    stub = semaphore_pb2_grpc.SemaphoreServiceStub(channel)
+    req = pb.DescribeRequest(name="bench:semhandoff:probe")
+    return lambda: stub.Describe(req, timeout=5)
 
 
 def run(ctx: Context) -> tuple[list[Row], dict]:
@@ -234,7 +211,7 @@ def run(ctx: Context) -> tuple[list[Row], dict]:
                 name = f"bench:semhandoff:{impl}:{rep}"
                 cpu0 = cpu_seconds(srv.ps), cpu_seconds(redis_ps)
                 if impl == "concord":
-                    with Probe(srv.target) as probe:
+                    with Probe(srv.target, _semaphore_describe) as probe:
                         r = _run_once(impl, target, name, duration)
                     r["probe_rtts"] = probe.rtts
                 else:
