@@ -67,18 +67,23 @@ async def _measure(target: str, ps, reps: int, n_empty: int, n_pairs: int) -> di
         return run
 
     kinds = {"empty": (empty, n_empty), "pair_wait": (pair(wait), n_pairs), "pair_try": (pair(no_wait), n_pairs)}
-    out: dict[str, list[dict]] = {k: [] for k in kinds}
     try:
-        # Warm-up: connections, script cache, allocator, branch predictors.
-        for call, n in kinds.values():
-            await _drive(max(n // 5, 100), call, ps)
-        for _ in range(reps):
-            for kind, (call, n) in kinds.items():
-                cpu, wall = await _drive(n, call, ps)
-                out[kind].append({"n": n, "cpu_s": cpu, "wall_s": wall,
-                                  "cpu_per_op_s": cpu / n, "ops_per_s": n / wall, "server_busy": cpu / wall})
+        return await measure_kinds(kinds, reps, ps)
     finally:
         await channel.close()
+
+
+async def measure_kinds(kinds: dict, reps: int, ps) -> dict[str, list[dict]]:
+    """Server CPU and wall time of each kind of call ({kind: (call, n)}), interleaved
+    over reps after one warm-up pass (connections, script cache, allocator)."""
+    out: dict[str, list[dict]] = {k: [] for k in kinds}
+    for call, n in kinds.values():
+        await _drive(max(n // 5, 100), call, ps)
+    for _ in range(reps):
+        for kind, (call, n) in kinds.items():
+            cpu, wall = await _drive(n, call, ps)
+            out[kind].append({"n": n, "cpu_s": cpu, "wall_s": wall,
+                              "cpu_per_op_s": cpu / n, "ops_per_s": n / wall, "server_busy": cpu / wall})
     return out
 
 

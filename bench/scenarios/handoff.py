@@ -57,31 +57,30 @@ TARGET_SHARE = 0.5
 CLIENT, ACQ_START, ACQ_END, REL_SENT = range(4)  # fields of a handoff_clients.Event
 
 
-def _run_once(impl: str, n: int, target: str, name: str, duration: float) -> dict:
-    """One run: spawn the client processes, start them together, collect their events."""
+def run_client_processes(specs: list, client_main, duration: float, report_within: float) -> tuple[list[dict], float, float]:
+    """Spawns one client process per spec, starts them all at the same instant, and
+    collects their reports: (reports, start_at, end_at) on the shared monotonic clock."""
     ctx = multiprocessing.get_context("spawn")
     procs, conns = [], []
     try:
-        for p in range(CLIENT_PROCS):
-            ids = tuple(range(p, n, CLIENT_PROCS))
+        for spec in specs:
             parent, child = ctx.Pipe()
-            spec = Spec(impl, target, name, ids, HOLD, THINK, WAIT, TTL)
             proc = ctx.Process(target=client_main, args=(child, spec), daemon=True)
             proc.start()
             child.close()
             procs.append(proc)
             conns.append(parent)
-        for c in conns:
+        for c, spec in zip(conns, specs):
             if not c.poll(60) or c.recv() != "ready":
-                raise RuntimeError(f"{impl} client process did not get ready")
+                raise RuntimeError(f"{spec.impl} client process did not get ready")
         start_at = time.monotonic() + 0.05
         end_at = start_at + duration
         for c in conns:
             c.send((start_at, end_at))
         results = []
-        for c in conns:
-            if not c.poll(duration + WAIT + 30):
-                raise RuntimeError(f"{impl} client process did not report")
+        for c, spec in zip(conns, specs):
+            if not c.poll(duration + report_within):
+                raise RuntimeError(f"{spec.impl} client process did not report")
             results.append(c.recv())
     finally:
         for proc in procs:
@@ -89,6 +88,14 @@ def _run_once(impl: str, n: int, target: str, name: str, duration: float) -> dic
             if proc.is_alive():
                 proc.kill()
                 proc.join()
+    return results, start_at, end_at
+
+
+def _run_once(impl: str, n: int, target: str, name: str, duration: float) -> dict:
+    """One run: spawn the client processes, start them together, collect their events."""
+    specs = [Spec(impl, target, name, tuple(range(p, n, CLIENT_PROCS)), HOLD, THINK, WAIT, TTL)
+             for p in range(CLIENT_PROCS)]
+    results, start_at, end_at = run_client_processes(specs, client_main, duration, WAIT + 30)
     events = [e for r in results for e in r["events"]]
     return {**_analyse(events, n, start_at, end_at), "client_cpu_busy": [r["client_cpu_busy"] for r in results]}
 

@@ -32,7 +32,7 @@ from concord.semaphore.v1 import semaphore_pb2_grpc
 from ..harness import concord_server, median, redis_server
 from ..report import Row
 from . import Context
-from .cost import IN_FLIGHT, TARGET_RATIO as LOCK_TARGET_RATIO, _drive
+from .cost import IN_FLIGHT, TARGET_RATIO as LOCK_TARGET_RATIO, measure_kinds
 
 SC = "semaphore-cost"
 
@@ -66,18 +66,10 @@ async def _measure(target: str, ps, reps: int, n_empty: int, n_pairs: int) -> di
 
     kinds = {"empty": (empty, n_empty), "sem_wait": (sem_pair(wait), n_pairs), "sem_try": (sem_pair(no_wait), n_pairs),
              "lock_wait": (lock_pair, n_pairs)}
-    out: dict[str, list[dict]] = {k: [] for k in kinds}
     try:
-        for call, n in kinds.values():  # warm-up
-            await _drive(max(n // 5, 100), call, ps)
-        for _ in range(reps):
-            for kind, (call, n) in kinds.items():
-                cpu, wall = await _drive(n, call, ps)
-                out[kind].append({"n": n, "cpu_s": cpu, "wall_s": wall,
-                                  "cpu_per_op_s": cpu / n, "ops_per_s": n / wall, "server_busy": cpu / wall})
+        return await measure_kinds(kinds, reps, ps)
     finally:
         await channel.close()
-    return out
 
 
 def run(ctx: Context) -> tuple[list[Row], dict]:

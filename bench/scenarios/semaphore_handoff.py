@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import multiprocessing
 import time
 from collections import Counter
 
@@ -54,7 +53,7 @@ from concord.semaphore.v1 import semaphore_pb2_grpc
 from ..harness import concord_server, cpu_seconds, median, percentile, redis_server
 from ..report import Row, fmt
 from . import Context
-from .handoff import Probe
+from .handoff import Probe, run_client_processes
 from .semaphore_clients import Spec, main as client_main
 
 SC = "semaphore-handoff"
@@ -74,37 +73,9 @@ CLIENT, ACQ_START, ACQ_END, REL_SENT, REL_END, HELD = range(6)  # fields of a se
 
 def _run_once(impl: str, target: str, name: str, duration: float) -> dict:
     """One run: spawn the client processes, start them together, collect their events."""
-    ctx = multiprocessing.get_context("spawn")
-    procs, conns = [], []
-    try:
-        for p in range(CLIENT_PROCS):
-            ids = tuple(range(p, CLIENTS, CLIENT_PROCS))
-            parent, child = ctx.Pipe()
-            spec = Spec(impl, target, name, LIMIT, ids, HOLD, THINK, WAIT, TTL, POLL,
-                        SKEW if impl == "book-fair-skew" else 0.0)
-            proc = ctx.Process(target=client_main, args=(child, spec), daemon=True)
-            proc.start()
-            child.close()
-            procs.append(proc)
-            conns.append(parent)
-        for c in conns:
-            if not c.poll(60) or c.recv() != "ready":
-                raise RuntimeError(f"{impl} client process did not get ready")
-        start_at = time.monotonic() + 0.05
-        end_at = start_at + duration
-        for c in conns:
-            c.send((start_at, end_at))
-        results = []
-        for c in conns:
-            if not c.poll(duration + WAIT + 30):
-                raise RuntimeError(f"{impl} client process did not report")
-            results.append(c.recv())
-    finally:
-        for proc in procs:
-            proc.join(10)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
+    specs = [Spec(impl, target, name, LIMIT, tuple(range(p, CLIENTS, CLIENT_PROCS)), HOLD, THINK, WAIT, TTL, POLL,
+                  SKEW if impl == "book-fair-skew" else 0.0) for p in range(CLIENT_PROCS)]
+    results, start_at, end_at = run_client_processes(specs, client_main, duration, WAIT + 30)
     events = [e for r in results for e in r["events"]]
     return {**_analyse(events, start_at, end_at), "client_cpu_busy": [r["client_cpu_busy"] for r in results]}
 
