@@ -136,7 +136,7 @@ def _analyse(events: list, n: int, start_at: float, end_at: float) -> dict:
     }
 
 
-async def _round_trips(target: str, n: int, gap: float) -> dict[str, list[float]]:
+async def round_trips(target: str, n: int, gap: float, describe_stub=None, describe_request=None) -> dict[str, list[float]]:
     """Round-trip times from an asyncio client, one call at a time:
 
     empty     health Check back to back: the gRPC stack alone, hot
@@ -144,11 +144,14 @@ async def _round_trips(target: str, n: int, gap: float) -> dict[str, list[float]
               Redis script, as a handoff needs (the releaser's call reaches the server,
               which hears back from Redis and answers the waiter), paying the same
               wake-up-from-idle costs a handoff pays.
+
+    The Describe is the lock's unless another stub class and request are given.
     """
     async with grpc.aio.insecure_channel(target) as channel:
         health = health_pb2_grpc.HealthStub(channel)
-        locks = lock_pb2_grpc.LockServiceStub(channel)
-        check, describe = health_pb2.HealthCheckRequest(), lock_pb2.DescribeRequest(name="bench:handoff:rtt")
+        locks = (describe_stub or lock_pb2_grpc.LockServiceStub)(channel)
+        check = health_pb2.HealthCheckRequest()
+        describe = describe_request or lock_pb2.DescribeRequest(name="bench:handoff:rtt")
         for _ in range(50):
             await health.Check(check, timeout=5)
             await locks.Describe(describe, timeout=5)
@@ -207,7 +210,7 @@ def run(ctx: Context) -> tuple[list[Row], dict]:
     reps = min(ctx.reps, 3)  # 4 implementations x 2 sizes x reps runs: keep the total bounded
     runs: dict[str, dict[str, list[dict]]] = {}
     with redis_server(ctx.tmp) as rds, concord_server(rds.url, ctx.tmp, profile_to=ctx.profile("handoff")) as srv:
-        rtts = asyncio.run(_round_trips(srv.target, 400 if ctx.quick else 1200, gap=HOLD + THINK))
+        rtts = asyncio.run(round_trips(srv.target, 400 if ctx.quick else 1200, gap=HOLD + THINK))
         redis_ps = psutil.Process(rds.proc.pid)
         for rep in range(reps):
             for n in CLIENT_COUNTS:

@@ -102,13 +102,18 @@ async def _concord_client(client, cid: int, spec: Spec, end_at: float, events: l
 # --- redis-py and python-redis-lock: one thread per client, sync redis client ------------
 
 def _threads(conn: Connection, spec: Spec) -> None:
+    run_threads(conn, spec, _thread_client)
+
+
+def run_threads(conn: Connection, spec, thread_client, **redis_kwargs) -> None:
+    """One thread per client over one sync redis client; reports like the Concord side."""
     import redis
 
-    r = redis.Redis(host="127.0.0.1", port=int(spec.target), client_name="bench-client")
+    r = redis.Redis(host="127.0.0.1", port=int(spec.target), client_name="bench-client", **redis_kwargs)
     r.ping()
     start_at, end_at = _handshake(conn)
     events: list[Event] = []  # list.append is atomic under the GIL
-    threads = [threading.Thread(target=_thread_client, args=(r, cid, spec, start_at, end_at, events))
+    threads = [threading.Thread(target=thread_client, args=(r, cid, spec, start_at, end_at, events))
                for cid in spec.clients]
     for t in threads:
         t.start()

@@ -30,12 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import math
-import threading
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
-from .handoff_clients import _handshake, _report
+from .handoff_clients import _handshake, _report, run_threads
 
 Event = tuple[int, float, float, float, float, bool]  # client, acq_start, acq_end, rel_sent, rel_end, held
 NAN = math.nan
@@ -109,23 +108,7 @@ async def _concord_client(client, cid: int, spec: Spec, end_at: float, events: l
 # --- the book's fair semaphore: one thread per client, sync redis client -----------------
 
 def _threads(conn: Connection, spec: Spec) -> None:
-    import redis
-
-    r = redis.Redis(host="127.0.0.1", port=int(spec.target), client_name="bench-client",
-                    max_connections=len(spec.clients) + 4)
-    r.ping()
-    start_at, end_at = _handshake(conn)
-    events: list[Event] = []  # list.append is atomic under the GIL
-    threads = [threading.Thread(target=_thread_client, args=(r, cid, spec, start_at, end_at, events))
-               for cid in spec.clients]
-    for t in threads:
-        t.start()
-    cpu0 = time.process_time()
-    for t in threads:
-        t.join()
-    cpu = time.process_time() - cpu0
-    r.close()
-    _report(conn, events, cpu, time.monotonic() - start_at)
+    run_threads(conn, spec, _thread_client, max_connections=len(spec.clients) + 4)
 
 
 def _thread_client(r, cid: int, spec: Spec, start_at: float, end_at: float, events: list[Event]) -> None:

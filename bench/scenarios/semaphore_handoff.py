@@ -40,12 +40,10 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections import Counter
 
 import grpc
 import psutil
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from concord.semaphore.v1 import semaphore_pb2 as pb
 from concord.semaphore.v1 import semaphore_pb2_grpc
@@ -53,7 +51,7 @@ from concord.semaphore.v1 import semaphore_pb2_grpc
 from ..harness import concord_server, cpu_seconds, median, percentile, redis_server
 from ..report import Row, fmt
 from . import Context
-from .handoff import Probe, run_client_processes
+from .handoff import Probe, round_trips, run_client_processes
 from .semaphore_clients import Spec, main as client_main
 
 SC = "semaphore-handoff"
@@ -140,29 +138,6 @@ def _analyse(events: list, start_at: float, end_at: float) -> dict:
     }
 
 
-async def _round_trips(target: str, n: int, gap: float) -> dict[str, list[float]]:
-    """Idle-server references, one call at a time: health Check back to back, and a
-    semaphore Describe every ``gap`` s (the clients' rhythm; see handoff._round_trips)."""
-    async with grpc.aio.insecure_channel(target) as channel:
-        health = health_pb2_grpc.HealthStub(channel)
-        sems = semaphore_pb2_grpc.SemaphoreServiceStub(channel)
-        check, describe = health_pb2.HealthCheckRequest(), pb.DescribeRequest(name="bench:semhandoff:rtt")
-        for _ in range(50):
-            await health.Check(check, timeout=5)
-            await sems.Describe(describe, timeout=5)
-        out: dict[str, list[float]] = {"empty": [], "describe": []}
-        for _ in range(n):
-            t0 = time.monotonic()
-            await health.Check(check, timeout=5)
-            out["empty"].append(time.monotonic() - t0)
-        for _ in range(n // 4):
-            await asyncio.sleep(gap)
-            t0 = time.monotonic()
-            await sems.Describe(describe, timeout=5)
-            out["describe"].append(time.monotonic() - t0)
-        return out
-
-
 def _semaphore_describe(channel: grpc.Channel):
     stub = semaphore_pb2_grpc.SemaphoreServiceStub(channel)
     req = pb.DescribeRequest(name="bench:semhandoff:probe")
@@ -174,7 +149,9 @@ def run(ctx: Context) -> tuple[list[Row], dict]:
     reps = min(ctx.reps, 3)
     runs: dict[str, list[dict]] = {}
     with redis_server(ctx.tmp) as rds, concord_server(rds.url, ctx.tmp, profile_to=ctx.profile(SC)) as srv:
-        rtts = asyncio.run(_round_trips(srv.target, 400 if ctx.quick else 1200, gap=HOLD + THINK))
+        rtts = asyncio.run(round_trips(srv.target, 400 if ctx.quick else 1200, gap=HOLD + THINK,
+                                       describe_stub=semaphore_pb2_grpc.SemaphoreServiceStub,
+                                       describe_request=pb.DescribeRequest(name="bench:semhandoff:rtt")))
         redis_ps = psutil.Process(rds.proc.pid)
         for rep in range(reps):
             for impl in IMPLS:
