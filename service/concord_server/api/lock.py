@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import aclosing
+from functools import partial
+
 from concord.lock.v1 import lock_pb2 as pb
 from concord.lock.v1 import lock_pb2_grpc
 
@@ -10,6 +13,7 @@ from ..errors import LockWaitTimeout
 from ..primitives.lock import Locks
 from . import validation as v
 from .convert import duration, timestamp, wait_budget_ms
+from .holding import ACQUIRED, LOST, hold_events
 from .status import rpc
 
 MIN_TTL_MS = 10
@@ -70,25 +74,16 @@ class LockServicer(lock_pb2_grpc.LockServiceServicer):
         grant = await self._locks.acquire(name, ttl, wait, owner)
         if grant is None:
             raise LockWaitTimeout(f"lock {name!r} was not free within wait_timeout", name=name)
-        held = True
-        try:
-            yield pb.HoldResponse(
-                event=pb.HOLD_EVENT_ACQUIRED,
-                lease=grant.lease,
-                fencing_token=grant.fencing_token,
-                expires_at=timestamp(grant.expires_at_ms),
-            )
-            async for renewed in self._locks.keep_alive(name, grant, ttl):
-                yield pb.HoldResponse(
-                    event=pb.HOLD_EVENT_REFRESHED,
-                    lease=renewed.lease,
-                    fencing_token=renewed.fencing_token,
-                    expires_at=timestamp(renewed.expires_at_ms),
-                )
-            held = False
-            yield pb.HoldResponse(event=pb.HOLD_EVENT_LOST, lease=grant.lease, fencing_token=grant.fencing_token)
-        finally:
-            # The stream ended: the client cancelled, went away, or we are shutting
-            # down. Release now rather than after the TTL.
-            if held:
-                self._locks.let_go(name, grant.lease, within_ms=ttl)
+        events = hold_events(grant, self._locks.keep_alive(name, grant, ttl),
+                             partial(self._locks.let_go, name, grant.lease, ttl))
+        async with aclosing(events):
+            async for event, g in events:
+                if event == LOST:
+                    yield pb.HoldResponse(event=pb.HOLD_EVENT_LOST, lease=g.lease, fencing_token=g.fencing_token)
+                else:
+                    yield pb.HoldResponse(
+                        event=pb.HOLD_EVENT_ACQUIRED if event == ACQUIRED else pb.HOLD_EVENT_REFRESHED,
+                        lease=g.lease,
+                        fencing_token=g.fencing_token,
+                        expires_at=timestamp(g.expires_at_ms),
+                    )

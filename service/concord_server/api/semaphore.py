@@ -3,6 +3,9 @@ primitives.semaphore, maps errors."""
 
 from __future__ import annotations
 
+from contextlib import aclosing
+from functools import partial
+
 from concord.semaphore.v1 import semaphore_pb2 as pb
 from concord.semaphore.v1 import semaphore_pb2_grpc
 
@@ -11,6 +14,7 @@ from ..errors import SemaphoreWaitTimeout
 from ..primitives.semaphore import Semaphores
 from . import validation as v
 from .convert import duration, timestamp, wait_budget_ms
+from .holding import ACQUIRED, LOST, hold_events
 from .lock import MIN_TTL_MS
 from .status import rpc
 
@@ -66,15 +70,12 @@ class SemaphoreServicer(semaphore_pb2_grpc.SemaphoreServiceServicer):
         permit = await self._sems.acquire(name, limit, permits, ttl, wait, owner)
         if permit is None:
             raise SemaphoreWaitTimeout(f"semaphore {name!r} had no room within wait_timeout", name=name)
-        held = True
-        try:
-            yield pb.HoldResponse(event=pb.HOLD_EVENT_ACQUIRED, permit_id=permit.permit_id,
-                                  expires_at=timestamp(permit.expires_at_ms))
-            async for renewed in self._sems.keep_alive(name, permit, ttl):
-                yield pb.HoldResponse(event=pb.HOLD_EVENT_REFRESHED, permit_id=renewed.permit_id,
-                                      expires_at=timestamp(renewed.expires_at_ms))
-            held = False
-            yield pb.HoldResponse(event=pb.HOLD_EVENT_LOST, permit_id=permit.permit_id)
-        finally:
-            if held:  # cancelled, disconnected or shutting down: release now, not at the TTL
-                self._sems.let_go(name, permit.permit_id, within_ms=ttl)
+        events = hold_events(permit, self._sems.keep_alive(name, permit, ttl),
+                             partial(self._sems.let_go, name, permit.permit_id, ttl))
+        async with aclosing(events):
+            async for event, p in events:
+                if event == LOST:
+                    yield pb.HoldResponse(event=pb.HOLD_EVENT_LOST, permit_id=p.permit_id)
+                else:
+                    yield pb.HoldResponse(event=pb.HOLD_EVENT_ACQUIRED if event == ACQUIRED else pb.HOLD_EVENT_REFRESHED,
+                                          permit_id=p.permit_id, expires_at=timestamp(p.expires_at_ms))
