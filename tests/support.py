@@ -42,6 +42,14 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.01, message
         time.sleep(interval)
 
 
+def renewed_past(handle, first_expiry, seconds: float) -> bool:
+    """For wait_until: the handle's expiry moved ``seconds`` past first_expiry;
+    fails at once if background renewal found the hold lost."""
+    if handle.lost:
+        pytest.fail(f"{handle!r} was lost during background renewal")
+    return (handle.expires_at - first_expiry).total_seconds() > seconds
+
+
 def backend_binary(backend: str) -> str | None:
     if backend == "valkey":
         return valkey_binary()

@@ -15,7 +15,7 @@ from google.protobuf import duration_pb2
 import concord
 from concord.semaphore.v1 import semaphore_pb2 as pb
 from concord.semaphore.v1 import semaphore_pb2_grpc
-from support import wait_until
+from support import renewed_past, wait_until
 
 
 def test_acquire_describe_release(client, name):
@@ -34,9 +34,9 @@ def test_acquire_describe_release(client, name):
 
 
 def test_with_block_renews_and_releases(client, name):
-    with client.semaphore(name, limit=1, ttl=1, timeout=5) as permit:
+    with client.semaphore(name, limit=1, ttl=2, timeout=5) as permit:
         first = permit.expires_at
-        wait_until(lambda: (permit.expires_at - first).total_seconds() > 2, message="several renewals")
+        wait_until(lambda: renewed_past(permit, first, 2.5), message="renewals past the first TTL")
         assert client.semaphore(name, limit=1).describe().held == 1
     assert client.semaphore(name, limit=1).describe().held == 0
 
@@ -64,7 +64,7 @@ async def test_async_with(aclient, name):
 def test_hold_stream_releases_on_cancel(concord_server, client, name):
     with grpc.insecure_channel(concord_server.target) as ch:
         stream = semaphore_pb2_grpc.SemaphoreServiceStub(ch).Hold(pb.HoldRequest(
-            name=name, limit=2, permits=2, ttl=duration_pb2.Duration(nanos=300_000_000),
+            name=name, limit=2, permits=2, ttl=duration_pb2.Duration(seconds=1),
             wait_timeout=duration_pb2.Duration(seconds=5)))
         assert next(stream).event == pb.HOLD_EVENT_ACQUIRED
         assert next(stream).event == pb.HOLD_EVENT_REFRESHED
