@@ -19,10 +19,12 @@ import redis
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from concord_server.autopipeline import AutoPipeline
+from concord_server.doorbells import Doorbells
 from concord_server.embedded_valkey import free_port, valkey_binary
 from concord_server.keys import KeySpace
 from concord_server.notifications import NotificationBus
 from concord_server.primitives.lock import Locks
+from concord_server.primitives.queue import Queues
 from concord_server.primitives.semaphore import Semaphores
 from concord_server.redis_client import connect
 from concord_server.waiters import Waiters
@@ -171,6 +173,25 @@ async def wired_primitive(kind, url: str, *, process_id: str = "test-proc", live
         yield primitive
     finally:
         await primitive.drain(1.0)
+        await bus.close()
+        await commands.aclose()
+        await r.aclose()
+
+
+@contextlib.asynccontextmanager
+async def queue_primitive(url: str, *, prefix: str | None = None, interval: float = 1.0, **kw):
+    """A Queues primitive wired like the server wires it, without gRPC."""
+    r = connect(url, 16)
+    commands = AutoPipeline(r.connection_pool)
+    bus = NotificationBus(r)
+    doorbells = Doorbells(bus, interval=interval)
+    queues = Queues(commands, KeySpace(prefix or f"t{uuid.uuid4().hex[:8]}"), doorbells, **kw)
+    try:
+        yield queues
+    finally:
+        doorbells.close()
+        await queues.drain(1.0)
+        await doorbells.aclose()
         await bus.close()
         await commands.aclose()
         await r.aclose()

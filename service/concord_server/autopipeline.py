@@ -22,6 +22,7 @@ from typing import Any
 import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.connection import AbstractConnection
+from redis.client import NEVER_DECODE
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -33,19 +34,20 @@ class AutoPipeline:
         self._conn: AbstractConnection | None = None
         self._connecting = asyncio.Lock()
         self._outbox: list[bytes] = []
-        self._inflight: deque[asyncio.Future[Any]] = deque()
+        self._inflight: deque[tuple[asyncio.Future[Any], bool]] = deque()  # (caller, raw reply)
         self._has_output = asyncio.Event()
         self._has_inflight = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
-    async def execute_command(self, *args: Any) -> Any:
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        """Sends one command; ``NEVER_DECODE=True`` (redis-py's option) keeps its reply bytes."""
         if self._conn is None:
             await self._connect()
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._outbox.append(hiredis.pack_command(args))
         if not self._inflight:
             self._has_inflight.set()
-        self._inflight.append(fut)
+        self._inflight.append((fut, bool(options.get(NEVER_DECODE))))
         self._has_output.set()
         return await fut
 
@@ -74,13 +76,14 @@ class AutoPipeline:
                 if not self._inflight:
                     self._has_inflight.clear()
                     await self._has_inflight.wait()
+                raw = self._inflight[0][1] if self._inflight else False
                 try:
                     # Nothing is owed while idle, so only a read with commands in
                     # flight is bounded by socket_timeout.
-                    reply = await conn.read_response(timeout=None if self._inflight else math.inf)
+                    reply = await conn.read_response(disable_decoding=raw, timeout=None if self._inflight else math.inf)
                 except ResponseError as exc:
                     reply = exc
-                fut = self._inflight.popleft()
+                fut, _ = self._inflight.popleft()
                 if fut.done():  # its caller was cancelled
                     continue
                 if isinstance(reply, ResponseError):
@@ -96,7 +99,7 @@ class AutoPipeline:
         self._conn = None
         error = exc if isinstance(exc, (RedisConnectionError, RedisTimeoutError)) else RedisConnectionError(str(exc))
         while self._inflight:
-            fut = self._inflight.popleft()
+            fut, _ = self._inflight.popleft()
             if not fut.done():
                 fut.set_exception(error)
         self._outbox = []
@@ -112,7 +115,7 @@ class AutoPipeline:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         while self._inflight:
-            fut = self._inflight.popleft()
+            fut, _ = self._inflight.popleft()
             if not fut.done():
                 fut.set_exception(RedisConnectionError("connection closed"))
         if conn is not None:

@@ -38,11 +38,22 @@ class Settings:
     max_ttl: float = _setting(86400.0, "largest lock or permit TTL a client may ask for, seconds")
     max_wait: float = _setting(3600.0, "largest wait_timeout a client may ask for, seconds")
     max_semaphore_limit: int = _setting(10_000, "largest semaphore limit a client may ask for")
+    queue_max_payload: int = _setting(1024 * 1024, "largest task payload, bytes")
+    queue_max_batch: int = _setting(1000, "most tasks one Enqueue adds or one Dequeue takes")
+    queue_retry_backoff: float = _setting(1.0, "first automatic retry delay of a failed task, seconds; "
+                                          "doubles per attempt, at most an hour")
+    queue_priority_aging: float = _setting(0.0, "0: task priorities are strict (higher first, then FIFO). "
+                                           "Else seconds of waiting worth one priority step, so low "
+                                           "priorities cannot starve; use one value for all replicas")
 
     def __post_init__(self) -> None:
         validate_prefix(self.key_prefix)
         if self.workers < 1:
             raise ValueError("workers must be at least 1")
+        if self.queue_max_batch < 1 or self.queue_max_payload < 1:
+            raise ValueError("queue_max_batch and queue_max_payload must be positive")
+        if not 0 <= self.queue_priority_aging <= 86400 or not 0.001 <= self.queue_retry_backoff <= 3600:
+            raise ValueError("queue_priority_aging must be 0-86400 s and queue_retry_backoff 0.001-3600 s")
         if self.redis_max_connections < 2:
             raise ValueError("redis_max_connections must be at least 2 (one is pub/sub)")
 
@@ -54,7 +65,7 @@ def env_name(f: dataclasses.Field) -> str:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="concord-server",
-        description="Concord coordination service: locks and semaphores over gRPC, kept in Redis.",
+        description="Concord coordination service: locks, semaphores and task queues over gRPC, kept in Redis.",
         epilog="Every option can also be set by the environment variable named after it.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )

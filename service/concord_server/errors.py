@@ -70,3 +70,19 @@ class PermitsExceedLimit(FailedPrecondition):
 
 class SemaphoreWaitTimeout(DeadlineExceeded):
     reason = "SEMAPHORE_WAIT_TIMEOUT"
+
+
+class TaskLeaseNotHeld(FailedPrecondition):
+    """The lease expired, or the task was acked, nacked or released already."""
+
+    reason = "TASK_LEASE_NOT_HELD"
+
+
+class TaskNotFound(NotFound):
+    reason = "TASK_NOT_FOUND"
+
+
+class TaskLeased(FailedPrecondition):
+    """Cancel of a task a worker holds: it is settled by its worker first."""
+
+    reason = "TASK_LEASED"

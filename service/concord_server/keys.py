@@ -55,6 +55,27 @@ class SemaphoreKeys(NamedTuple):
         return [self.holders, self.permits, self.queue, self.waiters, self.procs, self.meta]
 
 
+class QueueKeys(NamedTuple):
+    """KEYS of every queue script, in this order, plus the channel and key prefixes."""
+
+    ready: str  # zset: task id -> order score (ready_ms - priority * weight)
+    since: str  # zset: task id -> ms it became ready (the oldest-ready age)
+    delayed: str  # zset: task id -> ready-at ms
+    leased: str  # zset: task id -> lease expiry ms
+    dead: str  # zset: task id -> died-at ms
+    seq: str  # string: last task number handed out
+    channel: str  # shard channel: "<n>" when n tasks became ready
+    task_prefix: str  # + task id: hash with the task's fields
+    dedupe_prefix: str  # + dedupe key: string -> the task id holding that key
+
+    @property
+    def keys(self) -> list[str]:
+        return [self.ready, self.since, self.delayed, self.leased, self.dead, self.seq]
+
+    def dedupe(self, key: str) -> str:
+        return self.dedupe_prefix + key
+
+
 class KeySpace:
     def __init__(self, prefix: str) -> None:
         self.prefix = validate_prefix(prefix)
@@ -70,3 +91,8 @@ class KeySpace:
         t = self.tag("sem", name)
         return SemaphoreKeys(f"{t}:holders", f"{t}:permits", f"{t}:queue", f"{t}:waiters", f"{t}:procs",
                              f"{t}:meta", f"{t}:wake")
+
+    def queue(self, name: str) -> QueueKeys:
+        t = self.tag("queue", name)
+        return QueueKeys(f"{t}:ready", f"{t}:since", f"{t}:delayed", f"{t}:leased", f"{t}:dead", f"{t}:seq",
+                         f"{t}:wake", f"{t}:task:", f"{t}:dedupe:")

@@ -43,14 +43,17 @@ def token(value: str, field: str) -> str:
 
 
 def duration_ms(
-    message: object, field: str, *, minimum_ms: int, maximum_ms: int, required: bool
+    message: object, field: str, *, minimum_ms: int, maximum_ms: int, required: bool, label: str | None = None
 ) -> int:
-    """The Duration field ``field`` of ``message`` in whole milliseconds, bounded."""
-    if not message.HasField(field):  # type: ignore[attr-defined]
+    """The Duration field ``field`` of ``message`` in whole milliseconds, bounded.
+    ``label`` names the field in errors when it is nested (``tasks[3].delay``)."""
+    present = message.HasField(field)  # type: ignore[attr-defined]
+    d: duration_pb2.Duration = getattr(message, field)
+    field = label or field
+    if not present:
         if required:
             raise InvalidArgument(f"{field} is required", field=field)
         return 0
-    d: duration_pb2.Duration = getattr(message, field)
     if d.seconds < 0 or d.nanos < 0:
         raise InvalidArgument(f"{field} must not be negative", field=field)
     if d.nanos > 999_999_999:

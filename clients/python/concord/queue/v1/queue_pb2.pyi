@@ -1,0 +1,331 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class TaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TASK_STATE_UNSPECIFIED: _ClassVar[TaskState]
+    TASK_STATE_READY: _ClassVar[TaskState]
+    TASK_STATE_DELAYED: _ClassVar[TaskState]
+    TASK_STATE_LEASED: _ClassVar[TaskState]
+    TASK_STATE_DEAD: _ClassVar[TaskState]
+TASK_STATE_UNSPECIFIED: TaskState
+TASK_STATE_READY: TaskState
+TASK_STATE_DELAYED: TaskState
+TASK_STATE_LEASED: TaskState
+TASK_STATE_DEAD: TaskState
+
+class NewTask(_message.Message):
+    __slots__ = ("type", "payload", "priority", "delay", "run_at", "dedupe_key", "dedupe_window", "max_attempts")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    DELAY_FIELD_NUMBER: _ClassVar[int]
+    RUN_AT_FIELD_NUMBER: _ClassVar[int]
+    DEDUPE_KEY_FIELD_NUMBER: _ClassVar[int]
+    DEDUPE_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    payload: bytes
+    priority: int
+    delay: _duration_pb2.Duration
+    run_at: _timestamp_pb2.Timestamp
+    dedupe_key: str
+    dedupe_window: _duration_pb2.Duration
+    max_attempts: int
+    def __init__(self, type: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dedupe_key: _Optional[str] = ..., dedupe_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_attempts: _Optional[int] = ...) -> None: ...
+
+class EnqueueRequest(_message.Message):
+    __slots__ = ("queue", "tasks")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    tasks: _containers.RepeatedCompositeFieldContainer[NewTask]
+    def __init__(self, queue: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[NewTask, _Mapping]]] = ...) -> None: ...
+
+class EnqueueResult(_message.Message):
+    __slots__ = ("task_id", "duplicate")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    duplicate: bool
+    def __init__(self, task_id: _Optional[str] = ..., duplicate: _Optional[bool] = ...) -> None: ...
+
+class EnqueueResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[EnqueueResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[EnqueueResult, _Mapping]]] = ...) -> None: ...
+
+class Task(_message.Message):
+    __slots__ = ("queue", "task_id", "type", "payload", "priority", "state", "attempt", "max_attempts", "lease", "lease_expires_at", "enqueued_at", "ready_at", "last_error")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    ENQUEUED_AT_FIELD_NUMBER: _ClassVar[int]
+    READY_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    task_id: str
+    type: str
+    payload: bytes
+    priority: int
+    state: TaskState
+    attempt: int
+    max_attempts: int
+    lease: str
+    lease_expires_at: _timestamp_pb2.Timestamp
+    enqueued_at: _timestamp_pb2.Timestamp
+    ready_at: _timestamp_pb2.Timestamp
+    last_error: str
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., lease: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ...) -> None: ...
+
+class DequeueRequest(_message.Message):
+    __slots__ = ("queues", "max_tasks", "lease_ttl", "wait_timeout")
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    MAX_TASKS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TTL_FIELD_NUMBER: _ClassVar[int]
+    WAIT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    max_tasks: int
+    lease_ttl: _duration_pb2.Duration
+    wait_timeout: _duration_pb2.Duration
+    def __init__(self, queues: _Optional[_Iterable[str]] = ..., max_tasks: _Optional[int] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class DequeueResponse(_message.Message):
+    __slots__ = ("tasks",)
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[Task]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ...) -> None: ...
+
+class AckRequest(_message.Message):
+    __slots__ = ("queue", "task_id", "lease")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    task_id: str
+    lease: str
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., lease: _Optional[str] = ...) -> None: ...
+
+class AckResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class NackRequest(_message.Message):
+    __slots__ = ("queue", "task_id", "lease", "retry_delay", "error")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    RETRY_DELAY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    task_id: str
+    lease: str
+    retry_delay: _duration_pb2.Duration
+    error: str
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., lease: _Optional[str] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., error: _Optional[str] = ...) -> None: ...
+
+class NackResponse(_message.Message):
+    __slots__ = ("state", "retry_at")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AT_FIELD_NUMBER: _ClassVar[int]
+    state: TaskState
+    retry_at: _timestamp_pb2.Timestamp
+    def __init__(self, state: _Optional[_Union[TaskState, str]] = ..., retry_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ExtendLeaseRequest(_message.Message):
+    __slots__ = ("queue", "task_id", "lease", "lease_ttl")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TTL_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    task_id: str
+    lease: str
+    lease_ttl: _duration_pb2.Duration
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., lease: _Optional[str] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class ExtendLeaseResponse(_message.Message):
+    __slots__ = ("lease_expires_at",)
+    LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    lease_expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ReleaseRequest(_message.Message):
+    __slots__ = ("queue", "task_id", "lease")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    task_id: str
+    lease: str
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., lease: _Optional[str] = ...) -> None: ...
+
+class ReleaseResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ConsumeStart(_message.Message):
+    __slots__ = ("queues", "lease_ttl", "credits")
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TTL_FIELD_NUMBER: _ClassVar[int]
+    CREDITS_FIELD_NUMBER: _ClassVar[int]
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    lease_ttl: _duration_pb2.Duration
+    credits: int
+    def __init__(self, queues: _Optional[_Iterable[str]] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., credits: _Optional[int] = ...) -> None: ...
+
+class Settle(_message.Message):
+    __slots__ = ("queue", "task_id", "lease", "failed", "error", "retry_delay")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RETRY_DELAY_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    task_id: str
+    lease: str
+    failed: bool
+    error: str
+    retry_delay: _duration_pb2.Duration
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., lease: _Optional[str] = ..., failed: _Optional[bool] = ..., error: _Optional[str] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class ConsumeRequest(_message.Message):
+    __slots__ = ("start", "credit", "settle")
+    START_FIELD_NUMBER: _ClassVar[int]
+    CREDIT_FIELD_NUMBER: _ClassVar[int]
+    SETTLE_FIELD_NUMBER: _ClassVar[int]
+    start: ConsumeStart
+    credit: int
+    settle: Settle
+    def __init__(self, start: _Optional[_Union[ConsumeStart, _Mapping]] = ..., credit: _Optional[int] = ..., settle: _Optional[_Union[Settle, _Mapping]] = ...) -> None: ...
+
+class Settled(_message.Message):
+    __slots__ = ("task_id", "error_reason", "error_message")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_REASON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    error_reason: str
+    error_message: str
+    def __init__(self, task_id: _Optional[str] = ..., error_reason: _Optional[str] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class ConsumeResponse(_message.Message):
+    __slots__ = ("task", "settled")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    SETTLED_FIELD_NUMBER: _ClassVar[int]
+    task: Task
+    settled: Settled
+    def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ..., settled: _Optional[_Union[Settled, _Mapping]] = ...) -> None: ...
+
+class StatsRequest(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class StatsResponse(_message.Message):
+    __slots__ = ("ready", "delayed", "leased", "dead", "oldest_ready_age")
+    READY_FIELD_NUMBER: _ClassVar[int]
+    DELAYED_FIELD_NUMBER: _ClassVar[int]
+    LEASED_FIELD_NUMBER: _ClassVar[int]
+    DEAD_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_READY_AGE_FIELD_NUMBER: _ClassVar[int]
+    ready: int
+    delayed: int
+    leased: int
+    dead: int
+    oldest_ready_age: _duration_pb2.Duration
+    def __init__(self, ready: _Optional[int] = ..., delayed: _Optional[int] = ..., leased: _Optional[int] = ..., dead: _Optional[int] = ..., oldest_ready_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class PeekRequest(_message.Message):
+    __slots__ = ("queue", "state", "limit")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    state: TaskState
+    limit: int
+    def __init__(self, queue: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class PeekResponse(_message.Message):
+    __slots__ = ("tasks",)
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[Task]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ...) -> None: ...
+
+class CancelRequest(_message.Message):
+    __slots__ = ("queue", "task_id")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    task_id: str
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ...) -> None: ...
+
+class CancelResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PurgeRequest(_message.Message):
+    __slots__ = ("queue", "include_dead")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_DEAD_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    include_dead: bool
+    def __init__(self, queue: _Optional[str] = ..., include_dead: _Optional[bool] = ...) -> None: ...
+
+class PurgeResponse(_message.Message):
+    __slots__ = ("deleted",)
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    deleted: int
+    def __init__(self, deleted: _Optional[int] = ...) -> None: ...
+
+class ListDeadRequest(_message.Message):
+    __slots__ = ("queue", "limit", "offset")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    limit: int
+    offset: int
+    def __init__(self, queue: _Optional[str] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class ListDeadResponse(_message.Message):
+    __slots__ = ("tasks",)
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[Task]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ...) -> None: ...
+
+class RetryDeadRequest(_message.Message):
+    __slots__ = ("queue", "task_ids", "limit")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TASK_IDS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    task_ids: _containers.RepeatedScalarFieldContainer[str]
+    limit: int
+    def __init__(self, queue: _Optional[str] = ..., task_ids: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class RetryDeadResponse(_message.Message):
+    __slots__ = ("retried",)
+    RETRIED_FIELD_NUMBER: _ClassVar[int]
+    retried: int
+    def __init__(self, retried: _Optional[int] = ...) -> None: ...

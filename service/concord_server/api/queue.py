@@ -1,0 +1,285 @@
+"""concord.queue.v1.QueueService: validates requests, calls primitives.queue, maps errors."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from concord.queue.v1 import queue_pb2 as pb
+from concord.queue.v1 import queue_pb2_grpc
+
+from ..config import Settings
+from ..errors import ConcordError, InvalidArgument
+from ..primitives.queue import DEFAULT_MAX_ATTEMPTS, MAX_PRIORITY, NewTask, Queues, TaskRecord
+from . import validation as v
+from .convert import duration, timestamp, wait_budget_ms
+from .decoding import Undecodable
+from .lock import MIN_TTL_MS
+from .status import rpc
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEASE_MS = 30_000
+MAX_DELAY_MS = 366 * 86_400_000  # delays, run-at times and dedupe windows: at most a year ahead
+MAX_ERROR_BYTES = 4096
+MAX_QUEUES = 16
+MAX_ATTEMPTS = 100
+DEFAULT_LIST = 100
+MAX_LIST = 1000
+MAX_RETRY_DEAD = 10_000
+CONSUME_WAIT_MS = 30_000  # a Consume stream's waits, re-armed until it ends
+
+_STATES = {"ready": pb.TASK_STATE_READY, "delayed": pb.TASK_STATE_DELAYED, "leased": pb.TASK_STATE_LEASED,
+           "dead": pb.TASK_STATE_DEAD}
+_STATE_NAMES = {v: k for k, v in _STATES.items()}
+
+
+def task_message(t: TaskRecord) -> pb.Task:
+    m = pb.Task(queue=t.queue, task_id=t.task_id, type=t.type, payload=t.payload, priority=t.priority,
+                state=_STATES.get(t.state, pb.TASK_STATE_UNSPECIFIED), attempt=t.attempt,
+                max_attempts=t.max_attempts, lease=t.lease, enqueued_at=timestamp(t.enqueued_ms),
+                ready_at=timestamp(t.ready_ms), last_error=t.last_error)
+    if t.lease_expires_ms is not None:
+        m.lease_expires_at.CopyFrom(timestamp(t.lease_expires_ms))
+    return m
+
+
+class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
+    def __init__(self, queues: Queues, settings: Settings) -> None:
+        self._queues = queues
+        self._max_ttl_ms = int(settings.max_ttl * 1000)
+        self._max_wait_ms = int(settings.max_wait * 1000)
+        self._max_batch = settings.queue_max_batch
+        self._max_payload = settings.queue_max_payload
+
+    # -- validation -------------------------------------------------------------
+
+    def _new_task(self, t: pb.NewTask, i: int) -> NewTask:
+        field = f"tasks[{i}]"
+        if len(t.payload) > self._max_payload:
+            raise InvalidArgument(f"{field}.payload is larger than {self._max_payload} bytes", field=f"{field}.payload")
+        v.count(t.priority, f"{field}.priority", minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY)
+        if t.HasField("delay") and t.HasField("run_at"):
+            raise InvalidArgument(f"{field}: set delay or run_at, not both", field=f"{field}.delay")
+        delay = v.duration_ms(t, "delay", minimum_ms=0, maximum_ms=MAX_DELAY_MS, required=False, label=f"{field}.delay")
+        run_at = None
+        if t.HasField("run_at"):
+            if t.run_at.seconds < 0 or t.run_at.nanos < 0 or t.run_at.seconds > 253_402_300_799:
+                raise InvalidArgument(f"{field}.run_at is not a valid time", field=f"{field}.run_at")
+            run_at = t.run_at.ToMilliseconds()
+        window = v.duration_ms(t, "dedupe_window", minimum_ms=0, maximum_ms=MAX_DELAY_MS, required=False,
+                               label=f"{field}.dedupe_window")
+        if window and not t.dedupe_key:
+            raise InvalidArgument(f"{field}.dedupe_window needs a dedupe_key", field=f"{field}.dedupe_window")
+        return NewTask(
+            type=v.name(t.type, f"{field}.type"), payload=t.payload, priority=t.priority,
+            delay_ms=delay if t.HasField("delay") else None, run_at_ms=run_at,
+            dedupe_key=v.label(t.dedupe_key, f"{field}.dedupe_key"), dedupe_window_ms=window,
+            max_attempts=v.count(t.max_attempts or DEFAULT_MAX_ATTEMPTS, f"{field}.max_attempts", minimum=1,
+                                 maximum=MAX_ATTEMPTS),
+        )
+
+    def _queues_field(self, names) -> list[str]:
+        queues = [v.name(q, "queues") for q in names]
+        if not 1 <= len(queues) <= MAX_QUEUES:
+            raise InvalidArgument(f"queues must list 1 to {MAX_QUEUES} queues", field="queues")
+        if len(set(queues)) != len(queues):
+            raise InvalidArgument("queues must not repeat a queue", field="queues")
+        return queues
+
+    def _lease_ms(self, request) -> int:
+        if not request.HasField("lease_ttl"):
+            return DEFAULT_LEASE_MS
+        return v.duration_ms(request, "lease_ttl", minimum_ms=MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
+
+    def _settle_args(self, request) -> tuple[str, str, str]:
+        return v.name(request.queue, "queue"), v.token(request.task_id, "task_id"), v.token(request.lease, "lease")
+
+    def _nack_args(self, request) -> tuple[int | None, str]:
+        delay = None
+        if request.HasField("retry_delay"):
+            delay = v.duration_ms(request, "retry_delay", minimum_ms=0, maximum_ms=MAX_DELAY_MS, required=True)
+        if len(request.error.encode("utf-8", "surrogatepass")) > MAX_ERROR_BYTES:
+            raise InvalidArgument(f"error is longer than {MAX_ERROR_BYTES} bytes", field="error")
+        return delay, request.error
+
+    def _limit(self, value: int, default: int, maximum: int) -> int:
+        return v.count(value or default, "limit", minimum=1, maximum=maximum)
+
+    # -- RPCs -------------------------------------------------------------------
+
+    @rpc
+    async def Enqueue(self, request: pb.EnqueueRequest, context) -> pb.EnqueueResponse:
+        queue = v.name(request.queue, "queue")
+        if not 1 <= len(request.tasks) <= self._max_batch:
+            raise InvalidArgument(f"tasks must hold 1 to {self._max_batch} tasks", field="tasks")
+        tasks = [self._new_task(t, i) for i, t in enumerate(request.tasks)]
+        results = await self._queues.enqueue(queue, tasks)
+        return pb.EnqueueResponse(results=[pb.EnqueueResult(task_id=r.task_id, duplicate=r.duplicate) for r in results])
+
+    @rpc
+    async def Dequeue(self, request: pb.DequeueRequest, context) -> pb.DequeueResponse:
+        queues = self._queues_field(request.queues)
+        max_tasks = v.count(request.max_tasks or 1, "max_tasks", minimum=1, maximum=self._max_batch)
+        lease = self._lease_ms(request)
+        wait = v.duration_ms(request, "wait_timeout", minimum_ms=0, maximum_ms=self._max_wait_ms, required=False)
+        tasks = await self._queues.dequeue(queues, max_tasks, lease, wait_budget_ms(wait, context))
+        return pb.DequeueResponse(tasks=[task_message(t) for t in tasks])
+
+    @rpc
+    async def Ack(self, request: pb.AckRequest, context) -> pb.AckResponse:
+        await self._queues.ack(*self._settle_args(request))
+        return pb.AckResponse()
+
+    @rpc
+    async def Nack(self, request: pb.NackRequest, context) -> pb.NackResponse:
+        args = self._settle_args(request)
+        outcome = await self._queues.nack(*args, *self._nack_args(request))
+        return pb.NackResponse(state=_STATES[outcome.state], retry_at=timestamp(outcome.at_ms))
+
+    @rpc
+    async def ExtendLease(self, request: pb.ExtendLeaseRequest, context) -> pb.ExtendLeaseResponse:
+        args = self._settle_args(request)
+        lease = v.duration_ms(request, "lease_ttl", minimum_ms=MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
+        return pb.ExtendLeaseResponse(lease_expires_at=timestamp(await self._queues.extend(*args, lease)))
+
+    @rpc
+    async def Release(self, request: pb.ReleaseRequest, context) -> pb.ReleaseResponse:
+        await self._queues.release(*self._settle_args(request))
+        return pb.ReleaseResponse()
+
+    @rpc
+    async def Stats(self, request: pb.StatsRequest, context) -> pb.StatsResponse:
+        s = await self._queues.stats(v.name(request.queue, "queue"))
+        return pb.StatsResponse(ready=s.ready, delayed=s.delayed, leased=s.leased, dead=s.dead,
+                                oldest_ready_age=duration(s.oldest_ready_age_ms))
+
+    @rpc
+    async def Peek(self, request: pb.PeekRequest, context) -> pb.PeekResponse:
+        queue = v.name(request.queue, "queue")
+        state = _STATE_NAMES.get(request.state or pb.TASK_STATE_READY)
+        if state is None or state == "dead":
+            raise InvalidArgument("state must be READY, DELAYED or LEASED (ListDead lists dead tasks)", field="state")
+        tasks = await self._queues.peek(queue, state, self._limit(request.limit, DEFAULT_LIST, MAX_LIST))
+        return pb.PeekResponse(tasks=[task_message(t) for t in tasks])
+
+    @rpc
+    async def Cancel(self, request: pb.CancelRequest, context) -> pb.CancelResponse:
+        await self._queues.cancel(v.name(request.queue, "queue"), v.token(request.task_id, "task_id"))
+        return pb.CancelResponse()
+
+    @rpc
+    async def Purge(self, request: pb.PurgeRequest, context) -> pb.PurgeResponse:
+        return pb.PurgeResponse(deleted=await self._queues.purge(v.name(request.queue, "queue"), request.include_dead))
+
+    @rpc
+    async def ListDead(self, request: pb.ListDeadRequest, context) -> pb.ListDeadResponse:
+        queue = v.name(request.queue, "queue")
+        tasks = await self._queues.peek(queue, "dead", self._limit(request.limit, DEFAULT_LIST, MAX_LIST),
+                                        request.offset)
+        return pb.ListDeadResponse(tasks=[task_message(t) for t in tasks])
+
+    @rpc
+    async def RetryDead(self, request: pb.RetryDeadRequest, context) -> pb.RetryDeadResponse:
+        queue = v.name(request.queue, "queue")
+        if len(request.task_ids) > MAX_RETRY_DEAD:
+            raise InvalidArgument(f"task_ids may name at most {MAX_RETRY_DEAD} tasks", field="task_ids")
+        ids = [v.token(t, "task_ids") for t in request.task_ids]
+        limit = self._limit(request.limit, MAX_LIST, MAX_RETRY_DEAD)
+        return pb.RetryDeadResponse(retried=await self._queues.retry_dead(queue, ids, limit))
+
+    @rpc
+    async def Consume(self, request_iterator, context) -> AsyncIterator[pb.ConsumeResponse]:
+        start = await _next_request(request_iterator)
+        if start is None or start.WhichOneof("kind") != "start":
+            raise InvalidArgument("the first Consume request must be `start`", field="start")
+        queues = self._queues_field(start.start.queues)
+        lease = self._lease_ms(start.start)
+        stream = _ConsumeStream(self, queues, lease, start.start.credits)
+        async for response in stream.run(request_iterator):
+            yield response
+
+
+async def _next_request(requests) -> pb.ConsumeRequest | None:
+    request = await anext(requests, None)
+    if isinstance(request, Undecodable):
+        raise InvalidArgument(f"request could not be parsed: {request.reason}")
+    return request
+
+
+class _ConsumeStream:
+    """One Consume call: pushes tasks while credits last, settles what the client
+    sends, and hands back every task it still holds when the stream ends."""
+
+    def __init__(self, servicer: QueueServicer, queues: list[str], lease_ms: int, credits: int) -> None:
+        self._servicer = servicer
+        self._queues = servicer._queues
+        self._names = queues
+        self._lease_ms = lease_ms
+        self._credits = credits
+        self._credited = asyncio.Event()
+        self._held: dict[tuple[str, str], str] = {}  # (queue, task id) -> lease
+        self._out: asyncio.Queue[pb.ConsumeResponse] = asyncio.Queue()
+        self._ended = asyncio.Event()
+
+    async def run(self, requests) -> AsyncIterator[pb.ConsumeResponse]:
+        reader = asyncio.create_task(self._read(requests))
+        pusher = asyncio.create_task(self._push())
+        try:
+            while True:
+                get = asyncio.ensure_future(self._out.get())
+                done, _ = await asyncio.wait({get, reader, pusher}, return_when=asyncio.FIRST_COMPLETED)
+                if get in done:
+                    yield get.result()
+                    continue
+                get.cancel()
+                for t in (reader, pusher):
+                    if t in done and t.exception() is not None:
+                        raise t.exception()
+                if reader in done:  # the client half-closed: finish what is queued, then end
+                    while not self._out.empty():
+                        yield self._out.get_nowait()
+                    return
+        finally:
+            for t in (reader, pusher):
+                t.cancel()
+            await asyncio.gather(reader, pusher, return_exceptions=True)
+            for (queue, task_id), lease in self._held.items():
+                self._queues.let_go(queue, task_id, lease, count_attempt=True, error="consumer stream ended")
+
+    async def _read(self, requests) -> None:
+        while (request := await _next_request(requests)) is not None:
+            kind = request.WhichOneof("kind")
+            if kind == "credit":
+                self._credits += request.credit
+                self._credited.set()
+            elif kind == "settle":
+                self._out.put_nowait(pb.ConsumeResponse(settled=await self._settle(request.settle)))
+            else:
+                raise InvalidArgument("`start` may only be the first Consume request", field="start")
+
+    async def _settle(self, s: pb.Settle) -> pb.Settled:
+        try:
+            queue, task_id, lease = self._servicer._settle_args(s)
+            if s.failed:
+                await self._queues.nack(queue, task_id, lease, *self._servicer._nack_args(s))
+            else:
+                await self._queues.ack(queue, task_id, lease)
+            self._held.pop((queue, task_id), None)
+            return pb.Settled(task_id=s.task_id)
+        except ConcordError as exc:
+            return pb.Settled(task_id=s.task_id, error_reason=exc.reason, error_message=exc.message)
+
+    async def _push(self) -> None:
+        while True:
+            while self._credits <= 0:
+                self._credited.clear()
+                await self._credited.wait()
+            tasks = await self._queues.dequeue(self._names, min(self._credits, self._servicer._max_batch),
+                                               self._lease_ms, CONSUME_WAIT_MS)
+            for t in tasks:
+                self._held[(t.queue, t.task_id)] = t.lease
+                self._credits -= 1
+                self._out.put_nowait(pb.ConsumeResponse(task=task_message(t)))

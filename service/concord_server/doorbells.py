@@ -1,0 +1,189 @@
+"""Blocked Dequeue calls wait on in-process events, woken by a queue's doorbell.
+
+Queue waiters are not granted anything by name (unlike lock waiters, see
+waiters.py): a task goes to whoever claims it first. So a script that makes tasks
+ready publishes only how many, and each process rings that many of its own waiters
+on the queue, longest-waiting first; a woken waiter runs the claim script and, if
+someone else was faster, goes back to waiting in its place. Per process, one
+subscription and one task per queue, however many calls wait.
+
+Pub/sub may drop a message, and some changes need no script to happen (a delayed
+task falls due, a lease expires), so a doorbell also rings one waiter:
+
+- when its subscription is confirmed (fresh, or renewed after a reconnect): all of them,
+- at the moment the queue's scripts said the clock will change it (``recheck_in``),
+- every ``interval`` seconds while anyone waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import AsyncIterator, Sequence
+
+from .errors import ConcordError, Unavailable
+from .notifications import NotificationBus
+
+log = logging.getLogger(__name__)
+
+
+class Doorbell:
+    def __init__(self, registry: Doorbells, channel: str) -> None:
+        self._registry = registry
+        self.channel = channel
+        self._waiting: dict[int, asyncio.Event] = {}  # arrival order
+        loop = asyncio.get_running_loop()
+        self.subscribed: asyncio.Future[None] = loop.create_future()
+        self.subscribed.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self._timer: asyncio.TimerHandle | None = None
+        self._changed = asyncio.Event()
+        self._idle_since = loop.time()
+        self._task = asyncio.create_task(self._run(), name=f"doorbell {channel}")
+
+    def add(self, waiter: int, event: asyncio.Event) -> None:
+        if not self._waiting:
+            self._changed.set()  # ends the idle linger: safety rings start
+        self._waiting[waiter] = event
+
+    def discard(self, waiter: int) -> None:
+        self._waiting.pop(waiter, None)
+        if not self._waiting:
+            self._idle_since = asyncio.get_running_loop().time()
+
+    def ring(self, n: int = 1) -> None:
+        """Wakes the n longest-waiting calls that are not awake already."""
+        for event in self._waiting.values():
+            if n <= 0:
+                return
+            if not event.is_set():
+                event.set()
+                n -= 1
+
+    def _on_message(self, data: str) -> None:
+        try:
+            self.ring(int(data))
+        except ValueError:
+            log.warning("unexpected message on %s: %r", self.channel, data)
+
+    def recheck_in(self, seconds: float) -> None:
+        """Ring one waiter when the clock changes the queue (a task falls due)."""
+        loop = asyncio.get_running_loop()
+        at = loop.time() + seconds
+        if self._timer is not None and not self._timer.cancelled() and self._timer.when() <= at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(at, self.ring)
+
+    def wake_all(self) -> None:
+        for event in self._waiting.values():
+            event.set()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await self._registry.bus.subscribe(self.channel, self._on_message, lambda: self.ring(len(self._waiting)))
+            self.subscribed.set_result(None)
+        except BaseException as exc:
+            self._registry.forget(self)
+            self.subscribed.set_exception(exc if isinstance(exc, ConcordError) else ConcordError(str(exc)))
+            return
+        try:
+            while True:
+                if self._waiting:
+                    timeout = self._registry.interval
+                else:
+                    idle = loop.time() - self._idle_since
+                    if idle >= self._registry.linger:
+                        break
+                    timeout = self._registry.linger - idle
+                self._changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(timeout):
+                        await self._changed.wait()
+                        continue
+                self.ring()  # the safety ring: a lost message cannot strand a waiter
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._registry.forget(self)
+            await self._registry.bus.unsubscribe(self.channel)
+
+
+class Watch:
+    """One blocked call's place at the doorbells of the queues it waits on."""
+
+    def __init__(self, bells: Sequence[Doorbell], event: asyncio.Event, registry: Doorbells) -> None:
+        self.bells = bells
+        self._event = event
+        self._registry = registry
+
+    def arm(self) -> None:
+        """Call before looking at the queues: a ring from then on is not missed."""
+        self._event.clear()
+
+    async def wait(self, timeout: float) -> bool:
+        """True when rung, False when timeout passed first."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._event.wait()
+        except TimeoutError:
+            return False
+        if self._registry.closed:
+            raise Unavailable("server is shutting down")
+        return True
+
+
+class Doorbells:
+    """The process's doorbells, one per queue wake-up channel."""
+
+    def __init__(self, bus: NotificationBus, interval: float = 1.0, linger: float = 10.0) -> None:
+        self.bus = bus
+        self.interval = interval
+        self.linger = linger
+        self.bells: dict[str, Doorbell] = {}
+        self.closed = False
+        self._ids = itertools.count()
+
+    @contextlib.asynccontextmanager
+    async def watch(self, channels: Sequence[str]) -> AsyncIterator[Watch]:
+        """Registers a waiter at each channel's doorbell and waits until all of them
+        are subscribed, so a task that becomes ready after this is never missed."""
+        if self.closed:
+            raise Unavailable("server is shutting down")
+        waiter, event = next(self._ids), asyncio.Event()
+        bells = []
+        for channel in channels:
+            bell = self.bells.get(channel)
+            if bell is None:
+                bell = self.bells[channel] = Doorbell(self, channel)
+            bell.add(waiter, event)
+            bells.append(bell)
+        try:
+            for bell in bells:
+                await asyncio.shield(bell.subscribed)
+            yield Watch(bells, event, self)
+        finally:
+            for bell in bells:
+                bell.discard(waiter)
+
+    def bell(self, channel: str) -> Doorbell | None:
+        return self.bells.get(channel)
+
+    def close(self) -> None:
+        """Wakes every blocked call; each then ends with UNAVAILABLE."""
+        self.closed = True
+        for bell in list(self.bells.values()):
+            bell.wake_all()
+
+    async def aclose(self) -> None:
+        tasks = [b._task for b in self.bells.values()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def forget(self, bell: Doorbell) -> None:
+        if self.bells.get(bell.channel) is bell:
+            del self.bells[bell.channel]

@@ -1,0 +1,47 @@
+-- queue_enqueue.lua: add a batch of tasks, all in one atomic step.
+-- KEYS: see queue_common.lua
+-- ARGV[4] number of tasks, then 8 values per task:
+--   type, payload, priority, delay ms (-1: none), run-at ms (-1: none),
+--   dedupe key (full key name; '' for none), dedupe window ms, max attempts
+-- Returns {task id 1, duplicate 1 (0/1), task id 2, duplicate 2, ...}
+--! include common.lua
+--! include queue_common.lua
+local now_ms = clock()
+local ready = sweep(now_ms)
+local reply = {}
+local n = tonumber(ARGV[4])
+for i = 0, n - 1 do
+  local base = 5 + i * 8
+  local ttype, payload, prio = ARGV[base], ARGV[base + 1], tonumber(ARGV[base + 2])
+  local delay, run_at = tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4])
+  local dk, dw, max = ARGV[base + 5], ARGV[base + 6], ARGV[base + 7]
+  local first = dk ~= '' and redis.call('GET', dk)
+  if first then
+    reply[#reply + 1] = first
+    reply[#reply + 1] = 1
+  else
+    local id = string.format('%012x', redis.call('INCR', KEYS[6]))
+    local at = now_ms
+    if delay >= 0 then
+      at = now_ms + delay
+    elseif run_at >= 0 then
+      at = run_at
+    end
+    redis.call('HSET', task_key(id), 'type', ttype, 'payload', payload, 'prio', prio, 'att', 0, 'max', max,
+      'enq', now_ms, 'dk', dk, 'dw', dw)
+    if dk ~= '' then
+      redis.call('SET', dk, id)
+    end
+    if at > now_ms then
+      redis.call('ZADD', KEYS[3], fmt(at), id)
+      redis.call('HSET', task_key(id), 'state', 'delayed', 'ready', fmt(at))
+    else
+      make_ready(id, now_ms, prio)
+      ready = ready + 1
+    end
+    reply[#reply + 1] = id
+    reply[#reply + 1] = 0
+  end
+end
+announce(ready)
+return reply

@@ -1,0 +1,281 @@
+"""Reliable task queues: priorities, delays, leases, retries with backoff, dead letters.
+
+Every state change is one Lua script (lua/queue_*.lua) on the Redis server clock, and
+all of a queue's keys share one hash tag. Each script first applies what the clock
+alone changes (due delayed tasks become ready; expired leases, whose workers died,
+make their tasks ready for the next attempt), so no sweeper process is needed and
+every answer reflects the queue as of Redis's "now".
+
+A Dequeue that finds nothing waits on the queues' doorbells (doorbells.py): scripts
+that make tasks ready publish how many, and the scripts' replies say when the clock
+will next change the queue, so a waiting worker claims a delayed task within a
+millisecond or two of its time, with no polling sleep. An uncontended enqueue, and
+a dequeue that finds a task, are one round trip each.
+
+Imports no grpc: api/queue.py maps its errors to status codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..doorbells import Doorbells
+from ..errors import TaskLeased, TaskLeaseNotHeld, TaskNotFound
+from ..keys import KeySpace, QueueKeys
+from ..scripts import Commands, script
+from .queueing import Releaser
+
+_ENQUEUE = script("queue_enqueue.lua")
+_DEQUEUE = script("queue_dequeue.lua", raw=True)
+_SETTLE = script("queue_settle.lua")
+_INSPECT = script("queue_inspect.lua", raw=True)
+_REMOVE = script("queue_remove.lua")
+_RETRY_DEAD = script("queue_retry_dead.lua")
+
+SCRIPTS = (_ENQUEUE, _DEQUEUE, _SETTLE, _INSPECT, _REMOVE, _RETRY_DEAD)
+
+# Strict priority: one priority step outweighs any difference in ready time (2^43 ms
+# is ~280 years), and scores stay exact in Lua's doubles for priorities up to 1000.
+STRICT = 2**43
+MAX_PRIORITY = 1000
+DEFAULT_MAX_ATTEMPTS = 3
+BACKOFF_CAP_MS = 3_600_000
+PURGE_BATCH = 5000
+STATES = ("ready", "delayed", "leased", "dead")
+
+
+@dataclass(frozen=True)
+class NewTask:
+    type: str
+    payload: bytes = b""
+    priority: int = 0
+    delay_ms: int | None = None  # ready this long after Redis's now
+    run_at_ms: int | None = None  # or at this time (ms since the epoch)
+    dedupe_key: str = ""
+    dedupe_window_ms: int = 0
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    task_id: str
+    duplicate: bool
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    queue: str
+    task_id: str
+    type: str
+    payload: bytes
+    priority: int
+    state: str  # ready | delayed | leased | dead
+    attempt: int
+    max_attempts: int
+    lease: str
+    lease_expires_ms: int | None
+    enqueued_ms: int
+    ready_ms: int
+    last_error: str
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    ready: int
+    delayed: int
+    leased: int
+    dead: int
+    oldest_ready_age_ms: int  # 0 when nothing is ready
+
+
+@dataclass(frozen=True)
+class Outcome:
+    state: str  # ready | delayed | dead | done | leased
+    at_ms: int  # when it is ready again (nack), or when the lease now ends (extend)
+
+
+def _text(b: bytes | str) -> str:
+    return b.decode() if isinstance(b, bytes) else b
+
+
+def _record(queue: str, f: list[Any]) -> TaskRecord:
+    lease_expires = int(f[8])
+    return TaskRecord(
+        queue=queue, task_id=_text(f[0]), type=_text(f[1]), payload=f[2], priority=int(f[3]), state=_text(f[4]),
+        attempt=int(f[5]), max_attempts=int(f[6]), lease=_text(f[7]),
+        lease_expires_ms=lease_expires if lease_expires >= 0 else None,
+        enqueued_ms=int(f[9]), ready_ms=int(f[10]), last_error=_text(f[11]),
+    )
+
+
+class Queues:
+    """The queue primitive of one server process.
+
+    ``priority_aging_ms`` 0 keeps priorities strict (higher first, then FIFO);
+    otherwise each priority step counts as having waited that much longer, so a
+    task of lower priority is served after at most (difference x aging) of waiting.
+    ``retry_backoff_ms`` is the first automatic retry delay; it doubles per attempt
+    up to an hour.
+    """
+
+    def __init__(self, redis: Commands, keyspace: KeySpace, doorbells: Doorbells, *,
+                 priority_aging_ms: int = 0, retry_backoff_ms: int = 1000) -> None:
+        self._redis = redis
+        self._keys = keyspace
+        self._doorbells = doorbells
+        self._weight = priority_aging_ms or STRICT
+        self._backoff_ms = retry_backoff_ms
+        self._releaser = Releaser()
+
+    def _run(self, s, k: QueueKeys, *args: object):
+        return s(self._redis, k.keys, [k.channel, k.task_prefix, self._weight, *args])
+
+    async def enqueue(self, queue: str, tasks: Sequence[NewTask]) -> list[Enqueued]:
+        """Adds all tasks atomically; a task whose dedupe key is taken names the first one."""
+        k = self._keys.queue(queue)
+        args: list[object] = [len(tasks)]
+        for t in tasks:
+            args += [t.type, t.payload, t.priority, -1 if t.delay_ms is None else t.delay_ms,
+                     -1 if t.run_at_ms is None else t.run_at_ms, k.dedupe(t.dedupe_key) if t.dedupe_key else "",
+                     t.dedupe_window_ms, t.max_attempts]
+        reply = await self._run(_ENQUEUE, k, *args)
+        return [Enqueued(reply[i], reply[i + 1] == 1) for i in range(0, len(reply), 2)]
+
+    async def dequeue(self, queues: Sequence[str], max_tasks: int, lease_ms: int, wait_ms: int) -> list[TaskRecord]:
+        """Leases up to max_tasks ready tasks, from the queues in the order given,
+        waiting up to wait_ms for one to become ready; [] if none did."""
+        tasks, rechecks, busy = await self._claim(queues, max_tasks, lease_ms)
+        if not tasks and wait_ms > 0:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + wait_ms / 1000
+            keys = [self._keys.queue(q) for q in queues]
+            async with self._doorbells.watch([k.channel for k in keys]) as watch:
+                while True:
+                    watch.arm()
+                    tasks, rechecks, busy = await self._claim(queues, max_tasks, lease_ms)
+                    if tasks:
+                        break
+                    for bell, ms in zip(watch.bells, rechecks):
+                        if ms >= 0:
+                            bell.recheck_in((ms + 1) / 1000)
+                    left = deadline - loop.time()
+                    if left <= 0 or not await watch.wait(left):
+                        break
+        for channel in busy:  # tasks are left: wake the next local waiter, if any
+            bell = self._doorbells.bell(channel)
+            if bell is not None:
+                bell.ring()
+        return tasks
+
+    async def _claim(self, queues: Sequence[str], max_tasks: int, lease_ms: int
+                     ) -> tuple[list[TaskRecord], list[int], list[str]]:
+        """One pass over the queues: (tasks leased, per queue ms until the clock
+        changes it or -1, channels of queues with ready tasks left over).
+
+        If the caller is cancelled while a claim is in flight, the tasks it leased
+        are handed back at once (attempt not counted) rather than left to expire."""
+        claim = asyncio.ensure_future(self._claim_pass(queues, max_tasks, lease_ms))
+        try:
+            return await asyncio.shield(claim)
+        except asyncio.CancelledError:
+            claim.add_done_callback(self._hand_back)
+            raise
+
+    async def _claim_pass(self, queues: Sequence[str], max_tasks: int, lease_ms: int
+                          ) -> tuple[list[TaskRecord], list[int], list[str]]:
+        tasks: list[TaskRecord] = []
+        rechecks: list[int] = []
+        busy: list[str] = []
+        for queue in queues:
+            if len(tasks) >= max_tasks:
+                break
+            k = self._keys.queue(queue)
+            reply = await self._run(_DEQUEUE, k, max_tasks - len(tasks), lease_ms, secrets.token_hex(12))
+            _, next_change, left, *leased = reply
+            tasks += [_record(queue, f) for f in leased]
+            rechecks.append(int(next_change))
+            if left > 0 and leased:
+                busy.append(k.channel)
+        return tasks, rechecks, busy
+
+    def _hand_back(self, claim: asyncio.Future[tuple[list[TaskRecord], list[int], list[str]]]) -> None:
+        if claim.cancelled() or claim.exception() is not None:
+            return
+        for t in claim.result()[0]:
+            self.let_go(t.queue, t.task_id, t.lease, count_attempt=False)
+
+    async def _settle(self, queue: str, task_id: str, lease: str, action: str, ms: int = -1, error: str = "") -> Outcome:
+        k = self._keys.queue(queue)
+        reply = await self._run(_SETTLE, k, task_id, lease, action, ms, error, self._backoff_ms, BACKOFF_CAP_MS)
+        if reply[0] != 1:
+            raise TaskLeaseNotHeld(f"task {task_id!r} of queue {queue!r} is not leased with this lease "
+                                   "(it expired, or the task was settled)", queue=queue, task_id=task_id)
+        return Outcome(reply[1], reply[2])
+
+    async def ack(self, queue: str, task_id: str, lease: str) -> None:
+        await self._settle(queue, task_id, lease, "ack")
+
+    async def nack(self, queue: str, task_id: str, lease: str, retry_delay_ms: int | None, error: str) -> Outcome:
+        """A failed attempt: retried after retry_delay_ms (None: backoff), or dead."""
+        return await self._settle(queue, task_id, lease, "nack", -1 if retry_delay_ms is None else retry_delay_ms, error)
+
+    async def extend(self, queue: str, task_id: str, lease: str, lease_ms: int) -> int:
+        """The lease's new expiry (ms, Redis clock)."""
+        return (await self._settle(queue, task_id, lease, "extend", lease_ms)).at_ms
+
+    async def release(self, queue: str, task_id: str, lease: str) -> None:
+        """Hands the task back, ready at once, its attempt not counted."""
+        await self._settle(queue, task_id, lease, "release")
+
+    def let_go(self, queue: str, task_id: str, lease: str, *, count_attempt: bool, error: str = "") -> None:
+        """Hands a task back in the background, retrying while Redis is unreachable
+        (for up to an hour: past its lease the task comes back by itself anyway)."""
+
+        async def give_back() -> None:
+            try:
+                await self._settle(queue, task_id, lease, "abandon" if count_attempt else "release", error=error)
+            except TaskLeaseNotHeld:
+                pass  # settled or expired meanwhile
+
+        self._releaser.let_go(give_back, 3_600_000, f"task {task_id} of {queue}")
+
+    async def stats(self, queue: str) -> QueueStats:
+        ready, delayed, leased, dead, age = await self._run(_INSPECT, self._keys.queue(queue), "stats", 0, 0)
+        return QueueStats(ready, delayed, leased, dead, max(0, age))
+
+    async def peek(self, queue: str, state: str, limit: int, offset: int = 0) -> list[TaskRecord]:
+        """Up to limit tasks in one state, in that state's order (ready: Dequeue
+        order; delayed: run-at; leased: expiry; dead: time of death)."""
+        assert state in STATES
+        reply = await self._run(_INSPECT, self._keys.queue(queue), state, offset, limit)
+        return [_record(queue, f) for f in reply]
+
+    async def cancel(self, queue: str, task_id: str) -> None:
+        result = await self._run(_REMOVE, self._keys.queue(queue), "cancel", task_id)
+        if result == 0:
+            raise TaskNotFound(f"queue {queue!r} has no task {task_id!r}", queue=queue, task_id=task_id)
+        if result == -1:
+            raise TaskLeased(f"task {task_id!r} is leased to a worker; it can be cancelled once settled",
+                             queue=queue, task_id=task_id)
+
+    async def purge(self, queue: str, include_dead: bool) -> int:
+        """Deletes ready and delayed (and dead) tasks, in batches so Redis never
+        blocks for long; leased ones are left to their workers."""
+        k = self._keys.queue(queue)
+        total = 0
+        while True:
+            deleted, more = await self._run(_REMOVE, k, "purge_with_dead" if include_dead else "purge", PURGE_BATCH)
+            total += deleted
+            if not more:
+                return total
+
+    async def retry_dead(self, queue: str, task_ids: Sequence[str], limit: int) -> int:
+        return await self._run(_RETRY_DEAD, self._keys.queue(queue), limit, *task_ids)
+
+    async def drain(self, timeout: float) -> None:
+        """Waits (up to timeout) for background hand-backs to reach Redis; at shutdown."""
+        await self._releaser.drain(timeout)
