@@ -1,4 +1,4 @@
-"""Concord: distributed locks and counting semaphores over gRPC.
+"""Concord: distributed locks, counting semaphores and task queues over gRPC.
 
     import concord
 
@@ -7,6 +7,8 @@
         ...  # protected work; pass lease.fencing_token to the resource
     with client.semaphore("api:tenant-7", limit=5) as permit:
         ...  # at most 5 of these run at once, across every client
+    client.queue("email").put("send_welcome", {"to": "ada@example.com"})
+    worker = concord.Worker(client, ["email"])  # @worker.task("send_welcome"), worker.run()
 
 See concord.Client, concord.AsyncClient and concord.errors.
 """
@@ -27,18 +29,25 @@ from .errors import (
     PermitsExceedLimit,
     ResourceExhausted,
     SemaphoreTimeout,
+    TaskLeased,
+    TaskLeaseNotHeld,
+    TaskNotFound,
     Unavailable,
 )
 from .locks import AsyncLock, Lease, Lock, LockInfo
+from .queues import AsyncQueue, Enqueued, NackResult, NewTask, Queue, QueueStats, Task
 from .semaphores import AsyncSemaphore, Permit, Semaphore, SemaphoreInfo
+from .worker import Worker
 
 __all__ = [
     "AsyncClient",
     "AsyncLock",
+    "AsyncQueue",
     "AsyncSemaphore",
     "Client",
     "ConcordError",
     "DeadlineExceeded",
+    "Enqueued",
     "FailedPrecondition",
     "Internal",
     "InvalidArgument",
@@ -48,14 +57,23 @@ __all__ = [
     "LockLost",
     "LockNotHeld",
     "LockTimeout",
+    "NackResult",
+    "NewTask",
     "NotFound",
     "Permit",
     "PermitLost",
     "PermitNotHeld",
     "PermitsExceedLimit",
+    "Queue",
+    "QueueStats",
     "ResourceExhausted",
     "Semaphore",
     "SemaphoreInfo",
     "SemaphoreTimeout",
+    "Task",
+    "TaskLeaseNotHeld",
+    "TaskLeased",
+    "TaskNotFound",
     "Unavailable",
+    "Worker",
 ]

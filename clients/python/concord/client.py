@@ -10,6 +10,8 @@ import grpc
 from .errors import from_rpc_error
 from .lock.v1 import lock_pb2_grpc
 from .locks import AsyncLock, Lock
+from .queue.v1 import queue_pb2_grpc
+from .queues import AsyncQueue, Queue, Task, dequeue_async, dequeue_sync
 from .semaphore.v1 import semaphore_pb2_grpc
 from .semaphores import AsyncSemaphore, Semaphore
 
@@ -44,6 +46,7 @@ class _Connection:
             self._channel = self._grpc.secure_channel(target, credentials, options=opts)
         self._locks = lock_pb2_grpc.LockServiceStub(self._channel)
         self._semaphores = semaphore_pb2_grpc.SemaphoreServiceStub(self._channel)
+        self._queues = queue_pb2_grpc.QueueServiceStub(self._channel)
 
 
 class Client(_Connection):
@@ -75,6 +78,16 @@ class Client(_Connection):
         permits: how many this handle takes at once. ttl, timeout, owner: as for lock().
         """
         return Semaphore(self, name, limit=limit, permits=permits, ttl=ttl, timeout=timeout, owner=owner)
+
+    def queue(self, name: str) -> Queue:
+        """The task queue ``name``: put, get, ack, stats, ... (see concord.queues)."""
+        return Queue(self, name)
+
+    def dequeue(self, queues: Sequence[str], max_tasks: int = 1, *, lease_ttl: float = 30.0,
+                timeout: float | None = 0) -> list[Task]:
+        """Leases up to max_tasks tasks from the queues, strictly in the order given,
+        waiting up to timeout seconds (0: try once, None: forever). [] if none came."""
+        return dequeue_sync(self, queues, max_tasks, lease_ttl, timeout)
 
     def _call(self, method: Any, request: Any, wait: float = 0.0) -> Any:
         try:
@@ -110,6 +123,15 @@ class AsyncClient(_Connection):
                   timeout: float | None = None, owner: str = "") -> AsyncSemaphore:
         """A handle on the semaphore ``name``: ``async with`` it, or await its methods."""
         return AsyncSemaphore(self, name, limit=limit, permits=permits, ttl=ttl, timeout=timeout, owner=owner)
+
+    def queue(self, name: str) -> AsyncQueue:
+        """The task queue ``name``; its methods are awaited."""
+        return AsyncQueue(self, name)
+
+    async def dequeue(self, queues: Sequence[str], max_tasks: int = 1, *, lease_ttl: float = 30.0,
+                      timeout: float | None = 0) -> list[Task]:
+        """Client.dequeue, awaited."""
+        return await dequeue_async(self, queues, max_tasks, lease_ttl, timeout)
 
     async def _call(self, method: Any, request: Any, wait: float = 0.0) -> Any:
         try:

@@ -95,18 +95,39 @@ class SemaphoreTimeout(DeadlineExceeded):
     """The permits were not free within the wait timeout."""
 
 
+class TaskLeaseNotHeld(FailedPrecondition):
+    """The task's lease expired (it went back to the queue), or it was settled already."""
+
+
+class TaskNotFound(NotFound):
+    """The queue has no task with that id."""
+
+
+class TaskLeased(FailedPrecondition):
+    """The task is leased to a worker, so it cannot be cancelled now."""
+
+
 _BY_REASON: dict[str, type[ConcordError]] = {
     "LOCK_NOT_HELD": LockNotHeld,
     "LOCK_WAIT_TIMEOUT": LockTimeout,
     "PERMIT_NOT_HELD": PermitNotHeld,
     "PERMITS_EXCEED_LIMIT": PermitsExceedLimit,
     "SEMAPHORE_WAIT_TIMEOUT": SemaphoreTimeout,
+    "TASK_LEASE_NOT_HELD": TaskLeaseNotHeld,
+    "TASK_NOT_FOUND": TaskNotFound,
+    "TASK_LEASED": TaskLeased,
 }
 _BY_CODE: dict[grpc.StatusCode, type[ConcordError]] = {
     cls.code: cls
     for cls in (InvalidArgument, NotFound, FailedPrecondition, ResourceExhausted, Unavailable,
                 DeadlineExceeded, Cancelled, Unauthenticated, PermissionDenied, Internal)
 }
+
+
+def from_reason(reason: str, message: str) -> ConcordError:
+    """The typed exception for an error reported in a message (a Consume stream's
+    Settled) rather than as a call's status."""
+    return _BY_REASON.get(reason, ConcordError)(message or reason, reason=reason)
 
 
 def from_rpc_error(error: grpc.RpcError) -> ConcordError:

@@ -1,0 +1,323 @@
+"""Task queues for the Python client.
+
+    emails = client.queue("email")
+    emails.put("send_welcome", {"to": "ada@example.com"}, delay=60)
+
+    for task in emails.get(max_tasks=10, timeout=5):   # leased to you for lease_ttl
+        send(task.json())
+        task.ack()                                     # or task.nack("why"), task.release()
+
+``client.dequeue(["high", "low"], ...)`` takes from several queues, strictly in the
+order given. A task not acked before its lease runs out (the worker died) comes back
+for another attempt; failed attempts are retried with exponential backoff and, out
+of attempts, dead-lettered (``queue.dead()``, ``queue.retry_dead()``). For a
+long-running consumer use :class:`concord.Worker`, or ``queue.consume()`` for a
+stream of tasks pushed by the server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ._convert import duration, seconds, when
+from ._holding import wait_chunks
+from .queue.v1 import queue_pb2 as pb
+
+_STATES = {pb.TASK_STATE_READY: "ready", pb.TASK_STATE_DELAYED: "delayed", pb.TASK_STATE_LEASED: "leased",
+           pb.TASK_STATE_DEAD: "dead"}
+_STATE_VALUES = {v: k for k, v in _STATES.items()}
+
+
+def encode_payload(payload: Any) -> bytes:
+    """bytes go as they are, str as UTF-8, anything else as JSON."""
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        return bytes(payload)
+    if isinstance(payload, str):
+        return payload.encode()
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class NewTask:
+    """A task to enqueue with :meth:`Queue.put_many` (same fields as ``put``)."""
+
+    type: str
+    payload: Any = b""
+    priority: int = 0
+    delay: float | None = None
+    run_at: datetime | None = None
+    dedupe_key: str = ""
+    dedupe_window: float | None = None
+    max_attempts: int | None = None
+
+    def message(self) -> pb.NewTask:
+        m = pb.NewTask(type=self.type, payload=encode_payload(self.payload), priority=self.priority,
+                       dedupe_key=self.dedupe_key, max_attempts=self.max_attempts or 0)
+        if self.delay is not None:
+            m.delay.CopyFrom(duration(self.delay))
+        if self.run_at is not None:
+            m.run_at.FromDatetime(self.run_at)
+        if self.dedupe_window is not None:
+            m.dedupe_window.CopyFrom(duration(self.dedupe_window))
+        return m
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    task_id: str
+    duplicate: bool  # the dedupe key matched: task_id is the first task's
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    ready: int
+    delayed: int
+    leased: int
+    dead: int
+    oldest_ready_age: float  # seconds the longest-waiting ready task has waited
+
+
+@dataclass(frozen=True)
+class NackResult:
+    state: str  # "ready" or "delayed" (to be retried) or "dead"
+    retry_at: datetime
+
+
+@dataclass(eq=False)
+class Task:
+    """A task; when it came from get/dequeue/consume, it is leased to you until
+    ``lease_expires_at``: settle it with ack(), nack(), release(), or extend()."""
+
+    queue: str
+    task_id: str
+    type: str
+    payload: bytes
+    priority: int
+    state: str
+    attempt: int
+    max_attempts: int
+    lease: str
+    lease_expires_at: datetime | None
+    enqueued_at: datetime
+    ready_at: datetime
+    last_error: str
+    _settler: Any = field(default=None, repr=False)
+
+    def json(self) -> Any:
+        """The payload decoded as JSON."""
+        return json.loads(self.payload)
+
+    def ack(self) -> Any:
+        return self._settler.ack(self)
+
+    def nack(self, error: str = "", *, retry_delay: float | None = None) -> Any:
+        return self._settler.nack(self, error, retry_delay=retry_delay)
+
+    def extend(self, lease_ttl: float) -> Any:
+        return self._settler.extend(self, lease_ttl)
+
+    def release(self) -> Any:
+        return self._settler.release(self)
+
+
+def task_from(m: pb.Task, settler: Any) -> Task:
+    return Task(m.queue, m.task_id, m.type, m.payload, m.priority, _STATES.get(m.state, "unknown"), m.attempt,
+                m.max_attempts, m.lease, when(m.lease_expires_at) if m.HasField("lease_expires_at") else None,
+                when(m.enqueued_at), when(m.ready_at), m.last_error, settler)
+
+
+def dequeue_request(queues: Sequence[str], max_tasks: int, lease_ttl: float, wait: float) -> pb.DequeueRequest:
+    return pb.DequeueRequest(queues=list(queues), max_tasks=max_tasks, lease_ttl=duration(lease_ttl),
+                             wait_timeout=duration(wait))
+
+
+def _nack_request(task: Task, error: str, retry_delay: float | None) -> pb.NackRequest:
+    r = pb.NackRequest(queue=task.queue, task_id=task.task_id, lease=task.lease, error=truncate_error(error))
+    if retry_delay is not None:
+        r.retry_delay.CopyFrom(duration(retry_delay))
+    return r
+
+
+def truncate_error(error: str, limit: int = 4096) -> str:
+    """The server keeps at most 4096 bytes of an error; keep the end (a traceback's
+    last lines say the most)."""
+    data = error.encode()
+    return error if len(data) <= limit else data[-limit:].decode(errors="ignore")
+
+
+class _QueueBase:
+    def __init__(self, client: Any, name: str) -> None:
+        self.client = client
+        self.name = name
+
+    def _enqueue_request(self, tasks: Iterable[NewTask]) -> pb.EnqueueRequest:
+        return pb.EnqueueRequest(queue=self.name, tasks=[t.message() for t in tasks])
+
+    def _settle(self, task: Task) -> dict[str, str]:
+        return {"queue": task.queue, "task_id": task.task_id, "lease": task.lease}
+
+    def _peek_request(self, state: str, limit: int) -> pb.PeekRequest:
+        return pb.PeekRequest(queue=self.name, state=_STATE_VALUES[state], limit=limit)
+
+    @staticmethod
+    def _stats(r: pb.StatsResponse) -> QueueStats:
+        return QueueStats(r.ready, r.delayed, r.leased, r.dead, seconds(r.oldest_ready_age))
+
+
+class Queue(_QueueBase):
+    """A queue name on a synchronous :class:`~concord.Client`."""
+
+    def put(self, type: str, payload: Any = b"", **options: Any) -> str:
+        """Enqueues one task and returns its id (the first task's id when its
+        dedupe_key matched). Options: priority (-1000..1000, higher first),
+        delay (seconds) or run_at (datetime), dedupe_key, dedupe_window (seconds),
+        max_attempts (default 3). payload: bytes, str, or anything JSON can encode."""
+        return self.put_many([NewTask(type, payload, **options)])[0].task_id
+
+    def put_many(self, tasks: Iterable[NewTask]) -> list[Enqueued]:
+        """Enqueues a batch atomically: all or none."""
+        resp = self.client._call(self.client._queues.Enqueue, self._enqueue_request(tasks))
+        return [Enqueued(r.task_id, r.duplicate) for r in resp.results]
+
+    def get(self, max_tasks: int = 1, *, lease_ttl: float = 30.0, timeout: float | None = 0) -> list[Task]:
+        """Leases up to max_tasks ready tasks, waiting up to timeout seconds for one
+        (0: try once, None: forever). [] if none became ready."""
+        return self.client.dequeue([self.name], max_tasks, lease_ttl=lease_ttl, timeout=timeout)
+
+    def ack(self, task: Task) -> None:
+        """Finishes the task. Raises TaskLeaseNotHeld if the lease expired first."""
+        self.client._call(self.client._queues.Ack, pb.AckRequest(**self._settle(task)))
+
+    def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None) -> NackResult:
+        """A failed attempt: retried after retry_delay (None: exponential backoff) or dead-lettered."""
+        r = self.client._call(self.client._queues.Nack, _nack_request(task, error, retry_delay))
+        return NackResult(_STATES.get(r.state, "unknown"), when(r.retry_at))
+
+    def extend(self, task: Task, lease_ttl: float) -> Task:
+        """Resets the lease to lease_ttl seconds from now."""
+        r = self.client._call(self.client._queues.ExtendLease,
+                              pb.ExtendLeaseRequest(**self._settle(task), lease_ttl=duration(lease_ttl)))
+        task.lease_expires_at = when(r.lease_expires_at)
+        return task
+
+    def release(self, task: Task) -> None:
+        """Hands the task back, ready at once, the attempt not counted."""
+        self.client._call(self.client._queues.Release, pb.ReleaseRequest(**self._settle(task)))
+
+    def consume(self, *, lease_ttl: float = 30.0, prefetch: int = 1) -> Any:
+        """A stream of tasks pushed by the server, at most ``prefetch`` unsettled at
+        once; see :class:`concord.consume.Consumer`."""
+        from .consume import Consumer
+
+        return Consumer(self.client, [self.name], lease_ttl=lease_ttl, prefetch=prefetch)
+
+    def stats(self) -> QueueStats:
+        return self._stats(self.client._call(self.client._queues.Stats, pb.StatsRequest(queue=self.name)))
+
+    def peek(self, state: str = "ready", limit: int = 100) -> list[Task]:
+        """Tasks in one state ("ready" in dequeue order, "delayed", "leased"), not leased to you."""
+        r = self.client._call(self.client._queues.Peek, self._peek_request(state, limit))
+        return [task_from(t, None) for t in r.tasks]
+
+    def cancel(self, task_id: str) -> None:
+        """Deletes a ready, delayed or dead task. TaskNotFound / TaskLeased otherwise."""
+        self.client._call(self.client._queues.Cancel, pb.CancelRequest(queue=self.name, task_id=task_id))
+
+    def purge(self, *, include_dead: bool = False) -> int:
+        """Deletes every ready and delayed task (and dead ones); returns how many."""
+        r = self.client._call(self.client._queues.Purge, pb.PurgeRequest(queue=self.name, include_dead=include_dead))
+        return r.deleted
+
+    def dead(self, limit: int = 100, offset: int = 0) -> list[Task]:
+        """Dead-lettered tasks, oldest death first, with their last_error."""
+        r = self.client._call(self.client._queues.ListDead,
+                              pb.ListDeadRequest(queue=self.name, limit=limit, offset=offset))
+        return [task_from(t, None) for t in r.tasks]
+
+    def retry_dead(self, task_ids: Sequence[str] = (), *, limit: int = 1000) -> int:
+        """Makes dead tasks ready again with fresh attempts (none named: the oldest ``limit``)."""
+        r = self.client._call(self.client._queues.RetryDead,
+                              pb.RetryDeadRequest(queue=self.name, task_ids=list(task_ids), limit=limit))
+        return r.retried
+
+
+class AsyncQueue(_QueueBase):
+    """A queue name on an :class:`~concord.AsyncClient`: Queue's methods, awaited."""
+
+    async def put(self, type: str, payload: Any = b"", **options: Any) -> str:
+        return (await self.put_many([NewTask(type, payload, **options)]))[0].task_id
+
+    async def put_many(self, tasks: Iterable[NewTask]) -> list[Enqueued]:
+        resp = await self.client._call(self.client._queues.Enqueue, self._enqueue_request(tasks))
+        return [Enqueued(r.task_id, r.duplicate) for r in resp.results]
+
+    async def get(self, max_tasks: int = 1, *, lease_ttl: float = 30.0, timeout: float | None = 0) -> list[Task]:
+        return await self.client.dequeue([self.name], max_tasks, lease_ttl=lease_ttl, timeout=timeout)
+
+    async def ack(self, task: Task) -> None:
+        await self.client._call(self.client._queues.Ack, pb.AckRequest(**self._settle(task)))
+
+    async def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None) -> NackResult:
+        r = await self.client._call(self.client._queues.Nack, _nack_request(task, error, retry_delay))
+        return NackResult(_STATES.get(r.state, "unknown"), when(r.retry_at))
+
+    async def extend(self, task: Task, lease_ttl: float) -> Task:
+        r = await self.client._call(self.client._queues.ExtendLease,
+                                    pb.ExtendLeaseRequest(**self._settle(task), lease_ttl=duration(lease_ttl)))
+        task.lease_expires_at = when(r.lease_expires_at)
+        return task
+
+    async def release(self, task: Task) -> None:
+        await self.client._call(self.client._queues.Release, pb.ReleaseRequest(**self._settle(task)))
+
+    def consume(self, *, lease_ttl: float = 30.0, prefetch: int = 1) -> Any:
+        """``async for task in queue.consume():``; see :class:`concord.consume.AsyncConsumer`."""
+        from .consume import AsyncConsumer
+
+        return AsyncConsumer(self.client, [self.name], lease_ttl=lease_ttl, prefetch=prefetch)
+
+    async def stats(self) -> QueueStats:
+        return self._stats(await self.client._call(self.client._queues.Stats, pb.StatsRequest(queue=self.name)))
+
+    async def peek(self, state: str = "ready", limit: int = 100) -> list[Task]:
+        r = await self.client._call(self.client._queues.Peek, self._peek_request(state, limit))
+        return [task_from(t, None) for t in r.tasks]
+
+    async def cancel(self, task_id: str) -> None:
+        await self.client._call(self.client._queues.Cancel, pb.CancelRequest(queue=self.name, task_id=task_id))
+
+    async def purge(self, *, include_dead: bool = False) -> int:
+        r = await self.client._call(self.client._queues.Purge,
+                                    pb.PurgeRequest(queue=self.name, include_dead=include_dead))
+        return r.deleted
+
+    async def dead(self, limit: int = 100, offset: int = 0) -> list[Task]:
+        r = await self.client._call(self.client._queues.ListDead,
+                                    pb.ListDeadRequest(queue=self.name, limit=limit, offset=offset))
+        return [task_from(t, None) for t in r.tasks]
+
+    async def retry_dead(self, task_ids: Sequence[str] = (), *, limit: int = 1000) -> int:
+        r = await self.client._call(self.client._queues.RetryDead,
+                                    pb.RetryDeadRequest(queue=self.name, task_ids=list(task_ids), limit=limit))
+        return r.retried
+
+
+def dequeue_sync(client: Any, queues: Sequence[str], max_tasks: int, lease_ttl: float, timeout: float | None) -> list[Task]:
+    for wait in wait_chunks(timeout):
+        resp = client._call(client._queues.Dequeue, dequeue_request(queues, max_tasks, lease_ttl, wait), wait)
+        if resp.tasks:
+            return [task_from(t, client.queue(t.queue)) for t in resp.tasks]
+    return []
+
+
+async def dequeue_async(client: Any, queues: Sequence[str], max_tasks: int, lease_ttl: float,
+                        timeout: float | None) -> list[Task]:
+    for wait in wait_chunks(timeout):
+        resp = await client._call(client._queues.Dequeue, dequeue_request(queues, max_tasks, lease_ttl, wait), wait)
+        if resp.tasks:
+            return [task_from(t, client.queue(t.queue)) for t in resp.tasks]
+    return []
