@@ -17,7 +17,7 @@ import redis
 import redis.asyncio as aioredis
 
 import concord
-from support import BACKENDS, RedisServer, ServerProcess, backend_binary
+from support import BACKENDS, VALIDATION_PREFIX, RedisServer, ServerProcess, backend_binary
 
 @pytest.fixture(scope="session", params=BACKENDS)
 def backend(request) -> str:
@@ -50,6 +50,16 @@ def concord_server(redis_server, tmp_path_factory) -> Iterator[ServerProcess]:
     server.start(tmp_path_factory.mktemp("concord") / "server.log")
     yield server
     assert server.stop() == 0, server.log_text()
+
+
+@pytest.fixture(scope="module")
+def validation_server(redis_server, tmp_path_factory) -> Iterator[ServerProcess]:
+    """A server with a key prefix of its own, so 'nothing written' can be checked exactly."""
+    s = ServerProcess("--redis-url", redis_server.url, "--key-prefix", VALIDATION_PREFIX, "--max-ttl", "3600",
+                      "--max-wait", "60")
+    s.start(tmp_path_factory.mktemp("validation") / "server.log")
+    yield s
+    s.stop()
 
 
 @pytest.fixture

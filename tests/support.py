@@ -16,7 +16,9 @@ from pathlib import Path
 import grpc
 import pytest
 import redis
+from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_status import rpc_status
 
 from concord_server.autopipeline import AutoPipeline
 from concord_server.doorbells import Doorbells
@@ -30,6 +32,7 @@ from concord_server.redis_client import connect
 from concord_server.waiters import Waiters
 
 BACKENDS = ["valkey", "redis"]
+VALIDATION_PREFIX = "validation"  # the validation_server fixture's keys, so "nothing written" is exact
 
 
 def wait_until(predicate, timeout: float = 10.0, interval: float = 0.01, message: str = "condition"):
@@ -42,6 +45,18 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.01, message
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {message}")
         time.sleep(interval)
+
+
+def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo:
+    """The google.rpc.ErrorInfo a failed call carries (there must be one)."""
+    info = error_details_pb2.ErrorInfo()
+    assert rpc_status.from_call(err).details[0].Unpack(info)
+    return info
+
+
+def prefixed_keys(redis_sync) -> set[str]:
+    """The keys the validation_server fixture's server has written."""
+    return {k for k in redis_sync.keys("*") if VALIDATION_PREFIX in k}
 
 
 def renewed_past(handle, first_expiry, seconds: float) -> bool:

@@ -5,14 +5,11 @@ from __future__ import annotations
 import grpc
 import pytest
 from google.protobuf import duration_pb2
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 from concord.lock.v1 import lock_pb2 as pb
 from concord.lock.v1 import lock_pb2_grpc
-from support import ServerProcess
+from support import error_info, prefixed_keys
 
-PREFIX = "validation"
 TTL = duration_pb2.Duration(seconds=5)
 
 
@@ -20,13 +17,9 @@ def d(seconds: int = 0, nanos: int = 0) -> duration_pb2.Duration:
     return duration_pb2.Duration(seconds=seconds, nanos=nanos)
 
 
-@pytest.fixture(scope="module")
-def server(redis_server, tmp_path_factory):
-    """A server with a key prefix of its own, so 'nothing written' can be checked exactly."""
-    s = ServerProcess("--redis-url", redis_server.url, "--key-prefix", PREFIX, "--max-ttl", "3600", "--max-wait", "60")
-    s.start(tmp_path_factory.mktemp("validation") / "server.log")
-    yield s
-    s.stop()
+@pytest.fixture
+def server(validation_server):
+    return validation_server
 
 
 @pytest.fixture
@@ -73,16 +66,6 @@ BAD_REQUESTS = {
 def call(stub, method, request):
     result = getattr(stub, method)(request, timeout=10)
     return list(result) if method == "Hold" else result
-
-
-def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo:
-    info = error_details_pb2.ErrorInfo()
-    assert rpc_status.from_call(err).details[0].Unpack(info)
-    return info
-
-
-def prefixed_keys(redis_sync) -> set[str]:
-    return {k for k in redis_sync.keys("*") if PREFIX in k}
 
 
 @pytest.mark.parametrize("case", BAD_REQUESTS, ids=str)

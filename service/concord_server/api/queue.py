@@ -62,7 +62,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
             raise InvalidArgument(f"{field}.payload is larger than {self._max_payload} bytes", field=f"{field}.payload")
         v.count(t.priority, f"{field}.priority", minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY)
         if t.HasField("delay") and t.HasField("run_at"):
-            raise InvalidArgument(f"{field}: set delay or run_at, not both", field=f"{field}.delay")
+            raise InvalidArgument(f"{field}.delay and {field}.run_at: set one, not both", field=f"{field}.delay")
         delay = v.duration_ms(t, "delay", minimum_ms=0, maximum_ms=MAX_DELAY_MS, required=False, label=f"{field}.delay")
         run_at = None
         if t.HasField("run_at"):

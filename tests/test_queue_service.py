@@ -1,0 +1,217 @@
+"""QueueService end to end: a real concord-server, the real Python client and Worker."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import grpc
+import pytest
+
+import concord
+from support import wait_until
+
+
+@pytest.fixture
+def queue(client, name):
+    return client.queue(name)
+
+
+def test_put_get_ack_with_json_payloads(queue):
+    first = queue.put("send", {"to": "ada"})
+    second = queue.put("send", "plain text", priority=3)
+    assert queue.stats().ready == 2
+    got = queue.get(5)
+    assert [(t.task_id, t.type, t.attempt) for t in got] == [(second, "send", 1), (first, "send", 1)]
+    assert got[0].payload == b"plain text" and got[1].json() == {"to": "ada"}
+    assert got[0].lease_expires_at > datetime.now(timezone.utc)
+    for t in got:
+        t.ack()
+    stats = queue.stats()
+    assert (stats.ready, stats.leased, stats.dead) == (0, 0, 0)
+    with pytest.raises(concord.TaskLeaseNotHeld) as err:
+        got[0].ack()
+    assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION and err.value.reason == "TASK_LEASE_NOT_HELD"
+
+
+def test_a_blocked_get_receives_a_task_put_by_another_client(concord_server, queue, name):
+    got: list[concord.Task] = []
+    t = threading.Thread(target=lambda: got.extend(queue.get(timeout=20)))
+    t.start()
+    with concord.Client(concord_server.target) as other:
+        task_id = other.queue(name).put("wake")
+    t.join(20)
+    assert [x.task_id for x in got] == [task_id]
+
+
+def test_run_at_and_delay_make_tasks_wait(queue):
+    soon = queue.put("t", delay=0.3)
+    later = queue.put("t", run_at=datetime.now(timezone.utc) + timedelta(hours=1))
+    assert [t.task_id for t in queue.peek("delayed")] == [soon, later]
+    assert queue.get() == []
+    (t,) = queue.get(timeout=10)
+    assert t.task_id == soon and t.ready_at - t.enqueued_at == timedelta(milliseconds=300)
+    t.ack()
+
+
+def test_dequeue_takes_from_queues_in_the_order_given(client, name):
+    client.queue(f"{name}:low").put("low")
+    client.queue(f"{name}:high").put("high")
+    got = client.dequeue([f"{name}:high", f"{name}:low"], 5)
+    assert [t.type for t in got] == ["high", "low"]
+    for t in got:
+        t.ack()
+
+
+def test_nack_retries_then_dead_letters_and_retry_dead_revives(queue):
+    queue.put("fails", max_attempts=2)
+    (t,) = queue.get()
+    result = t.nack("first", retry_delay=0)
+    assert result.state == "ready"
+    (t,) = queue.get()
+    assert t.attempt == 2 and t.last_error == "first"
+    assert t.nack("second").state == "dead"
+    (dead,) = queue.dead()
+    assert dead.task_id == t.task_id and dead.last_error == "second" and dead.state == "dead"
+    assert queue.retry_dead() == 1
+    (t,) = queue.get()
+    assert t.attempt == 1
+    t.ack()
+
+
+def test_cancel_and_purge(queue):
+    a = queue.put("t")
+    queue.put("t", delay=60)
+    queue.cancel(a)
+    with pytest.raises(concord.TaskNotFound):
+        queue.cancel(a)
+    assert queue.purge() == 1
+    assert queue.stats().delayed == 0
+
+
+def test_dedupe_returns_the_first_task(queue):
+    first = queue.put("t", dedupe_key="order-42")
+    assert queue.put("t", dedupe_key="order-42") == first
+    results = queue.put_many([concord.NewTask("t", dedupe_key="order-42"), concord.NewTask("t", dedupe_key="x")])
+    assert results[0] == concord.Enqueued(first, True) and not results[1].duplicate
+
+
+def test_worker_runs_callbacks_concurrently_acks_nacks_and_dead_letters(client, queue, name):
+    worker = concord.Worker(client, [name], concurrency=3, lease_ttl=5)
+    seen, active, peak = [], [0], [0]
+    lock = threading.Lock()
+    gate = threading.Event()
+
+    @worker.task("work")
+    def work(task):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        gate.wait(10)
+        with lock:
+            active[0] -= 1
+            seen.append(task.json())
+
+    @worker.task("broken")
+    def broken(task):
+        raise RuntimeError("always fails")
+
+    queue.put_many([concord.NewTask("work", i) for i in range(9)])
+    queue.put("broken", max_attempts=1)
+    queue.put("unknown-type", max_attempts=1)
+    runner = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
+    runner.start()
+    try:
+        wait_until(lambda: active[0] == 3, message="3 running")
+        gate.set()
+        wait_until(lambda: len(seen) == 9 and queue.stats().dead == 2, message="all settled")
+    finally:
+        gate.set()
+        worker.stop()
+        runner.join(10)
+    assert not runner.is_alive() and peak[0] == 3 and sorted(seen) == list(range(9))
+    errors = sorted(t.last_error.splitlines()[0] for t in queue.dead())
+    assert errors == ["RuntimeError: always fails", "no handler for task type 'unknown-type'"]
+    stats = queue.stats()
+    assert (stats.ready, stats.leased) == (0, 0)
+
+
+def test_worker_renews_the_lease_of_a_long_task(client, queue, name):
+    worker = concord.Worker(client, [name], concurrency=1, lease_ttl=0.6)
+    runs: list[int] = []
+
+    @worker.task("long")
+    def long(task):
+        runs.append(task.attempt)
+        time.sleep(2)  # the work itself: more than three lease lengths
+
+    queue.put("long")
+    runner = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
+    runner.start()
+    try:
+        wait_until(lambda: worker.processed == 1, message="the long task to finish")
+    finally:
+        worker.stop()
+        runner.join(10)
+    assert runs == [1]  # never handed out a second time
+    assert queue.stats().leased == 0
+
+
+def test_worker_stop_interrupts_a_waiting_fetch_promptly(client, name):
+    worker = concord.Worker(client, [name])
+    runner = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
+    runner.start()
+    wait_until(lambda: worker._fetching is not None, message="worker waiting for tasks")
+    worker.stop()
+    runner.join(5)
+    assert not runner.is_alive()
+
+
+def test_consume_pushes_tasks_within_credits_and_settles_over_the_stream(client, queue):
+    ids = [r.task_id for r in queue.put_many([concord.NewTask("c", i) for i in range(5)])]
+    received = []
+    with queue.consume(prefetch=2) as tasks:
+        for task in tasks:
+            received.append(task.task_id)
+            assert queue.stats().leased <= 2  # never more than the credits granted
+            if len(received) == 3:
+                task.nack("retry me", retry_delay=0)
+            else:
+                task.ack()
+            if len(received) == 6:
+                break
+    assert sorted(set(received)) == sorted(ids) and len(received) == 6
+    wait_until(lambda: queue.stats().leased == 0, message="nothing left leased")
+
+
+def test_a_consume_stream_that_ends_returns_its_tasks_at_once(queue):
+    queue.put("c")
+    with queue.consume(lease_ttl=60) as tasks:
+        first = next(iter(tasks))
+        assert queue.stats().leased == 1
+    # Well before the 60 s lease: the server handed the task back when the stream ended.
+    wait_until(lambda: queue.stats().ready == 1, timeout=5, message="task returned")
+    (again,) = queue.get()
+    assert again.task_id == first.task_id and again.attempt == 2 and again.last_error == "consumer stream ended"
+    again.ack()
+
+
+async def test_async_queue_and_consume(aclient, name):
+    q = aclient.queue(name)
+    ids = [await q.put("a", i) for i in range(3)]
+    async with q.consume(prefetch=3) as tasks:
+        got = []
+        async for task in tasks:
+            got.append(task.json())
+            await task.ack()
+            if len(got) == 3:
+                break
+    assert got == [0, 1, 2]
+    waiting = asyncio.create_task(q.get(timeout=10))
+    other = await q.put("late")
+    (t,) = await waiting
+    assert t.task_id == other and t.task_id not in ids
+    await t.ack()
+    assert (await q.stats()).ready == 0

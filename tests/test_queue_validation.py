@@ -1,0 +1,152 @@
+"""Queue requests with bad input get INVALID_ARGUMENT (or the documented code) and
+write nothing to Redis."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from google.protobuf import duration_pb2, timestamp_pb2
+
+from concord.queue.v1 import queue_pb2 as pb
+from concord.queue.v1 import queue_pb2_grpc
+from support import error_info, prefixed_keys
+
+LEASE = "0123456789abcdef.1"
+
+
+def d(seconds: int = 0, nanos: int = 0) -> duration_pb2.Duration:
+    return duration_pb2.Duration(seconds=seconds, nanos=nanos)
+
+
+@pytest.fixture
+def stub(validation_server):
+    with grpc.insecure_channel(validation_server.target) as ch:
+        yield queue_pb2_grpc.QueueServiceStub(ch)
+
+
+def enqueue(*tasks: pb.NewTask, queue: str = "q") -> pb.EnqueueRequest:
+    return pb.EnqueueRequest(queue=queue, tasks=list(tasks))
+
+
+T = pb.NewTask(type="t")
+
+BAD_REQUESTS = {
+    "Enqueue queue empty": ("Enqueue", enqueue(T, queue=""), "queue"),
+    "Enqueue queue newline": ("Enqueue", enqueue(T, queue="a\nb"), "queue"),
+    "Enqueue queue 257 bytes": ("Enqueue", enqueue(T, queue="q" * 257), "queue"),
+    "Enqueue no tasks": ("Enqueue", enqueue(), "tasks"),
+    "Enqueue too many tasks": ("Enqueue", enqueue(*[T] * 1001), "tasks"),
+    "Enqueue type empty": ("Enqueue", enqueue(pb.NewTask()), "tasks[0].type"),
+    "Enqueue type control char": ("Enqueue", enqueue(T, pb.NewTask(type="a\x00")), "tasks[1].type"),
+    "Enqueue payload too large": ("Enqueue", enqueue(pb.NewTask(type="t", payload=b"x" * (1024 * 1024 + 1))),
+                                  "tasks[0].payload"),
+    "Enqueue priority too high": ("Enqueue", enqueue(pb.NewTask(type="t", priority=1001)), "tasks[0].priority"),
+    "Enqueue priority too low": ("Enqueue", enqueue(pb.NewTask(type="t", priority=-1001)), "tasks[0].priority"),
+    "Enqueue delay negative": ("Enqueue", enqueue(pb.NewTask(type="t", delay=d(-1))), "tasks[0].delay"),
+    "Enqueue delay too long": ("Enqueue", enqueue(pb.NewTask(type="t", delay=d(400 * 86400))), "tasks[0].delay"),
+    "Enqueue delay and run_at": ("Enqueue", enqueue(pb.NewTask(type="t", delay=d(1),
+                                                               run_at=timestamp_pb2.Timestamp(seconds=1))),
+                                 "tasks[0].delay"),
+    "Enqueue run_at negative": ("Enqueue", enqueue(pb.NewTask(type="t", run_at=timestamp_pb2.Timestamp(seconds=-5))),
+                                "tasks[0].run_at"),
+    "Enqueue max_attempts too many": ("Enqueue", enqueue(pb.NewTask(type="t", max_attempts=101)),
+                                      "tasks[0].max_attempts"),
+    "Enqueue dedupe window without key": ("Enqueue", enqueue(pb.NewTask(type="t", dedupe_window=d(5))),
+                                          "tasks[0].dedupe_window"),
+    "Enqueue dedupe key control char": ("Enqueue", enqueue(pb.NewTask(type="t", dedupe_key="k\n")),
+                                        "tasks[0].dedupe_key"),
+    "Dequeue no queues": ("Dequeue", pb.DequeueRequest(), "queues"),
+    "Dequeue 17 queues": ("Dequeue", pb.DequeueRequest(queues=[f"q{i}" for i in range(17)]), "queues"),
+    "Dequeue repeated queue": ("Dequeue", pb.DequeueRequest(queues=["a", "a"]), "queues"),
+    "Dequeue bad queue name": ("Dequeue", pb.DequeueRequest(queues=["ok", ""]), "queues"),
+    "Dequeue max_tasks too many": ("Dequeue", pb.DequeueRequest(queues=["q"], max_tasks=1001), "max_tasks"),
+    "Dequeue lease below 10ms": ("Dequeue", pb.DequeueRequest(queues=["q"], lease_ttl=d(0, 5_000_000)), "lease_ttl"),
+    "Dequeue lease above max": ("Dequeue", pb.DequeueRequest(queues=["q"], lease_ttl=d(3601)), "lease_ttl"),
+    "Dequeue wait negative": ("Dequeue", pb.DequeueRequest(queues=["q"], wait_timeout=d(-1)), "wait_timeout"),
+    "Dequeue wait above max": ("Dequeue", pb.DequeueRequest(queues=["q"], wait_timeout=d(61)), "wait_timeout"),
+    "Ack task_id empty": ("Ack", pb.AckRequest(queue="q", lease=LEASE), "task_id"),
+    "Ack lease empty": ("Ack", pb.AckRequest(queue="q", task_id="1"), "lease"),
+    "Ack lease with a space": ("Ack", pb.AckRequest(queue="q", task_id="1", lease="a b"), "lease"),
+    "Nack error too long": ("Nack", pb.NackRequest(queue="q", task_id="1", lease=LEASE, error="e" * 4097), "error"),
+    "Nack retry_delay negative": ("Nack", pb.NackRequest(queue="q", task_id="1", lease=LEASE, retry_delay=d(-1)),
+                                  "retry_delay"),
+    "ExtendLease lease_ttl missing": ("ExtendLease", pb.ExtendLeaseRequest(queue="q", task_id="1", lease=LEASE),
+                                      "lease_ttl"),
+    "Release queue empty": ("Release", pb.ReleaseRequest(task_id="1", lease=LEASE), "queue"),
+    "Stats queue empty": ("Stats", pb.StatsRequest(), "queue"),
+    "Peek dead state": ("Peek", pb.PeekRequest(queue="q", state=pb.TASK_STATE_DEAD), "state"),
+    "Peek limit too large": ("Peek", pb.PeekRequest(queue="q", limit=1001), "limit"),
+    "Cancel task_id empty": ("Cancel", pb.CancelRequest(queue="q"), "task_id"),
+    "Purge queue empty": ("Purge", pb.PurgeRequest(), "queue"),
+    "ListDead limit too large": ("ListDead", pb.ListDeadRequest(queue="q", limit=1001), "limit"),
+    "RetryDead bad id": ("RetryDead", pb.RetryDeadRequest(queue="q", task_ids=["a\x01"]), "task_ids"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_REQUESTS, ids=str)
+def test_bad_input_is_invalid_argument_and_writes_nothing(stub, redis_sync, case):
+    method, request, field = BAD_REQUESTS[case]
+    before = prefixed_keys(redis_sync)
+    with pytest.raises(grpc.RpcError) as err:
+        getattr(stub, method)(request, timeout=10)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+    info = error_info(err.value)
+    assert (info.reason, info.domain, info.metadata["field"]) == ("INVALID_ARGUMENT", "concord", field)
+    assert field in err.value.details()
+    assert prefixed_keys(redis_sync) <= before
+
+
+def test_a_bad_task_anywhere_in_a_batch_adds_none_of_it(stub, redis_sync):
+    before = prefixed_keys(redis_sync)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Enqueue(enqueue(T, T, pb.NewTask(type="t", priority=5000), queue="batch"), timeout=10)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert prefixed_keys(redis_sync) <= before
+    assert stub.Stats(pb.StatsRequest(queue="batch"), timeout=10).ready == 0
+
+
+@pytest.mark.parametrize("method", ["Ack", "Nack", "ExtendLease", "Release"])
+def test_unknown_task_or_lease_is_task_lease_not_held(stub, method):
+    request = getattr(pb, f"{method}Request")(queue="q", task_id="000000000001", lease=LEASE)
+    if method == "ExtendLease":
+        request.lease_ttl.CopyFrom(d(5))
+    with pytest.raises(grpc.RpcError) as err:
+        getattr(stub, method)(request, timeout=10)
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    info = error_info(err.value)
+    assert info.reason == "TASK_LEASE_NOT_HELD" and info.metadata["task_id"] == "000000000001"
+
+
+def test_cancel_of_an_unknown_task_is_not_found(stub):
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Cancel(pb.CancelRequest(queue="q", task_id="ffffffffffff"), timeout=10)
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND and error_info(err.value).reason == "TASK_NOT_FOUND"
+
+
+def test_consume_must_start_with_start(stub, redis_sync):
+    before = prefixed_keys(redis_sync)
+    with pytest.raises(grpc.RpcError) as err:
+        list(stub.Consume(iter([pb.ConsumeRequest(credit=5)]), timeout=10))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "start" in err.value.details()
+    with pytest.raises(grpc.RpcError) as err:
+        list(stub.Consume(iter([pb.ConsumeRequest(start=pb.ConsumeStart(queues=[]))]), timeout=10))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and error_info(err.value).metadata["field"] == "queues"
+    assert prefixed_keys(redis_sync) <= before
+
+
+def test_requests_that_do_not_parse_are_invalid_argument(validation_server):
+    with grpc.insecure_channel(validation_server.target) as ch:
+        raw = ch.unary_unary("/concord.queue.v1.QueueService/Enqueue", request_serializer=lambda b: b,
+                             response_deserializer=lambda b: b)
+        with pytest.raises(grpc.RpcError) as err:
+            raw(b"\x0a\x02\xff\xfe", timeout=10)  # queue: bytes that are not UTF-8
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_names_payloads_and_limits_at_the_edge_work(stub):
+    for queue in ("q" * 256, "é" * 128, "{orders}:42", "名前📬"):
+        resp = stub.Enqueue(enqueue(pb.NewTask(type="t" * 256, payload=b"\x00" * (1024 * 1024), priority=1000,
+                                               max_attempts=100), queue=queue), timeout=10)
+        (task,) = stub.Dequeue(pb.DequeueRequest(queues=[queue]), timeout=10).tasks
+        assert task.task_id == resp.results[0].task_id and len(task.payload) == 1024 * 1024
+        stub.Ack(pb.AckRequest(queue=queue, task_id=task.task_id, lease=task.lease), timeout=10)
