@@ -134,3 +134,38 @@ def test_shutdown_ends_blocked_dequeues_with_unavailable(redis_server, redis_syn
     assert server.stop() == 0
     assert errors and isinstance(errors[0], concord.Unavailable)
 
+
+
+WORKER_SCRIPT = """
+import sys, time, concord
+client = concord.Client(sys.argv[1])
+worker = concord.Worker(client, [sys.argv[2]], concurrency=1, grace=20)
+
+@worker.task("slow")
+def slow(task):
+    print("started", task.task_id, flush=True)
+    time.sleep(1)
+    print("finished", task.task_id, flush=True)
+
+worker.run()
+print("stopped", flush=True)
+"""
+
+
+def test_a_worker_stops_gracefully_on_sigterm_finishing_its_task(concord_server, client, name):
+    q = client.queue(name)
+    first, second = q.put("slow"), q.put("slow")
+    proc = subprocess.Popen([sys.executable, "-c", WORKER_SCRIPT, concord_server.target, name],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().split() == ["started", first]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        assert proc.stdout.read().split() == ["finished", first, "stopped"]
+    finally:
+        proc.kill()
+        proc.wait()
+    # The running task was finished and acked; the other was never taken.
+    stats = q.stats()
+    assert (stats.ready, stats.leased) == (1, 0)
+    assert [t.task_id for t in q.peek()] == [second]
