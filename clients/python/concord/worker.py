@@ -55,8 +55,8 @@ class Worker:
         self._fetching: Any = None
         self._changed = threading.Condition()
         self._running: dict[tuple[str, str], Task] = {}
-        self.processed = 0
-        self.failed = 0
+        self.processed = 0  # callbacks that returned
+        self.failed = 0  # callbacks that raised, or tasks with no callback
 
     def task(self, type: str) -> Callable[[Handler], Handler]:
         """Decorator: registers the callback for tasks of this type."""
@@ -137,6 +137,7 @@ class Worker:
         return [task_from(t, self.client.queue(t.queue)) for t in resp.tasks]
 
     def _execute(self, task: Task) -> None:
+        ok = False
         try:
             handler = self.handlers.get(task.type)
             if handler is None:
@@ -145,13 +146,12 @@ class Worker:
             try:
                 handler(task)
             except Exception as exc:
-                self.failed += 1
                 self._nack(task, "".join(traceback.format_exception_only(exc)).strip() + "\n" +
                            "".join(traceback.format_tb(exc.__traceback__)[-5:]))
                 return
+            ok = True
             try:
                 task.ack()
-                self.processed += 1
             except TaskLeaseNotHeld:
                 log.warning("task %s of %s finished after its lease expired; it may run again", task.task_id,
                             task.queue)
@@ -159,6 +159,10 @@ class Worker:
                 log.warning("could not ack task %s of %s: %s", task.task_id, task.queue, exc)
         finally:
             with self._changed:
+                if ok:
+                    self.processed += 1
+                else:
+                    self.failed += 1
                 self._running.pop((task.queue, task.task_id), None)
                 self._changed.notify_all()
 
