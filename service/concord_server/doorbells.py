@@ -23,7 +23,7 @@ import itertools
 import logging
 from collections.abc import AsyncIterator, Sequence
 
-from .errors import ConcordError, Unavailable
+from .errors import Unavailable
 from .notifications import NotificationBus
 
 log = logging.getLogger(__name__)
@@ -83,12 +83,8 @@ class Doorbell:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        try:
-            await self._registry.bus.subscribe(self.channel, self._on_message, lambda: self.ring(len(self._waiting)))
-            self.subscribed.set_result(None)
-        except BaseException as exc:
+        if not await self._registry.bus.subscribe_reporting(self.channel, self._on_message, lambda: self.ring(len(self._waiting)), self.subscribed):
             self._registry.forget(self)
-            self.subscribed.set_exception(exc if isinstance(exc, ConcordError) else ConcordError(str(exc)))
             return
         try:
             while True:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
+from .errors import ConcordError
 from .redis_client import UNAVAILABLE_ERRORS, unavailable_on_redis_errors
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,18 @@ class NotificationBus:
             raise
         if self._reader is None or self._reader.done():
             self._reader = asyncio.create_task(self._read(), name="concord-notifications")
+
+    async def subscribe_reporting(self, channel: str, on_message: Callable[[str], None],
+                                  on_subscribed: Callable[[], None], subscribed: asyncio.Future[None]) -> bool:
+        """subscribe(), with the outcome reported through ``subscribed`` (which the
+        blocked calls await) rather than raised: True once subscribed."""
+        try:
+            await self.subscribe(channel, on_message, on_subscribed)
+        except BaseException as exc:
+            subscribed.set_exception(exc if isinstance(exc, ConcordError) else ConcordError(str(exc)))
+            return False
+        subscribed.set_result(None)
+        return True
 
     async def unsubscribe(self, channel: str) -> None:
         self._subs.pop(channel, None)

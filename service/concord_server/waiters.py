@@ -85,12 +85,8 @@ class WaitGroup:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        try:
-            await self._registry.bus.subscribe(self.channel, self._on_message, self.poke)
-            self.subscribed.set_result(None)
-        except BaseException as exc:
+        if not await self._registry.bus.subscribe_reporting(self.channel, self._on_message, self.poke, self.subscribed):
             self._registry.forget(self)
-            self.subscribed.set_exception(exc if isinstance(exc, ConcordError) else ConcordError(str(exc)))
             return
         try:
             while True:
