@@ -33,7 +33,7 @@ class Doorbell:
     def __init__(self, registry: Doorbells, channel: str) -> None:
         self._registry = registry
         self.channel = channel
-        self._waiting: dict[int, asyncio.Event] = {}  # arrival order
+        self._waiting: dict[int, Watch] = {}  # arrival order
         loop = asyncio.get_running_loop()
         self.subscribed: asyncio.Future[None] = loop.create_future()
         self.subscribed.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -42,10 +42,10 @@ class Doorbell:
         self._idle_since = loop.time()
         self._task = asyncio.create_task(self._run(), name=f"doorbell {channel}")
 
-    def add(self, waiter: int, event: asyncio.Event) -> None:
+    def add(self, waiter: int, watch: Watch) -> None:
         if not self._waiting:
             self._changed.set()  # ends the idle linger: safety rings start
-        self._waiting[waiter] = event
+        self._waiting[waiter] = watch
 
     def discard(self, waiter: int) -> None:
         self._waiting.pop(waiter, None)
@@ -54,14 +54,21 @@ class Doorbell:
 
     def ring(self, n: int = 1) -> None:
         """Wakes the n longest-waiting calls that are not awake already."""
-        for event in self._waiting.values():
+        for watch in self._waiting.values():
             if n <= 0:
                 return
-            if not event.is_set():
-                event.set()
+            if not watch.event.is_set():
+                watch.rang(self.channel)
                 n -= 1
 
+    def ring_all(self) -> None:
+        for watch in self._waiting.values():
+            watch.rang(self.channel)
+
     def _on_message(self, data: str) -> None:
+        if self._registry.broadcast:
+            self.ring_all()
+            return
         try:
             self.ring(int(data))
         except ValueError:
@@ -77,13 +84,11 @@ class Doorbell:
             self._timer.cancel()
         self._timer = loop.call_at(at, self.ring)
 
-    def wake_all(self) -> None:
-        for event in self._waiting.values():
-            event.set()
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        if not await self._registry.bus.subscribe_reporting(self.channel, self._on_message, lambda: self.ring(len(self._waiting)), self.subscribed):
+        if not await self._registry.bus.subscribe_reporting(self.channel, self._on_message, self.ring_all,
+                                                            self.subscribed):
             self._registry.forget(self)
             return
         try:
@@ -100,7 +105,8 @@ class Doorbell:
                     async with asyncio.timeout(timeout):
                         await self._changed.wait()
                         continue
-                self.ring()  # the safety ring: a lost message cannot strand a waiter
+                # The safety ring: a lost message cannot strand a waiter.
+                self.ring_all() if self._registry.broadcast else self.ring()
         finally:
             if self._timer is not None:
                 self._timer.cancel()
@@ -109,22 +115,30 @@ class Doorbell:
 
 
 class Watch:
-    """One blocked call's place at the doorbells of the queues it waits on."""
+    """One blocked call's place at the doorbells of the channels it waits on."""
 
-    def __init__(self, bells: Sequence[Doorbell], event: asyncio.Event, registry: Doorbells) -> None:
-        self.bells = bells
-        self._event = event
+    def __init__(self, registry: Doorbells) -> None:
+        self.bells: list[Doorbell] = []
+        self.event = asyncio.Event()
+        self.rung: set[str] = set()  # channels that rang since arm()
         self._registry = registry
 
-    def arm(self) -> None:
-        """Call before looking at the queues: a ring from then on is not missed."""
-        self._event.clear()
+    def rang(self, channel: str) -> None:
+        self.rung.add(channel)
+        self.event.set()
+
+    def arm(self) -> set[str]:
+        """Call before looking at the resources: a ring from then on is not missed.
+        Returns the channels that rang since the last arm()."""
+        rung, self.rung = self.rung, set()
+        self.event.clear()
+        return rung
 
     async def wait(self, timeout: float) -> bool:
         """True when rung, False when timeout passed first."""
         try:
             async with asyncio.timeout(timeout):
-                await self._event.wait()
+                await self.event.wait()
         except TimeoutError:
             return False
         if self._registry.closed:
@@ -133,10 +147,16 @@ class Watch:
 
 
 class Doorbells:
-    """The process's doorbells, one per queue wake-up channel."""
+    """The process's doorbells, one per wake-up channel.
 
-    def __init__(self, bus: NotificationBus, interval: float = 1.0, linger: float = 10.0) -> None:
+    ``broadcast`` doorbells ring every waiter on each message (chat: every subscriber
+    wants every message); the others ring as many waiters as the message says
+    (queues: n tasks ready, n claimants)."""
+
+    def __init__(self, bus: NotificationBus, interval: float = 1.0, linger: float = 10.0,
+                 broadcast: bool = False) -> None:
         self.bus = bus
+        self.broadcast = broadcast
         self.interval = interval
         self.linger = linger
         self.bells: dict[str, Doorbell] = {}
@@ -149,20 +169,19 @@ class Doorbells:
         are subscribed, so a task that becomes ready after this is never missed."""
         if self.closed:
             raise Unavailable("server is shutting down")
-        waiter, event = next(self._ids), asyncio.Event()
-        bells = []
+        waiter, watch = next(self._ids), Watch(self)
         for channel in channels:
             bell = self.bells.get(channel)
             if bell is None:
                 bell = self.bells[channel] = Doorbell(self, channel)
-            bell.add(waiter, event)
-            bells.append(bell)
+            bell.add(waiter, watch)
+            watch.bells.append(bell)
         try:
-            for bell in bells:
+            for bell in watch.bells:
                 await asyncio.shield(bell.subscribed)
-            yield Watch(bells, event, self)
+            yield watch
         finally:
-            for bell in bells:
+            for bell in watch.bells:
                 bell.discard(waiter)
 
     def bell(self, channel: str) -> Doorbell | None:
@@ -172,7 +191,7 @@ class Doorbells:
         """Wakes every blocked call; each then ends with UNAVAILABLE."""
         self.closed = True
         for bell in list(self.bells.values()):
-            bell.wake_all()
+            bell.ring_all()
 
     async def aclose(self) -> None:
         tasks = [b._task for b in self.bells.values()]
