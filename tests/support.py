@@ -25,6 +25,7 @@ from concord_server.doorbells import Doorbells
 from concord_server.embedded_valkey import free_port, valkey_binary
 from concord_server.keys import KeySpace
 from concord_server.notifications import NotificationBus
+from concord_server.primitives.chat import Chats
 from concord_server.primitives.lock import Locks
 from concord_server.primitives.queue import Queues
 from concord_server.primitives.semaphore import Semaphores
@@ -194,22 +195,31 @@ async def wired_primitive(kind, url: str, *, process_id: str = "test-proc", live
 
 
 @contextlib.asynccontextmanager
-async def queue_primitive(url: str, *, prefix: str | None = None, interval: float = 1.0, **kw):
-    """A Queues primitive wired like the server wires it, without gRPC."""
+async def _doorbell_primitive(kind, url: str, *, broadcast: bool, prefix: str | None = None, interval: float = 1.0,
+                              **kw):
+    """A primitive that waits on doorbells (Queues, Chats), wired like the server wires it."""
     r = connect(url, 16)
     commands = AutoPipeline(r.connection_pool)
     bus = NotificationBus(r)
-    doorbells = Doorbells(bus, interval=interval)
-    queues = Queues(commands, KeySpace(prefix or f"t{uuid.uuid4().hex[:8]}"), doorbells, **kw)
+    doorbells = Doorbells(bus, interval=interval, broadcast=broadcast)
+    primitive = kind(commands, KeySpace(prefix or f"t{uuid.uuid4().hex[:8]}"), doorbells, **kw)
     try:
-        yield queues
+        yield primitive
     finally:
         doorbells.close()
-        await queues.drain(1.0)
+        await primitive.drain(1.0)
         await doorbells.aclose()
         await bus.close()
         await commands.aclose()
         await r.aclose()
+
+
+def queue_primitive(url: str, **kw):
+    return _doorbell_primitive(Queues, url, broadcast=False, **kw)
+
+
+def chat_primitive(url: str, **kw):
+    return _doorbell_primitive(Chats, url, broadcast=True, **kw)
 
 
 def lock_primitive(url: str, **kw):

@@ -14,11 +14,13 @@ import redis.asyncio as aioredis
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from concord.chat.v1 import chat_pb2, chat_pb2_grpc
 from concord.lock.v1 import lock_pb2, lock_pb2_grpc
 from concord.queue.v1 import queue_pb2, queue_pb2_grpc
 from concord.semaphore.v1 import semaphore_pb2, semaphore_pb2_grpc
 
 from .api.decoding import add_servicer
+from .api.chat import ChatServicer
 from .api.lock import LockServicer
 from .api.queue import QueueServicer
 from .api.semaphore import SemaphoreServicer
@@ -27,7 +29,7 @@ from .config import Settings
 from .doorbells import Doorbells
 from .keys import KeySpace
 from .notifications import NotificationBus
-from .primitives import lock, queue, semaphore
+from .primitives import chat, lock, queue, semaphore
 from .redis_client import connect
 from .waiters import Waiters
 
@@ -37,6 +39,7 @@ SERVICE_NAMES = (
     lock_pb2.DESCRIPTOR.services_by_name["LockService"].full_name,
     semaphore_pb2.DESCRIPTOR.services_by_name["SemaphoreService"].full_name,
     queue_pb2.DESCRIPTOR.services_by_name["QueueService"].full_name,
+    chat_pb2.DESCRIPTOR.services_by_name["ChatService"].full_name,
 )
 
 
@@ -71,8 +74,8 @@ class Server:
     commands: AutoPipeline
     bus: NotificationBus
     waiters: Waiters
-    doorbells: Doorbells
-    primitives: tuple[lock.Locks, semaphore.Semaphores, queue.Queues]
+    doorbells: tuple[Doorbells, ...]
+    primitives: tuple[lock.Locks, semaphore.Semaphores, queue.Queues, chat.Chats]
 
     async def stop(self) -> None:
         """Health goes NOT_SERVING; blocked waits end with UNAVAILABLE at once (their
@@ -80,12 +83,14 @@ class Server:
         grace period; releases they leave behind reach Redis before it is closed."""
         await self.health.enter_graceful_shutdown()
         self.waiters.close()
-        self.doorbells.close()
+        for bells in self.doorbells:
+            bells.close()
         await self.grpc_server.stop(self.settings.shutdown_grace)
         for primitive in self.primitives:
             await primitive.drain(timeout=5.0)
         await self.waiters.aclose()
-        await self.doorbells.aclose()
+        for bells in self.doorbells:
+            await bells.aclose()
         await self.bus.close()
         await self.commands.aclose()
         await self.redis.aclose()
@@ -97,13 +102,16 @@ async def start(settings: Settings) -> Server:
     bus = NotificationBus(redis)
     waiters = Waiters(bus)
     doorbells = Doorbells(bus)
+    chat_bells = Doorbells(bus, broadcast=True, interval=10.0)  # each safety ring re-reads every chat
     keyspace, process_id = KeySpace(settings.key_prefix), secrets.token_hex(8)
     locks = lock.Locks(commands, keyspace, waiters, process_id=process_id)
     semaphores = semaphore.Semaphores(commands, keyspace, waiters, process_id=process_id)
     queues = queue.Queues(commands, keyspace, doorbells, priority_aging_ms=int(settings.queue_priority_aging * 1000),
                           retry_backoff_ms=int(settings.queue_retry_backoff * 1000))
+    chats = chat.Chats(commands, keyspace, chat_bells, max_messages=settings.chat_max_messages,
+                       max_bytes=settings.chat_max_bytes, max_members=settings.chat_max_members)
     try:  # load scripts up front; a Redis that is down now is retried on first use
-        for s in (*lock.SCRIPTS, *semaphore.SCRIPTS, *queue.SCRIPTS):
+        for s in (*lock.SCRIPTS, *semaphore.SCRIPTS, *queue.SCRIPTS, *chat.SCRIPTS):
             await s.load(commands)
     except Exception as exc:
         log.warning("Redis not reachable at start-up (%s); serving UNAVAILABLE until it is", exc)
@@ -113,6 +121,7 @@ async def start(settings: Settings) -> Server:
     add_servicer(server, semaphore_pb2_grpc.add_SemaphoreServiceServicer_to_server,
                  SemaphoreServicer(semaphores, settings))
     add_servicer(server, queue_pb2_grpc.add_QueueServiceServicer_to_server, QueueServicer(queues, settings))
+    add_servicer(server, chat_pb2_grpc.add_ChatServiceServicer_to_server, ChatServicer(chats, settings))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
@@ -123,8 +132,8 @@ async def start(settings: Settings) -> Server:
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("concord-server serving on %s (port %d)", settings.listen, port)
-    return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, doorbells,
-                  (locks, semaphores, queues))
+    return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, (doorbells, chat_bells),
+                  (locks, semaphores, queues, chats))
 
 
 async def serve(settings: Settings) -> None:

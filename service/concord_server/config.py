@@ -46,6 +46,11 @@ class Settings:
                                            "Else seconds of waiting worth one priority step, so low "
                                            "priorities cannot starve; use one value for all replicas")
 
+    chat_max_message_size: int = _setting(64 * 1024, "largest chat message body, bytes")
+    chat_max_messages: int = _setting(10_000, "most messages a chat keeps; older unseen ones are dropped with a gap marker")
+    chat_max_bytes: int = _setting(16 * 1024 * 1024, "most message bytes a chat keeps (same rule)")
+    chat_max_members: int = _setting(1000, "most members a chat may have")
+
     def __post_init__(self) -> None:
         validate_prefix(self.key_prefix)
         if self.workers < 1:
@@ -54,6 +59,10 @@ class Settings:
             raise ValueError("queue_max_batch and queue_max_payload must be positive")
         if not 0 <= self.queue_priority_aging <= 86400 or not 0.001 <= self.queue_retry_backoff <= 3600:
             raise ValueError("queue_priority_aging must be 0-86400 s and queue_retry_backoff 0.001-3600 s")
+        if min(self.chat_max_message_size, self.chat_max_messages, self.chat_max_members) < 1:
+            raise ValueError("chat limits must be positive")
+        if self.chat_max_bytes < self.chat_max_message_size:
+            raise ValueError("chat_max_bytes must be at least chat_max_message_size")
         if self.redis_max_connections < 2:
             raise ValueError("redis_max_connections must be at least 2 (one is pub/sub)")
 
@@ -65,7 +74,7 @@ def env_name(f: dataclasses.Field) -> str:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="concord-server",
-        description="Concord coordination service: locks, semaphores and task queues over gRPC, kept in Redis.",
+        description="Concord coordination service: locks, semaphores, task queues and group chat over gRPC, kept in Redis.",
         epilog="Every option can also be set by the environment variable named after it.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )

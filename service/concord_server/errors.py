@@ -33,6 +33,16 @@ class FailedPrecondition(ConcordError):
     reason = "FAILED_PRECONDITION"
 
 
+class AlreadyExists(ConcordError):
+    code = "ALREADY_EXISTS"
+    reason = "ALREADY_EXISTS"
+
+
+class PermissionDenied(ConcordError):
+    code = "PERMISSION_DENIED"
+    reason = "PERMISSION_DENIED"
+
+
 class ResourceExhausted(ConcordError):
     code = "RESOURCE_EXHAUSTED"
     reason = "RESOURCE_EXHAUSTED"
@@ -86,3 +96,21 @@ class TaskLeased(FailedPrecondition):
     """Cancel of a task a worker holds: it is settled by its worker first."""
 
     reason = "TASK_LEASED"
+
+
+class ChatNotFound(NotFound):
+    reason = "CHAT_NOT_FOUND"
+
+
+class ChatExists(AlreadyExists):
+    reason = "CHAT_EXISTS"
+
+
+class NotAMember(PermissionDenied):
+    """Sending to, acking in or leaving a chat one is not a member of."""
+
+    reason = "NOT_A_MEMBER"
+
+
+class ChatFull(ResourceExhausted):
+    reason = "CHAT_FULL"

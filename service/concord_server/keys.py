@@ -76,6 +76,24 @@ class QueueKeys(NamedTuple):
         return self.dedupe_prefix + key
 
 
+class ChatKeys(NamedTuple):
+    """KEYS of every chat script, in this order, plus the wake-up channel."""
+
+    members: str  # zset: user -> id of the last message the member has seen
+    msgs: str  # stream: "<message id>-0" -> s (sender), b (body), t (sent ms)
+    meta: str  # hash: seq (last message id), bytes (bodies kept)
+    channel: str  # shard channel: "<message id>" per message
+
+    @property
+    def keys(self) -> list[str]:
+        return [self.members, self.msgs, self.meta]
+
+
+class UserKeys(NamedTuple):
+    chats: str  # set: the chats the user is a member of (an index; the chat's members zset decides)
+    channel: str  # shard channel: "add <chat>" / "remove <chat>" when that set changes
+
+
 class KeySpace:
     def __init__(self, prefix: str) -> None:
         self.prefix = validate_prefix(prefix)
@@ -91,6 +109,19 @@ class KeySpace:
         t = self.tag("sem", name)
         return SemaphoreKeys(f"{t}:holders", f"{t}:permits", f"{t}:queue", f"{t}:waiters", f"{t}:procs",
                              f"{t}:meta", f"{t}:wake")
+
+    def chat(self, chat_id: str) -> ChatKeys:
+        t = self.tag("chat", chat_id)
+        return ChatKeys(f"{t}:members", f"{t}:msgs", f"{t}:meta", f"{t}:wake")
+
+    def user(self, user: str) -> UserKeys:
+        t = self.tag("user", user)
+        return UserKeys(f"{t}:chats", f"{t}:wake")
+
+    @property
+    def chat_ids(self) -> str:
+        """string: the counter behind server-assigned chat ids."""
+        return "{%s:chat-ids}" % self.prefix
 
     def queue(self, name: str) -> QueueKeys:
         t = self.tag("queue", name)

@@ -1,4 +1,4 @@
-"""Concord: distributed locks, counting semaphores and task queues over gRPC.
+"""Concord: distributed locks, counting semaphores, task queues and group chat over gRPC.
 
     import concord
 
@@ -8,13 +8,19 @@
     with client.semaphore("api:tenant-7", limit=5) as permit:
         ...  # at most 5 of these run at once, across every client
     client.queue("email").put("send_welcome", {"to": "ada@example.com"})
+    client.chat.send(chat_id, "jeff", "Hey Joe")  # for msg in client.chat.subscribe("joe"): ...
     worker = concord.Worker(client, ["email"])  # @worker.task("send_welcome"), worker.run()
 
 See concord.Client, concord.AsyncClient and concord.errors.
 """
 
+from .chats import AsyncChat, AsyncSubscription, Chat, ChatMessage, ChatSummary, Gap, Subscription
 from .client import AsyncClient, Client
 from .errors import (
+    AlreadyExists,
+    ChatExists,
+    ChatFull,
+    ChatNotFound,
     ConcordError,
     DeadlineExceeded,
     FailedPrecondition,
@@ -23,7 +29,9 @@ from .errors import (
     LockLost,
     LockNotHeld,
     LockTimeout,
+    NotAMember,
     NotFound,
+    PermissionDenied,
     PermitLost,
     PermitNotHeld,
     PermitsExceedLimit,
@@ -40,15 +48,25 @@ from .semaphores import AsyncSemaphore, Permit, Semaphore, SemaphoreInfo
 from .worker import Worker
 
 __all__ = [
+    "AlreadyExists",
+    "AsyncChat",
     "AsyncClient",
     "AsyncLock",
     "AsyncQueue",
     "AsyncSemaphore",
+    "AsyncSubscription",
+    "Chat",
+    "ChatExists",
+    "ChatFull",
+    "ChatMessage",
+    "ChatNotFound",
+    "ChatSummary",
     "Client",
     "ConcordError",
     "DeadlineExceeded",
     "Enqueued",
     "FailedPrecondition",
+    "Gap",
     "Internal",
     "InvalidArgument",
     "Lease",
@@ -59,7 +77,9 @@ __all__ = [
     "LockTimeout",
     "NackResult",
     "NewTask",
+    "NotAMember",
     "NotFound",
+    "PermissionDenied",
     "Permit",
     "PermitLost",
     "PermitNotHeld",
@@ -70,6 +90,7 @@ __all__ = [
     "Semaphore",
     "SemaphoreInfo",
     "SemaphoreTimeout",
+    "Subscription",
     "Task",
     "TaskLeaseNotHeld",
     "TaskLeased",

@@ -7,6 +7,8 @@ from typing import Any
 
 import grpc
 
+from .chat.v1 import chat_pb2_grpc
+from .chats import AsyncChat, Chat
 from .errors import from_rpc_error
 from .lock.v1 import lock_pb2_grpc
 from .locks import AsyncLock, Lock
@@ -47,6 +49,7 @@ class _Connection:
         self._locks = lock_pb2_grpc.LockServiceStub(self._channel)
         self._semaphores = semaphore_pb2_grpc.SemaphoreServiceStub(self._channel)
         self._queues = queue_pb2_grpc.QueueServiceStub(self._channel)
+        self._chats = chat_pb2_grpc.ChatServiceStub(self._channel)
 
 
 class Client(_Connection):
@@ -61,6 +64,11 @@ class Client(_Connection):
     """
 
     _grpc = grpc
+
+    @property
+    def chat(self) -> Chat:
+        """Group chat: create, send, fetch_pending, subscribe, join, leave, ... (concord.chats)."""
+        return Chat(self)
 
     def lock(self, name: str, *, ttl: float = 30.0, timeout: float | None = None, owner: str = "") -> Lock:
         """A handle on the lock ``name``: ``with`` it, or call acquire/release/describe.
@@ -114,6 +122,11 @@ class AsyncClient(_Connection):
     """
 
     _grpc = grpc.aio
+
+    @property
+    def chat(self) -> AsyncChat:
+        """Group chat; its methods are awaited and subscribe() is an async iterator."""
+        return AsyncChat(self)
 
     def lock(self, name: str, *, ttl: float = 30.0, timeout: float | None = None, owner: str = "") -> AsyncLock:
         """A handle on the lock ``name``: ``async with`` it, or await its methods."""

@@ -37,6 +37,10 @@ class FailedPrecondition(ConcordError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 
 
+class AlreadyExists(ConcordError):
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
 class ResourceExhausted(ConcordError):
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
@@ -107,6 +111,22 @@ class TaskLeased(FailedPrecondition):
     """The task is leased to a worker, so it cannot be cancelled now."""
 
 
+class ChatNotFound(NotFound):
+    """No chat has that id (never created, or its last member left)."""
+
+
+class ChatExists(AlreadyExists):
+    """CreateChat with a chat_id that is taken."""
+
+
+class NotAMember(PermissionDenied):
+    """Sending to, acking in or leaving a chat the user is not a member of."""
+
+
+class ChatFull(ResourceExhausted):
+    """The chat has the server's most members already."""
+
+
 _BY_REASON: dict[str, type[ConcordError]] = {
     "LOCK_NOT_HELD": LockNotHeld,
     "LOCK_WAIT_TIMEOUT": LockTimeout,
@@ -116,10 +136,14 @@ _BY_REASON: dict[str, type[ConcordError]] = {
     "TASK_LEASE_NOT_HELD": TaskLeaseNotHeld,
     "TASK_NOT_FOUND": TaskNotFound,
     "TASK_LEASED": TaskLeased,
+    "CHAT_NOT_FOUND": ChatNotFound,
+    "CHAT_EXISTS": ChatExists,
+    "NOT_A_MEMBER": NotAMember,
+    "CHAT_FULL": ChatFull,
 }
 _BY_CODE: dict[grpc.StatusCode, type[ConcordError]] = {
     cls.code: cls
-    for cls in (InvalidArgument, NotFound, FailedPrecondition, ResourceExhausted, Unavailable,
+    for cls in (InvalidArgument, NotFound, AlreadyExists, FailedPrecondition, ResourceExhausted, Unavailable,
                 DeadlineExceeded, Cancelled, Unauthenticated, PermissionDenied, Internal)
 }
 

@@ -1,0 +1,14 @@
+-- chat_send.lua: append a message from a member.
+-- KEYS: see chat_common.lua
+-- ARGV[4] sender   ARGV[5] body
+-- Returns {-1} no such chat, {0} the sender is not a member, else {1, message id, sent ms}.
+--! include common.lua
+--! include chat_common.lua
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  return {-1}
+end
+if not redis.call('ZSCORE', KEYS[1], ARGV[4]) then
+  return {0}
+end
+local now_ms = clock()
+return {1, append(ARGV[4], ARGV[5], now_ms), now_ms}

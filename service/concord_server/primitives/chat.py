@@ -1,0 +1,287 @@
+"""Pull-based group chat (the book's multi-recipient messaging), with live delivery.
+
+A chat's members, messages and counters share one hash tag; each change is one
+script (lua/chat_*.lua): sending appends and enforces retention, and moving a
+member's seen position deletes what every member has seen, in the same step. No
+lock, no WATCH.
+
+A user's list of chats is an index in the user's own slot (a different slot from
+its chats on a cluster), so it cannot change in the same script as a chat. It is
+written first when someone joins (create, join) and last when they leave, and every
+read checks membership in the chat itself: a crash in between leaves, at worst, an
+index entry that reads ignore, never a member who cannot see a chat.
+
+Live delivery: each chat publishes every message id on its shard channel, and each
+user's index publishes its changes. A subscriber waits on one broadcast doorbell per
+channel (doorbells.py), re-reads just the chats that rang, and re-checks everything
+after a (re)subscription, so a message sent through any replica arrives at once.
+
+Imports no grpc: api/chat.py maps its errors to status codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+from ..doorbells import Doorbells
+from ..errors import ChatExists, ChatFull, ChatNotFound, NotAMember
+from ..keys import ChatKeys, KeySpace
+from ..scripts import Commands, script
+from .queueing import Releaser
+
+_CREATE = script("chat_create.lua")
+_SEND = script("chat_send.lua")
+_READ = script("chat_read.lua")
+_MEMBER = script("chat_member.lua")
+_INDEX = script("chat_index.lua")
+
+SCRIPTS = (_CREATE, _SEND, _READ, _MEMBER, _INDEX)
+
+READ_BATCH = 500  # messages per chat per read; a stream reads again while a chat has more
+LIVE_WAIT = 30.0  # a subscriber's doorbell wait, re-armed until the stream ends
+
+
+@dataclass(frozen=True)
+class Message:
+    chat_id: str
+    message_id: int
+    sender: str
+    body: str
+    sent_ms: int
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Unseen messages of chat_id were dropped by retention; the next is first_available_id."""
+
+    chat_id: str
+    first_available_id: int
+
+
+class CaughtUp:
+    """Subscribe's marker between the pending messages and the live ones."""
+
+
+CAUGHT_UP = CaughtUp()
+Event = Message | Gap | CaughtUp
+
+
+@dataclass(frozen=True)
+class ChatView:
+    chat_id: str
+    seen: int
+    last_id: int
+    first_id: int  # oldest kept; last_id + 1 when none is
+    messages: list[Message]
+
+    @property
+    def unread(self) -> int:
+        return self.last_id - max(self.seen, self.first_id - 1)
+
+
+class Chats:
+    """The chat primitive of one server process: ``doorbells`` must be broadcast."""
+
+    def __init__(self, redis: Commands, keyspace: KeySpace, doorbells: Doorbells, *,
+                 max_messages: int = 10_000, max_bytes: int = 16 * 1024 * 1024, max_members: int = 1000) -> None:
+        self._redis = redis
+        self._keys = keyspace
+        self._bells = doorbells
+        self._retention = (max_messages, max_bytes)
+        self._max_members = max_members
+        self._releaser = Releaser()
+
+    def _run(self, s, k: ChatKeys, *args: object):
+        return s(self._redis, k.keys, [k.channel, *self._retention, *args])
+
+    async def _index(self, user: str, action: str, chat_id: str) -> None:
+        u = self._keys.user(user)
+        await _INDEX(self._redis, [u.chats], [u.channel, action, chat_id])
+
+    async def create(self, sender: str, recipients: Sequence[str], body: str, chat_id: str | None) -> tuple[str, int]:
+        """A chat of sender + recipients with the sender's first message: (chat id, message id)."""
+        members = list(dict.fromkeys([sender, *recipients]))
+        while True:
+            cid = chat_id or str(await self._redis.execute_command("INCR", self._keys.chat_ids))
+            await asyncio.gather(*(self._index(m, "add", cid) for m in members))
+            reply = await self._run(_CREATE, self._keys.chat(cid), sender, body, *members)
+            if reply[0] == 1:
+                return cid, reply[1]
+            if chat_id:
+                raise ChatExists(f"chat {chat_id!r} exists already", chat_id=chat_id)
+            # A user-chosen id took this number: take the next one.
+
+    async def send(self, chat_id: str, sender: str, body: str) -> tuple[int, int]:
+        """(message id, sent ms on the Redis clock)."""
+        reply = await self._run(_SEND, self._keys.chat(chat_id), sender, body)
+        _check(reply[0], chat_id, sender)
+        return reply[1], reply[2]
+
+    async def read(self, chat_id: str, user: str, after: int = -1, count: int = READ_BATCH) -> ChatView | None:
+        """The member's view and up to count messages after ``after`` or its seen id,
+        whichever is later; None when the chat is gone or user is not a member."""
+        reply = await self._run(_READ, self._keys.chat(chat_id), user, after, count)
+        if reply[0] != 1:
+            return None
+        _, seen, last, first, *flat = reply
+        messages = [Message(chat_id, int(flat[i]), flat[i + 1], flat[i + 2], int(flat[i + 3]))
+                    for i in range(0, len(flat), 4)]
+        return ChatView(chat_id, int(seen), int(last), int(first), messages)
+
+    async def chats_of(self, user: str) -> list[str]:
+        return sorted(await self._redis.execute_command("SMEMBERS", self._keys.user(user).chats))
+
+    async def ack(self, user: str, chat_id: str, up_to: int) -> int:
+        """Marks messages up to up_to seen; returns the member's seen id."""
+        reply = await self._run(_MEMBER, self._keys.chat(chat_id), "ack", user, up_to)
+        _check(reply[0], chat_id, user)
+        return reply[1]
+
+    async def join(self, chat_id: str, user: str) -> int:
+        """Adds the member at the latest message; returns its seen id."""
+        await self._index(user, "add", chat_id)
+        reply = await self._run(_MEMBER, self._keys.chat(chat_id), "join", user, self._max_members)
+        if reply[0] < 0:
+            await self._index(user, "remove", chat_id)
+        if reply[0] == -2:
+            raise ChatFull(f"chat {chat_id!r} has {self._max_members} members already", chat_id=chat_id)
+        _check(reply[0], chat_id, user)
+        return reply[1]
+
+    async def leave(self, chat_id: str, user: str) -> bool:
+        """Removes the member; True when it was the last and the chat is deleted."""
+        reply = await self._run(_MEMBER, self._keys.chat(chat_id), "leave", user, 0)
+        if reply[0] != 0:  # gone or left: either way it is no chat of theirs
+            await self._index(user, "remove", chat_id)
+        _check(reply[0], chat_id, user)
+        return reply[1] == 1
+
+    async def views(self, user: str, chats: Iterable[str], cursors: dict[str, int] | None = None,
+                    count: int = READ_BATCH) -> list[ChatView]:
+        """The user's chats read together: the reads go out in one pipelined write."""
+        cursors = cursors or {}
+        views = await asyncio.gather(*(self.read(c, user, cursors.get(c, -1), count) for c in chats))
+        return [v for v in views if v is not None]
+
+    async def history(self, chat_id: str, before: int, after: int, limit: int) -> list[Message]:
+        """Kept messages: the newest below ``before`` (if set, newest first), else the
+        oldest above ``after``."""
+        k = self._keys.chat(chat_id)
+        if not await self._redis.execute_command("EXISTS", k.meta):
+            raise ChatNotFound(f"chat {chat_id!r} does not exist", chat_id=chat_id)
+        if before:
+            entries = await self._redis.execute_command("XREVRANGE", k.msgs, f"({before}-0", "-", "COUNT", limit)
+        else:
+            entries = await self._redis.execute_command("XRANGE", k.msgs, f"({after}-0", "+", "COUNT", limit)
+        return [_message(chat_id, entry_id, fields) for entry_id, fields in entries]
+
+    async def fetch_pending(self, user: str) -> AsyncIterator[Event]:
+        """Every unseen message across the user's chats, marking them seen as they go."""
+        cursors: dict[str, int] = {}
+        async with _AutoAcks(self, user, cursors, enabled=True) as acks:
+            async for event in self._drain(user, await self.chats_of(user), cursors):
+                yield event
+            await acks.flush()
+
+    async def subscribe(self, user: str, auto_ack: bool) -> AsyncIterator[Event]:
+        """The pending messages, CAUGHT_UP, then live ones until the caller stops.
+
+        ``cursors`` is what this stream delivered; with auto_ack it is also written
+        back as the member's seen position."""
+        cursors: dict[str, int] = {}
+        user_channel = self._keys.user(user).channel
+        async with _AutoAcks(self, user, cursors, enabled=auto_ack) as acks:
+            chats = await self.chats_of(user)
+            async for event in self._drain(user, chats, cursors):
+                yield event
+            await acks.flush()
+            yield CAUGHT_UP
+            dirty: Collection[str] = chats  # whatever arrived before the doorbells listened
+            while True:
+                channels = {self._keys.chat(c).channel: c for c in chats}
+                async with self._bells.watch([user_channel, *channels]) as watch:
+                    watch.arm()
+                    while True:
+                        async for event in self._drain(user, dirty, cursors):
+                            yield event
+                        await acks.flush()
+                        await watch.wait(LIVE_WAIT)
+                        rung = watch.arm()
+                        dirty = [channels[ch] for ch in rung if ch in channels]
+                        if user_channel in rung:
+                            break
+                known = set(chats)
+                chats = await self.chats_of(user)
+                dirty = sorted(set(dirty) | (set(chats) - known))
+                for gone in known - set(chats):
+                    cursors.pop(gone, None)
+
+    async def _drain(self, user: str, chats: Collection[str], cursors: dict[str, int]) -> AsyncIterator[Event]:
+        """Everything after the cursors in these chats, chat by chat, reading again
+        while a chat has more; moves the cursors as each event is yielded."""
+        todo = list(chats)
+        while todo:
+            more = []
+            for view in await self.views(user, todo, cursors):
+                cursor = max(cursors.get(view.chat_id, view.seen), view.seen)
+                if view.first_id > cursor + 1 and view.first_id <= view.last_id:
+                    yield Gap(view.chat_id, view.first_id)
+                    cursor = cursors[view.chat_id] = view.first_id - 1
+                for m in view.messages:
+                    if m.message_id > cursor:
+                        yield m
+                        cursor = cursors[view.chat_id] = m.message_id
+                cursors.setdefault(view.chat_id, cursor)
+                if len(view.messages) == READ_BATCH:
+                    more.append(view.chat_id)
+            todo = more
+
+    async def drain(self, timeout: float) -> None:
+        """Waits (up to timeout) for background seen-position writes; at shutdown."""
+        await self._releaser.drain(timeout)
+
+
+class _AutoAcks:
+    """Writes a stream's cursors back as seen positions (when ``enabled``): after each
+    drain and, in the background, when the stream ends, so a stream cut halfway
+    keeps exactly what it delivered as seen and the rest pending."""
+
+    def __init__(self, chats: Chats, user: str, cursors: dict[str, int], *, enabled: bool) -> None:
+        self._enabled = enabled
+        self._chats = chats
+        self._user = user
+        self._cursors = cursors
+        self._written: dict[str, int] = {}
+
+    def _due(self) -> dict[str, int]:
+        if not self._enabled:
+            return {}
+        return {c: i for c, i in self._cursors.items() if i > self._written.get(c, 0)}
+
+    async def flush(self) -> None:
+        due = self._due()
+        if due:
+            await asyncio.gather(*(self._chats.ack(self._user, c, i) for c, i in due.items()),
+                                 return_exceptions=True)  # a chat left meanwhile is fine
+            self._written.update(due)
+
+    async def __aenter__(self) -> _AutoAcks:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._due():
+            self._chats._releaser.let_go(self.flush, 60_000, f"seen positions of {self._user}")
+
+
+def _check(status: int, chat_id: str, user: str) -> None:
+    if status == -1:
+        raise ChatNotFound(f"chat {chat_id!r} does not exist", chat_id=chat_id)
+    if status == 0:
+        raise NotAMember(f"{user!r} is not a member of chat {chat_id!r}", chat_id=chat_id, user=user)
+
+
+def _message(chat_id: str, entry_id: str, fields: list[str] | dict[str, str]) -> Message:
+    f = fields if isinstance(fields, dict) else dict(zip(fields[::2], fields[1::2]))
+    return Message(chat_id, int(entry_id.split("-")[0]), f["s"], f["b"], int(f["t"]))

@@ -1,0 +1,136 @@
+"""The chat primitive on its own against real Redis, no gRPC."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from concord_server.errors import ChatExists, ChatFull, ChatNotFound, NotAMember
+from concord_server.primitives.chat import CAUGHT_UP, Gap, Message
+from support import chat_primitive
+
+@pytest.fixture
+async def chats(redis_server):
+    """Chats under a key prefix of the test's own, so user names do not collide."""
+    async with chat_primitive(redis_server.url, max_messages=5, max_members=4) as chats:
+        yield chats
+
+
+async def pending(chats, user) -> list:
+    return [e async for e in chats.fetch_pending(user)]
+
+
+def ids(events) -> list[int]:
+    return [e.message_id for e in events if isinstance(e, Message)]
+
+
+async def test_create_send_and_ids_that_increase(chats, name):
+    cid, first = await chats.create("joe", ["jeff", "jenny", "jeff"], "hi", name)
+    assert (cid, first) == (name, 1)
+    assert [await chats.send(cid, "jeff", f"m{i}") for i in range(3)] != []
+    view = (await chats.views("jenny", [cid]))[0]
+    assert [(m.message_id, m.sender, m.body) for m in view.messages] == [
+        (1, "joe", "hi"), (2, "jeff", "m0"), (3, "jeff", "m1"), (4, "jeff", "m2")]
+    with pytest.raises(ChatExists):
+        await chats.create("joe", ["x"], "again", name)
+    assert name in await chats.chats_of("jeff")
+
+
+async def test_only_members_send_and_missing_chats_are_not_found(chats, name):
+    cid, _ = await chats.create("a", ["b"], "hi", name)
+    with pytest.raises(NotAMember):
+        await chats.send(cid, "mallory", "let me in")
+    with pytest.raises(ChatNotFound):
+        await chats.send(f"{name}:nope", "a", "anyone?")
+    with pytest.raises(ChatNotFound):
+        await chats.join(f"{name}:nope", "a")
+    assert f"{name}:nope" not in await chats.chats_of("a")
+
+
+async def test_fetch_pending_spans_chats_marks_seen_and_deletes_what_all_have_seen(chats, redis_sync, name):
+    c1, _ = await chats.create("a", ["b"], "one", f"{name}:1")
+    c2, _ = await chats.create("c", ["b"], "two", f"{name}:2")
+    await chats.send(c1, "a", "three")
+    events = await pending(chats, "b")
+    assert [(e.chat_id, e.message_id) for e in events] == [(c1, 1), (c1, 2), (c2, 1)]
+    assert await pending(chats, "b") == []
+    # "a" has not read c1 yet, so b's reading deletes nothing there ...
+    assert redis_sync.xlen(chats._keys.chat(c1).msgs) == 2
+    assert ids(await pending(chats, "a")) == [1, 2]
+    # ... and now every member has seen both: gone, in the same step as a's ack.
+    assert redis_sync.xlen(chats._keys.chat(c1).msgs) == 0
+    assert (await chats.views("a", [c1], count=0))[0].unread == 0
+
+
+async def test_a_stream_cut_halfway_leaves_the_rest_pending(chats, name):
+    cid, _ = await chats.create("a", ["b"], "m1", name)
+    for i in range(2, 5):
+        await chats.send(cid, "a", f"m{i}")
+    stream = chats.fetch_pending("b")
+    got = [await anext(stream), await anext(stream), await anext(stream)]
+    await stream.aclose()
+    await chats.drain(5)  # the background write of what was delivered
+    # Asking for the third confirmed the second; the third was still in flight when
+    # the stream was cut, so it stays pending (at least once, never lost).
+    assert ids(got) == [1, 2, 3]
+    assert ids(await pending(chats, "b")) == [3, 4]
+
+
+async def test_join_starts_at_the_latest_and_leave_deletes_the_chat_with_the_last_member(chats, redis_sync, name):
+    cid, _ = await chats.create("a", ["b"], "before", name)
+    assert await chats.join(cid, "c") == 1
+    assert await pending(chats, "c") == []
+    await chats.send(cid, "a", "after")
+    assert ids(await pending(chats, "c")) == [2]
+    assert await chats.join(cid, "d") == 2
+    with pytest.raises(ChatFull):
+        await chats.join(cid, "e")
+    for user in ("a", "b", "c"):
+        assert await chats.leave(cid, user) is False
+    with pytest.raises(NotAMember):
+        await chats.leave(cid, "a")
+    assert await chats.leave(cid, "d") is True
+    assert not redis_sync.keys(chats._keys.tag("chat", cid) + "*")
+    for user in "abcd":
+        assert cid not in await chats.chats_of(user)
+
+
+async def test_retention_drops_the_oldest_and_says_so_with_a_gap(chats, name):
+    cid, _ = await chats.create("a", ["b"], "m1", name)
+    for i in range(2, 9):
+        await chats.send(cid, "a", f"m{i}")
+    events = await pending(chats, "b")
+    assert events[0] == Gap(cid, 4)
+    assert ids(events) == [4, 5, 6, 7, 8]
+    history = await chats.history(cid, 0, 0, 100)
+    assert [m.message_id for m in history] == [4, 5, 6, 7, 8]
+    assert [m.message_id for m in await chats.history(cid, 7, 0, 2)] == [6, 5]
+    assert [m.message_id for m in await chats.history(cid, 0, 5, 2)] == [6, 7]
+
+
+async def test_subscribe_delivers_pending_then_live_messages_and_new_chats(chats, name):
+    cid, _ = await chats.create("a", ["b"], "old", name)
+    feed = chats.subscribe("b", auto_ack=True)
+    assert ids([await anext(feed)]) == [1]
+    assert await anext(feed) is CAUGHT_UP
+    nxt = asyncio.ensure_future(anext(feed))
+    await chats.send(cid, "a", "live")
+    assert (await asyncio.wait_for(nxt, 5)).body == "live"
+    other, _ = await chats.create("c", ["b"], "a new chat", f"{name}:new")
+    m = await asyncio.wait_for(anext(feed), 5)
+    assert (m.chat_id, m.body) == (other, "a new chat")
+    await feed.aclose()
+
+
+async def test_explicit_ack_mode_redelivers_what_was_not_acked(chats, name):
+    cid, _ = await chats.create("a", ["b"], "m1", name)
+    await chats.send(cid, "a", "m2")
+    feed = chats.subscribe("b", auto_ack=False)
+    first, second = await anext(feed), await anext(feed)
+    await chats.ack("b", cid, first.message_id)
+    await feed.aclose()
+    again = chats.subscribe("b", auto_ack=False)
+    assert ids([await anext(again)]) == [second.message_id]
+    assert await anext(again) is CAUGHT_UP
+    await again.aclose()
