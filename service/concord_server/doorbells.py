@@ -1,18 +1,20 @@
-"""Blocked Dequeue calls wait on in-process events, woken by a queue's doorbell.
+"""Blocked calls that nobody grants anything by name wait on in-process doorbells.
 
-Queue waiters are not granted anything by name (unlike lock waiters, see
-waiters.py): a task goes to whoever claims it first. So a script that makes tasks
-ready publishes only how many, and each process rings that many of its own waiters
-on the queue, longest-waiting first; a woken waiter runs the claim script and, if
-someone else was faster, goes back to waiting in its place. Per process, one
-subscription and one task per queue, however many calls wait.
+Queues: a task goes to whoever claims it first, so a script that makes tasks ready
+publishes only how many, and each process rings that many of its own waiters on
+the queue, longest-waiting first; a woken waiter runs the claim script and, if
+someone else was faster, goes back to waiting in its place. Chat (``broadcast``):
+every subscriber wants every message, so a message rings all of a chat's local
+subscribers, and each Watch records which channels rang so a subscriber re-reads
+only those chats. Per process, one subscription and one task per channel, however
+many calls wait.
 
 Pub/sub may drop a message, and some changes need no script to happen (a delayed
-task falls due, a lease expires), so a doorbell also rings one waiter:
+task falls due, a lease expires), so a doorbell also rings:
 
-- when its subscription is confirmed (fresh, or renewed after a reconnect): all of them,
-- at the moment the queue's scripts said the clock will change it (``recheck_in``),
-- every ``interval`` seconds while anyone waits.
+- every waiter when its subscription is confirmed (fresh, or renewed after a reconnect),
+- one waiter at the moment the queue's scripts said the clock will change it (``recheck_in``),
+- one waiter (broadcast: all) every ``interval`` seconds while anyone waits.
 """
 
 from __future__ import annotations
