@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..doorbells import Doorbells
-from ..errors import ChatExists, ChatFull, ChatNotFound, NotAMember
+from ..errors import ChatExists, ChatFull, ChatNotFound, NotAMember, Unavailable
 from ..keys import ChatKeys, KeySpace
 from ..scripts import Commands, script
 from .queueing import Releaser
@@ -261,11 +261,21 @@ class _AutoAcks:
         return {c: i for c, i in self._cursors.items() if i > self._written.get(c, 0)}
 
     async def flush(self) -> None:
+        """Writes what is due; raises Unavailable (after keeping what was written)
+        when Redis could not take some of it, so the caller can retry."""
         due = self._due()
-        if due:
-            await asyncio.gather(*(self._chats.ack(self._user, c, i) for c, i in due.items()),
-                                 return_exceptions=True)  # a chat left meanwhile is fine
-            self._written.update(due)
+        results = await asyncio.gather(*(self._chats.ack(self._user, c, i) for c, i in due.items()),
+                                       return_exceptions=True)
+        failed = None
+        for (chat_id, seen), result in zip(due.items(), results):
+            if isinstance(result, Unavailable):
+                failed = result
+            elif isinstance(result, BaseException) and not isinstance(result, (ChatNotFound, NotAMember)):
+                raise result  # left or deleted meanwhile is fine; anything else is not
+            else:
+                self._written[chat_id] = seen
+        if failed is not None:
+            raise failed
 
     async def __aenter__(self) -> _AutoAcks:
         return self
