@@ -181,3 +181,19 @@ async def test_cancelled_dequeue_leaves_no_waiter_and_loses_no_task(queues, name
         await waiting
     await queues.enqueue(name, [NewTask("t")])
     assert len(await queues.dequeue([name], 1, 10_000, 0)) == 1
+
+
+async def test_a_delay_enqueued_while_a_worker_waits_wakes_it_at_its_time(redis_server, name):
+    # The safety ring is 60 s away: only the "due" notification can wake the waiter in time.
+    async with queue_primitive(redis_server.url, interval=60) as queues:
+        await queues.enqueue(name, [NewTask("late", delay_ms=30_000)])
+        waiting = asyncio.create_task(queues.dequeue([name], 1, 10_000, 5_000))
+        await asyncio.sleep(0.05)  # let it block, armed for the task due in 30 s
+        await queues.enqueue(name, [NewTask("soon", delay_ms=200)])
+        (t,) = await waiting
+        assert t.type == "soon"
+        waiting = asyncio.create_task(queues.dequeue([name], 1, 10_000, 5_000))
+        await asyncio.sleep(0.05)
+        await queues.nack(name, t.task_id, t.lease, 200, "retry soon")
+        (again,) = await waiting
+        assert again.task_id == t.task_id and again.attempt == 2

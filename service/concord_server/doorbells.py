@@ -13,7 +13,9 @@ Pub/sub may drop a message, and some changes need no script to happen (a delayed
 task falls due, a lease expires), so a doorbell also rings:
 
 - every waiter when its subscription is confirmed (fresh, or renewed after a reconnect),
-- one waiter at the moment the queue's scripts said the clock will change it (``recheck_in``),
+- one waiter at the moment the queue's scripts said the clock will change it
+  (``recheck_in``): in a claim's reply, or published as ``due <ms>`` when a task is
+  enqueued or retried with a delay,
 - one waiter (broadcast: all) every ``interval`` seconds while anyone waits.
 """
 
@@ -72,16 +74,23 @@ class Doorbell:
             self.ring_all()
             return
         try:
-            self.ring(int(data))
+            if data.startswith("due "):
+                self.recheck_in(int(data[4:]) / 1000)
+            else:
+                self.ring(int(data))
         except ValueError:
             log.warning("unexpected message on %s: %r", self.channel, data)
 
     def recheck_in(self, seconds: float) -> None:
-        """Ring one waiter when the clock changes the queue (a task falls due)."""
+        """Ring one waiter when the clock changes the queue (a task falls due).
+
+        ``seconds`` comes from the Redis clock's whole milliseconds, measured before
+        the reply travelled here, so it is never early by more than a fraction of a
+        millisecond; a floor of 0.5 ms keeps a too-early ring from spinning."""
         loop = asyncio.get_running_loop()
-        at = loop.time() + seconds
-        if self._timer is not None and not self._timer.cancelled() and self._timer.when() <= at:
-            return
+        at = loop.time() + max(seconds, 0.0005)
+        if self._timer is not None and not self._timer.cancelled() and loop.time() < self._timer.when() <= at:
+            return  # an earlier ring is still to come
         if self._timer is not None:
             self._timer.cancel()
         self._timer = loop.call_at(at, self.ring)

@@ -10,7 +10,8 @@
 -- Task hashes ("<task prefix><id>") and dedupe keys are built from ARGV prefixes that
 -- carry the same hash tag, so every script still touches one slot.
 -- and starts its ARGV with the same three values:
---   ARGV[1] wake-up channel (shard channel in the same slot): "<n>" when n tasks became ready
+--   ARGV[1] wake-up channel (shard channel in the same slot): "<n>" when n tasks became
+--           ready, "due <ms>" when a task will become ready in ms
 --   ARGV[2] task hash key prefix
 --   ARGV[3] priority weight, ms: how much earlier a task counts per priority step
 --           (2^43 for strict priority; the aging interval otherwise)
@@ -86,6 +87,12 @@ local function announce(n)
   if n > 0 then
     redis.call('SPUBLISH', CHANNEL, n)
   end
+end
+
+-- A task will be ready in delay_ms (delayed, or retried later): waiting workers
+-- re-arm their timers, since they only knew of later times (or none).
+local function announce_due(delay_ms)
+  redis.call('SPUBLISH', CHANNEL, 'due ' .. fmt(delay_ms))
 end
 
 -- ms until the clock alone changes the queue (a delayed task due, a lease

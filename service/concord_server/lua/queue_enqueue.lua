@@ -9,6 +9,7 @@
 local now_ms = clock()
 local ready = sweep(now_ms)
 local reply = {}
+local soonest = nil
 local n = tonumber(ARGV[4])
 for i = 0, n - 1 do
   local base = 5 + i * 8
@@ -35,6 +36,7 @@ for i = 0, n - 1 do
     if at > now_ms then
       redis.call('ZADD', KEYS[3], fmt(at), id)
       redis.call('HSET', task_key(id), 'state', 'delayed', 'ready', fmt(at))
+      soonest = math.min(soonest or at, at)
     else
       make_ready(id, now_ms, prio)
       ready = ready + 1
@@ -44,4 +46,7 @@ for i = 0, n - 1 do
   end
 end
 announce(ready)
+if soonest then
+  announce_due(soonest - now_ms)
+end
 return reply

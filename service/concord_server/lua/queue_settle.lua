@@ -58,6 +58,7 @@ else
       if delay > 0 then
         redis.call('ZADD', KEYS[3], fmt(now_ms + delay), id)
         redis.call('HSET', k, 'state', 'delayed', 'ready', fmt(now_ms + delay))
+        announce_due(delay)
         reply = {1, 'delayed', now_ms + delay}
       else
         make_ready(id, now_ms, prio)

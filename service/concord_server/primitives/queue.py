@@ -161,7 +161,7 @@ class Queues:
                         break
                     for bell, ms in zip(watch.bells, rechecks):
                         if ms >= 0:
-                            bell.recheck_in((ms + 1) / 1000)
+                            bell.recheck_in(ms / 1000)
                     left = deadline - loop.time()
                     if left <= 0 or not await watch.wait(left):
                         break
@@ -169,6 +169,10 @@ class Queues:
             bell = self._doorbells.bell(channel)
             if bell is not None:
                 bell.ring()
+        for queue in {t.queue for t in tasks}:  # local waiters learn when these leases could lapse
+            bell = self._doorbells.bell(self._keys.queue(queue).channel)
+            if bell is not None:
+                bell.recheck_in(lease_ms / 1000)
         return tasks
 
     async def _claim(self, queues: Sequence[str], max_tasks: int, lease_ms: int
