@@ -197,3 +197,13 @@ async def test_a_delay_enqueued_while_a_worker_waits_wakes_it_at_its_time(redis_
         await queues.nack(name, t.task_id, t.lease, 200, "retry soon")
         (again,) = await waiting
         assert again.task_id == t.task_id and again.attempt == 2
+
+
+async def test_a_claim_passes_on_when_the_next_delayed_task_falls_due(redis_server, name):
+    # Safety ring 60 s away: only the first claim's reply can tell the other waiter
+    # when the second task falls due.
+    async with queue_primitive(redis_server.url, interval=60) as queues:
+        added = await queues.enqueue(name, [NewTask("t", delay_ms=150), NewTask("t", delay_ms=400)])
+        waiters = [asyncio.create_task(queues.dequeue([name], 1, 10_000, 5_000)) for _ in range(2)]
+        first, second = await asyncio.gather(*waiters)
+        assert sorted(t.task_id for t in first + second) == sorted(r.task_id for r in added)

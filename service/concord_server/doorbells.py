@@ -102,22 +102,29 @@ class Doorbell:
                                                             self.subscribed):
             self._registry.forget(self)
             return
+        interval = self._registry.interval
+        next_ring = loop.time() + interval
         try:
             while True:
+                now = loop.time()
                 if self._waiting:
-                    timeout = self._registry.interval
+                    # The safety ring, on a fixed beat however often waiters come and
+                    # go: a lost message cannot strand a waiter for long.
+                    if now >= next_ring:
+                        self.ring_all() if self._registry.broadcast else self.ring()
+                        next_ring = now + interval
+                    timeout = next_ring - now
                 else:
-                    idle = loop.time() - self._idle_since
+                    idle = now - self._idle_since
                     if idle >= self._registry.linger:
                         break
                     timeout = self._registry.linger - idle
                 self._changed.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(timeout):
-                        await self._changed.wait()
-                        continue
-                # The safety ring: a lost message cannot strand a waiter.
-                self.ring_all() if self._registry.broadcast else self.ring()
+                        await self._changed.wait()  # a waiter arrived after an idle spell
+                        if next_ring < loop.time():
+                            next_ring = loop.time() + interval
         finally:
             if self._timer is not None:
                 self._timer.cancel()

@@ -159,9 +159,7 @@ class Queues:
                     tasks, rechecks, busy = await self._claim(queues, max_tasks, lease_ms)
                     if tasks:
                         break
-                    for bell, ms in zip(watch.bells, rechecks):
-                        if ms >= 0:
-                            bell.recheck_in(ms / 1000)
+                    self._arm(queues, rechecks)
                     left = deadline - loop.time()
                     if left <= 0 or not await watch.wait(left):
                         break
@@ -169,11 +167,18 @@ class Queues:
             bell = self._doorbells.bell(channel)
             if bell is not None:
                 bell.ring()
-        for queue in {t.queue for t in tasks}:  # local waiters learn when these leases could lapse
-            bell = self._doorbells.bell(self._keys.queue(queue).channel)
-            if bell is not None:
-                bell.recheck_in(lease_ms / 1000)
+        if tasks:  # the claim's news for the local waiters: the next due task, these leases
+            self._arm(queues, rechecks)
+            leased = sorted({t.queue for t in tasks})
+            self._arm(leased, [lease_ms] * len(leased))
         return tasks
+
+    def _arm(self, queues, ms_until_change) -> None:
+        """Tells the local waiters of each queue when the clock next changes it."""
+        for queue, ms in zip(queues, ms_until_change):
+            bell = self._doorbells.bell(self._keys.queue(queue).channel) if ms >= 0 else None
+            if bell is not None:
+                bell.recheck_in(ms / 1000)
 
     async def _claim(self, queues: Sequence[str], max_tasks: int, lease_ms: int
                      ) -> tuple[list[TaskRecord], list[int], list[str]]:
