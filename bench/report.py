@@ -85,9 +85,18 @@ def header(info: dict, args: dict) -> str:
 
 
 def save(path: Path, info: dict, args: dict, rows: list[Row], details: dict) -> None:
+    """Writes this run's scenarios into the results file, keeping the latest results
+    of scenarios this run did not include; each scenario's details record the
+    machine and settings it was measured with."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    old = json.loads(path.read_text()) if path.exists() else {}
+    ran = set(details)
+    for name in ran:
+        details[name] = {**details[name], "machine": info, "args": args}
     doc = {"machine": info, "args": args,
-           "rows": [{**asdict(r), "ratio": r.ratio} for r in rows], "details": details}
+           "rows": [r for r in old.get("rows", []) if r["scenario"] not in ran]
+           + [{**asdict(r), "ratio": r.ratio} for r in rows],
+           "details": {**{k: v for k, v in old.get("details", {}).items() if k not in ran}, **details}}
     path.write_text(json.dumps(_clean(doc), indent=1, allow_nan=False, default=str) + "\n")
 
 
