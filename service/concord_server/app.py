@@ -14,12 +14,14 @@ import redis.asyncio as aioredis
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from concord.autocomplete.v1 import autocomplete_pb2, autocomplete_pb2_grpc
 from concord.chat.v1 import chat_pb2, chat_pb2_grpc
 from concord.lock.v1 import lock_pb2, lock_pb2_grpc
 from concord.queue.v1 import queue_pb2, queue_pb2_grpc
 from concord.semaphore.v1 import semaphore_pb2, semaphore_pb2_grpc
 
 from .api.decoding import add_servicer
+from .api.autocomplete import AutocompleteServicer
 from .api.chat import ChatServicer
 from .api.lock import LockServicer
 from .api.queue import QueueServicer
@@ -29,7 +31,7 @@ from .config import Settings
 from .doorbells import Doorbells
 from .keys import KeySpace
 from .notifications import NotificationBus
-from .primitives import chat, lock, queue, semaphore
+from .primitives import autocomplete, chat, lock, queue, semaphore
 from .redis_client import connect
 from .waiters import Waiters
 
@@ -40,6 +42,7 @@ SERVICE_NAMES = (
     semaphore_pb2.DESCRIPTOR.services_by_name["SemaphoreService"].full_name,
     queue_pb2.DESCRIPTOR.services_by_name["QueueService"].full_name,
     chat_pb2.DESCRIPTOR.services_by_name["ChatService"].full_name,
+    autocomplete_pb2.DESCRIPTOR.services_by_name["AutocompleteService"].full_name,
 )
 
 
@@ -75,7 +78,7 @@ class Server:
     bus: NotificationBus
     waiters: Waiters
     doorbells: tuple[Doorbells, ...]
-    primitives: tuple[lock.Locks, semaphore.Semaphores, queue.Queues, chat.Chats]
+    primitives: tuple[lock.Locks, semaphore.Semaphores, queue.Queues, chat.Chats, autocomplete.Autocomplete]
 
     async def stop(self) -> None:
         """Health goes NOT_SERVING; blocked waits end with UNAVAILABLE at once (their
@@ -110,8 +113,11 @@ async def start(settings: Settings) -> Server:
                           retry_backoff_ms=int(settings.queue_retry_backoff * 1000))
     chats = chat.Chats(commands, keyspace, chat_bells, max_messages=settings.chat_max_messages,
                        max_bytes=settings.chat_max_bytes, max_members=settings.chat_max_members)
+    completer = autocomplete.Autocomplete(commands, keyspace, recent_max=settings.recent_contacts_max,
+                                          range_scan=settings.autocomplete_scan,
+                                          score_scan=10 * settings.autocomplete_scan)
     try:  # load scripts up front; a Redis that is down now is retried on first use
-        for s in (*lock.SCRIPTS, *semaphore.SCRIPTS, *queue.SCRIPTS, *chat.SCRIPTS):
+        for s in (*lock.SCRIPTS, *semaphore.SCRIPTS, *queue.SCRIPTS, *chat.SCRIPTS, *autocomplete.SCRIPTS):
             await s.load(commands)
     except Exception as exc:
         log.warning("Redis not reachable at start-up (%s); serving UNAVAILABLE until it is", exc)
@@ -122,6 +128,8 @@ async def start(settings: Settings) -> Server:
                  SemaphoreServicer(semaphores, settings))
     add_servicer(server, queue_pb2_grpc.add_QueueServiceServicer_to_server, QueueServicer(queues, settings))
     add_servicer(server, chat_pb2_grpc.add_ChatServiceServicer_to_server, ChatServicer(chats, settings))
+    add_servicer(server, autocomplete_pb2_grpc.add_AutocompleteServiceServicer_to_server,
+                 AutocompleteServicer(completer, settings))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
@@ -133,7 +141,7 @@ async def start(settings: Settings) -> Server:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("concord-server serving on %s (port %d)", settings.listen, port)
     return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, (doorbells, chat_bells),
-                  (locks, semaphores, queues, chats))
+                  (locks, semaphores, queues, chats, completer))
 
 
 async def serve(settings: Settings) -> None:

@@ -51,6 +51,10 @@ class Settings:
     chat_max_bytes: int = _setting(16 * 1024 * 1024, "most message bytes a chat keeps (same rule)")
     chat_max_members: int = _setting(1000, "most members a chat may have")
 
+    recent_contacts_max: int = _setting(100, "recent contacts kept per user")
+    autocomplete_scan: int = _setting(2000, "best-score Suggest: a prefix matching at most this many names is ranked "
+                                            "whole; a larger one is searched best-first through 10x this many")
+
     def __post_init__(self) -> None:
         validate_prefix(self.key_prefix)
         if self.workers < 1:
@@ -63,6 +67,8 @@ class Settings:
             raise ValueError("chat limits must be positive")
         if self.chat_max_bytes < self.chat_max_message_size:
             raise ValueError("chat_max_bytes must be at least chat_max_message_size")
+        if not 1 <= self.recent_contacts_max <= 10_000 or self.autocomplete_scan < 1:
+            raise ValueError("recent_contacts_max must be 1-10000 and autocomplete_scan positive")
         if self.redis_max_connections < 2:
             raise ValueError("redis_max_connections must be at least 2 (one is pub/sub)")
 
@@ -74,7 +80,7 @@ def env_name(f: dataclasses.Field) -> str:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="concord-server",
-        description="Concord coordination service: locks, semaphores, task queues and group chat over gRPC, kept in Redis.",
+        description="Concord coordination service: locks, semaphores, task queues, group chat and autocomplete over gRPC, kept in Redis.",
         epilog="Every option can also be set by the environment variable named after it.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )

@@ -114,3 +114,7 @@ class NotAMember(PermissionDenied):
 
 class ChatFull(ResourceExhausted):
     reason = "CHAT_FULL"
+
+
+class NameNotFound(NotFound):
+    reason = "NAME_NOT_FOUND"

@@ -94,6 +94,17 @@ class UserKeys(NamedTuple):
     channel: str  # shard channel: "add <chat>" / "remove <chat>" when that set changes
 
 
+class NameIndexKeys(NamedTuple):
+    """KEYS of every names_*.lua script, in this order."""
+
+    lex: str  # zset: members "normalized\\0\\0original" at score 0, in byte order
+    scores: str  # zset: member -> minus its score (ascending = best first)
+
+    @property
+    def keys(self) -> list[str]:
+        return [self.lex, self.scores]
+
+
 class KeySpace:
     def __init__(self, prefix: str) -> None:
         self.prefix = validate_prefix(prefix)
@@ -117,6 +128,14 @@ class KeySpace:
     def user(self, user: str) -> UserKeys:
         t = self.tag("user", user)
         return UserKeys(f"{t}:chats", f"{t}:wake")
+
+    def recent(self, user: str) -> str:
+        """list: the user's recent contacts, most recent first."""
+        return self.tag("recent", user)
+
+    def name_index(self, index: str) -> NameIndexKeys:
+        t = self.tag("names", index)
+        return NameIndexKeys(f"{t}:lex", f"{t}:scores")
 
     @property
     def chat_ids(self) -> str:

@@ -1,4 +1,4 @@
-"""Concord: distributed locks, counting semaphores, task queues and group chat over gRPC.
+"""Concord: locks, counting semaphores, task queues, group chat and autocomplete over gRPC.
 
     import concord
 
@@ -9,6 +9,7 @@
         ...  # at most 5 of these run at once, across every client
     client.queue("email").put("send_welcome", {"to": "ada@example.com"})
     client.chat.send(chat_id, "jeff", "Hey Joe")  # for msg in client.chat.subscribe("joe"): ...
+    client.autocomplete.suggest("guild:7", "as")  # names by prefix, any case or script
     worker = concord.Worker(client, ["email"])  # @worker.task("send_welcome"), worker.run()
 
 See concord.Client, concord.AsyncClient and concord.errors.
@@ -16,6 +17,7 @@ See concord.Client, concord.AsyncClient and concord.errors.
 
 from .chats import AsyncChat, AsyncSubscription, Chat, ChatMessage, ChatSummary, Gap, Subscription
 from .client import AsyncClient, Client
+from .completions import AsyncAutocomplete, Autocomplete, Suggestion, Suggestions
 from .errors import (
     AlreadyExists,
     ChatExists,
@@ -29,6 +31,7 @@ from .errors import (
     LockLost,
     LockNotHeld,
     LockTimeout,
+    NameNotFound,
     NotAMember,
     NotFound,
     PermissionDenied,
@@ -49,12 +52,14 @@ from .worker import Worker
 
 __all__ = [
     "AlreadyExists",
+    "AsyncAutocomplete",
     "AsyncChat",
     "AsyncClient",
     "AsyncLock",
     "AsyncQueue",
     "AsyncSemaphore",
     "AsyncSubscription",
+    "Autocomplete",
     "Chat",
     "ChatExists",
     "ChatFull",
@@ -76,6 +81,7 @@ __all__ = [
     "LockNotHeld",
     "LockTimeout",
     "NackResult",
+    "NameNotFound",
     "NewTask",
     "NotAMember",
     "NotFound",
@@ -91,6 +97,8 @@ __all__ = [
     "SemaphoreInfo",
     "SemaphoreTimeout",
     "Subscription",
+    "Suggestion",
+    "Suggestions",
     "Task",
     "TaskLeaseNotHeld",
     "TaskLeased",

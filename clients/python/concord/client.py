@@ -7,8 +7,10 @@ from typing import Any
 
 import grpc
 
+from .autocomplete.v1 import autocomplete_pb2_grpc
 from .chat.v1 import chat_pb2_grpc
 from .chats import AsyncChat, Chat
+from .completions import AsyncAutocomplete, Autocomplete
 from .errors import from_rpc_error
 from .lock.v1 import lock_pb2_grpc
 from .locks import AsyncLock, Lock
@@ -50,6 +52,7 @@ class _Connection:
         self._semaphores = semaphore_pb2_grpc.SemaphoreServiceStub(self._channel)
         self._queues = queue_pb2_grpc.QueueServiceStub(self._channel)
         self._chats = chat_pb2_grpc.ChatServiceStub(self._channel)
+        self._autocomplete = autocomplete_pb2_grpc.AutocompleteServiceStub(self._channel)
 
 
 class Client(_Connection):
@@ -69,6 +72,11 @@ class Client(_Connection):
     def chat(self) -> Chat:
         """Group chat: create, send, fetch_pending, subscribe, join, leave, ... (concord.chats)."""
         return Chat(self)
+
+    @property
+    def autocomplete(self) -> Autocomplete:
+        """Recent contacts and name indexes (concord.completions)."""
+        return Autocomplete(self)
 
     def lock(self, name: str, *, ttl: float = 30.0, timeout: float | None = None, owner: str = "") -> Lock:
         """A handle on the lock ``name``: ``with`` it, or call acquire/release/describe.
@@ -127,6 +135,11 @@ class AsyncClient(_Connection):
     def chat(self) -> AsyncChat:
         """Group chat; its methods are awaited and subscribe() is an async iterator."""
         return AsyncChat(self)
+
+    @property
+    def autocomplete(self) -> AsyncAutocomplete:
+        """Recent contacts and name indexes; methods are awaited."""
+        return AsyncAutocomplete(self)
 
     def lock(self, name: str, *, ttl: float = 30.0, timeout: float | None = None, owner: str = "") -> AsyncLock:
         """A handle on the lock ``name``: ``async with`` it, or await its methods."""

@@ -127,6 +127,10 @@ class ChatFull(ResourceExhausted):
     """The chat has the server's most members already."""
 
 
+class NameNotFound(NotFound):
+    """The name index does not hold that name."""
+
+
 _BY_REASON: dict[str, type[ConcordError]] = {
     "LOCK_NOT_HELD": LockNotHeld,
     "LOCK_WAIT_TIMEOUT": LockTimeout,
@@ -140,6 +144,7 @@ _BY_REASON: dict[str, type[ConcordError]] = {
     "CHAT_EXISTS": ChatExists,
     "NOT_A_MEMBER": NotAMember,
     "CHAT_FULL": ChatFull,
+    "NAME_NOT_FOUND": NameNotFound,
 }
 _BY_CODE: dict[grpc.StatusCode, type[ConcordError]] = {
     cls.code: cls

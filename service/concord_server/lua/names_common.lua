@@ -1,0 +1,7 @@
+-- names_common.lua: the two keys of a name index, for every names_*.lua script.
+--   KEYS[1] lex    zset  every member at score 0, so ZRANGEBYLEX orders them:
+--                        member = escaped normalized name .. "\0\0" .. original name
+--                        (autocomplete.py builds members; a "\0" in the normalized
+--                        name is escaped as "\0\1", so the first "\0\0" ends it)
+--   KEYS[2] scores zset  member -> minus its score, so ascending order is best first
+--                        and ties fall in name order

@@ -1,0 +1,169 @@
+"""Autocomplete: a user's recent contacts, and large name indexes searched by prefix.
+
+Matching is on the normalized form of a text: NFKC, case folding, NFKC again (Unicode
+"caseless matching"), so "ÉCOLE", "école" and "ｅｃｏｌｅ" all match the prefix "ec"
+... "éc". Suggestions come back in their original spelling.
+
+Recent contacts (the book's 6.1.1) are a short list per user: one script moves a
+contact to the front; suggestions filter the list here, in Python.
+
+A name index (the book's 6.1.2) is a sorted set whose members all have score 0, so
+Redis orders them by bytes. Each member is the escaped normalized name, a separator
+and the original name, so a prefix lookup is one ZRANGEBYLEX over the prefix's
+range: O(log N + limit), with no temporary sentinel members and no WATCH, unlike the
+book. Two names that normalize alike are distinct members, both kept. Escaping "\\0"
+as "\\0\\1" and separating with "\\0\\0" keeps the order and lets any name, whatever
+it contains, be split back out. Scores live in a second sorted set.
+
+Imports no grpc: api/autocomplete.py maps its errors to status codes.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from redis.client import NEVER_DECODE
+
+from ..errors import NameNotFound
+from ..keys import KeySpace, NameIndexKeys
+from ..redis_client import unavailable_on_redis_errors
+from ..scripts import Commands, script
+
+_RECENT_ADD = script("recent_add.lua")
+_NAMES_ADD = script("names_add.lua")
+_NAMES_REMOVE = script("names_remove.lua")
+_NAMES_INCREMENT = script("names_increment.lua")
+_NAMES_BEST = script("names_best.lua", raw=True)
+
+SCRIPTS = (_RECENT_ADD, _NAMES_ADD, _NAMES_REMOVE, _NAMES_INCREMENT, _NAMES_BEST)
+
+SEPARATOR = b"\x00\x00"
+_ABOVE_ANY_UTF8 = b"\xff"  # never occurs in UTF-8: caps a prefix range
+
+
+def normalize(text: str) -> str:
+    """The form names are matched on: NFKC, case folded, NFKC again."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+
+
+def _key(text: str) -> bytes:
+    return normalize(text).encode("utf-8", "surrogatepass").replace(b"\x00", b"\x00\x01")
+
+
+def member(name: str) -> bytes:
+    """The index member for a name: sorts by normalized form, then by original bytes."""
+    return _key(name) + SEPARATOR + name.encode("utf-8", "surrogatepass")
+
+
+def name_of(m: bytes) -> str:
+    return m[m.index(SEPARATOR) + len(SEPARATOR):].decode("utf-8", "surrogatepass")
+
+
+def prefix_range(prefix: str) -> tuple[bytes, bytes]:
+    """ZRANGEBYLEX bounds of every member whose name starts with prefix (normalized)."""
+    if not prefix:
+        return b"-", b"+"
+    p = _key(prefix)
+    return b"[" + p, b"[" + p + _ABOVE_ANY_UTF8
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    name: str
+    score: float
+
+
+class Autocomplete:
+    """Recent contacts and name indexes.
+
+    ``recent_max``: contacts kept per user. ``range_scan`` / ``score_scan``: the most
+    names one best-score Suggest reads (see names_best.lua): a prefix range of up to
+    range_scan names is ranked whole; a larger one is searched best-first through
+    at most score_scan names.
+    """
+
+    def __init__(self, redis: Commands, keyspace: KeySpace, *, recent_max: int = 100, range_scan: int = 2000,
+                 score_scan: int = 20_000) -> None:
+        self._redis = redis
+        self._keys = keyspace
+        self._recent_max = recent_max
+        self._range_scan = range_scan
+        self._score_scan = score_scan
+
+    async def _command(self, *args: object, raw: bool = False):
+        with unavailable_on_redis_errors():
+            return await self._redis.execute_command(*args, **({NEVER_DECODE: True} if raw else {}))
+
+    # -- recent contacts ---------------------------------------------------------
+
+    async def add_recent(self, user: str, contact: str) -> int:
+        """Moves contact to the front; returns how many the user has."""
+        return await _RECENT_ADD(self._redis, [self._keys.recent(user)], [contact, self._recent_max])
+
+    async def remove_recent(self, user: str, contact: str) -> bool:
+        return await self._command("LREM", self._keys.recent(user), 0, contact) > 0
+
+    async def recent(self, user: str) -> list[str]:
+        return await self._command("LRANGE", self._keys.recent(user), 0, self._recent_max - 1)
+
+    async def suggest_recent(self, user: str, prefix: str, limit: int, include_infix: bool) -> list[str]:
+        """Recent contacts starting with prefix, most recent first; then, if asked,
+        those containing it elsewhere."""
+        p = normalize(prefix)
+        starts, inside = [], []
+        for contact in await self.recent(user):
+            n = normalize(contact)
+            if n.startswith(p):
+                starts.append(contact)
+            elif include_infix and p in n:
+                inside.append(contact)
+        return (starts + inside)[:limit]
+
+    # -- name indexes ------------------------------------------------------------
+
+    def _index(self, index: str) -> NameIndexKeys:
+        return self._keys.name_index(index)
+
+    async def add_names(self, index: str, names: Sequence[tuple[str, float | None]]) -> int:
+        """Adds (name, score or None) pairs; returns how many names were new."""
+        args: list[object] = []
+        for name, score in names:
+            args += [member(name), "" if score is None else repr(float(score))]
+        return await _NAMES_ADD(self._redis, self._index(index).keys, args)
+
+    async def remove_names(self, index: str, names: Sequence[str]) -> int:
+        return await _NAMES_REMOVE(self._redis, self._index(index).keys, [member(n) for n in names])
+
+    async def increment(self, index: str, name: str, delta: float) -> float:
+        stored = await _NAMES_INCREMENT(self._redis, self._index(index).keys, [member(name), repr(float(delta))])
+        if stored is None:
+            raise NameNotFound(f"index {index!r} has no name {name!r}", index=index)
+        return 0.0 - float(stored)
+
+    async def suggest(self, index: str, prefix: str, limit: int) -> list[Suggestion]:
+        """Names starting with prefix, in normalized-name order, with their scores."""
+        k = self._index(index)
+        low, high = prefix_range(prefix)
+        members = await self._command("ZRANGEBYLEX", k.lex, low, high, "LIMIT", 0, limit, raw=True)
+        if not members:
+            return []
+        scores = await self._command("ZMSCORE", k.scores, *members)
+        return [Suggestion(name_of(m), 0.0 - float(s or 0)) for m, s in zip(members, scores)]
+
+    async def suggest_best(self, index: str, prefix: str, limit: int) -> tuple[list[Suggestion], bool]:
+        """The best-scored names starting with prefix, and whether the search was
+        cut short (see names_best.lua)."""
+        low, high = prefix_range(prefix)
+        truncated, *flat = await _NAMES_BEST(
+            self._redis, self._index(index).keys,
+            [low, high, _key(prefix) if prefix else b"", limit, self._range_scan, self._score_scan])
+        return [Suggestion(name_of(flat[i]), 0.0 - float(flat[i + 1])) for i in range(0, len(flat), 2)], truncated == 1
+
+    async def count(self, index: str, prefix: str = "") -> int:
+        low, high = prefix_range(prefix)
+        return await self._command("ZLEXCOUNT", self._index(index).lex, low, high)
+
+    async def drain(self, timeout: float) -> None:
+        """Nothing runs in the background; here for the server's shutdown loop."""
