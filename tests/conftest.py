@@ -15,9 +15,15 @@ from collections.abc import Iterator
 import pytest
 import redis
 import redis.asyncio as aioredis
+import uvloop
 
 import concord
 from support import BACKENDS, VALIDATION_PREFIX, RedisServer, ServerProcess, backend_binary
+
+def pytest_asyncio_loop_factories(config, item):
+    """Async tests run on uvloop, as the server does (its timers differ from asyncio's)."""
+    return {"uvloop": uvloop.new_event_loop}
+
 
 @pytest.fixture(scope="session", params=BACKENDS)
 def backend(request) -> str:

@@ -207,3 +207,17 @@ async def test_a_claim_passes_on_when_the_next_delayed_task_falls_due(redis_serv
         waiters = [asyncio.create_task(queues.dequeue([name], 1, 10_000, 5_000)) for _ in range(2)]
         first, second = await asyncio.gather(*waiters)
         assert sorted(t.task_id for t in first + second) == sorted(r.task_id for r in added)
+
+
+async def test_rechecks_due_at_once_can_be_armed_twice(queues, name):
+    # uvloop hands back a plain Handle (no .when()) for a timer that is already due.
+    waiting = asyncio.create_task(queues.dequeue([name], 1, 10_000, 5_000))
+    bell = await async_wait_until(lambda: _bell(queues, name), message="the dequeue to wait")
+    bell.recheck_in(0)
+    bell.recheck_in(0)
+    await queues.enqueue(name, [NewTask("t")])
+    assert len(await waiting) == 1
+
+
+async def _bell(queues, name):
+    return queues._doorbells.bell(queues._keys.queue(name).channel)

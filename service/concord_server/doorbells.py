@@ -41,7 +41,8 @@ class Doorbell:
         loop = asyncio.get_running_loop()
         self.subscribed: asyncio.Future[None] = loop.create_future()
         self.subscribed.add_done_callback(lambda f: f.cancelled() or f.exception())
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
+        self._timer_at: float | None = None  # loop time the timer rings at
         self._changed = asyncio.Event()
         self._idle_since = loop.time()
         self._task = asyncio.create_task(self._run(), name=f"doorbell {channel}")
@@ -89,12 +90,17 @@ class Doorbell:
         millisecond; a floor of 0.5 ms keeps a too-early ring from spinning."""
         loop = asyncio.get_running_loop()
         at = loop.time() + max(seconds, 0.0005)
-        if self._timer is not None and not self._timer.cancelled() and loop.time() < self._timer.when() <= at:
+        if self._timer_at is not None and loop.time() < self._timer_at <= at:
             return  # an earlier ring is still to come
         if self._timer is not None:
             self._timer.cancel()
-        self._timer = loop.call_at(at, self.ring)
+        self._timer_at = at
+        # uvloop returns a plain Handle (no .when()) for times already due: keep our own.
+        self._timer = loop.call_at(at, self._due)
 
+    def _due(self) -> None:
+        self._timer_at = None
+        self.ring()
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
