@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection
 
 from concord.autocomplete.v1 import autocomplete_pb2, autocomplete_pb2_grpc
 from concord.chat.v1 import chat_pb2, chat_pb2_grpc
+from concord.files.v1 import files_pb2, files_pb2_grpc
 from concord.lock.v1 import lock_pb2, lock_pb2_grpc
 from concord.queue.v1 import queue_pb2, queue_pb2_grpc
 from concord.semaphore.v1 import semaphore_pb2, semaphore_pb2_grpc
@@ -23,6 +24,7 @@ from concord.semaphore.v1 import semaphore_pb2, semaphore_pb2_grpc
 from .api.decoding import add_servicer
 from .api.autocomplete import AutocompleteServicer
 from .api.chat import ChatServicer
+from .api.files import FileServicer
 from .api.lock import LockServicer
 from .api.queue import QueueServicer
 from .api.semaphore import SemaphoreServicer
@@ -31,7 +33,7 @@ from .config import Settings
 from .doorbells import Doorbells
 from .keys import KeySpace
 from .notifications import NotificationBus
-from .primitives import autocomplete, chat, lock, queue, semaphore
+from .primitives import autocomplete, chat, files, lock, queue, semaphore
 from .redis_client import connect
 from .waiters import Waiters
 
@@ -43,6 +45,7 @@ SERVICE_NAMES = (
     queue_pb2.DESCRIPTOR.services_by_name["QueueService"].full_name,
     chat_pb2.DESCRIPTOR.services_by_name["ChatService"].full_name,
     autocomplete_pb2.DESCRIPTOR.services_by_name["AutocompleteService"].full_name,
+    files_pb2.DESCRIPTOR.services_by_name["FileService"].full_name,
 )
 
 
@@ -78,7 +81,8 @@ class Server:
     bus: NotificationBus
     waiters: Waiters
     doorbells: tuple[Doorbells, ...]
-    primitives: tuple[lock.Locks, semaphore.Semaphores, queue.Queues, chat.Chats, autocomplete.Autocomplete]
+    primitives: tuple[lock.Locks, semaphore.Semaphores, queue.Queues, chat.Chats, autocomplete.Autocomplete,
+                      files.Files]
 
     async def stop(self) -> None:
         """Health goes NOT_SERVING; blocked waits end with UNAVAILABLE at once (their
@@ -116,8 +120,12 @@ async def start(settings: Settings) -> Server:
     completer = autocomplete.Autocomplete(commands, keyspace, recent_max=settings.recent_contacts_max,
                                           range_scan=settings.autocomplete_scan,
                                           score_scan=10 * settings.autocomplete_scan)
+    shipper = files.Files(commands, keyspace, chat_bells, chats, chunk_size=settings.file_chunk_size,
+                          group_bound=settings.file_group_bound, upload_lease_ms=int(settings.file_upload_lease * 1000),
+                          max_line=settings.max_message_size // 2)
     try:  # load scripts up front; a Redis that is down now is retried on first use
-        for s in (*lock.SCRIPTS, *semaphore.SCRIPTS, *queue.SCRIPTS, *chat.SCRIPTS, *autocomplete.SCRIPTS):
+        for s in (*lock.SCRIPTS, *semaphore.SCRIPTS, *queue.SCRIPTS, *chat.SCRIPTS, *autocomplete.SCRIPTS,
+                  *files.SCRIPTS):
             await s.load(commands)
     except Exception as exc:
         log.warning("Redis not reachable at start-up (%s); serving UNAVAILABLE until it is", exc)
@@ -130,6 +138,7 @@ async def start(settings: Settings) -> Server:
     add_servicer(server, chat_pb2_grpc.add_ChatServiceServicer_to_server, ChatServicer(chats, settings))
     add_servicer(server, autocomplete_pb2_grpc.add_AutocompleteServiceServicer_to_server,
                  AutocompleteServicer(completer, settings))
+    add_servicer(server, files_pb2_grpc.add_FileServiceServicer_to_server, FileServicer(shipper))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
@@ -141,7 +150,7 @@ async def start(settings: Settings) -> Server:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("concord-server serving on %s (port %d)", settings.listen, port)
     return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, (doorbells, chat_bells),
-                  (locks, semaphores, queues, chats, completer))
+                  (locks, semaphores, queues, chats, completer, shipper))
 
 
 async def serve(settings: Settings) -> None:

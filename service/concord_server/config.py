@@ -55,6 +55,11 @@ class Settings:
     autocomplete_scan: int = _setting(2000, "best-score Suggest: a prefix matching at most this many names is ranked "
                                             "whole; a larger one is searched best-first through 10x this many")
 
+    file_chunk_size: int = _setting(256 * 1024, "bytes per stored file chunk (and per Download message)")
+    file_group_bound: int = _setting(64 * 1024 * 1024, "uploads wait while a group's other files hold more than "
+                                                       "this many bytes")
+    file_upload_lease: float = _setting(30.0, "seconds an upload may go without a chunk before it is dropped")
+
     def __post_init__(self) -> None:
         validate_prefix(self.key_prefix)
         if self.workers < 1:
@@ -67,6 +72,10 @@ class Settings:
             raise ValueError("chat limits must be positive")
         if self.chat_max_bytes < self.chat_max_message_size:
             raise ValueError("chat_max_bytes must be at least chat_max_message_size")
+        if not 1024 <= self.file_chunk_size <= self.max_message_size - 1024:
+            raise ValueError("file_chunk_size must be 1 KiB to max_message_size - 1 KiB")
+        if self.file_group_bound < 1 or not 0.1 <= self.file_upload_lease <= 3600:
+            raise ValueError("file_group_bound must be positive and file_upload_lease 0.1-3600 s")
         if not 1 <= self.recent_contacts_max <= 10_000 or self.autocomplete_scan < 1:
             raise ValueError("recent_contacts_max must be 1-10000 and autocomplete_scan positive")
         if self.redis_max_connections < 2:
@@ -80,7 +89,7 @@ def env_name(f: dataclasses.Field) -> str:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="concord-server",
-        description="Concord coordination service: locks, semaphores, task queues, group chat and autocomplete over gRPC, kept in Redis.",
+        description="Concord coordination service: locks, semaphores, task queues, group chat, autocomplete and file distribution over gRPC, kept in Redis.",
         epilog="Every option can also be set by the environment variable named after it.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )

@@ -118,3 +118,33 @@ class ChatFull(ResourceExhausted):
 
 class NameNotFound(NotFound):
     reason = "NAME_NOT_FOUND"
+
+
+class FileNotFound(NotFound):
+    reason = "FILE_NOT_FOUND"
+
+
+class FileNotComplete(FailedPrecondition):
+    """MarkDone before the upload finished and was announced."""
+
+    reason = "FILE_NOT_COMPLETE"
+
+
+class NotAWorker(FailedPrecondition):
+    """MarkDone by someone the file was not announced to."""
+
+    reason = "NOT_A_WORKER"
+
+
+class CorruptFile(FailedPrecondition):
+    """A gzip file whose data does not decompress."""
+
+    reason = "CORRUPT_FILE"
+
+
+class OffsetOutOfRange(InvalidArgument):
+    reason = "OFFSET_OUT_OF_RANGE"
+
+
+class LineTooLong(FailedPrecondition):
+    reason = "LINE_TOO_LONG"

@@ -105,6 +105,19 @@ class NameIndexKeys(NamedTuple):
         return [self.lex, self.scores]
 
 
+class FileGroupKeys(NamedTuple):
+    """KEYS of every files_*.lua script, plus the channel and the files' key prefix."""
+
+    files: str  # zset: file number -> created ms
+    held: str  # string: bytes the group's files hold
+    channel: str  # shard channel: "chunk <n>", "complete <n>", "freed"
+    prefix: str  # + "f:<n>:meta|chunks|pending|done": one file's keys, in the group's slot
+
+    @property
+    def keys(self) -> list[str]:
+        return [self.files, self.held]
+
+
 class KeySpace:
     def __init__(self, prefix: str) -> None:
         self.prefix = validate_prefix(prefix)
@@ -136,6 +149,15 @@ class KeySpace:
     def name_index(self, index: str) -> NameIndexKeys:
         t = self.tag("names", index)
         return NameIndexKeys(f"{t}:lex", f"{t}:scores")
+
+    def file_group(self, group: str) -> FileGroupKeys:
+        t = self.tag("files", group)
+        return FileGroupKeys(f"{t}:files", f"{t}:held", f"{t}:wake", f"{t}:")
+
+    @property
+    def file_ids(self) -> str:
+        """string: the counter behind file numbers (all groups share it)."""
+        return "{%s:file-ids}" % self.prefix
 
     @property
     def chat_ids(self) -> str:

@@ -6,7 +6,10 @@ import contextlib
 from collections.abc import Iterator
 
 import redis.asyncio as aioredis
+from typing import Any
+
 from redis.asyncio.retry import Retry
+from redis.client import NEVER_DECODE
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import BusyLoadingError, ReadOnlyError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -45,3 +48,10 @@ def unavailable_on_redis_errors() -> Iterator[None]:
         yield
     except UNAVAILABLE_ERRORS as exc:
         raise Unavailable(f"Redis is unavailable: {exc}") from exc
+
+
+async def command(redis: Any, *args: Any, raw: bool = False) -> Any:
+    """One plain Redis command (reads that need no script), Redis failures as
+    Unavailable; ``raw`` keeps the reply as bytes."""
+    with unavailable_on_redis_errors():
+        return await redis.execute_command(*args, **({NEVER_DECODE: True} if raw else {}))

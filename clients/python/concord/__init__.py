@@ -1,4 +1,4 @@
-"""Concord: locks, counting semaphores, task queues, group chat and autocomplete over gRPC.
+"""Concord: locks, semaphores, task queues, group chat, autocomplete and file distribution over gRPC.
 
     import concord
 
@@ -18,21 +18,27 @@ See concord.Client, concord.AsyncClient and concord.errors.
 from .chats import AsyncChat, AsyncSubscription, Chat, ChatMessage, ChatSummary, Gap, Subscription
 from .client import AsyncClient, Client
 from .completions import AsyncAutocomplete, Autocomplete, Suggestion, Suggestions
+from .distribution import Announced, FileInfo, Files, Line, Uploaded
 from .errors import (
     AlreadyExists,
     ChatExists,
     ChatFull,
     ChatNotFound,
     ConcordError,
+    CorruptFile,
     DeadlineExceeded,
     FailedPrecondition,
+    FileNotComplete,
+    FileNotFound,
     Internal,
     InvalidArgument,
+    LineTooLong,
     LockLost,
     LockNotHeld,
     LockTimeout,
     NameNotFound,
     NotAMember,
+    NotAWorker,
     NotFound,
     PermissionDenied,
     PermitLost,
@@ -52,6 +58,7 @@ from .worker import Worker
 
 __all__ = [
     "AlreadyExists",
+    "Announced",
     "AsyncAutocomplete",
     "AsyncChat",
     "AsyncClient",
@@ -68,13 +75,20 @@ __all__ = [
     "ChatSummary",
     "Client",
     "ConcordError",
+    "CorruptFile",
     "DeadlineExceeded",
     "Enqueued",
     "FailedPrecondition",
+    "FileInfo",
+    "FileNotComplete",
+    "FileNotFound",
+    "Files",
     "Gap",
     "Internal",
     "InvalidArgument",
     "Lease",
+    "Line",
+    "LineTooLong",
     "Lock",
     "LockInfo",
     "LockLost",
@@ -84,6 +98,7 @@ __all__ = [
     "NameNotFound",
     "NewTask",
     "NotAMember",
+    "NotAWorker",
     "NotFound",
     "PermissionDenied",
     "Permit",
@@ -104,5 +119,6 @@ __all__ = [
     "TaskLeased",
     "TaskNotFound",
     "Unavailable",
+    "Uploaded",
     "Worker",
 ]

@@ -11,6 +11,8 @@ from .autocomplete.v1 import autocomplete_pb2_grpc
 from .chat.v1 import chat_pb2_grpc
 from .chats import AsyncChat, Chat
 from .completions import AsyncAutocomplete, Autocomplete
+from .distribution import Files
+from .files.v1 import files_pb2_grpc
 from .errors import from_rpc_error
 from .lock.v1 import lock_pb2_grpc
 from .locks import AsyncLock, Lock
@@ -53,6 +55,7 @@ class _Connection:
         self._queues = queue_pb2_grpc.QueueServiceStub(self._channel)
         self._chats = chat_pb2_grpc.ChatServiceStub(self._channel)
         self._autocomplete = autocomplete_pb2_grpc.AutocompleteServiceStub(self._channel)
+        self._files = files_pb2_grpc.FileServiceStub(self._channel)
 
 
 class Client(_Connection):
@@ -77,6 +80,11 @@ class Client(_Connection):
     def autocomplete(self) -> Autocomplete:
         """Recent contacts and name indexes (concord.completions)."""
         return Autocomplete(self)
+
+    @property
+    def files(self) -> Files:
+        """File distribution to a chat's members (concord.distribution)."""
+        return Files(self)
 
     def lock(self, name: str, *, ttl: float = 30.0, timeout: float | None = None, owner: str = "") -> Lock:
         """A handle on the lock ``name``: ``with`` it, or call acquire/release/describe.

@@ -131,6 +131,26 @@ class NameNotFound(NotFound):
     """The name index does not hold that name."""
 
 
+class FileNotFound(NotFound):
+    """No such file: never uploaded, undone, or finished by every worker."""
+
+
+class FileNotComplete(FailedPrecondition):
+    """MarkDone on a file still being uploaded."""
+
+
+class NotAWorker(FailedPrecondition):
+    """MarkDone by someone the file was not announced to."""
+
+
+class CorruptFile(FailedPrecondition):
+    """A gzip file whose data does not decompress."""
+
+
+class LineTooLong(FailedPrecondition):
+    """A line longer than the server sends in one message."""
+
+
 _BY_REASON: dict[str, type[ConcordError]] = {
     "LOCK_NOT_HELD": LockNotHeld,
     "LOCK_WAIT_TIMEOUT": LockTimeout,
@@ -145,6 +165,11 @@ _BY_REASON: dict[str, type[ConcordError]] = {
     "NOT_A_MEMBER": NotAMember,
     "CHAT_FULL": ChatFull,
     "NAME_NOT_FOUND": NameNotFound,
+    "FILE_NOT_FOUND": FileNotFound,
+    "FILE_NOT_COMPLETE": FileNotComplete,
+    "NOT_A_WORKER": NotAWorker,
+    "CORRUPT_FILE": CorruptFile,
+    "LINE_TOO_LONG": LineTooLong,
 }
 _BY_CODE: dict[grpc.StatusCode, type[ConcordError]] = {
     cls.code: cls

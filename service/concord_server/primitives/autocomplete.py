@@ -24,11 +24,9 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from redis.client import NEVER_DECODE
-
 from ..errors import NameNotFound
 from ..keys import KeySpace, NameIndexKeys
-from ..redis_client import unavailable_on_redis_errors
+from ..redis_client import command
 from ..scripts import Commands, script
 
 _RECENT_ADD = script("recent_add.lua")
@@ -92,9 +90,8 @@ class Autocomplete:
         self._range_scan = range_scan
         self._score_scan = score_scan
 
-    async def _command(self, *args: object, raw: bool = False):
-        with unavailable_on_redis_errors():
-            return await self._redis.execute_command(*args, **({NEVER_DECODE: True} if raw else {}))
+    def _command(self, *args: object, raw: bool = False):
+        return command(self._redis, *args, raw=raw)
 
     # -- recent contacts ---------------------------------------------------------
 

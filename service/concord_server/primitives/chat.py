@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from ..doorbells import Doorbells
 from ..errors import ChatExists, ChatFull, ChatNotFound, NotAMember, Unavailable
 from ..keys import ChatKeys, KeySpace
+from ..redis_client import command
 from ..scripts import Commands, script
 from .queueing import Releaser
 
@@ -104,7 +105,7 @@ class Chats:
         """A chat of sender + recipients with the sender's first message: (chat id, message id)."""
         members = list(dict.fromkeys([sender, *recipients]))
         while True:
-            cid = chat_id or str(await self._redis.execute_command("INCR", self._keys.chat_ids))
+            cid = chat_id or str(await command(self._redis, "INCR", self._keys.chat_ids))
             await asyncio.gather(*(self._index(m, "add", cid) for m in members))
             reply = await self._run(_CREATE, self._keys.chat(cid), sender, body, *members)
             if reply[0] == 1:
@@ -130,8 +131,15 @@ class Chats:
                     for i in range(0, len(flat), 4)]
         return ChatView(chat_id, int(seen), int(last), int(first), messages)
 
+    async def members(self, chat_id: str) -> list[str]:
+        k = self._keys.chat(chat_id)
+        members = await command(self._redis, "ZRANGE", k.members, 0, -1)
+        if not members:
+            raise ChatNotFound(f"chat {chat_id!r} does not exist", chat_id=chat_id)
+        return members
+
     async def chats_of(self, user: str) -> list[str]:
-        return sorted(await self._redis.execute_command("SMEMBERS", self._keys.user(user).chats))
+        return sorted(await command(self._redis, "SMEMBERS", self._keys.user(user).chats))
 
     async def ack(self, user: str, chat_id: str, up_to: int) -> int:
         """Marks messages up to up_to seen; returns the member's seen id."""
@@ -169,12 +177,12 @@ class Chats:
         """Kept messages: the newest below ``before`` (if set, newest first), else the
         oldest above ``after``."""
         k = self._keys.chat(chat_id)
-        if not await self._redis.execute_command("EXISTS", k.meta):
+        if not await command(self._redis, "EXISTS", k.meta):
             raise ChatNotFound(f"chat {chat_id!r} does not exist", chat_id=chat_id)
         if before:
-            entries = await self._redis.execute_command("XREVRANGE", k.msgs, f"({before}-0", "-", "COUNT", limit)
+            entries = await command(self._redis, "XREVRANGE", k.msgs, f"({before}-0", "-", "COUNT", limit)
         else:
-            entries = await self._redis.execute_command("XRANGE", k.msgs, f"({after}-0", "+", "COUNT", limit)
+            entries = await command(self._redis, "XRANGE", k.msgs, f"({after}-0", "+", "COUNT", limit)
         return [_message(chat_id, entry_id, fields) for entry_id, fields in entries]
 
     async def fetch_pending(self, user: str) -> AsyncIterator[Event]:

@@ -1,0 +1,73 @@
+"""concord.files.v1.FileService: validates requests, calls primitives.files, maps errors."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from concord.files.v1 import files_pb2 as pb
+from concord.files.v1 import files_pb2_grpc
+
+from ..errors import InvalidArgument
+from ..primitives.files import Files, parse_file_id
+from . import validation as v
+from .convert import timestamp
+from .decoding import Undecodable
+from .status import rpc
+
+_STATES = {"uploading": pb.FILE_STATE_UPLOADING, "complete": pb.FILE_STATE_COMPLETE}
+
+
+def _file_id(value: str) -> str:
+    v.label(value, "file_id")
+    parse_file_id(value)
+    return value
+
+
+async def _data(requests) -> AsyncIterator[bytes]:
+    async for request in requests:
+        if isinstance(request, Undecodable):
+            raise InvalidArgument(f"request could not be parsed: {request.reason}")
+        if request.WhichOneof("kind") != "data":
+            raise InvalidArgument("only the first Upload message may be the header", field="header")
+        yield request.data
+
+
+class FileServicer(files_pb2_grpc.FileServiceServicer):
+    def __init__(self, files: Files) -> None:
+        self._files = files
+
+    @rpc
+    async def Upload(self, request_iterator, context) -> pb.UploadResponse:
+        first = await anext(request_iterator, None)
+        if isinstance(first, Undecodable):
+            raise InvalidArgument(f"request could not be parsed: {first.reason}")
+        if first is None or first.WhichOneof("kind") != "header":
+            raise InvalidArgument("the first Upload message must be the header", field="header")
+        h = first.header
+        group, sender, name = v.name(h.group, "group"), v.name(h.sender, "sender"), v.name(h.name, "name")
+        done = await self._files.upload(group, sender, name, _data(request_iterator))
+        return pb.UploadResponse(file_id=done.file_id, size=done.size, gzip=done.gzip, message_id=done.message_id)
+
+    @rpc
+    async def Download(self, request: pb.DownloadRequest, context) -> AsyncIterator[pb.DownloadResponse]:
+        fid = _file_id(request.file_id)
+        source = self._files.lines if request.lines else self._files.chunks
+        async for data, offset in source(fid, request.from_offset):
+            yield pb.DownloadResponse(data=data, offset=offset)
+
+    @rpc
+    async def MarkDone(self, request: pb.MarkDoneRequest, context) -> pb.MarkDoneResponse:
+        deleted = await self._files.mark_done(_file_id(request.file_id), v.name(request.worker, "worker"))
+        return pb.MarkDoneResponse(deleted=deleted)
+
+    @rpc
+    async def ListFiles(self, request: pb.ListFilesRequest, context) -> pb.ListFilesResponse:
+        files, held = await self._files.list(v.name(request.group, "group"))
+        return pb.ListFilesResponse(held_bytes=held, files=[
+            pb.FileInfo(file_id=f.file_id, name=f.name, size=f.size, state=_STATES[f.state], gzip=f.gzip,
+                        pending=f.pending, created_at=timestamp(f.created_ms)) for f in files])
+
+    @rpc
+    async def Finish(self, request: pb.FinishRequest, context) -> pb.FinishResponse:
+        message_id = await self._files.finish(v.name(request.group, "group"), v.name(request.sender, "sender"))
+        return pb.FinishResponse(message_id=message_id)

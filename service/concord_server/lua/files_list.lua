@@ -1,0 +1,21 @@
+-- files_list.lua: a group's files, oldest first, after sweeping dead uploads.
+-- KEYS: see files_common.lua
+-- Returns {held bytes, then per file: n, name, size, state, gzip, created ms, pending count,
+-- pending workers...}.
+--! include common.lua
+--! include files_common.lua
+sweep(clock())
+local reply = {tonumber(redis.call('GET', KEYS[2]) or '0')}
+for _, n in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local f = redis.call('HMGET', fkey(n, 'meta'), 'name', 'size', 'state', 'gzip', 'created')
+  local pending = redis.call('SMEMBERS', fkey(n, 'pending'))
+  reply[#reply + 1] = n
+  for i = 1, 5 do
+    reply[#reply + 1] = f[i]
+  end
+  reply[#reply + 1] = #pending
+  for _, w in ipairs(pending) do
+    reply[#reply + 1] = w
+  end
+end
+return reply

@@ -1,0 +1,59 @@
+-- files_upload.lua: the steps of an upload: begin, append a chunk, complete, abort.
+-- KEYS: see files_common.lua
+-- ARGV[3] action
+--   begin     ARGV[4] n (a new file number)  ARGV[5] name  ARGV[6] sender  ARGV[7] chunk size
+--             ARGV[8] lease ms -> 1
+--   append    ARGV[4] n  ARGV[5] chunk  ARGV[6] bound (bytes)  ARGV[7] lease ms
+--             -> 1 stored; 0 wait: the group's other files hold more than the bound
+--                (the lease is renewed); -1 the upload is gone (lease ran out)
+--   complete  ARGV[4] n  ARGV[5..] workers -> 1, or -1 if the upload is gone
+--   abort     ARGV[4] n -> 1: deleted (the uploader failed before the announcement)
+--! include common.lua
+--! include files_common.lua
+local action = ARGV[3]
+local now_ms = clock()
+sweep(now_ms)
+if action == 'begin' then
+  local n = ARGV[4]
+  redis.call('HSET', fkey(n, 'meta'), 'name', ARGV[5], 'sender', ARGV[6], 'size', 0, 'chunks', 0,
+    'chunk_size', ARGV[7], 'state', 'uploading', 'gzip', 0, 'created', now_ms,
+    'lease_until', now_ms + tonumber(ARGV[8]))
+  redis.call('ZADD', KEYS[1], now_ms, n)
+  return 1
+end
+local n = ARGV[4]
+local meta = fkey(n, 'meta')
+if action == 'abort' then  -- the uploader failed before announcing: whatever state it reached
+  if redis.call('EXISTS', meta) == 1 then
+    delete_file(n)
+  end
+  return 1
+end
+if redis.call('HGET', meta, 'state') ~= 'uploading' then
+  return -1
+end
+if action == 'append' then
+  local chunk = ARGV[5]
+  redis.call('HSET', meta, 'lease_until', now_ms + tonumber(ARGV[7]))
+  local held = tonumber(redis.call('GET', KEYS[2]) or '0')
+  local mine = tonumber(redis.call('HGET', meta, 'size'))
+  if held > mine and held + #chunk > tonumber(ARGV[6]) then
+    return 0
+  end
+  local index = redis.call('HINCRBY', meta, 'chunks', 1) - 1
+  redis.call('HSET', fkey(n, 'chunks'), index, chunk)
+  redis.call('HINCRBY', meta, 'size', #chunk)
+  redis.call('INCRBY', KEYS[2], #chunk)
+  if index == 0 and string.sub(chunk, 1, 2) == '\031\139' then
+    redis.call('HSET', meta, 'gzip', 1)
+  end
+  redis.call('SPUBLISH', CHANNEL, 'chunk ' .. n)
+  return 1
+end
+-- complete
+for i = 5, #ARGV do
+  redis.call('SADD', fkey(n, 'pending'), ARGV[i])
+end
+redis.call('HSET', meta, 'state', 'complete')
+redis.call('SPUBLISH', CHANNEL, 'complete ' .. n)
+return 1

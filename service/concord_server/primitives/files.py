@@ -1,0 +1,286 @@
+"""File distribution (the book's 6.6): a sender ships files to a group of workers
+through Redis, in chunks, announced on a chat.
+
+A group is a chat. All keys of the group's files share the group's hash tag, so the
+bytes held for the group are counted in the same script that stores or deletes
+them (lua/files_*.lua). An upload waits while the group's *other* files hold more
+than the bound; it never waits on itself, so one file larger than the bound still
+goes through, and Redis holds at most the bound plus the file being uploaded.
+
+An upload is a file in state "uploading" with a lease its uploader renews with every
+chunk; when the upload completes, the chat's members other than the sender become
+its pending workers and the file is announced as a chat message. A cut upload is
+deleted at once by its server; one whose server died is swept when its lease runs
+out. Either way it was never announced.
+
+Downloads follow an upload in progress on the group's (broadcast) doorbell, and turn
+chunks into lines, gunzipping gzip files on the fly. A line offset is the position
+just past the line in the (decompressed) text, so a worker that reconnects resumes
+exactly after the last line it processed.
+
+Imports no grpc: api/files.py maps its errors to status codes.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from ..doorbells import Doorbells, Watch
+from ..errors import (
+    CorruptFile,
+    FileNotComplete,
+    FileNotFound,
+    InvalidArgument,
+    LineTooLong,
+    NotAMember,
+    NotAWorker,
+    OffsetOutOfRange,
+    Unavailable,
+)
+from ..keys import FileGroupKeys, KeySpace
+from ..redis_client import command
+from ..scripts import Commands, script
+from .chat import Chats
+from .queueing import Releaser
+
+_UPLOAD = script("files_upload.lua")
+_DONE = script("files_done.lua")
+_READ = script("files_read.lua", raw=True)
+_LIST = script("files_list.lua")
+
+SCRIPTS = (_UPLOAD, _DONE, _READ, _LIST)
+
+READ_CHUNKS = 4  # chunks per read while downloading
+SAFETY_WAIT = 1.0  # a follower re-reads at least this often (lost notifications)
+INFLATE_STEP = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    file_id: str
+    size: int
+    gzip: bool
+    message_id: int
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    file_id: str
+    name: str
+    size: int
+    state: str  # uploading | complete
+    gzip: bool
+    pending: list[str]
+    created_ms: int
+
+
+def file_id(group: str, n: int | str) -> str:
+    return f"{n}:{group}"
+
+
+def parse_file_id(fid: str) -> tuple[str, str]:
+    """(group, file number); the number comes first, so any group name is fine."""
+    n, sep, group = fid.partition(":")
+    if not sep or not n.isdigit() or not group:
+        raise InvalidArgument(f"file_id {fid!r} is not one this server issued", field="file_id")
+    return group, n
+
+
+def announcement(fid: str, name: str, size: int) -> str:
+    """The chat message that tells the group's workers about a file."""
+    return json.dumps({"type": "file", "file_id": fid, "name": name, "size": size})
+
+
+DONE_MESSAGE = json.dumps({"type": "done"})
+
+
+class Files:
+    def __init__(self, redis: Commands, keyspace: KeySpace, doorbells: Doorbells, chats: Chats, *,
+                 chunk_size: int = 256 * 1024, group_bound: int = 64 * 1024 * 1024, upload_lease_ms: int = 30_000,
+                 max_line: int = 1024 * 1024) -> None:
+        self._redis = redis
+        self._keys = keyspace
+        self._bells = doorbells
+        self._chats = chats
+        self.chunk_size = chunk_size
+        self._bound = group_bound
+        self._lease_ms = upload_lease_ms
+        self._max_line = max_line
+        self._releaser = Releaser()
+
+    def _run(self, s, k: FileGroupKeys, *args: object):
+        return s(self._redis, k.keys, [k.channel, k.prefix, *args])
+
+    # -- upload ------------------------------------------------------------------
+
+    async def upload(self, group: str, sender: str, name: str, data: AsyncIterator[bytes]) -> Uploaded:
+        """Stores the stream's bytes and announces the file; a failure or a cut
+        stream deletes what was stored, and nothing is announced."""
+        members = await self._chats.members(group)
+        if sender not in members:
+            raise NotAMember(f"{sender!r} is not a member of group {group!r}", chat_id=group, user=sender)
+        workers = [m for m in members if m != sender]
+        if not workers:
+            raise InvalidArgument(f"group {group!r} has no members besides the sender", field="group")
+        k = self._keys.file_group(group)
+        n = await command(self._redis, "INCR", self._keys.file_ids)
+        await self._run(_UPLOAD, k, "begin", n, name, sender, self.chunk_size, self._lease_ms)
+        fid = file_id(group, n)
+        try:
+            size, first = 0, b""
+            pending = bytearray()
+            async with self._bells.watch([k.channel]) as freed:
+                async for piece in data:
+                    pending += piece
+                    while len(pending) >= self.chunk_size:
+                        chunk = bytes(pending[: self.chunk_size])
+                        del pending[: self.chunk_size]
+                        first = first or chunk
+                        size += await self._append(k, n, chunk, freed)
+                if pending:
+                    first = first or bytes(pending)
+                    size += await self._append(k, n, bytes(pending), freed)
+            if await self._run(_UPLOAD, k, "complete", n, *workers) != 1:
+                raise Unavailable(f"upload of {name!r} took too long between chunks and was dropped")
+            message_id, _ = await self._chats.send(group, sender, announcement(fid, name, size))
+            return Uploaded(fid, size, first[:2] == b"\x1f\x8b", message_id)
+        except BaseException:
+            self._releaser.let_go(lambda: self._run(_UPLOAD, k, "abort", n), self._lease_ms, fid)
+            raise
+
+    async def _append(self, k: FileGroupKeys, n: int, chunk: bytes, freed: Watch) -> int:
+        """Stores one chunk, waiting while the group's other files hold too much."""
+        while True:
+            freed.arm()
+            stored = await self._run(_UPLOAD, k, "append", n, chunk, self._bound, self._lease_ms)
+            if stored == 1:
+                return len(chunk)
+            if stored == -1:
+                raise Unavailable("the upload was dropped: its lease ran out between chunks")
+            # Over the bound: wait for a file to be freed, renewing the lease meanwhile.
+            await freed.wait(self._lease_ms / 3000)
+
+    # -- download ----------------------------------------------------------------
+
+    async def _read(self, k: FileGroupKeys, n: str, first: int, count: int
+                    ) -> tuple[str, int, int, bool, list[bytes]]:
+        """(state, size, chunk size, gzip, up to count chunks from index first)."""
+        reply = await self._run(_READ, k, n, first, count)
+        if not reply:
+            raise FileNotFound(f"file {n} of group {k.files} does not exist (or every worker finished it)")
+        state, size, chunk_size, gzip, *chunks = reply
+        return state.decode(), int(size), int(chunk_size), gzip == b"1", chunks
+
+    async def chunks(self, fid: str, offset: int) -> AsyncIterator[tuple[bytes, int]]:
+        """The stored bytes from offset, as (data, offset just past it), following an
+        upload in progress until it completes."""
+        group, n = parse_file_id(fid)
+        k = self._keys.file_group(group)
+        state, size, chunk_size, _, _ = await self._read(k, n, 0, 0)
+        if offset > size and state == "complete":
+            raise OffsetOutOfRange(f"offset {offset} is past the end of the file ({size} bytes)", field="from_offset")
+        async with self._bells.watch([k.channel]) as watch:
+            while True:
+                watch.arm()
+                index = offset // chunk_size
+                state, size, _, _, chunks = await self._read(k, n, index, READ_CHUNKS)
+                for chunk in chunks:
+                    start = offset - index * chunk_size
+                    if start < len(chunk):
+                        offset = index * chunk_size + len(chunk)
+                        yield chunk[start:], offset
+                    index += 1
+                if state == "complete" and offset >= size:
+                    return
+                if not chunks:
+                    await watch.wait(SAFETY_WAIT)  # the uploader is behind: wait for its next chunk
+
+    async def lines(self, fid: str, offset: int) -> AsyncIterator[tuple[bytes, int]]:
+        """Whole lines (without the line break) from a line offset, gzip files
+        decompressed; each with the offset just past it."""
+        group, n = parse_file_id(fid)
+        _, _, _, gzip, _ = await self._read(self._keys.file_group(group), n, 0, 0)
+        if not gzip:
+            async for line in _split_lines(self.chunks(fid, offset), offset, self._max_line):
+                yield line
+            return
+        # A gzip stream cannot be entered midway: inflate from the start, skip to offset.
+        async for line, end in _split_lines(_gunzip(self.chunks(fid, 0)), 0, self._max_line):
+            if end > offset:
+                yield line, end
+
+    async def mark_done(self, fid: str, worker: str) -> bool:
+        """True when this was the last worker and the file was deleted."""
+        group, n = parse_file_id(fid)
+        result = await self._run(_DONE, self._keys.file_group(group), n, worker)
+        if result == -1:
+            raise FileNotFound(f"file {fid!r} does not exist (or every worker finished it)", file_id=fid)
+        if result == -2:
+            raise FileNotComplete(f"file {fid!r} is still being uploaded", file_id=fid)
+        if result == 0:
+            raise NotAWorker(f"{worker!r} is not one of the workers file {fid!r} was sent to", file_id=fid)
+        return result == 2
+
+    async def list(self, group: str) -> tuple[list[FileInfo], int]:
+        """The group's files and the bytes they hold."""
+        held, *flat = await self._run(_LIST, self._keys.file_group(group))
+        files, i = [], 0
+        while i < len(flat):
+            n, name, size, state, gzip, created, count = flat[i:i + 7]
+            pending = flat[i + 7:i + 7 + int(count)]
+            files.append(FileInfo(file_id(group, n), name, int(size), state, gzip == "1", sorted(pending), int(created)))
+            i += 7 + int(count)
+        return files, held
+
+    async def finish(self, group: str, sender: str) -> int:
+        """Sends the group the closing marker; returns its message id."""
+        message_id, _ = await self._chats.send(group, sender, DONE_MESSAGE)
+        return message_id
+
+    async def drain(self, timeout: float) -> None:
+        await self._releaser.drain(timeout)
+
+
+async def _gunzip(chunks: AsyncIterator[tuple[bytes, int]]) -> AsyncIterator[tuple[bytes, int]]:
+    """Decompressed text as (data, decompressed offset just past it). Concatenated
+    gzip members are read one after another, as gzip(1) does; output comes in
+    pieces of at most INFLATE_STEP bytes, so a small file cannot inflate into a
+    huge buffer."""
+    inflater, fed, total = zlib.decompressobj(wbits=31), False, 0
+    try:
+        async for data, _ in chunks:
+            while data:
+                fed = True
+                out = inflater.decompress(data, INFLATE_STEP)
+                data = inflater.unconsumed_tail
+                if out:
+                    total += len(out)
+                    yield out, total
+                if inflater.eof:
+                    data, inflater, fed = inflater.unused_data, zlib.decompressobj(wbits=31), False
+    except zlib.error as exc:
+        raise CorruptFile(f"the gzip data does not decompress: {exc}") from exc
+    if fed and not inflater.eof:
+        raise CorruptFile("the gzip data ends before its end marker")
+
+
+async def _split_lines(text: AsyncIterator[tuple[bytes, int]], start: int, max_line: int
+                       ) -> AsyncIterator[tuple[bytes, int]]:
+    """Lines of text that begins at offset start; a last line without a break counts."""
+    buffer = bytearray()
+    position = start  # offset of buffer[0]
+    async for data, _ in text:
+        buffer += data
+        while (i := buffer.find(b"\n")) >= 0:
+            line = bytes(buffer[:i])
+            del buffer[: i + 1]
+            position += i + 1
+            yield line.removesuffix(b"\r"), position
+        if len(buffer) > max_line:
+            raise LineTooLong(f"a line at offset {position} is longer than {max_line} bytes")
+    if buffer:
+        yield bytes(buffer), position + len(buffer)
+
