@@ -60,6 +60,31 @@ def prefixed_keys(redis_sync) -> set[str]:
     return {k for k in redis_sync.keys("*") if VALIDATION_PREFIX in k}
 
 
+def assert_rejected_and_nothing_written(call, redis_sync, field: str) -> None:
+    """call() (one RPC, streams drained) fails with INVALID_ARGUMENT naming ``field``,
+    with ErrorInfo{INVALID_ARGUMENT, concord}, and writes no key of the validation server."""
+    before = prefixed_keys(redis_sync)
+    with pytest.raises(grpc.RpcError) as err:
+        result = call()
+        if hasattr(result, "__next__"):
+            list(result)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+    info = error_info(err.value)
+    assert (info.reason, info.domain, info.metadata["field"]) == ("INVALID_ARGUMENT", "concord", field)
+    assert field in err.value.details()
+    assert prefixed_keys(redis_sync) <= before
+
+
+def unless_unavailable(call, *args):
+    """For wait_until across a Redis restart: call(*args), or None while UNAVAILABLE."""
+    import concord
+
+    try:
+        return call(*args)
+    except concord.Unavailable:
+        return None
+
+
 def renewed_past(handle, first_expiry, seconds: float) -> bool:
     """For wait_until: the handle's expiry moved ``seconds`` past first_expiry;
     fails at once if background renewal found the hold lost."""

@@ -8,7 +8,7 @@ import pytest
 import concord
 from concord.autocomplete.v1 import autocomplete_pb2 as pb
 from concord.autocomplete.v1 import autocomplete_pb2_grpc
-from support import error_info, prefixed_keys
+from support import assert_rejected_and_nothing_written
 
 
 def test_recent_contacts(client, name):
@@ -90,9 +90,4 @@ BAD_REQUESTS = {
 @pytest.mark.parametrize("case", BAD_REQUESTS, ids=str)
 def test_bad_input_is_invalid_argument_and_writes_nothing(stub, redis_sync, case):
     method, request, field = BAD_REQUESTS[case]
-    before = prefixed_keys(redis_sync)
-    with pytest.raises(grpc.RpcError) as err:
-        getattr(stub, method)(request, timeout=10)
-    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
-    assert error_info(err.value).metadata["field"] == field and field in err.value.details()
-    assert prefixed_keys(redis_sync) <= before
+    assert_rejected_and_nothing_written(lambda: getattr(stub, method)(request, timeout=10), redis_sync, field)

@@ -7,14 +7,7 @@ import threading
 import pytest
 
 import concord
-from support import ServerProcess, wait_until
-
-
-def _send(client: concord.Client, chat_id: str, sender: str, body: str) -> int | None:
-    try:
-        return client.chat.send(chat_id, sender, body)
-    except concord.Unavailable:
-        return None
+from support import ServerProcess, unless_unavailable, wait_until
 
 
 def test_a_subscription_survives_a_redis_restart(fresh_redis, tmp_path, name):
@@ -44,7 +37,7 @@ def test_a_subscription_survives_a_redis_restart(fresh_redis, tmp_path, name):
             with pytest.raises(concord.Unavailable):
                 client.chat.send(chat_id, "a", "while down")
             fresh_redis.start()  # same port, same append-only file
-            wait_until(lambda: _send(client, chat_id, "a", "after"), message="service back after Redis restart")
+            wait_until(lambda: unless_unavailable(client.chat.send, chat_id, "a", "after"), message="service back after Redis restart")
             reader.join(30)
             assert got == ["before", "after"]
             assert [m.body for m in client.chat.history(chat_id)] == ["before", "after"]  # "a" has read neither

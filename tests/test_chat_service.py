@@ -11,7 +11,7 @@ import pytest
 import concord
 from concord.chat.v1 import chat_pb2 as pb
 from concord.chat.v1 import chat_pb2_grpc
-from support import ServerProcess, error_info, prefixed_keys, wait_until
+from support import ServerProcess, assert_rejected_and_nothing_written, error_info, wait_until
 
 
 def users(name: str, *who: str) -> list[str]:
@@ -160,14 +160,7 @@ BAD_REQUESTS = {
 @pytest.mark.parametrize("case", BAD_REQUESTS, ids=str)
 def test_bad_input_is_invalid_argument_and_writes_nothing(stub, redis_sync, case):
     method, request, field = BAD_REQUESTS[case]
-    before = prefixed_keys(redis_sync)
-    with pytest.raises(grpc.RpcError) as err:
-        result = getattr(stub, method)(request, timeout=10)
-        if method in ("FetchPending", "Subscribe"):
-            list(result)
-    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
-    assert error_info(err.value).metadata["field"] == field and field in err.value.details()
-    assert prefixed_keys(redis_sync) <= before
+    assert_rejected_and_nothing_written(lambda: getattr(stub, method)(request, timeout=10), redis_sync, field)
 
 
 def test_too_many_members_is_resource_exhausted(validation_server, stub):

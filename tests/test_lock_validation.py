@@ -8,7 +8,7 @@ from google.protobuf import duration_pb2
 
 from concord.lock.v1 import lock_pb2 as pb
 from concord.lock.v1 import lock_pb2_grpc
-from support import error_info, prefixed_keys
+from support import assert_rejected_and_nothing_written, error_info, prefixed_keys
 
 TTL = duration_pb2.Duration(seconds=5)
 
@@ -71,14 +71,7 @@ def call(stub, method, request):
 @pytest.mark.parametrize("case", BAD_REQUESTS, ids=str)
 def test_bad_input_is_invalid_argument_and_writes_nothing(stub, redis_sync, case):
     method, request, field = BAD_REQUESTS[case]
-    before = prefixed_keys(redis_sync)
-    with pytest.raises(grpc.RpcError) as err:
-        call(stub, method, request)
-    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
-    info = error_info(err.value)
-    assert (info.reason, info.domain, info.metadata["field"]) == ("INVALID_ARGUMENT", "concord", field)
-    assert field in err.value.details()
-    assert prefixed_keys(redis_sync) <= before
+    assert_rejected_and_nothing_written(lambda: call(stub, method, request), redis_sync, field)
 
 
 @pytest.mark.parametrize("method", ["Release", "Refresh"])

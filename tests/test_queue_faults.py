@@ -11,7 +11,7 @@ import threading
 import pytest
 
 import concord
-from support import ServerProcess, wait_until
+from support import ServerProcess, unless_unavailable, wait_until
 
 CONSUMER_SCRIPT = """
 import sys, concord
@@ -20,13 +20,6 @@ with client.queue(sys.argv[2]).consume(lease_ttl=60, prefetch=3) as tasks:
     for task in tasks:
         print(task.task_id, flush=True)
 """
-
-
-def _put(client: concord.Client, queue: str) -> str | None:
-    try:
-        return client.queue(queue).put("after")
-    except concord.Unavailable:
-        return None
 
 
 def test_redis_restart_loses_no_task_and_wakes_blocked_gets(fresh_redis, tmp_path, name):
@@ -56,7 +49,7 @@ def test_redis_restart_loses_no_task_and_wakes_blocked_gets(fresh_redis, tmp_pat
                 q.get()
             fresh_redis.start()  # same port, same append-only file
 
-            late = wait_until(lambda: _put(client, f"{name}:idle"), message="service back after Redis restart")
+            late = wait_until(lambda: unless_unavailable(other.put, "after"), message="service back after Redis restart")
             waiter.join(30)
             assert [t.task_id for t in woke] == [late]
             for t in leased:  # leases survive the restart

@@ -9,7 +9,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from concord.queue.v1 import queue_pb2 as pb
 from concord.queue.v1 import queue_pb2_grpc
-from support import error_info, prefixed_keys
+from support import assert_rejected_and_nothing_written, error_info, prefixed_keys
 
 LEASE = "0123456789abcdef.1"
 
@@ -86,14 +86,7 @@ BAD_REQUESTS = {
 @pytest.mark.parametrize("case", BAD_REQUESTS, ids=str)
 def test_bad_input_is_invalid_argument_and_writes_nothing(stub, redis_sync, case):
     method, request, field = BAD_REQUESTS[case]
-    before = prefixed_keys(redis_sync)
-    with pytest.raises(grpc.RpcError) as err:
-        getattr(stub, method)(request, timeout=10)
-    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
-    info = error_info(err.value)
-    assert (info.reason, info.domain, info.metadata["field"]) == ("INVALID_ARGUMENT", "concord", field)
-    assert field in err.value.details()
-    assert prefixed_keys(redis_sync) <= before
+    assert_rejected_and_nothing_written(lambda: getattr(stub, method)(request, timeout=10), redis_sync, field)
 
 
 def test_a_bad_task_anywhere_in_a_batch_adds_none_of_it(stub, redis_sync):
