@@ -21,7 +21,8 @@ class Context:
         return None if self.profile_dir is None else self.profile_dir / f"{name}.prof"
 
 
-NAMES = ("cost", "handoff", "scale", "semaphore-cost", "semaphore-handoff", "queue-cost", "queue-delay")
+NAMES = ("cost", "handoff", "scale", "semaphore-cost", "semaphore-handoff", "queue-cost", "queue-delay",
+         "chat-latency", "chat-fetch")
 
 
 def module_name(name: str) -> str:
