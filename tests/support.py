@@ -26,6 +26,7 @@ from concord_server.embedded_valkey import free_port, valkey_binary
 from concord_server.keys import KeySpace
 from concord_server.notifications import NotificationBus
 from concord_server.primitives.chat import Chats
+from concord_server.primitives.chat_feeds import Feeds
 from concord_server.primitives.lock import Locks
 from concord_server.primitives.queue import Queues
 from concord_server.primitives.semaphore import Semaphores
@@ -243,8 +244,25 @@ def queue_primitive(url: str, **kw):
     return _doorbell_primitive(Queues, url, broadcast=False, **kw)
 
 
-def chat_primitive(url: str, **kw):
-    return _doorbell_primitive(Chats, url, broadcast=True, **kw)
+@contextlib.asynccontextmanager
+async def chat_primitive(url: str, *, prefix: str | None = None, **kw):
+    """(Chats, Feeds) wired like the server wires them, without gRPC."""
+    r = connect(url, 16)
+    commands = AutoPipeline(r.connection_pool)
+    bus = NotificationBus(r)
+    doorbells = Doorbells(bus, broadcast=True, interval=10.0)
+    keyspace = KeySpace(prefix or f"t{uuid.uuid4().hex[:8]}")
+    chats = Chats(commands, keyspace, **kw)
+    feeds = Feeds(chats, keyspace, doorbells)
+    try:
+        yield chats, feeds
+    finally:
+        doorbells.close()
+        await feeds.drain(1.0)
+        await doorbells.aclose()
+        await bus.close()
+        await commands.aclose()
+        await r.aclose()
 
 
 def lock_primitive(url: str, **kw):

@@ -33,7 +33,7 @@ from .config import Settings
 from .doorbells import Doorbells
 from .keys import KeySpace
 from .notifications import NotificationBus
-from .primitives import autocomplete, chat, files, lock, queue, semaphore
+from .primitives import autocomplete, chat, chat_feeds, files, lock, queue, semaphore
 from .redis_client import connect
 from .waiters import Waiters
 
@@ -81,7 +81,7 @@ class Server:
     bus: NotificationBus
     waiters: Waiters
     doorbells: tuple[Doorbells, ...]
-    primitives: tuple[lock.Locks, semaphore.Semaphores, queue.Queues, chat.Chats, autocomplete.Autocomplete,
+    primitives: tuple[lock.Locks, semaphore.Semaphores, queue.Queues, chat_feeds.Feeds, autocomplete.Autocomplete,
                       files.Files]
 
     async def stop(self) -> None:
@@ -115,8 +115,9 @@ async def start(settings: Settings) -> Server:
     semaphores = semaphore.Semaphores(commands, keyspace, waiters, process_id=process_id)
     queues = queue.Queues(commands, keyspace, doorbells, priority_aging_ms=int(settings.queue_priority_aging * 1000),
                           retry_backoff_ms=int(settings.queue_retry_backoff * 1000))
-    chats = chat.Chats(commands, keyspace, chat_bells, max_messages=settings.chat_max_messages,
+    chats = chat.Chats(commands, keyspace, max_messages=settings.chat_max_messages,
                        max_bytes=settings.chat_max_bytes, max_members=settings.chat_max_members)
+    feeds = chat_feeds.Feeds(chats, keyspace, chat_bells)
     completer = autocomplete.Autocomplete(commands, keyspace, recent_max=settings.recent_contacts_max,
                                           range_scan=settings.autocomplete_scan,
                                           score_scan=10 * settings.autocomplete_scan)
@@ -135,7 +136,7 @@ async def start(settings: Settings) -> Server:
     add_servicer(server, semaphore_pb2_grpc.add_SemaphoreServiceServicer_to_server,
                  SemaphoreServicer(semaphores, settings))
     add_servicer(server, queue_pb2_grpc.add_QueueServiceServicer_to_server, QueueServicer(queues, settings))
-    add_servicer(server, chat_pb2_grpc.add_ChatServiceServicer_to_server, ChatServicer(chats, settings))
+    add_servicer(server, chat_pb2_grpc.add_ChatServiceServicer_to_server, ChatServicer(chats, feeds, settings))
     add_servicer(server, autocomplete_pb2_grpc.add_AutocompleteServiceServicer_to_server,
                  AutocompleteServicer(completer, settings))
     add_servicer(server, files_pb2_grpc.add_FileServiceServicer_to_server, FileServicer(shipper))
@@ -150,7 +151,7 @@ async def start(settings: Settings) -> Server:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("concord-server serving on %s (port %d)", settings.listen, port)
     return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, (doorbells, chat_bells),
-                  (locks, semaphores, queues, chats, completer, shipper))
+                  (locks, semaphores, queues, feeds, completer, shipper))
 
 
 async def serve(settings: Settings) -> None:

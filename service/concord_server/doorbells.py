@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import random
 from collections.abc import AsyncIterator, Sequence
 
 from .errors import Unavailable
@@ -109,7 +110,11 @@ class Doorbell:
             self._registry.forget(self)
             return
         interval = self._registry.interval
-        next_ring = loop.time() + interval
+
+        def beat() -> float:  # jittered, so the process's doorbells do not all ring at once
+            return loop.time() + interval * random.uniform(0.75, 1.25)
+
+        next_ring = beat()
         try:
             while True:
                 now = loop.time()
@@ -118,7 +123,7 @@ class Doorbell:
                     # go: a lost message cannot strand a waiter for long.
                     if now >= next_ring:
                         self.ring_all() if self._registry.broadcast else self.ring()
-                        next_ring = now + interval
+                        next_ring = beat()
                     timeout = next_ring - now
                 else:
                     idle = now - self._idle_since
@@ -130,7 +135,7 @@ class Doorbell:
                     async with asyncio.timeout(timeout):
                         await self._changed.wait()  # a waiter arrived after an idle spell
                         if next_ring < loop.time():
-                            next_ring = loop.time() + interval
+                            next_ring = beat()
         finally:
             if self._timer is not None:
                 self._timer.cancel()

@@ -64,13 +64,12 @@ def _message(m: pb.ChatMessage) -> ChatMessage:
     return ChatMessage(m.chat_id, m.message_id, m.sender, m.body, when(m.sent_at))
 
 
-def _event(resp: Any) -> ChatMessage | Gap | None:
-    kind = resp.WhichOneof("kind")
-    if kind == "message":
-        return _message(resp.message)
-    if kind == "gap":
-        return Gap(resp.gap.chat_id, resp.gap.first_available_id)
-    return None  # caught_up
+def _items(resp: Any) -> list[ChatMessage | Gap]:
+    """A stream response's messages (consecutive, of one chat) or its gap."""
+    items: list[ChatMessage | Gap] = [_message(m) for m in resp.messages]
+    if resp.HasField("gap"):
+        items.append(Gap(resp.gap.chat_id, resp.gap.first_available_id))
+    return items
 
 
 def _history_request(chat_id: str, before: int | None, after: int | None, limit: int) -> pb.GetHistoryRequest:
@@ -105,11 +104,9 @@ class Subscription:
     def __iter__(self) -> Iterator[ChatMessage | Gap]:
         try:
             for resp in self._call:
-                item = _event(resp)
-                if item is None:
+                yield from _items(resp)
+                if resp.caught_up:
                     self._caught_up.set()
-                else:
-                    yield item
         except grpc.RpcError as exc:
             if exc.code() != grpc.StatusCode.CANCELLED:
                 raise from_rpc_error(exc) from None
@@ -147,7 +144,7 @@ class Chat:
         call = self.client._chats.FetchPending(pb.FetchPendingRequest(recipient=recipient), timeout=self.client.timeout)
         try:
             for resp in call:
-                yield _event(resp)  # type: ignore[misc]
+                yield from _items(resp)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 
@@ -193,11 +190,10 @@ class AsyncSubscription:
     async def __aiter__(self) -> AsyncIterator[ChatMessage | Gap]:
         try:
             async for resp in self._call:
-                item = _event(resp)
-                if item is None:
-                    self._caught_up.set()
-                else:
+                for item in _items(resp):
                     yield item
+                if resp.caught_up:
+                    self._caught_up.set()
         except grpc.RpcError as exc:
             if exc.code() != grpc.StatusCode.CANCELLED:
                 raise from_rpc_error(exc) from None
@@ -233,7 +229,8 @@ class AsyncChat:
         call = self.client._chats.FetchPending(pb.FetchPendingRequest(recipient=recipient), timeout=self.client.timeout)
         try:
             async for resp in call:
-                yield _event(resp)  # type: ignore[misc]
+                for item in _items(resp):
+                    yield item
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 

@@ -9,7 +9,8 @@ from concord.chat.v1 import chat_pb2_grpc
 
 from ..config import Settings
 from ..errors import ChatFull, InvalidArgument
-from ..primitives.chat import Chats, Event, Gap, Message
+from ..primitives.chat import Batch, Chats, Event, Gap, Message
+from ..primitives.chat_feeds import Feeds
 from . import validation as v
 from .convert import timestamp
 from .status import rpc
@@ -24,16 +25,17 @@ def message(m: Message) -> pb.ChatMessage:
 
 
 def event(e: Event, kind: type[pb.FetchPendingResponse] | type[pb.SubscribeResponse]):
-    if isinstance(e, Message):
-        return kind(message=message(e))
+    if isinstance(e, Batch):
+        return kind(messages=[message(m) for m in e.messages])
     if isinstance(e, Gap):
         return kind(gap=pb.Gap(chat_id=e.chat_id, first_available_id=e.first_available_id))
-    return pb.SubscribeResponse(caught_up=pb.CaughtUp())
+    return pb.SubscribeResponse(caught_up=True)
 
 
 class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
-    def __init__(self, chats: Chats, settings: Settings) -> None:
+    def __init__(self, chats: Chats, feeds: Feeds, settings: Settings) -> None:
         self._chats = chats
+        self._feeds = feeds
         self._max_body = settings.chat_max_message_size
         self._max_members = settings.chat_max_members
 
@@ -63,7 +65,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
 
     @rpc
     async def FetchPending(self, request: pb.FetchPendingRequest, context) -> AsyncIterator[pb.FetchPendingResponse]:
-        async for e in self._chats.fetch_pending(v.name(request.recipient, "recipient")):
+        async for e in self._feeds.fetch_pending(v.name(request.recipient, "recipient")):
             yield event(e, pb.FetchPendingResponse)
 
     @rpc
@@ -71,7 +73,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         recipient = v.name(request.recipient, "recipient")
         if request.ack_mode not in (pb.ACK_MODE_UNSPECIFIED, pb.ACK_MODE_AUTO, pb.ACK_MODE_EXPLICIT):
             raise InvalidArgument("ack_mode must be ACK_MODE_AUTO or ACK_MODE_EXPLICIT", field="ack_mode")
-        async for e in self._chats.subscribe(recipient, auto_ack=request.ack_mode != pb.ACK_MODE_EXPLICIT):
+        async for e in self._feeds.subscribe(recipient, auto_ack=request.ack_mode != pb.ACK_MODE_EXPLICIT):
             yield event(e, pb.SubscribeResponse)
 
     @rpc

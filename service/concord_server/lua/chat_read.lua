@@ -1,25 +1,34 @@
--- chat_read.lua: a member's view of a chat, and the messages after a position (read only).
+-- chat_read.lua: where some users stand in a chat, and the messages after a position
+-- (read only). One user: a member's own read. Several: the one read a server process
+-- makes for all of its local subscribers of a chat when the chat rings.
 -- KEYS: see chat_common.lua
--- ARGV[4] user   ARGV[5] read after this id, or after the member's seen id if that is later
--- ARGV[6] most messages
--- Returns {-1} no such chat, {0} not a member, else
--- {1, seen id, last id, first kept id, id 1, sender 1, body 1, sent ms 1, id 2, ...}.
+-- ARGV[4] read after this id   ARGV[5] most messages   ARGV[6..] users
+-- Reads start after ARGV[4] or after the lowest seen id of the users who are members,
+-- whichever is later: what they have all seen is not pending for any of them.
+-- Returns {-1} no such chat, else {1, last id, first kept id, k, seen id of user 1
+-- (-1: not a member), ..., seen id of user k, then id, sender, body, sent ms per message}.
 --! include chat_common.lua
 if redis.call('EXISTS', KEYS[3]) == 0 then
   return {-1}
 end
-local seen = redis.call('ZSCORE', KEYS[1], ARGV[4])
-if not seen then
-  return {0}
-end
-seen = tonumber(seen)
 local seq = tonumber(redis.call('HGET', KEYS[3], 'seq'))
-local reply = {1, seen, seq, first_id(seq)}
--- Never before the member's seen id: what it has seen (acked from another session,
--- or from before it left and rejoined) is not pending.
-local after = math.max(tonumber(ARGV[5]), seen)
-if tonumber(ARGV[6]) > 0 and after < seq then
-  for _, e in ipairs(redis.call('XRANGE', KEYS[2], (after + 1) .. '-0', '+', 'COUNT', ARGV[6])) do
+local k = #ARGV - 5
+local reply = {1, seq, first_id(seq), k}
+local lowest = nil
+for i = 6, #ARGV do
+  local seen = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  seen = seen and tonumber(seen) or -1
+  if seen >= 0 and (not lowest or seen < lowest) then
+    lowest = seen
+  end
+  reply[#reply + 1] = seen
+end
+if not lowest then
+  return reply  -- none of them is a member
+end
+local after = math.max(tonumber(ARGV[4]), lowest)
+if tonumber(ARGV[5]) > 0 and after < seq then
+  for _, e in ipairs(redis.call('XRANGE', KEYS[2], (after + 1) .. '-0', '+', 'COUNT', ARGV[5])) do
     local f = {}
     for i = 1, #e[2], 2 do
       f[e[2][i]] = e[2][i + 1]

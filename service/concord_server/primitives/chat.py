@@ -11,10 +11,8 @@ written first when someone joins (create, join) and last when they leave, and ev
 read checks membership in the chat itself: a crash in between leaves, at worst, an
 index entry that reads ignore, never a member who cannot see a chat.
 
-Live delivery: each chat publishes every message id on its shard channel, and each
-user's index publishes its changes. A subscriber waits on one broadcast doorbell per
-channel (doorbells.py), re-reads just the chats that rang, and re-checks everything
-after a (re)subscription, so a message sent through any replica arrives at once.
+Each chat publishes every message id on its shard channel and each user's index its
+changes: chat_feeds.py turns them into live streams.
 
 Imports no grpc: api/chat.py maps its errors to status codes.
 """
@@ -22,26 +20,24 @@ Imports no grpc: api/chat.py maps its errors to status codes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..doorbells import Doorbells
-from ..errors import ChatExists, ChatFull, ChatNotFound, NotAMember, Unavailable
+from ..errors import ChatExists, ChatFull, ChatNotFound, NotAMember
 from ..keys import ChatKeys, KeySpace
 from ..redis_client import command
 from ..scripts import Commands, script
-from .queueing import Releaser
 
 _CREATE = script("chat_create.lua")
 _SEND = script("chat_send.lua")
 _READ = script("chat_read.lua")
 _MEMBER = script("chat_member.lua")
 _INDEX = script("chat_index.lua")
+_SEEN = script("chat_seen.lua")
 
-SCRIPTS = (_CREATE, _SEND, _READ, _MEMBER, _INDEX)
+SCRIPTS = (_CREATE, _SEND, _READ, _MEMBER, _INDEX, _SEEN)
 
 READ_BATCH = 500  # messages per chat per read; a stream reads again while a chat has more
-LIVE_WAIT = 30.0  # a subscriber's doorbell wait, re-armed until the stream ends
 
 
 @dataclass(frozen=True)
@@ -51,6 +47,14 @@ class Message:
     sender: str
     body: str
     sent_ms: int
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Consecutive messages of one chat, in id order: what a stream sends at once."""
+
+    chat_id: str
+    messages: list[Message]
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,7 @@ class CaughtUp:
 
 
 CAUGHT_UP = CaughtUp()
-Event = Message | Gap | CaughtUp
+Event = Batch | Gap | CaughtUp
 
 
 @dataclass(frozen=True)
@@ -83,16 +87,14 @@ class ChatView:
 
 
 class Chats:
-    """The chat primitive of one server process: ``doorbells`` must be broadcast."""
+    """A chat's data: members, messages, seen positions. Streams: chat_feeds.Feeds."""
 
-    def __init__(self, redis: Commands, keyspace: KeySpace, doorbells: Doorbells, *,
+    def __init__(self, redis: Commands, keyspace: KeySpace, *,
                  max_messages: int = 10_000, max_bytes: int = 16 * 1024 * 1024, max_members: int = 1000) -> None:
         self._redis = redis
         self._keys = keyspace
-        self._bells = doorbells
         self._retention = (max_messages, max_bytes)
         self._max_members = max_members
-        self._releaser = Releaser()
 
     def _run(self, s, k: ChatKeys, *args: object):
         return s(self._redis, k.keys, [k.channel, *self._retention, *args])
@@ -120,16 +122,30 @@ class Chats:
         _check(reply[0], chat_id, sender)
         return reply[1], reply[2]
 
+    async def read_for(self, chat_id: str, users: Sequence[str], after: int, count: int = READ_BATCH
+                       ) -> list[ChatView | None]:
+        """Each user's view of the chat, with up to count messages after ``after`` or
+        after the user's seen id, whichever is later (one script for all of them);
+        None for a user who is not a member or when the chat is gone."""
+        reply = await self._run(_READ, self._keys.chat(chat_id), after, count, *users)
+        if reply[0] != 1:
+            return [None] * len(users)
+        _, last, first, k, *rest = reply
+        flat = rest[k:]
+        messages = [Message(chat_id, int(flat[i]), flat[i + 1], flat[i + 2], int(flat[i + 3]))
+                    for i in range(0, len(flat), 4)]
+        return [None if seen < 0 else ChatView(chat_id, seen, last, first,
+                                                [m for m in messages if m.message_id > max(after, seen)])
+                for seen in rest[:k]]
+
     async def read(self, chat_id: str, user: str, after: int = -1, count: int = READ_BATCH) -> ChatView | None:
         """The member's view and up to count messages after ``after`` or its seen id,
         whichever is later; None when the chat is gone or user is not a member."""
-        reply = await self._run(_READ, self._keys.chat(chat_id), user, after, count)
-        if reply[0] != 1:
-            return None
-        _, seen, last, first, *flat = reply
-        messages = [Message(chat_id, int(flat[i]), flat[i + 1], flat[i + 2], int(flat[i + 3]))
-                    for i in range(0, len(flat), 4)]
-        return ChatView(chat_id, int(seen), int(last), int(first), messages)
+        return (await self.read_for(chat_id, [user], after, count))[0]
+
+    async def write_seen(self, chat_id: str, seen: dict[str, int]) -> int:
+        """Moves several members' seen positions at once (auto acks); returns how many moved."""
+        return await self._run(_SEEN, self._keys.chat(chat_id), *[x for pair in seen.items() for x in pair])
 
     async def members(self, chat_id: str) -> list[str]:
         k = self._keys.chat(chat_id)
@@ -185,112 +201,8 @@ class Chats:
             entries = await command(self._redis, "XRANGE", k.msgs, f"({after}-0", "+", "COUNT", limit)
         return [_message(chat_id, entry_id, fields) for entry_id, fields in entries]
 
-    async def fetch_pending(self, user: str) -> AsyncIterator[Event]:
-        """Every unseen message across the user's chats, marking them seen as they go."""
-        cursors: dict[str, int] = {}
-        async with _AutoAcks(self, user, cursors, enabled=True) as acks:
-            async for event in self._drain(user, await self.chats_of(user), cursors):
-                yield event
-            await acks.flush()
-
-    async def subscribe(self, user: str, auto_ack: bool) -> AsyncIterator[Event]:
-        """The pending messages, CAUGHT_UP, then live ones until the caller stops.
-
-        ``cursors`` is what this stream delivered; with auto_ack it is also written
-        back as the member's seen position."""
-        cursors: dict[str, int] = {}
-        user_channel = self._keys.user(user).channel
-        async with _AutoAcks(self, user, cursors, enabled=auto_ack) as acks:
-            chats = await self.chats_of(user)
-            async for event in self._drain(user, chats, cursors):
-                yield event
-            await acks.flush()
-            yield CAUGHT_UP
-            dirty: Collection[str] = chats  # whatever arrived before the doorbells listened
-            while True:
-                channels = {self._keys.chat(c).channel: c for c in chats}
-                async with self._bells.watch([user_channel, *channels]) as watch:
-                    watch.arm()
-                    while True:
-                        async for event in self._drain(user, dirty, cursors):
-                            yield event
-                        await acks.flush()
-                        await watch.wait(LIVE_WAIT)
-                        rung = watch.arm()
-                        dirty = [channels[ch] for ch in rung if ch in channels]
-                        if user_channel in rung:
-                            break
-                known = set(chats)
-                chats = await self.chats_of(user)
-                dirty = sorted(set(dirty) | (set(chats) - known))
-                for gone in known - set(chats):
-                    cursors.pop(gone, None)
-
-    async def _drain(self, user: str, chats: Collection[str], cursors: dict[str, int]) -> AsyncIterator[Event]:
-        """Everything after the cursors in these chats, chat by chat, reading again
-        while a chat has more; moves the cursors as each event is yielded."""
-        todo = list(chats)
-        while todo:
-            more = []
-            for view in await self.views(user, todo, cursors):
-                cursor = max(cursors.get(view.chat_id, view.seen), view.seen)
-                if view.first_id > cursor + 1 and view.first_id <= view.last_id:
-                    yield Gap(view.chat_id, view.first_id)
-                    cursor = cursors[view.chat_id] = view.first_id - 1
-                for m in view.messages:
-                    if m.message_id > cursor:
-                        yield m
-                        cursor = cursors[view.chat_id] = m.message_id
-                cursors.setdefault(view.chat_id, cursor)
-                if len(view.messages) == READ_BATCH:
-                    more.append(view.chat_id)
-            todo = more
-
     async def drain(self, timeout: float) -> None:
-        """Waits (up to timeout) for background seen-position writes; at shutdown."""
-        await self._releaser.drain(timeout)
-
-
-class _AutoAcks:
-    """Writes a stream's cursors back as seen positions (when ``enabled``): after each
-    drain and, in the background, when the stream ends, so a stream cut halfway
-    keeps exactly what it delivered as seen and the rest pending."""
-
-    def __init__(self, chats: Chats, user: str, cursors: dict[str, int], *, enabled: bool) -> None:
-        self._enabled = enabled
-        self._chats = chats
-        self._user = user
-        self._cursors = cursors
-        self._written: dict[str, int] = {}
-
-    def _due(self) -> dict[str, int]:
-        if not self._enabled:
-            return {}
-        return {c: i for c, i in self._cursors.items() if i > self._written.get(c, 0)}
-
-    async def flush(self) -> None:
-        """Writes what is due; raises Unavailable (after keeping what was written)
-        when Redis could not take some of it, so the caller can retry."""
-        due = self._due()
-        results = await asyncio.gather(*(self._chats.ack(self._user, c, i) for c, i in due.items()),
-                                       return_exceptions=True)
-        failed = None
-        for (chat_id, seen), result in zip(due.items(), results):
-            if isinstance(result, Unavailable):
-                failed = result
-            elif isinstance(result, BaseException) and not isinstance(result, (ChatNotFound, NotAMember)):
-                raise result  # left or deleted meanwhile is fine; anything else is not
-            else:
-                self._written[chat_id] = seen
-        if failed is not None:
-            raise failed
-
-    async def __aenter__(self) -> _AutoAcks:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._due():
-            self._chats._releaser.let_go(self.flush, 60_000, f"seen positions of {self._user}")
+        """Nothing of its own runs in the background (see chat_feeds.Feeds)."""
 
 
 def _check(status: int, chat_id: str, user: str) -> None:

@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x63oncord/chat/v1/chat.proto\x12\x0f\x63oncord.chat.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"Y\n\x11\x43reateChatRequest\x12\x0e\n\x06sender\x18\x01 \x01(\t\x12\x12\n\nrecipients\x18\x02 \x03(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0f\n\x07\x63hat_id\x18\x04 \x01(\t\"9\n\x12\x43reateChatResponse\x12\x0f\n\x07\x63hat_id\x18\x01 \x01(\t\x12\x12\n\nmessage_id\x18\x02 \x01(\x04\"C\n\x12SendMessageRequest\x12\x0f\n\x07\x63hat_id\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\x0c\n\x04\x62ody\x18\x03 \x01(\t\"V\n\x13SendMessageResponse\x12\x12\n\nmessage_id\x18\x01 \x01(\x04\x12+\n\x07sent_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"}\n\x0b\x43hatMessage\x12\x0f\n\x07\x63hat_id\x18\x01 \x01(\t\x12\x12\n\nmessage_id\x18\x02 \x01(\x04\x12\x0e\n\x06sender\x18\x03 \x01(\t\x12\x0c\n\x04\x62ody\x18\x04 \x01(\t\x12+\n\x07sent_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"2\n\x03Gap\x12\x0f\n\x07\x63hat_id\x18\x01 \x01(\t\x12\x1a\n\x12\x66irst_available_id\x18\x02 \x01(\x04\"\n\n\x08\x43\x61ughtUp\"(\n\x13\x46\x65tchPendingRequest\x12\x11\n\trecipient\x18\x01 \x01(\t\"t\n\x14\x46\x65tchPendingResponse\x12/\n\x07message\x18\x01 \x01(\x0b\x32\x1c.concord.chat.v1.ChatMessageH\x00\x12#\n\x03gap\x18\x02 \x01(\x0b\x32\x14.concord.chat.v1.GapH\x00\x42\x06\n\x04kind\"Q\n\x10SubscribeRequest\x12\x11\n\trecipient\x18\x01 \x01(\t\x12*\n\x08\x61\x63k_mode\x18\x02 \x01(\x0e\x32\x18.concord.chat.v1.AckMode\"\xa1\x01\n\x11SubscribeResponse\x12/\n\x07message\x18\x01 \x01(\x0b\x32\x1c.concord.chat.v1.ChatMessageH\x00\x12#\n\x03gap\x18\x02 \x01(\x0b\x32\x14.concord.chat.v1.GapH\x00\x12.\n\tcaught_up\x18\x03 \x01(\x0b\x32\x19.concord.chat.v1.CaughtUpH\x00\x42\x06\n\x04kind\"B\n\nAckRequest\x12\x11\n\trecipient\x18\x01 \x01(\t\x12\x0f\n\x07\x63hat_id\x18\x02 \x01(\t\x12\x10\n\x08up_to_id\x18\x03 \x01(\x04\"\r\n\x0b\x41\x63kResponse\"0\n\x0fJoinChatRequest\x12\x0f\n\x07\x63hat_id\x18\x01 \x01(\t\x12\x0c\n\x04user\x18\x02 \x01(\t\"#\n\x10JoinChatResponse\x12\x0f\n\x07seen_id\x18\x01 \x01(\x04\"1\n\x10LeaveChatRequest\x12\x0f\n\x07\x63hat_id\x18\x01 \x01(\t\x12\x0c\n\x04user\x18\x02 \x01(\t\")\n\x11LeaveChatResponse\x12\x14\n\x0c\x63hat_deleted\x18\x01 \x01(\x08\" \n\x10ListChatsRequest\x12\x0c\n\x04user\x18\x01 \x01(\t\"X\n\x0b\x43hatSummary\x12\x0f\n\x07\x63hat_id\x18\x01 \x01(\t\x12\x0e\n\x06unread\x18\x02 \x01(\x04\x12\x17\n\x0flast_message_id\x18\x03 \x01(\x04\x12\x0f\n\x07seen_id\x18\x04 \x01(\x04\"@\n\x11ListChatsResponse\x12+\n\x05\x63hats\x18\x01 \x03(\x0b\x32\x1c.concord.chat.v1.ChatSummary\"X\n\x11GetHistoryRequest\x12\x0f\n\x07\x63hat_id\x18\x01 \x01(\t\x12\x11\n\tbefore_id\x18\x02 \x01(\x04\x12\x10\n\x08\x61\x66ter_id\x18\x03 \x01(\x04\x12\r\n\x05limit\x18\x04 \x01(\r\"D\n\x12GetHistoryResponse\x12.\n\x08messages\x18\x01 \x03(\x0b\x32\x1c.concord.chat.v1.ChatMessage*M\n\x07\x41\x63kMode\x12\x18\n\x14\x41\x43K_MODE_UNSPECIFIED\x10\x00\x12\x11\n\rACK_MODE_AUTO\x10\x01\x12\x15\n\x11\x41\x43K_MODE_EXPLICIT\x10\x02\x32\x85\x06\n\x0b\x43hatService\x12U\n\nCreateChat\x12\".concord.chat.v1.CreateChatRequest\x1a#.concord.chat.v1.CreateChatResponse\x12X\n\x0bSendMessage\x12#.concord.chat.v1.SendMessageRequest\x1a$.concord.chat.v1.SendMessageResponse\x12]\n\x0c\x46\x65tchPending\x12$.concord.chat.v1.FetchPendingRequest\x1a%.concord.chat.v1.FetchPendingResponse0\x01\x12T\n\tSubscribe\x12!.concord.chat.v1.SubscribeRequest\x1a\".concord.chat.v1.SubscribeResponse0\x01\x12@\n\x03\x41\x63k\x12\x1b.concord.chat.v1.AckRequest\x1a\x1c.concord.chat.v1.AckResponse\x12O\n\x08JoinChat\x12 .concord.chat.v1.JoinChatRequest\x1a!.concord.chat.v1.JoinChatResponse\x12R\n\tLeaveChat\x12!.concord.chat.v1.LeaveChatRequest\x1a\".concord.chat.v1.LeaveChatResponse\x12R\n\tListChats\x12!.concord.chat.v1.ListChatsRequest\x1a\".concord.chat.v1.ListChatsResponse\x12U\n\nGetHistory\x12\".concord.chat.v1.GetHistoryRequest\x1a#.concord.chat.v1.GetHistoryResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x63oncord/chat/v1/chat.proto\x12\x0f\x63oncord.chat.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"Y\n\x11\x43reateChatRequest\x12\x0e\n\x06sender\x18\x01 \x01(\t\x12\x12\n\nrecipients\x18\x02 \x03(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0f\n\x07\x63hat_id\x18\x04 \x01(\t\"9\n\x12\x43reateChatResponse\x12\x0f\n\x07\x63hat_id\x18\x01 \x01(\t\x12\x12\n\nmessage_id\x18\x02 \x01(\x04\"C\n\x12SendMessageRequest\x12\x0f\n\x07\x63hat_id\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\x0c\n\x04\x62ody\x18\x03 \x01(\t\"V\n\x13SendMessageResponse\x12\x12\n\nmessage_id\x18\x01 \x01(\x04\x12+\n\x07sent_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"}\n\x0b\x43hatMessage\x12\x0f\n\x07\x63hat_id\x18\x01 \x01(\t\x12\x12\n\nmessage_id\x18\x02 \x01(\x04\x12\x0e\n\x06sender\x18\x03 \x01(\t\x12\x0c\n\x04\x62ody\x18\x04 \x01(\t\x12+\n\x07sent_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"2\n\x03Gap\x12\x0f\n\x07\x63hat_id\x18\x01 \x01(\t\x12\x1a\n\x12\x66irst_available_id\x18\x02 \x01(\x04\"(\n\x13\x46\x65tchPendingRequest\x12\x11\n\trecipient\x18\x01 \x01(\t\"i\n\x14\x46\x65tchPendingResponse\x12.\n\x08messages\x18\x01 \x03(\x0b\x32\x1c.concord.chat.v1.ChatMessage\x12!\n\x03gap\x18\x02 \x01(\x0b\x32\x14.concord.chat.v1.Gap\"Q\n\x10SubscribeRequest\x12\x11\n\trecipient\x18\x01 \x01(\t\x12*\n\x08\x61\x63k_mode\x18\x02 \x01(\x0e\x32\x18.concord.chat.v1.AckMode\"y\n\x11SubscribeResponse\x12.\n\x08messages\x18\x01 \x03(\x0b\x32\x1c.concord.chat.v1.ChatMessage\x12!\n\x03gap\x18\x02 \x01(\x0b\x32\x14.concord.chat.v1.Gap\x12\x11\n\tcaught_up\x18\x03 \x01(\x08\"B\n\nAckRequest\x12\x11\n\trecipient\x18\x01 \x01(\t\x12\x0f\n\x07\x63hat_id\x18\x02 \x01(\t\x12\x10\n\x08up_to_id\x18\x03 \x01(\x04\"\r\n\x0b\x41\x63kResponse\"0\n\x0fJoinChatRequest\x12\x0f\n\x07\x63hat_id\x18\x01 \x01(\t\x12\x0c\n\x04user\x18\x02 \x01(\t\"#\n\x10JoinChatResponse\x12\x0f\n\x07seen_id\x18\x01 \x01(\x04\"1\n\x10LeaveChatRequest\x12\x0f\n\x07\x63hat_id\x18\x01 \x01(\t\x12\x0c\n\x04user\x18\x02 \x01(\t\")\n\x11LeaveChatResponse\x12\x14\n\x0c\x63hat_deleted\x18\x01 \x01(\x08\" \n\x10ListChatsRequest\x12\x0c\n\x04user\x18\x01 \x01(\t\"X\n\x0b\x43hatSummary\x12\x0f\n\x07\x63hat_id\x18\x01 \x01(\t\x12\x0e\n\x06unread\x18\x02 \x01(\x04\x12\x17\n\x0flast_message_id\x18\x03 \x01(\x04\x12\x0f\n\x07seen_id\x18\x04 \x01(\x04\"@\n\x11ListChatsResponse\x12+\n\x05\x63hats\x18\x01 \x03(\x0b\x32\x1c.concord.chat.v1.ChatSummary\"X\n\x11GetHistoryRequest\x12\x0f\n\x07\x63hat_id\x18\x01 \x01(\t\x12\x11\n\tbefore_id\x18\x02 \x01(\x04\x12\x10\n\x08\x61\x66ter_id\x18\x03 \x01(\x04\x12\r\n\x05limit\x18\x04 \x01(\r\"D\n\x12GetHistoryResponse\x12.\n\x08messages\x18\x01 \x03(\x0b\x32\x1c.concord.chat.v1.ChatMessage*M\n\x07\x41\x63kMode\x12\x18\n\x14\x41\x43K_MODE_UNSPECIFIED\x10\x00\x12\x11\n\rACK_MODE_AUTO\x10\x01\x12\x15\n\x11\x41\x43K_MODE_EXPLICIT\x10\x02\x32\x85\x06\n\x0b\x43hatService\x12U\n\nCreateChat\x12\".concord.chat.v1.CreateChatRequest\x1a#.concord.chat.v1.CreateChatResponse\x12X\n\x0bSendMessage\x12#.concord.chat.v1.SendMessageRequest\x1a$.concord.chat.v1.SendMessageResponse\x12]\n\x0c\x46\x65tchPending\x12$.concord.chat.v1.FetchPendingRequest\x1a%.concord.chat.v1.FetchPendingResponse0\x01\x12T\n\tSubscribe\x12!.concord.chat.v1.SubscribeRequest\x1a\".concord.chat.v1.SubscribeResponse0\x01\x12@\n\x03\x41\x63k\x12\x1b.concord.chat.v1.AckRequest\x1a\x1c.concord.chat.v1.AckResponse\x12O\n\x08JoinChat\x12 .concord.chat.v1.JoinChatRequest\x1a!.concord.chat.v1.JoinChatResponse\x12R\n\tLeaveChat\x12!.concord.chat.v1.LeaveChatRequest\x1a\".concord.chat.v1.LeaveChatResponse\x12R\n\tListChats\x12!.concord.chat.v1.ListChatsRequest\x1a\".concord.chat.v1.ListChatsResponse\x12U\n\nGetHistory\x12\".concord.chat.v1.GetHistoryRequest\x1a#.concord.chat.v1.GetHistoryResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'concord.chat.v1.chat_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ACKMODE']._serialized_start=1599
-  _globals['_ACKMODE']._serialized_end=1676
+  _globals['_ACKMODE']._serialized_start=1535
+  _globals['_ACKMODE']._serialized_end=1612
   _globals['_CREATECHATREQUEST']._serialized_start=80
   _globals['_CREATECHATREQUEST']._serialized_end=169
   _globals['_CREATECHATRESPONSE']._serialized_start=171
@@ -46,38 +46,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHATMESSAGE']._serialized_end=512
   _globals['_GAP']._serialized_start=514
   _globals['_GAP']._serialized_end=564
-  _globals['_CAUGHTUP']._serialized_start=566
-  _globals['_CAUGHTUP']._serialized_end=576
-  _globals['_FETCHPENDINGREQUEST']._serialized_start=578
-  _globals['_FETCHPENDINGREQUEST']._serialized_end=618
-  _globals['_FETCHPENDINGRESPONSE']._serialized_start=620
-  _globals['_FETCHPENDINGRESPONSE']._serialized_end=736
-  _globals['_SUBSCRIBEREQUEST']._serialized_start=738
-  _globals['_SUBSCRIBEREQUEST']._serialized_end=819
-  _globals['_SUBSCRIBERESPONSE']._serialized_start=822
-  _globals['_SUBSCRIBERESPONSE']._serialized_end=983
-  _globals['_ACKREQUEST']._serialized_start=985
-  _globals['_ACKREQUEST']._serialized_end=1051
-  _globals['_ACKRESPONSE']._serialized_start=1053
-  _globals['_ACKRESPONSE']._serialized_end=1066
-  _globals['_JOINCHATREQUEST']._serialized_start=1068
-  _globals['_JOINCHATREQUEST']._serialized_end=1116
-  _globals['_JOINCHATRESPONSE']._serialized_start=1118
-  _globals['_JOINCHATRESPONSE']._serialized_end=1153
-  _globals['_LEAVECHATREQUEST']._serialized_start=1155
-  _globals['_LEAVECHATREQUEST']._serialized_end=1204
-  _globals['_LEAVECHATRESPONSE']._serialized_start=1206
-  _globals['_LEAVECHATRESPONSE']._serialized_end=1247
-  _globals['_LISTCHATSREQUEST']._serialized_start=1249
-  _globals['_LISTCHATSREQUEST']._serialized_end=1281
-  _globals['_CHATSUMMARY']._serialized_start=1283
-  _globals['_CHATSUMMARY']._serialized_end=1371
-  _globals['_LISTCHATSRESPONSE']._serialized_start=1373
-  _globals['_LISTCHATSRESPONSE']._serialized_end=1437
-  _globals['_GETHISTORYREQUEST']._serialized_start=1439
-  _globals['_GETHISTORYREQUEST']._serialized_end=1527
-  _globals['_GETHISTORYRESPONSE']._serialized_start=1529
-  _globals['_GETHISTORYRESPONSE']._serialized_end=1597
-  _globals['_CHATSERVICE']._serialized_start=1679
-  _globals['_CHATSERVICE']._serialized_end=2452
+  _globals['_FETCHPENDINGREQUEST']._serialized_start=566
+  _globals['_FETCHPENDINGREQUEST']._serialized_end=606
+  _globals['_FETCHPENDINGRESPONSE']._serialized_start=608
+  _globals['_FETCHPENDINGRESPONSE']._serialized_end=713
+  _globals['_SUBSCRIBEREQUEST']._serialized_start=715
+  _globals['_SUBSCRIBEREQUEST']._serialized_end=796
+  _globals['_SUBSCRIBERESPONSE']._serialized_start=798
+  _globals['_SUBSCRIBERESPONSE']._serialized_end=919
+  _globals['_ACKREQUEST']._serialized_start=921
+  _globals['_ACKREQUEST']._serialized_end=987
+  _globals['_ACKRESPONSE']._serialized_start=989
+  _globals['_ACKRESPONSE']._serialized_end=1002
+  _globals['_JOINCHATREQUEST']._serialized_start=1004
+  _globals['_JOINCHATREQUEST']._serialized_end=1052
+  _globals['_JOINCHATRESPONSE']._serialized_start=1054
+  _globals['_JOINCHATRESPONSE']._serialized_end=1089
+  _globals['_LEAVECHATREQUEST']._serialized_start=1091
+  _globals['_LEAVECHATREQUEST']._serialized_end=1140
+  _globals['_LEAVECHATRESPONSE']._serialized_start=1142
+  _globals['_LEAVECHATRESPONSE']._serialized_end=1183
+  _globals['_LISTCHATSREQUEST']._serialized_start=1185
+  _globals['_LISTCHATSREQUEST']._serialized_end=1217
+  _globals['_CHATSUMMARY']._serialized_start=1219
+  _globals['_CHATSUMMARY']._serialized_end=1307
+  _globals['_LISTCHATSRESPONSE']._serialized_start=1309
+  _globals['_LISTCHATSRESPONSE']._serialized_end=1373
+  _globals['_GETHISTORYREQUEST']._serialized_start=1375
+  _globals['_GETHISTORYREQUEST']._serialized_end=1463
+  _globals['_GETHISTORYRESPONSE']._serialized_start=1465
+  _globals['_GETHISTORYRESPONSE']._serialized_end=1533
+  _globals['_CHATSERVICE']._serialized_start=1615
+  _globals['_CHATSERVICE']._serialized_end=2388
 # @@protoc_insertion_point(module_scope)

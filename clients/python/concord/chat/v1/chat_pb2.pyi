@@ -79,10 +79,6 @@ class Gap(_message.Message):
     first_available_id: int
     def __init__(self, chat_id: _Optional[str] = ..., first_available_id: _Optional[int] = ...) -> None: ...
 
-class CaughtUp(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
-
 class FetchPendingRequest(_message.Message):
     __slots__ = ("recipient",)
     RECIPIENT_FIELD_NUMBER: _ClassVar[int]
@@ -90,12 +86,12 @@ class FetchPendingRequest(_message.Message):
     def __init__(self, recipient: _Optional[str] = ...) -> None: ...
 
 class FetchPendingResponse(_message.Message):
-    __slots__ = ("message", "gap")
-    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("messages", "gap")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
     GAP_FIELD_NUMBER: _ClassVar[int]
-    message: ChatMessage
+    messages: _containers.RepeatedCompositeFieldContainer[ChatMessage]
     gap: Gap
-    def __init__(self, message: _Optional[_Union[ChatMessage, _Mapping]] = ..., gap: _Optional[_Union[Gap, _Mapping]] = ...) -> None: ...
+    def __init__(self, messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., gap: _Optional[_Union[Gap, _Mapping]] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
     __slots__ = ("recipient", "ack_mode")
@@ -106,14 +102,14 @@ class SubscribeRequest(_message.Message):
     def __init__(self, recipient: _Optional[str] = ..., ack_mode: _Optional[_Union[AckMode, str]] = ...) -> None: ...
 
 class SubscribeResponse(_message.Message):
-    __slots__ = ("message", "gap", "caught_up")
-    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("messages", "gap", "caught_up")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
     GAP_FIELD_NUMBER: _ClassVar[int]
     CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
-    message: ChatMessage
+    messages: _containers.RepeatedCompositeFieldContainer[ChatMessage]
     gap: Gap
-    caught_up: CaughtUp
-    def __init__(self, message: _Optional[_Union[ChatMessage, _Mapping]] = ..., gap: _Optional[_Union[Gap, _Mapping]] = ..., caught_up: _Optional[_Union[CaughtUp, _Mapping]] = ...) -> None: ...
+    caught_up: bool
+    def __init__(self, messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., gap: _Optional[_Union[Gap, _Mapping]] = ..., caught_up: _Optional[bool] = ...) -> None: ...
 
 class AckRequest(_message.Message):
     __slots__ = ("recipient", "chat_id", "up_to_id")

@@ -117,14 +117,15 @@ class ChatServiceServicer:
     def FetchPending(self, request, context):
         """FetchPending streams every message the recipient has not seen, across all of
         its chats, in id order within each chat, and marks them seen as they are sent.
-        A stream cut halfway leaves what it did not send pending.
+        Each response holds consecutive messages of one chat. A stream cut halfway
+        leaves what it did not send pending (a response in flight is sent again).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Subscribe(self, request, context):
-        """Subscribe streams the pending messages, then CAUGHT_UP, then new messages as
+        """Subscribe streams the pending messages, then caught_up, then new messages as
         they are sent through any server, until the client cancels. ACK_MODE_AUTO marks
         messages seen as they are sent; ACK_MODE_EXPLICIT only on Ack, so a client that
         crashes gets its unacknowledged messages again.

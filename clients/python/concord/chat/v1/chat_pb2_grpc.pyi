@@ -51,10 +51,11 @@ class ChatServiceStub:
     FetchPending: _grpc.UnaryStreamMultiCallable[_chat_pb2.FetchPendingRequest, _chat_pb2.FetchPendingResponse]
     """FetchPending streams every message the recipient has not seen, across all of
     its chats, in id order within each chat, and marks them seen as they are sent.
-    A stream cut halfway leaves what it did not send pending.
+    Each response holds consecutive messages of one chat. A stream cut halfway
+    leaves what it did not send pending (a response in flight is sent again).
     """
     Subscribe: _grpc.UnaryStreamMultiCallable[_chat_pb2.SubscribeRequest, _chat_pb2.SubscribeResponse]
-    """Subscribe streams the pending messages, then CAUGHT_UP, then new messages as
+    """Subscribe streams the pending messages, then caught_up, then new messages as
     they are sent through any server, until the client cancels. ACK_MODE_AUTO marks
     messages seen as they are sent; ACK_MODE_EXPLICIT only on Ack, so a client that
     crashes gets its unacknowledged messages again.
@@ -95,10 +96,11 @@ class ChatServiceAsyncStub(ChatServiceStub):
     FetchPending: _aio.UnaryStreamMultiCallable[_chat_pb2.FetchPendingRequest, _chat_pb2.FetchPendingResponse]  # type: ignore[assignment]
     """FetchPending streams every message the recipient has not seen, across all of
     its chats, in id order within each chat, and marks them seen as they are sent.
-    A stream cut halfway leaves what it did not send pending.
+    Each response holds consecutive messages of one chat. A stream cut halfway
+    leaves what it did not send pending (a response in flight is sent again).
     """
     Subscribe: _aio.UnaryStreamMultiCallable[_chat_pb2.SubscribeRequest, _chat_pb2.SubscribeResponse]  # type: ignore[assignment]
-    """Subscribe streams the pending messages, then CAUGHT_UP, then new messages as
+    """Subscribe streams the pending messages, then caught_up, then new messages as
     they are sent through any server, until the client cancels. ACK_MODE_AUTO marks
     messages seen as they are sent; ACK_MODE_EXPLICIT only on Ack, so a client that
     crashes gets its unacknowledged messages again.
@@ -154,7 +156,8 @@ class ChatServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_chat_pb2.FetchPendingResponse], _abc.AsyncIterator[_chat_pb2.FetchPendingResponse]]:
         """FetchPending streams every message the recipient has not seen, across all of
         its chats, in id order within each chat, and marks them seen as they are sent.
-        A stream cut halfway leaves what it did not send pending.
+        Each response holds consecutive messages of one chat. A stream cut halfway
+        leaves what it did not send pending (a response in flight is sent again).
         """
 
     @_abc_1.abstractmethod
@@ -163,7 +166,7 @@ class ChatServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _chat_pb2.SubscribeRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_chat_pb2.SubscribeResponse], _abc.AsyncIterator[_chat_pb2.SubscribeResponse]]:
-        """Subscribe streams the pending messages, then CAUGHT_UP, then new messages as
+        """Subscribe streams the pending messages, then caught_up, then new messages as
         they are sent through any server, until the client cancels. ACK_MODE_AUTO marks
         messages seen as they are sent; ACK_MODE_EXPLICIT only on Ack, so a client that
         crashes gets its unacknowledged messages again.
