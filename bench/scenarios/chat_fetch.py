@@ -174,7 +174,7 @@ def _concord_fetch(chats: chat_pb2_grpc.ChatServiceStub, user: str, ps) -> dict:
     for resp in chats.FetchPending(pb.FetchPendingRequest(recipient=user), timeout=30):
         if not n:
             first = time.perf_counter() - t0
-        n += resp.HasField("message")
+        n += len(resp.messages)
     out = {"s": time.perf_counter() - t0, "first_s": first, "server_cpu_s": cpu_seconds(ps) - cpu0}
     _check(n, f"FetchPending for {user}")
     return out
