@@ -115,7 +115,8 @@ class Files:
     def lines(self, file_id: str, from_offset: int = 0) -> Iterator[Line]:
         """The file's lines (gzip inflated), following an upload still in progress."""
         for r in self._stream(pb.DownloadRequest(file_id=file_id, from_offset=from_offset, lines=True)):
-            yield Line(r.data, r.offset)
+            for data, end in zip(r.lines, r.line_ends):
+                yield Line(data, end)
 
     def _stream(self, request: pb.DownloadRequest) -> Iterator[pb.DownloadResponse]:
         try:
@@ -185,8 +186,8 @@ class Files:
 def _requests(header: pb.UploadRequest, pieces: Iterator[bytes]) -> Iterator[pb.UploadRequest]:
     yield header
     for piece in pieces:
-        if piece:
-            yield pb.UploadRequest(data=piece)
+        for i in range(0, len(piece), PIECE):  # keeps every message under the gRPC limit
+            yield pb.UploadRequest(data=piece[i:i + PIECE])
 
 
 def _kind(body: str) -> dict | None:

@@ -51,9 +51,13 @@ class FileServicer(files_pb2_grpc.FileServiceServicer):
     @rpc
     async def Download(self, request: pb.DownloadRequest, context) -> AsyncIterator[pb.DownloadResponse]:
         fid = _file_id(request.file_id)
-        source = self._files.lines if request.lines else self._files.chunks
-        async for data, offset in source(fid, request.from_offset):
-            yield pb.DownloadResponse(data=data, offset=offset)
+        if not request.lines:
+            async for data, offset in self._files.chunks(fid, request.from_offset):
+                yield pb.DownloadResponse(data=data, offset=offset)
+            return
+        async for batch in self._files.lines(fid, request.from_offset):
+            yield pb.DownloadResponse(lines=[line for line, _ in batch], line_ends=[end for _, end in batch],
+                                      offset=batch[-1][1])
 
     @rpc
     async def MarkDone(self, request: pb.MarkDoneRequest, context) -> pb.MarkDoneResponse:

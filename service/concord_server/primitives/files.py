@@ -198,19 +198,21 @@ class Files:
                 if not chunks:
                     await watch.wait(SAFETY_WAIT)  # the uploader is behind: wait for its next chunk
 
-    async def lines(self, fid: str, offset: int) -> AsyncIterator[tuple[bytes, int]]:
+    async def lines(self, fid: str, offset: int) -> AsyncIterator[list[tuple[bytes, int]]]:
         """Whole lines (without the line break) from a line offset, gzip files
-        decompressed; each with the offset just past it."""
+        decompressed, each with the offset just past it; in batches, one per piece of
+        text (about a chunk), so a line never waits for lines that have not arrived."""
         group, n = parse_file_id(fid)
         _, _, _, gzip, _ = await self._read(self._keys.file_group(group), n, 0, 0)
         if not gzip:
-            async for line in _split_lines(self.chunks(fid, offset), offset, self._max_line):
-                yield line
+            async for batch in _split_lines(self.chunks(fid, offset), offset, self._max_line):
+                yield batch
             return
         # A gzip stream cannot be entered midway: inflate from the start, skip to offset.
-        async for line, end in _split_lines(_gunzip(self.chunks(fid, 0)), 0, self._max_line):
-            if end > offset:
-                yield line, end
+        async for batch in _split_lines(_gunzip(self.chunks(fid, 0)), 0, self._max_line):
+            batch = [(line, end) for line, end in batch if end > offset]
+            if batch:
+                yield batch
 
     async def mark_done(self, fid: str, worker: str) -> bool:
         """True when this was the last worker and the file was deleted."""
@@ -268,19 +270,23 @@ async def _gunzip(chunks: AsyncIterator[tuple[bytes, int]]) -> AsyncIterator[tup
 
 
 async def _split_lines(text: AsyncIterator[tuple[bytes, int]], start: int, max_line: int
-                       ) -> AsyncIterator[tuple[bytes, int]]:
-    """Lines of text that begins at offset start; a last line without a break counts."""
+                       ) -> AsyncIterator[list[tuple[bytes, int]]]:
+    """The lines of text that begins at offset start, as one batch per piece of text;
+    a last line without a break counts."""
     buffer = bytearray()
     position = start  # offset of buffer[0]
     async for data, _ in text:
         buffer += data
-        while (i := buffer.find(b"\n")) >= 0:
-            line = bytes(buffer[:i])
-            del buffer[: i + 1]
-            position += i + 1
-            yield line.removesuffix(b"\r"), position
+        batch = []
+        begin = 0
+        while (i := buffer.find(b"\n", begin)) >= 0:
+            batch.append((bytes(buffer[begin:i]).removesuffix(b"\r"), position + i + 1))
+            begin = i + 1
+        del buffer[:begin]
+        position += begin
+        if batch:
+            yield batch
         if len(buffer) > max_line:
             raise LineTooLong(f"a line at offset {position} is longer than {max_line} bytes")
     if buffer:
-        yield bytes(buffer), position + len(buffer)
-
+        yield [(bytes(buffer), position + len(buffer))]

@@ -60,12 +60,16 @@ class DownloadRequest(_message.Message):
     def __init__(self, file_id: _Optional[str] = ..., from_offset: _Optional[int] = ..., lines: _Optional[bool] = ...) -> None: ...
 
 class DownloadResponse(_message.Message):
-    __slots__ = ("data", "offset")
+    __slots__ = ("data", "offset", "lines", "line_ends")
     DATA_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    LINE_ENDS_FIELD_NUMBER: _ClassVar[int]
     data: bytes
     offset: int
-    def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ...) -> None: ...
+    lines: _containers.RepeatedScalarFieldContainer[bytes]
+    line_ends: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ..., lines: _Optional[_Iterable[bytes]] = ..., line_ends: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class MarkDoneRequest(_message.Message):
     __slots__ = ("file_id", "worker")

@@ -87,8 +87,8 @@ class FileServiceServicer:
 
     def Download(self, request, context):
         """Download streams a file from an offset: raw chunks, or (lines = true) whole
-        lines, gzip files decompressed on the fly. A download of a file still being
-        uploaded follows it to the end.
+        lines, many per message, gzip files decompressed on the fly. A download of a
+        file still being uploaded follows it to the end.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -46,8 +46,8 @@ class FileServiceStub:
     """
     Download: _grpc.UnaryStreamMultiCallable[_files_pb2.DownloadRequest, _files_pb2.DownloadResponse]
     """Download streams a file from an offset: raw chunks, or (lines = true) whole
-    lines, gzip files decompressed on the fly. A download of a file still being
-    uploaded follows it to the end.
+    lines, many per message, gzip files decompressed on the fly. A download of a
+    file still being uploaded follows it to the end.
     """
     MarkDone: _grpc.UnaryUnaryMultiCallable[_files_pb2.MarkDoneRequest, _files_pb2.MarkDoneResponse]
     """MarkDone records that a worker finished a file; the last one deletes it."""
@@ -76,8 +76,8 @@ class FileServiceAsyncStub(FileServiceStub):
     """
     Download: _aio.UnaryStreamMultiCallable[_files_pb2.DownloadRequest, _files_pb2.DownloadResponse]  # type: ignore[assignment]
     """Download streams a file from an offset: raw chunks, or (lines = true) whole
-    lines, gzip files decompressed on the fly. A download of a file still being
-    uploaded follows it to the end.
+    lines, many per message, gzip files decompressed on the fly. A download of a
+    file still being uploaded follows it to the end.
     """
     MarkDone: _aio.UnaryUnaryMultiCallable[_files_pb2.MarkDoneRequest, _files_pb2.MarkDoneResponse]  # type: ignore[assignment]
     """MarkDone records that a worker finished a file; the last one deletes it."""
@@ -115,8 +115,8 @@ class FileServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_files_pb2.DownloadResponse], _abc.AsyncIterator[_files_pb2.DownloadResponse]]:
         """Download streams a file from an offset: raw chunks, or (lines = true) whole
-        lines, gzip files decompressed on the fly. A download of a file still being
-        uploaded follows it to the end.
+        lines, many per message, gzip files decompressed on the fly. A download of a
+        file still being uploaded follows it to the end.
         """
 
     @_abc_1.abstractmethod
