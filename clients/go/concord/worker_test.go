@@ -1,0 +1,76 @@
+package concord_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"concord/clients/go/concord"
+	queuev1 "concord/clients/go/gen/concord/queue/v1"
+)
+
+func TestWorkerAcksRetriesAndDeadLetters(t *testing.T) {
+	t.Parallel() // independent: every test has names of its own
+	c, queue := connect(t), unique(t)
+	ctx := within(t, 30*time.Second)
+	tasks := []*queuev1.NewTask{{Type: "flaky", MaxAttempts: 2}, {Type: "doomed", MaxAttempts: 1}, {Type: "unknown", MaxAttempts: 1}}
+	for i := range 5 {
+		tasks = append(tasks, &queuev1.NewTask{Type: "greet", Payload: []byte(fmt.Sprint(i))})
+	}
+	if _, err := c.Queues.Enqueue(ctx, &queuev1.EnqueueRequest{Queue: queue, Tasks: tasks}); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	greeted := map[string]bool{}
+	flakyAttempts := 0
+	w := concord.NewWorker(c.Queues, queue)
+	w.Concurrency = 3
+	w.LeaseTTL = 3 * time.Second
+	w.Handle("greet", func(ctx context.Context, task *queuev1.Task) error {
+		time.Sleep(1200 * time.Millisecond) // longer than a third of the lease: renewed meanwhile
+		mu.Lock()
+		defer mu.Unlock()
+		greeted[string(task.GetPayload())] = true
+		return nil
+	})
+	w.Handle("flaky", func(ctx context.Context, task *queuev1.Task) error {
+		mu.Lock()
+		defer mu.Unlock()
+		flakyAttempts = int(task.GetAttempt())
+		if task.GetAttempt() == 1 {
+			return errors.New("first try fails")
+		}
+		return nil
+	})
+	w.Handle("doomed", func(ctx context.Context, task *queuev1.Task) error { panic("never works") })
+
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error)
+	go func() { ran <- w.Run(runCtx) }()
+	eventually(t, "every task settled", func() bool {
+		s, err := c.Queues.Stats(ctx, &queuev1.StatsRequest{Queue: queue})
+		return err == nil && s.GetReady()+s.GetDelayed()+s.GetLeased() == 0 && s.GetDead() == 2
+	})
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(greeted) != 5 || flakyAttempts != 2 {
+		t.Fatalf("greeted %v, flaky ran %d times", greeted, flakyAttempts)
+	}
+	dead, err := c.Queues.ListDead(ctx, &queuev1.ListDeadRequest{Queue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := map[string]string{}
+	for _, task := range dead.GetTasks() {
+		errs[task.GetType()] = task.GetLastError()
+	}
+	if errs["doomed"] != "handler panicked: never works" || errs["unknown"] != `no handler for task type "unknown"` {
+		t.Fatalf("dead tasks' errors: %v", errs)
+	}
+}

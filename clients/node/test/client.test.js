@@ -1,0 +1,96 @@
+// Runs against the live server named by CONCORD_ADDR (tests/test_polyglot.py
+// starts one and sets it; by hand: `make run`, then CONCORD_ADDR=127.0.0.1:50051 npm test).
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import { Client, duration, errorInfo, grpc } from '../src/index.js';
+
+const addr = process.env.CONCORD_ADDR;
+if (!addr && process.env.CI) throw new Error('CONCORD_ADDR is not set; CI must run these tests against a live server');
+const skip = addr ? false : 'CONCORD_ADDR is not set: start a server (`make run`) and set CONCORD_ADDR=127.0.0.1:50051';
+
+const unique = (what) => `node:${what}:${randomBytes(6).toString('hex')}`;
+const soon = () => ({ deadline: Date.now() + 10_000 });
+
+// Collects a server stream's messages until it ends.
+function drain(stream) {
+  return new Promise((resolve, reject) => {
+    const messages = [];
+    stream.on('data', (m) => messages.push(m)).on('error', reject).on('end', () => resolve(messages));
+  });
+}
+
+describe('concord over grpc-js', { skip }, () => {
+  let client;
+  before(() => { client = new Client(addr); });
+  after(() => client?.close());
+
+  test('a lock is taken, described and released; a stale release names its reason', async () => {
+    const name = unique('lock');
+    const got = await client.lock.acquire({ name, ttl: duration(10_000), owner: 'node' }, soon());
+    assert.equal(got.acquired, true);
+    assert.match(got.fencingToken, /^\d+$/); // a uint64 arrives as a string, exactly
+    const held = await client.lock.describe({ name }, soon());
+    assert.deepEqual([held.held, held.owner, held.fencingToken], [true, 'node', got.fencingToken]);
+    await client.lock.release({ name, lease: got.lease }, soon());
+
+    const err = await client.lock.release({ name, lease: got.lease }, soon()).then(() => null, (e) => e);
+    assert.equal(err?.code, grpc.status.FAILED_PRECONDITION);
+    assert.deepEqual(errorInfo(err), { reason: 'LOCK_NOT_HELD', domain: 'concord', metadata: { name } });
+  });
+
+  test('tasks go through a queue with their payload', async () => {
+    const queue = unique('queue');
+    const payload = Buffer.from(JSON.stringify({ to: 'ada@example.com' }));
+    const { results } = await client.queue.enqueue({ queue, tasks: [{ type: 'send_welcome', payload }] }, soon());
+    const { tasks: [task] } = await client.queue.dequeue({ queues: [queue], waitTimeout: duration(5000) }, soon());
+    assert.equal(task.taskId, results[0].taskId);
+    assert.deepEqual([task.type, task.payload, task.state], ['send_welcome', payload, 'TASK_STATE_LEASED']);
+    await client.queue.ack({ queue, taskId: task.taskId, lease: task.lease }, soon());
+    const stats = await client.queue.stats({ queue }, soon());
+    assert.deepEqual([stats.ready, stats.leased], ['0', '0']);
+  });
+
+  test('pending chat messages stream in order', async () => {
+    const [joe, jenny] = [unique('joe'), unique('jenny')];
+    const { chatId } = await client.chat.createChat({ sender: joe, recipients: [jenny], message: 'Hi all' }, soon());
+    await client.chat.sendMessage({ chatId, sender: joe, body: 'second' }, soon());
+    const responses = await drain(client.chat.fetchPending({ recipient: jenny }, soon()));
+    assert.deepEqual(responses.flatMap((r) => r.messages).map((m) => [m.sender, m.body, m.messageId]),
+      [[joe, 'Hi all', '1'], [joe, 'second', '2']]);
+    assert.deepEqual(await drain(client.chat.fetchPending({ recipient: jenny }, soon())), []);
+  });
+
+  test('a file uploads as a client stream and downloads line by line', async () => {
+    const [sender, worker] = [unique('shipper'), unique('worker')];
+    const { chatId: group } = await client.chat.createChat({ sender, recipients: [worker], message: 'logs' }, soon());
+    const uploaded = await new Promise((resolve, reject) => {
+      const upload = client.files.upload(soon(), (err, res) => (err ? reject(err) : resolve(res)));
+      upload.write({ header: { group, sender, name: 'app.log' } });
+      upload.write({ data: Buffer.from('first\nsec') });
+      upload.end({ data: Buffer.from('ond\n') });
+    });
+    assert.equal(uploaded.size, '13');
+    const responses = await drain(client.files.download({ fileId: uploaded.fileId, lines: true }, soon()));
+    assert.deepEqual(responses.flatMap((r) => r.lines).map(String), ['first', 'second']);
+    assert.equal((await client.files.markDone({ fileId: uploaded.fileId, worker }, soon())).deleted, true);
+  });
+
+  test('autocomplete suggests by prefix in any case', async () => {
+    const index = unique('guild');
+    await client.autocomplete.addNames({ index, names: [{ name: 'Åsa' }, { name: 'Astrid', score: 12 }] }, soon());
+    const { suggestions } = await client.autocomplete.suggest({ index, prefix: 'AS', order: 'SUGGEST_ORDER_SCORE' }, soon());
+    assert.deepEqual(suggestions.map((s) => s.name), ['Astrid']);
+  });
+
+  test('the producer example enqueues one task per argument', async () => {
+    const queue = unique('produced');
+    const { stdout } = await promisify(execFile)(process.execPath,
+      ['examples/producer.js', '--addr', addr, queue, 'greet', '{"n": 1}', '{"n": 2}'], { timeout: 20_000 });
+    const ids = stdout.trim().split('\n');
+    const { tasks } = await client.queue.peek({ queue }, soon());
+    assert.deepEqual(tasks.map((t) => [t.taskId, JSON.parse(t.payload)]), [[ids[0], { n: 1 }], [ids[1], { n: 2 }]]);
+  });
+});
