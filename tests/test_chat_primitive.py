@@ -142,7 +142,13 @@ async def test_subscribe_delivers_pending_then_live_messages_and_new_chats(chats
     await feed.aclose()
 
 
-async def test_subscribers_of_one_chat_share_one_read_per_message(chats, feeds, redis_sync, name):
+async def test_subscribers_of_one_chat_share_one_read_per_message(fresh_redis, name):
+    # A Redis of its own: the script counts below must not see other tests' servers.
+    async with chat_primitive(fresh_redis.url) as (chats, feeds):
+        await _share_one_read(chats, feeds, fresh_redis.client(), name)
+
+
+async def _share_one_read(chats, feeds, redis_sync, name):
     members = [f"u{i}" for i in range(8)]
     cid, _ = await chats.create("sender", members, "hello", name)
     subs = [feeds.subscribe(u, auto_ack=True) for u in members]
