@@ -76,8 +76,9 @@ class Settings:
             raise ValueError("file_chunk_size must be 1 KiB to max_message_size - 1 KiB")
         if self.file_group_bound < 1 or not 0.1 <= self.file_upload_lease <= 3600:
             raise ValueError("file_group_bound must be positive and file_upload_lease 0.1-3600 s")
-        if not 1 <= self.recent_contacts_max <= 10_000 or self.autocomplete_scan < 1:
-            raise ValueError("recent_contacts_max must be 1-10000 and autocomplete_scan positive")
+        if not 1 <= self.recent_contacts_max <= 10_000 or not 1 <= self.autocomplete_scan <= 5000:
+            # a scan's members go to one ZMSCORE call: Lua unpacks at most ~8000 values
+            raise ValueError("recent_contacts_max must be 1-10000 and autocomplete_scan 1-5000")
         if self.redis_max_connections < 2:
             raise ValueError("redis_max_connections must be at least 2 (one is pub/sub)")
 

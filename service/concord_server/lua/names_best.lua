@@ -12,20 +12,31 @@
 --! include names_common.lua
 local limit, range_scan = tonumber(ARGV[4]), tonumber(ARGV[5])
 
--- Members ranked best first (ties in name order), as {member, stored score} pairs.
+-- The best `limit` of members (best first, ties in name order) as {member, number,
+-- stored score}: one ZMSCORE for all of them, then a selection that keeps only the
+-- best `limit` (no full sort: limit is small next to the range).
 local function ranked(members)
-  local out = {}
-  for _, m in ipairs(members) do
-    local s = redis.call('ZSCORE', KEYS[2], m) or '0'
-    out[#out + 1] = {m, tonumber(s), s}
+  local best = {}
+  if #members == 0 then
+    return best
   end
-  table.sort(out, function(a, b)
-    if a[2] ~= b[2] then
-      return a[2] < b[2]
+  local scores = redis.call('ZMSCORE', KEYS[2], unpack(members))
+  for i, m in ipairs(members) do
+    local s = scores[i] or '0'
+    local e = {m, tonumber(s), s}
+    local n = #best
+    if n < limit or e[2] < best[n][2] or (e[2] == best[n][2] and m < best[n][1]) then
+      local at = n + 1
+      while at > 1 and (e[2] < best[at - 1][2] or (e[2] == best[at - 1][2] and m < best[at - 1][1])) do
+        at = at - 1
+      end
+      table.insert(best, at, e)
+      if #best > limit then
+        best[#best] = nil
+      end
     end
-    return a[1] < b[1]
-  end)
-  return out
+  end
+  return best
 end
 
 local reply, taken = {0}, {}
