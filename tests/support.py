@@ -221,48 +221,46 @@ async def wired_primitive(kind, url: str, *, process_id: str = "test-proc", live
 
 
 @contextlib.asynccontextmanager
-async def _doorbell_primitive(kind, url: str, *, broadcast: bool, prefix: str | None = None, interval: float = 1.0,
-                              **kw):
-    """A primitive that waits on doorbells (Queues, Chats), wired like the server wires it."""
+async def _doorbell_wiring(url: str, *, broadcast: bool, interval: float, prefix: str | None):
+    """(commands, keyspace, doorbells) wired like the server wires them; the caller
+    drains its primitive before this closes them."""
     r = connect(url, 16)
     commands = AutoPipeline(r.connection_pool)
     bus = NotificationBus(r)
     doorbells = Doorbells(bus, interval=interval, broadcast=broadcast)
-    primitive = kind(commands, KeySpace(prefix or f"t{uuid.uuid4().hex[:8]}"), doorbells, **kw)
     try:
-        yield primitive
+        yield commands, KeySpace(prefix or f"t{uuid.uuid4().hex[:8]}"), doorbells
     finally:
         doorbells.close()
-        await primitive.drain(1.0)
         await doorbells.aclose()
         await bus.close()
         await commands.aclose()
         await r.aclose()
 
 
-def queue_primitive(url: str, **kw):
-    return _doorbell_primitive(Queues, url, broadcast=False, **kw)
+@contextlib.asynccontextmanager
+async def queue_primitive(url: str, *, prefix: str | None = None, interval: float = 1.0, **kw):
+    """A Queues primitive wired like the server wires it, without gRPC."""
+    async with _doorbell_wiring(url, broadcast=False, interval=interval, prefix=prefix) as (commands, keys, bells):
+        queues = Queues(commands, keys, bells, **kw)
+        try:
+            yield queues
+        finally:
+            bells.close()
+            await queues.drain(1.0)
 
 
 @contextlib.asynccontextmanager
 async def chat_primitive(url: str, *, prefix: str | None = None, **kw):
     """(Chats, Feeds) wired like the server wires them, without gRPC."""
-    r = connect(url, 16)
-    commands = AutoPipeline(r.connection_pool)
-    bus = NotificationBus(r)
-    doorbells = Doorbells(bus, broadcast=True, interval=10.0)
-    keyspace = KeySpace(prefix or f"t{uuid.uuid4().hex[:8]}")
-    chats = Chats(commands, keyspace, **kw)
-    feeds = Feeds(chats, keyspace, doorbells)
-    try:
-        yield chats, feeds
-    finally:
-        doorbells.close()
-        await feeds.drain(1.0)
-        await doorbells.aclose()
-        await bus.close()
-        await commands.aclose()
-        await r.aclose()
+    async with _doorbell_wiring(url, broadcast=True, interval=10.0, prefix=prefix) as (commands, keys, bells):
+        chats = Chats(commands, keys, **kw)
+        feeds = Feeds(chats, keys, bells)
+        try:
+            yield chats, feeds
+        finally:
+            bells.close()
+            await feeds.drain(1.0)
 
 
 def lock_primitive(url: str, **kw):

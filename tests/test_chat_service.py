@@ -26,6 +26,18 @@ def collect(feed: concord.Subscription) -> tuple[list, threading.Thread]:
     return got, t
 
 
+def send_live(feed: concord.Subscription, sender: concord.Client, chat_id: str, user: str, body: str) -> list:
+    """Waits for the feed to catch up, sends body, and returns all the feed got once
+    the live message is in."""
+    got, reader = collect(feed)
+    assert feed.wait_caught_up(10)
+    sender.chat.send(chat_id, user, body)
+    wait_until(lambda: got and got[-1].body == body, message=f"the live message {body!r}")
+    feed.close()
+    reader.join(5)
+    return got
+
+
 def test_create_send_fetch_and_list(client, name):
     joe, jeff, jenny = users(name, "joe", "jeff", "jenny")
     chat_id = client.chat.create(joe, [jeff, jenny], "Hi all")
@@ -57,13 +69,7 @@ def test_a_chat_of_two_is_a_mailbox_and_history_pages(client, name):
 def test_subscribe_pending_then_live_and_leave_deletes_the_chat(client, redis_sync, name):
     a, b = users(name, "a", "b")
     chat_id = client.chat.create(a, [b], "first")
-    feed = client.chat.subscribe(b)
-    got, reader = collect(feed)
-    assert feed.wait_caught_up(10)
-    client.chat.send(chat_id, a, "live")
-    wait_until(lambda: len(got) == 2, message="the live message")
-    feed.close()
-    reader.join(5)
+    got = send_live(client.chat.subscribe(b), client, chat_id, a, "live")
     assert [m.body for m in got] == ["first", "live"]
     assert client.chat.leave(chat_id, a) is False
     assert client.chat.leave(chat_id, b) is True
@@ -78,14 +84,8 @@ def test_a_message_sent_through_one_replica_reaches_a_subscriber_on_another(redi
         with concord.Client(concord_server.target) as here, concord.Client(other.target) as there:
             a, b = users(name, "a", "b")
             chat_id = here.chat.create(a, [b], "hello")
-            feed = there.chat.subscribe(b)
-            got, reader = collect(feed)
-            assert feed.wait_caught_up(10)
-            here.chat.send(chat_id, a, "across replicas")
-            wait_until(lambda: len(got) == 2, message="the message through the other replica")
-            feed.close()
-            reader.join(5)
-            assert got[-1].body == "across replicas"
+            got = send_live(there.chat.subscribe(b), here, chat_id, a, "across replicas")
+            assert [m.body for m in got] == ["hello", "across replicas"]
     finally:
         other.stop()
 
