@@ -124,7 +124,7 @@ def test_shutdown_ends_blocked_dequeues_with_unavailable(redis_server, redis_syn
         server.signal(signal.SIGTERM)
         waiter.join(15)
         assert not waiter.is_alive()
-    assert server.stop() == 0
+    assert server.proc.wait(15) == 0  # exits by itself, cleanly (a second SIGTERM could race its exit)
     assert errors and isinstance(errors[0], concord.Unavailable)
 
 
