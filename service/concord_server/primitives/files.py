@@ -127,9 +127,11 @@ class Files:
             raise InvalidArgument(f"group {group!r} has no members besides the sender", field="group")
         k = self._keys.file_group(group)
         n = await command(self._redis, "INCR", self._keys.file_ids)
-        await self._run(_UPLOAD, k, "begin", n, name, sender, self.chunk_size, self._lease_ms)
         fid = file_id(group, n)
         try:
+            # Inside the try: a call cancelled while "begin" is in flight still has
+            # its file created in Redis, and must delete it.
+            await self._run(_UPLOAD, k, "begin", n, name, sender, self.chunk_size, self._lease_ms)
             size, first = 0, b""
             pending = bytearray()
             async with self._bells.watch([k.channel]) as freed:
