@@ -25,7 +25,7 @@ from typing import IO, Any
 
 import grpc
 
-from .errors import ConcordError, FileNotFound, Unavailable, from_rpc_error
+from .errors import ConcordError, FileNotFound, from_rpc_error
 from .files.v1 import files_pb2 as pb
 
 PIECE = 256 * 1024  # bytes per Upload message
@@ -172,7 +172,7 @@ class Files:
                 break
             except FileNotFound:
                 return False  # finished by everyone meanwhile, or its upload was undone
-            except (Unavailable, ConcordError) as exc:
+            except ConcordError as exc:
                 failures += 1
                 if failures > retries or not _retryable(exc):
                     raise

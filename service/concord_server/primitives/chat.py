@@ -201,9 +201,6 @@ class Chats:
             entries = await command(self._redis, "XRANGE", k.msgs, f"({after}-0", "+", "COUNT", limit)
         return [_message(chat_id, entry_id, fields) for entry_id, fields in entries]
 
-    async def drain(self, timeout: float) -> None:
-        """Nothing of its own runs in the background (see chat_feeds.Feeds)."""
-
 
 def _check(status: int, chat_id: str, user: str) -> None:
     if status == -1:

@@ -181,7 +181,12 @@ class Files:
         upload in progress until it completes."""
         group, n = parse_file_id(fid)
         k = self._keys.file_group(group)
-        state, size, chunk_size, _, _ = await self._read(k, n, 0, 0)
+        async for piece in self._follow(k, n, offset, await self._read(k, n, 0, 0)):
+            yield piece
+
+    async def _follow(self, k: FileGroupKeys, n: str, offset: int, meta: tuple) -> AsyncIterator[tuple[bytes, int]]:
+        """chunks(), given the file's state as read before (no second read to start)."""
+        state, size, chunk_size, _, _ = meta
         if offset > size and state == "complete":
             raise OffsetOutOfRange(f"offset {offset} is past the end of the file ({size} bytes)", field="from_offset")
         async with self._bells.watch([k.channel]) as watch:
@@ -205,13 +210,14 @@ class Files:
         decompressed, each with the offset just past it; in batches, one per piece of
         text (about a chunk), so a line never waits for lines that have not arrived."""
         group, n = parse_file_id(fid)
-        _, _, _, gzip, _ = await self._read(self._keys.file_group(group), n, 0, 0)
-        if not gzip:
-            async for batch in _split_lines(self.chunks(fid, offset), offset, self._max_line):
+        k = self._keys.file_group(group)
+        meta = await self._read(k, n, 0, 0)
+        if not meta[3]:  # plain text
+            async for batch in _split_lines(self._follow(k, n, offset, meta), offset, self._max_line):
                 yield batch
             return
         # A gzip stream cannot be entered midway: inflate from the start, skip to offset.
-        async for batch in _split_lines(_gunzip(self.chunks(fid, 0)), 0, self._max_line):
+        async for batch in _split_lines(_gunzip(self._follow(k, n, 0, meta)), 0, self._max_line):
             batch = [(line, end) for line, end in batch if end > offset]
             if batch:
                 yield batch
