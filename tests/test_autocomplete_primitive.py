@@ -13,13 +13,13 @@ import asyncio
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from concord_server.autopipeline import AutoPipeline
 from concord_server.errors import NameNotFound
 from concord_server.keys import KeySpace
-from concord_server.primitives.autocomplete import Autocomplete, normalize
+from concord_server.primitives.autocomplete import Autocomplete, member, normalize
 from concord_server.redis_client import connect
 
 ALPHABET = list("aAbBzZéÉeEe\u0301ßSsİıIiǅǆ漢字かな😀🙂ｅＥ{`\x00\x01ÿ -'.")
@@ -66,8 +66,8 @@ def test_suggest_matches_brute_force_in_name_order(redis_server, names, prefix, 
 
 @PROPERTY
 @given(scored=st.dictionaries(NAMES, st.integers(-5, 5), min_size=1, max_size=30), prefix=PREFIXES,
-       limit=st.integers(1, 12), range_scan=st.sampled_from([1, 5, 1000]))
-def test_best_scored_suggestions_match_brute_force(redis_server, scored, prefix, limit, range_scan):
+       limit=st.integers(1, 12), bounds=st.sampled_from([(1, 1), (5, 3), (1000, 100)]))
+def test_best_scored_suggestions_match_brute_force(redis_server, scored, prefix, limit, bounds):
     async def check(ac):
         await ac.add_names("i", [(n, float(s)) for n, s in scored.items()])
         found, truncated = await ac.suggest_best("i", prefix, limit)
@@ -75,7 +75,75 @@ def test_best_scored_suggestions_match_brute_force(redis_server, scored, prefix,
         return [(s.name, s.score) for s in found]
 
     want = sorted(matches(scored, prefix), key=lambda n: (-scored[n], normalize(n), n))[:limit]
-    assert run(redis_server.url, check, range_scan=range_scan) == [(n, float(scored[n])) for n in want]
+    assert run(redis_server.url, check, rank_whole=bounds[0], top_kept=bounds[1]) == [
+        (n, float(scored[n])) for n in want]
+
+
+# Writes that move names in and out of the best-score lists: adds with and without
+# scores, score changes both ways, removals. Few letters, so prefixes are shared.
+# A few names with shared prefixes, so writes keep hitting the same lists.
+OPS = st.lists(st.tuples(st.sampled_from(["add", "add_unscored", "increment", "remove"]),
+                         st.sampled_from(["a", "A", "ab", "abé", "aÉ", "aé", "a\x00", "b", "ba"]),
+                         st.integers(-6, 6)), min_size=1, max_size=60)
+
+
+@settings(PROPERTY, max_examples=200)
+@given(ops=OPS, bounds=st.sampled_from([(1, 1), (2, 1), (3, 2), (6, 4)]))
+# A list shrunk by a removal (to [ab] when "a" goes) must not take a name ranking
+# below names left outside it: "abé" (0) ranks below "A" and "aé", which are not listed.
+@example(ops=[("add", "a", 5), ("add", "ab", 4), ("add", "A", 3), ("add", "aé", 1), ("remove", "a", 0),
+              ("add", "abé", 0)], bounds=(2, 2))
+def test_best_score_lists_stay_exact_through_any_writes(redis_server, ops, bounds):
+    """Every prefix's best-score answer matches brute force after any mix of writes,
+    and the lists stay within their bounds (at most top_kept names, and only for
+    prefixes more than rank_whole names start with)."""
+    rank_whole, top_kept = bounds
+    index: dict[str, float] = {}
+    for kind, n, v in ops:
+        if kind == "add":
+            index[n] = float(v)
+        elif kind == "add_unscored":
+            index.setdefault(n, 0.0)
+        elif kind == "increment" and n in index:
+            index[n] += v
+        elif kind == "remove":
+            index.pop(n, None)
+    prefixes = {""} | {n[:i] for n in index for i in range(1, len(n) + 1)} | {n[:1] for _, n, _ in ops}
+
+    async def check(ac):
+        for kind, n, v in ops:
+            if kind == "add":
+                await ac.add_names("i", [(n, float(v))])
+            elif kind == "add_unscored":
+                await ac.add_names("i", [(n, None)])
+            elif kind == "increment":
+                try:
+                    await ac.increment("i", n, v)
+                except NameNotFound:
+                    pass
+            else:
+                await ac.remove_names("i", [n])
+        got = {}
+        for p in sorted(prefixes):
+            for limit in sorted({1, top_kept, top_kept + 1}):
+                found, truncated = await ac.suggest_best("i", p, limit)
+                assert not truncated
+                got[p, limit] = [(s.name, s.score) for s in found]
+        tops = ac._index("i").tops
+        lists = await ac._command("ZRANGEBYLEX", tops, "-", "+", raw=True)
+        return got, lists
+
+    got, lists = run(redis_server.url, check, rank_whole=rank_whole, top_kept=top_kept)
+    for (p, limit), found in got.items():
+        want = sorted(matches(index, p), key=lambda n: (-index[n], normalize(n), n))[:limit]
+        assert found == [(n, index[n]) for n in want], (p, limit)
+    per_prefix: dict[bytes, int] = {}
+    for entry in lists:
+        prefix = entry[:entry.index(b"\x00\x00")]
+        per_prefix[prefix] = per_prefix.get(prefix, 0) + 1
+    for prefix, n in per_prefix.items():
+        assert n <= top_kept
+        assert len([m for m in index if member(m).startswith(prefix)]) > rank_whole, prefix
 
 
 @PROPERTY
@@ -110,23 +178,33 @@ def test_names_that_normalize_alike_are_both_kept_and_scores_rank(redis_server):
     run(redis_server.url, check)
 
 
-def test_a_very_common_prefix_is_searched_best_first_at_bounded_cost(redis_server):
+def test_a_common_prefix_is_answered_from_its_list_and_refilled_after_removals(redis_server):
     async def check(ac):
         await ac.add_names("big", [(f"a{i:04d}", float(i % 97)) for i in range(3000)] +
                                   [(f"z{i:04d}", 500.0) for i in range(1000)])
-        # 3000 matches (> range_scan): best-first through the index; the z's come first.
+        tops = ac._index("big").tops
+        # 3000 names start with "a" (> rank_whole): its list holds the best 10.
         best, truncated = await ac.suggest_best("big", "a", 3)
         assert not truncated and [s.score for s in best] == [96.0, 96.0, 96.0]
+        assert await ac._command("ZLEXCOUNT", tops, b"[a\x00\x00", b"[a\x00\x00\xff") == 10
+        # Removing the 31 names scoring 96 (and 95) empties the list: the next read
+        # refills it from a best-first search of the index.
+        await ac.remove_names("big", [f"a{i:04d}" for i in range(3000) if i % 97 >= 95])
+        best, truncated = await ac.suggest_best("big", "a", 3)
+        assert not truncated and [s.score for s in best] == [94.0, 94.0, 94.0]
+        assert await ac._command("ZLEXCOUNT", tops, b"[a\x00\x00", b"[a\x00\x00\xff") == 10
 
     async def cut_short(ac):
         await ac.add_names("big", [(f"a{i:04d}", float(i % 97)) for i in range(3000)] +
                                   [(f"z{i:04d}", 500.0) for i in range(1000)])
-        # The 500 best are all z's: the rest comes from the best of the range's first 100.
-        best, truncated = await ac.suggest_best("big", "a", 3)
-        assert truncated and [(s.name, s.score) for s in best] == [("a0096", 96.0), ("a0095", 95.0), ("a0094", 94.0)]
+        # More than top_kept asked: the 500 best read are all z's, so the rest comes
+        # from the best of the range's first rank_whole (100) names.
+        best, truncated = await ac.suggest_best("big", "a", 12)
+        assert truncated and [(s.name, s.score) for s in best][:3] == [("a0096", 96.0), ("a0095", 95.0),
+                                                                        ("a0094", 94.0)]
 
-    run(redis_server.url, check, range_scan=100, score_scan=2000)
-    run(redis_server.url, cut_short, range_scan=100, score_scan=500)
+    run(redis_server.url, check, rank_whole=100, top_kept=10, score_scan=2000)
+    run(redis_server.url, cut_short, rank_whole=100, top_kept=10, score_scan=500)
 
 
 def test_concurrent_adds_and_removes_leave_exactly_the_survivors(redis_server):

@@ -118,9 +118,7 @@ async def start(settings: Settings) -> Server:
     chats = chat.Chats(commands, keyspace, max_messages=settings.chat_max_messages,
                        max_bytes=settings.chat_max_bytes, max_members=settings.chat_max_members)
     feeds = chat_feeds.Feeds(chats, keyspace, chat_bells)
-    completer = autocomplete.Autocomplete(commands, keyspace, recent_max=settings.recent_contacts_max,
-                                          range_scan=settings.autocomplete_scan,
-                                          score_scan=10 * settings.autocomplete_scan)
+    completer = autocomplete.Autocomplete(commands, keyspace, recent_max=settings.recent_contacts_max)
     shipper = files.Files(commands, keyspace, chat_bells, chats, chunk_size=settings.file_chunk_size,
                           group_bound=settings.file_group_bound, upload_lease_ms=int(settings.file_upload_lease * 1000),
                           max_line=settings.max_message_size // 2)

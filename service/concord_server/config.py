@@ -52,8 +52,6 @@ class Settings:
     chat_max_members: int = _setting(1000, "most members a chat may have")
 
     recent_contacts_max: int = _setting(100, "recent contacts kept per user")
-    autocomplete_scan: int = _setting(2000, "best-score Suggest: a prefix matching at most this many names is ranked "
-                                            "whole; a larger one is searched best-first through 10x this many")
 
     file_chunk_size: int = _setting(256 * 1024, "bytes per stored file chunk (and per Download message)")
     file_group_bound: int = _setting(64 * 1024 * 1024, "uploads wait while a group's other files hold more than "
@@ -76,9 +74,8 @@ class Settings:
             raise ValueError("file_chunk_size must be 1 KiB to max_message_size - 1 KiB")
         if self.file_group_bound < 1 or not 0.1 <= self.file_upload_lease <= 3600:
             raise ValueError("file_group_bound must be positive and file_upload_lease 0.1-3600 s")
-        if not 1 <= self.recent_contacts_max <= 10_000 or not 1 <= self.autocomplete_scan <= 5000:
-            # a scan's members go to one ZMSCORE call: Lua unpacks at most ~8000 values
-            raise ValueError("recent_contacts_max must be 1-10000 and autocomplete_scan 1-5000")
+        if not 1 <= self.recent_contacts_max <= 10_000:
+            raise ValueError("recent_contacts_max must be 1-10000")
         if self.redis_max_connections < 2:
             raise ValueError("redis_max_connections must be at least 2 (one is pub/sub)")
 

@@ -99,10 +99,11 @@ class NameIndexKeys(NamedTuple):
 
     lex: str  # zset: members "normalized\\0\\0original" at score 0, in byte order
     scores: str  # zset: member -> minus its score (ascending = best first)
+    tops: str  # zset: per long-range prefix, its best names (see lua/names_common.lua)
 
     @property
     def keys(self) -> list[str]:
-        return [self.lex, self.scores]
+        return [self.lex, self.scores, self.tops]
 
 
 class FileGroupKeys(NamedTuple):
@@ -148,7 +149,7 @@ class KeySpace:
 
     def name_index(self, index: str) -> NameIndexKeys:
         t = self.tag("names", index)
-        return NameIndexKeys(f"{t}:lex", f"{t}:scores")
+        return NameIndexKeys(f"{t}:lex", f"{t}:scores", f"{t}:tops")
 
     def file_group(self, group: str) -> FileGroupKeys:
         t = self.tag("files", group)

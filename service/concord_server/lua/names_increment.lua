@@ -1,10 +1,14 @@
 -- names_increment.lua: add to a name's score.
--- KEYS: see names_common.lua
--- ARGV[1] member   ARGV[2] delta
+-- KEYS: see names_common.lua   ARGV[1], ARGV[2]: see names_common.lua
+-- ARGV[3] member   ARGV[4] delta
 -- Returns false if the index does not hold the name, else minus its new score
 -- (the stored form, as a string: Lua numbers would lose digits).
 --! include names_common.lua
-if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+local m = ARGV[3]
+if not redis.call('ZSCORE', KEYS[1], m) then
   return false
 end
-return redis.call('ZINCRBY', KEYS[2], -tonumber(ARGV[2]), ARGV[1])
+local old = redis.call('ZSCORE', KEYS[2], m) or '0'
+local s = redis.call('ZINCRBY', KEYS[2], -tonumber(ARGV[4]), m)
+listed(m, old, s)
+return s

@@ -13,13 +13,17 @@ and the original name, so a prefix lookup is one ZRANGEBYLEX over the prefix's
 range: O(log N + limit), with no temporary sentinel members and no WATCH, unlike the
 book. Two names that normalize alike are distinct members, both kept. Escaping "\\0"
 as "\\0\\1" and separating with "\\0\\0" keeps the order and lets any name, whatever
-it contains, be split back out. Scores live in a second sorted set.
+it contains, be split back out. Scores live in a second sorted set, and every prefix
+that more than RANK_WHOLE names start with keeps a list of its best TOP_KEPT names in
+a third, so a best-score Suggest reads at most RANK_WHOLE names, or `limit` list
+entries (lua/names_common.lua, lua/names_best.lua).
 
 Imports no grpc: api/autocomplete.py maps its errors to status codes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +31,7 @@ from dataclasses import dataclass
 from ..errors import NameNotFound
 from ..keys import KeySpace, NameIndexKeys
 from ..redis_client import command
-from ..scripts import Commands, script
+from ..scripts import Commands, Script, script
 
 _RECENT_ADD = script("recent_add.lua")
 _NAMES_ADD = script("names_add.lua")
@@ -36,6 +40,15 @@ _NAMES_INCREMENT = script("names_increment.lua")
 _NAMES_BEST = script("names_best.lua", raw=True)
 
 SCRIPTS = (_RECENT_ADD, _NAMES_ADD, _NAMES_REMOVE, _NAMES_INCREMENT, _NAMES_BEST)
+
+# A best-score Suggest ranks a prefix's names whole up to RANK_WHOLE of them; a more
+# common prefix keeps a list of its TOP_KEPT best names, updated by every write.
+# Writes pay one ZLEXCOUNT per character of a name's common prefixes (and O(log N)
+# list upkeep); the lists cost about TOP_KEPT entries per RANK_WHOLE names.
+RANK_WHOLE = 500
+TOP_KEPT = 100
+SCORE_SCAN = 20_000  # most names one Suggest reads best-first when no list can answer
+NAMES_PER_SCRIPT = 500
 
 SEPARATOR = b"\x00\x00"
 _ABOVE_ANY_UTF8 = b"\xff"  # never occurs in UTF-8: caps a prefix range
@@ -76,18 +89,16 @@ class Suggestion:
 class Autocomplete:
     """Recent contacts and name indexes.
 
-    ``recent_max``: contacts kept per user. ``range_scan`` / ``score_scan``: the most
-    names one best-score Suggest reads (see names_best.lua): a prefix range of up to
-    range_scan names is ranked whole; a larger one is searched best-first through
-    at most score_scan names.
+    ``recent_max``: contacts kept per user. ``rank_whole``, ``top_kept`` and
+    ``score_scan`` bound a best-score Suggest (see above); tests make them small.
     """
 
-    def __init__(self, redis: Commands, keyspace: KeySpace, *, recent_max: int = 100, range_scan: int = 2000,
-                 score_scan: int = 20_000) -> None:
+    def __init__(self, redis: Commands, keyspace: KeySpace, *, recent_max: int = 100, rank_whole: int = RANK_WHOLE,
+                 top_kept: int = TOP_KEPT, score_scan: int = SCORE_SCAN) -> None:
         self._redis = redis
         self._keys = keyspace
         self._recent_max = recent_max
-        self._range_scan = range_scan
+        self._bounds = [rank_whole, min(top_kept, rank_whole)]
         self._score_scan = score_scan
 
     def _command(self, *args: object, raw: bool = False):
@@ -123,18 +134,29 @@ class Autocomplete:
     def _index(self, index: str) -> NameIndexKeys:
         return self._keys.name_index(index)
 
+    async def _in_slices(self, run: Script, index: str, args: list[object], per_name: int) -> int:
+        """Runs a batch as consecutive scripts of NAMES_PER_SCRIPT names each, sent
+        together: one script then holds Redis for milliseconds, not a whole batch's
+        time, so other clients' commands go between them. Each name's change is
+        atomic; a batch as a whole is not (a reader may see part of it)."""
+        keys, step = self._index(index).keys, NAMES_PER_SCRIPT * per_name
+        counts = await asyncio.gather(*(run(self._redis, keys, [*self._bounds, *args[i:i + step]])
+                                        for i in range(0, len(args), step)))
+        return sum(counts)
+
     async def add_names(self, index: str, names: Sequence[tuple[str, float | None]]) -> int:
         """Adds (name, score or None) pairs; returns how many names were new."""
         args: list[object] = []
         for name, score in names:
             args += [member(name), "" if score is None else repr(float(score))]
-        return await _NAMES_ADD(self._redis, self._index(index).keys, args)
+        return await self._in_slices(_NAMES_ADD, index, args, 2)
 
     async def remove_names(self, index: str, names: Sequence[str]) -> int:
-        return await _NAMES_REMOVE(self._redis, self._index(index).keys, [member(n) for n in names])
+        return await self._in_slices(_NAMES_REMOVE, index, [member(n) for n in names], 1)
 
     async def increment(self, index: str, name: str, delta: float) -> float:
-        stored = await _NAMES_INCREMENT(self._redis, self._index(index).keys, [member(name), repr(float(delta))])
+        stored = await _NAMES_INCREMENT(self._redis, self._index(index).keys,
+                                        [*self._bounds, member(name), repr(float(delta))])
         if stored is None:
             raise NameNotFound(f"index {index!r} has no name {name!r}", index=index)
         return 0.0 - float(stored)
@@ -155,7 +177,7 @@ class Autocomplete:
         low, high = prefix_range(prefix)
         truncated, *flat = await _NAMES_BEST(
             self._redis, self._index(index).keys,
-            [low, high, _key(prefix) if prefix else b"", limit, self._range_scan, self._score_scan])
+            [*self._bounds, low, high, _key(prefix) if prefix else b"", limit, self._score_scan])
         return [Suggestion(name_of(flat[i]), 0.0 - float(flat[i + 1])) for i in range(0, len(flat), 2)], truncated == 1
 
     async def count(self, index: str, prefix: str = "") -> int:

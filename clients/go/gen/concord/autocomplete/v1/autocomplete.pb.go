@@ -860,9 +860,9 @@ func (x *Suggestion) GetScore() float64 {
 type SuggestResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Suggestions []*Suggestion          `protobuf:"bytes,1,rep,name=suggestions,proto3" json:"suggestions,omitempty"`
-	// SCORE order only: the prefix matched more names than one call examines (see
-	// the server's --autocomplete-scan), so these are the best of those examined,
-	// not necessarily of all.
+	// SCORE order only: the answer could not come from the prefix's best-score list
+	// and the prefix matched more names than one call examines, so these are the
+	// best of those examined, not necessarily of all. Rare: see README.
 	Truncated     bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
