@@ -32,6 +32,7 @@ from .autopipeline import AutoPipeline
 from .config import Settings
 from .doorbells import Doorbells
 from .keys import KeySpace
+from .loop_monitor import LoopMonitor, from_settings as start_loop_monitor
 from .notifications import NotificationBus
 from .primitives import autocomplete, chat, chat_feeds, files, lock, queue, semaphore
 from .redis_client import connect
@@ -84,6 +85,8 @@ class Server:
     primitives: tuple[lock.Locks, semaphore.Semaphores, queue.Queues, chat_feeds.Feeds, autocomplete.Autocomplete,
                       files.Files]
 
+    loop_monitor: LoopMonitor | None = None  # --loop-stall-report
+
     async def stop(self) -> None:
         """Health goes NOT_SERVING; blocked waits end with UNAVAILABLE at once (their
         clients can retry on another replica); other calls and Hold streams get the
@@ -101,6 +104,8 @@ class Server:
         await self.bus.close()
         await self.commands.aclose()
         await self.redis.aclose()
+        if self.loop_monitor is not None:
+            await self.loop_monitor.aclose()
 
 
 async def start(settings: Settings) -> Server:
@@ -149,7 +154,8 @@ async def start(settings: Settings) -> Server:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("concord-server serving on %s (port %d)", settings.listen, port)
     return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, (doorbells, chat_bells),
-                  (locks, semaphores, queues, feeds, completer, shipper))
+                  (locks, semaphores, queues, feeds, completer, shipper),
+                  start_loop_monitor(settings.loop_stall_report, settings.workers))
 
 
 async def serve(settings: Settings) -> None:

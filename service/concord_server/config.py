@@ -58,6 +58,13 @@ class Settings:
                                                        "this many bytes")
     file_upload_lease: float = _setting(30.0, "seconds an upload may go without a chunk before it is dropped")
 
+    loop_stall_report: str | None = _setting(
+        None,
+        "write the event loop's stall readings (how late a 10 ms timer fires: max, percentiles, per-second "
+        "windows) as JSON to this file every second; with --workers N each process writes FILE.<pid>. "
+        "Unset: no monitor",
+    )
+
     def __post_init__(self) -> None:
         validate_prefix(self.key_prefix)
         if self.workers < 1:
