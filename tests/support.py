@@ -9,8 +9,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
@@ -103,10 +105,11 @@ def backend_binary(backend: str) -> str | None:
 class RedisServer:
     """A Redis-protocol server process with its append-only file on, restartable in place."""
 
-    def __init__(self, binary: str, data_dir: Path) -> None:
+    def __init__(self, binary: str, data_dir: Path, port: int | None = None, extra_args: Sequence[str] = ()) -> None:
         self.binary = binary
         self.data_dir = data_dir
-        self.port = free_port()
+        self.extra_args = list(extra_args)
+        self.port = port or free_port()  # a given port: a replacement for a killed server
         self.url = f"redis://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -115,7 +118,7 @@ class RedisServer:
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir),
              "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no",
-             "--logfile", str(self.data_dir / "server.log")],
+             "--logfile", str(self.data_dir / "server.log"), *self.extra_args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         client = redis.Redis.from_url(self.url, socket_timeout=1)
@@ -200,6 +203,134 @@ class ServerProcess:
             self.proc.wait()
 
 
+
+
+class TcpProxy:
+    """A TCP proxy for fault injection, e.g. between concord-server and Redis.
+
+    ``delay(ms)`` holds every chunk that long in each direction (latency, not a
+    bandwidth cap); ``cut()`` resets every open connection and resets new ones at
+    once until ``resume()``. It runs its own event loop in a thread, so sync and
+    async tests drive it alike; ``stop()`` (or leaving ``with``) ends it.
+    """
+
+    def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
+        self.target = (target_host, target_port)
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}"
+        self._delay = 0.0
+        self._cut = False
+        self._open: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task] = set()
+        self.accepted = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="tcp-proxy", daemon=True)
+        self._server: asyncio.base_events.Server | None = None
+
+    def start(self) -> TcpProxy:
+        self._thread.start()
+        self._server = self._run(asyncio.start_server(self._handle, "127.0.0.1", self.port))
+        return self
+
+    def _run(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(10)
+
+    def delay(self, ms: float) -> None:
+        """Latency added to data forwarded from now on (0: none)."""
+        self._delay = ms / 1000
+
+    def cut(self) -> None:
+        """Resets every open connection, and each new one, until resume()."""
+        async def cut() -> None:
+            self._cut = True
+            for w in list(self._open):
+                w.transport.abort()
+        self._run(cut())
+
+    def resume(self) -> None:
+        async def resume() -> None:
+            self._cut = False
+        self._run(resume())
+
+    @property
+    def connections(self) -> int:
+        """Open proxied connections (each counts both its sockets as one)."""
+        return len(self._open) // 2
+
+    async def _handle(self, down_r: asyncio.StreamReader, down_w: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        if self._cut:
+            down_w.transport.abort()
+            return
+        me = asyncio.current_task()
+        self._handlers.add(me)
+        try:
+            up_r, up_w = await asyncio.open_connection(*self.target)
+        except OSError:
+            self._handlers.discard(me)
+            down_w.transport.abort()
+            return
+        pair = {down_w, up_w}
+        self._open |= pair
+        pumps = [asyncio.create_task(self._pump(down_r, up_w)), asyncio.create_task(self._pump(up_r, down_w))]
+        try:
+            await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in pumps:
+                t.cancel()
+            await asyncio.gather(*pumps, return_exceptions=True)
+            self._open -= pair
+            self._handlers.discard(me)
+            for w in pair:
+                w.transport.abort()
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Forwards one direction; each chunk leaves ``delay`` after it arrived, in order."""
+        loop = asyncio.get_running_loop()
+        chunks: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue()
+
+        async def forward() -> None:
+            while (item := await chunks.get()) is not None:
+                due, data = item
+                if due > loop.time():
+                    await asyncio.sleep(due - loop.time())
+                writer.write(data)
+                await writer.drain()
+
+        sender = asyncio.create_task(forward())
+        try:
+            while data := await reader.read(65536):
+                chunks.put_nowait((loop.time() + self._delay, data))
+            chunks.put_nowait(None)
+            await sender
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            sender.cancel()
+            await asyncio.gather(sender, return_exceptions=True)
+
+    def stop(self) -> None:
+        if not self._thread.is_alive():
+            return
+
+        async def stop() -> None:
+            if self._server is not None:
+                self._server.close()
+            for w in list(self._open):
+                w.transport.abort()
+            if self._handlers:  # each ends by itself once its sockets are gone
+                await asyncio.wait(set(self._handlers), timeout=5)
+
+        self._run(stop())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    def __enter__(self) -> TcpProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 @contextlib.asynccontextmanager

@@ -14,13 +14,18 @@ the task also runs the resource's *poll* (one script) when:
 
 So ten thousand blocked calls on one resource cost one subscription, one task and
 one script call per interval, not ten thousand of anything.
+
+A process that could not heartbeat for its liveness window (cut off from Redis)
+finds, once it can poll again, that its waiters may have been passed over as dead
+and dropped from the queue. The poll names the queued tokens it no longer finds
+there; their tickets raise ``Dropped`` so the caller queues again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
 from .errors import ConcordError, Unavailable
@@ -29,13 +34,20 @@ from .notifications import NotificationBus
 log = logging.getLogger(__name__)
 
 
+class Dropped(Exception):
+    """A queued ticket is no longer in the resource's queue, nor granted: it was
+    passed over as dead while its process could not heartbeat."""
+
+
 @dataclass(frozen=True)
 class PollResult:
     granted: dict[str, str]  # token -> payload, for grants the poll can see
     recheck_in: float | None  # seconds until the resource may change by itself
+    dropped: Collection[str] = ()  # of the tokens asked about: neither queued nor granted
 
 
-Poll = Callable[[], Awaitable[PollResult]]
+# Called with the tokens its scripts have queued, to learn which were dropped.
+Poll = Callable[[Collection[str]], Awaitable[PollResult]]
 
 
 class WaitGroup:
@@ -44,6 +56,7 @@ class WaitGroup:
         self.channel = channel
         self._poll = poll
         self._futures: dict[str, asyncio.Future[str]] = {}
+        self._queued: set[str] = set()  # tokens waiting now, which the queue in Redis must hold
         loop = asyncio.get_running_loop()
         self.subscribed: asyncio.Future[None] = loop.create_future()
         self.subscribed.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -55,8 +68,16 @@ class WaitGroup:
     def add(self, token: str, future: asyncio.Future[str]) -> None:
         self._futures[token] = future
 
+    def queued(self, token: str, waiting: bool) -> None:
+        """Whether the token's ticket is waiting (its script queued it) or not."""
+        if waiting:
+            self._queued.add(token)
+        else:
+            self._queued.discard(token)
+
     def discard(self, token: str) -> None:
         self._futures.pop(token, None)
+        self._queued.discard(token)
         if not self._futures:
             self._idle_since = asyncio.get_running_loop().time()
 
@@ -113,12 +134,16 @@ class WaitGroup:
     async def _poll_once(self, loop: asyncio.AbstractEventLoop) -> None:
         self._recheck_at = None
         try:
-            result = await self._poll()
+            result = await self._poll(list(self._queued))
         except ConcordError as exc:
             log.debug("poll of %s failed: %s", self.channel, exc)
             return
         for token, payload in result.granted.items():
             self._resolve(token, payload)
+        for token in result.dropped:
+            fut = self._futures.get(token)
+            if token in self._queued and fut is not None and not fut.done():
+                fut.set_exception(Dropped(token))
         if result.recheck_in is not None:
             self._recheck_at = loop.time() + result.recheck_in
 
@@ -141,20 +166,28 @@ class Ticket:
             self._group.add(token, self.future)
 
     async def wait(self, timeout: float, recheck_in: float | None) -> str | None:
-        """The grant's payload, or None when timeout passes first."""
+        """The grant's payload, or None when timeout passes first. Call it after the
+        script queued the token; raises Dropped if the queue dropped it meanwhile
+        (queue again, then wait again)."""
         group = self._group
         if group is None:
             group = self._group = self._registry.join(self._channel, self._poll)
             group.add(self._token, self.future)
             group.poke()  # the script ran before we joined: look once
+        elif self.future.done() and isinstance(self.future.exception(), Dropped):  # queued again since
+            self.future = asyncio.get_running_loop().create_future()
+            group.add(self._token, self.future)
         if recheck_in is not None:
             group.recheck_in(recheck_in)
+        group.queued(self._token, True)
         try:
             async with asyncio.timeout(timeout):
                 await asyncio.shield(group.subscribed)
                 return await asyncio.shield(self.future)
         except TimeoutError:
             return self.future.result() if self.future.done() else None
+        finally:
+            group.queued(self._token, False)
 
     def __enter__(self) -> Ticket:
         return self

@@ -13,7 +13,7 @@ Imports no grpc: api/lock.py maps its errors to status codes.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 from functools import partial
 
@@ -139,10 +139,10 @@ class Locks:
         """Waits (up to timeout) for background releases to reach Redis; used at shutdown."""
         await self._releaser.drain(timeout)
 
-    async def _poll(self, k: LockKeys) -> PollResult:
-        holder, fence, pttl, now = await self._run(_POLL, k, self._process_id, self._liveness_ms)
+    async def _poll(self, k: LockKeys, queued: Collection[str]) -> PollResult:
+        holder, fence, pttl, now, *dropped = await self._run(_POLL, k, self._process_id, self._liveness_ms, *queued)
         granted = {holder: f"{fence} {now + pttl}"} if holder else {}
-        return PollResult(granted, (pttl + 1) / 1000 if pttl > 0 else None)
+        return PollResult(granted, (pttl + 1) / 1000 if pttl > 0 else None, dropped)
 
 
 def _grant_from(lease: str, payload: str) -> Grant:

@@ -5,7 +5,9 @@ One script tries to take the resource and, failing that, joins its FIFO queue. A
 queued caller then waits on a ticket (waiters.py) for the grant's notification.
 On timeout it leaves the queue, keeping a grant that raced the timeout. If the
 caller goes away or Redis fails mid-way, it lets go in the background: leaves the
-queue or passes on whatever reached it.
+queue or passes on whatever reached it. A caller dropped from the queue as dead
+while its process could not reach Redis queues again (at the back) for the rest
+of its wait.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 from ..errors import Unavailable
-from ..waiters import Poll, Waiters
+from ..waiters import Dropped, Poll, Waiters
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +40,24 @@ async def acquire_queued(
     """attempt() runs the acquire script: (the grant, or None if queued; ms until
     the resource may free itself, or -1). granted(payload) turns a notification
     into the grant. give_up() withdraws, returning a grant that raced the timeout."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_ms / 1000
     with waiters.ticket(channel, token, poll) as ticket:
         try:
-            grant, recheck_ms = await attempt()
-            if grant is not None:
-                return grant
-            payload = await ticket.wait(wait_ms / 1000, recheck_in=(recheck_ms + 1) / 1000 if recheck_ms > 0 else None)
-            if payload is not None:
-                return granted(payload)
-            return await give_up()
+            while True:
+                grant, recheck_ms = await attempt()
+                if grant is not None:
+                    return grant
+                try:
+                    payload = await ticket.wait(max(0.0, deadline - loop.time()),
+                                                recheck_in=(recheck_ms + 1) / 1000 if recheck_ms > 0 else None)
+                except Dropped:
+                    if loop.time() < deadline:
+                        continue
+                    payload = None
+                if payload is not None:
+                    return granted(payload)
+                return await give_up()
         except BaseException:
             let_go()
             raise

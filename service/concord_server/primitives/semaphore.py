@@ -17,7 +17,7 @@ request for more permits than a lowered limit fails with PermitsExceedLimit.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 from functools import partial
 
@@ -148,7 +148,8 @@ class Semaphores:
     async def drain(self, timeout: float) -> None:
         await self._releaser.drain(timeout)
 
-    async def _poll(self, k: SemaphoreKeys) -> PollResult:
-        next_ms, now, *flat = await self._run(_POLL, k, self._process_id, self._liveness_ms)
+    async def _poll(self, k: SemaphoreKeys, queued: Collection[str]) -> PollResult:
+        next_ms, now, n, *rest = await self._run(_POLL, k, self._process_id, self._liveness_ms, *queued)
+        dropped, flat = rest[:n], rest[n:]
         granted = {flat[i]: str(int(float(flat[i + 1]))) for i in range(0, len(flat), 2)}
-        return PollResult(granted, (next_ms + 1) / 1000 if next_ms > 0 else None)
+        return PollResult(granted, (next_ms + 1) / 1000 if next_ms > 0 else None, dropped)
