@@ -206,6 +206,7 @@ def _phase_stalls(windows: list[dict], bounds: dict[str, tuple[float, float]]) -
         counts = [sum(c) for c in zip(*(w["counts"] for w in mine))] if mine else []
         worst = max((w["max_s"] for w in mine), default=float("nan"))
         out[phase] = {"max_s": worst, "p99_s": percentile(counts, 99, worst) if counts else float("nan"),
+                      "cpu_max_s": max((w.get("cpu_max_s", float("nan")) for w in mine), default=float("nan")),
                       "ticks": sum(w["ticks"] for w in mine), "windows": len(mine),
                       "gc_max_s": max((w["gc_max_s"] for w in mine), default=float("nan")),
                       "gc_full": sum(w["gc_full"] for w in mine)}
@@ -346,7 +347,9 @@ def _rows(runs: list[dict]) -> list[Row]:
         secs = median([r["phase_s"][phase] for r in runs])
         gc_max = median([r["stalls"][phase]["gc_max_s"] for r in runs])
         gc_full = median([r["stalls"][phase]["gc_full"] for r in runs])
-        note = (f"worst run {fmt(max(stall[1]), 's')}; p99 ≤ {fmt(p99, 's')}; longest garbage collection "
+        cpu = median([r["stalls"][phase]["cpu_max_s"] for r in runs])
+        note = (f"worst run {fmt(max(stall[1]), 's')}; p99 ≤ {fmt(p99, 's')}; of the longest, on the server's own "
+                f"CPU at most {fmt(cpu, 's')} (the rest: off the CPU, the machine's load); longest garbage collection "
                 f"{fmt(gc_max, 's')} ({gc_full:g} full); phase {secs:.1f} s; idle server: {fmt(idle_stall[0], 's')}")
         if phase == "ramp-up":
             stage = {k: median([r["stage_stalls"][k] for r in runs]) for k in KINDS}

@@ -22,6 +22,7 @@ from concord.queue.v1 import queue_pb2, queue_pb2_grpc
 from concord.semaphore.v1 import semaphore_pb2, semaphore_pb2_grpc
 
 from .api.decoding import add_servicer
+from .api.status import calls_in_progress
 from .api.autocomplete import AutocompleteServicer
 from .api.chat import ChatServicer
 from .api.files import FileServicer
@@ -31,6 +32,7 @@ from .api.semaphore import SemaphoreServicer
 from .autopipeline import AutoPipeline
 from .config import Settings
 from .doorbells import Doorbells
+from .gc_policy import GcPolicy
 from .keys import KeySpace
 from .loop_monitor import LoopMonitor, from_settings as start_loop_monitor
 from .notifications import NotificationBus
@@ -86,6 +88,7 @@ class Server:
                       files.Files]
 
     loop_monitor: LoopMonitor | None = None  # --loop-stall-report
+    gc_policy: GcPolicy | None = None
 
     async def stop(self) -> None:
         """Health goes NOT_SERVING; blocked waits end with UNAVAILABLE at once (their
@@ -106,6 +109,8 @@ class Server:
         await self.redis.aclose()
         if self.loop_monitor is not None:
             await self.loop_monitor.aclose()
+        if self.gc_policy is not None:
+            await self.gc_policy.aclose()
 
 
 async def start(settings: Settings) -> Server:
@@ -153,9 +158,11 @@ async def start(settings: Settings) -> Server:
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("concord-server serving on %s (port %d)", settings.listen, port)
+    collector = GcPolicy(calls_in_progress)  # full collections stalled the loop for seconds under load
+    collector.start()
     return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, (doorbells, chat_bells),
                   (locks, semaphores, queues, feeds, completer, shipper),
-                  start_loop_monitor(settings.loop_stall_report, settings.workers))
+                  start_loop_monitor(settings.loop_stall_report, settings.workers), collector)
 
 
 async def serve(settings: Settings) -> None:

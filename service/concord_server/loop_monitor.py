@@ -7,7 +7,11 @@ every call of the process by as long. Lateness of a 10 ms timer measures exactly
 that, from inside, whatever the cause; the timer's own cost is a few microseconds
 100 times a second. A stall of S seconds reads as a lateness between S - 10 ms (the
 timer was part-way through its interval when the loop stopped) and S plus the
-timer's granularity (1 ms under uvloop). The garbage collector is timed too
+timer's granularity (1 ms under uvloop). A lateness is also the machine's doing
+when other processes keep this one off the CPU, so each tick also notes how much
+CPU time the loop's thread used meanwhile: ``cpu_max_s`` is the largest lateness
+counting only that (an upper bound of the process's own share; under no
+contention it equals ``max_s``). The garbage collector is timed too
 (``gc.callbacks``): a full collection walks every live object, so in a process
 holding thousands of calls it is the usual suspect, and the reading says whether
 the collector was the stall.
@@ -51,12 +55,14 @@ class _Tally:
         self.ticks = 0
         self.max = 0.0
         self.counts = [0] * (len(BOUNDS) + 1)
+        self.cpu_max = 0.0  # the largest part of a lateness this thread spent on the CPU
         self.gc_max = self.gc_total = 0.0
         self.gc_full = 0
 
-    def add(self, late: float) -> None:
+    def add(self, late: float, cpu: float) -> None:
         self.ticks += 1
         self.max = max(self.max, late)
+        self.cpu_max = max(self.cpu_max, min(late, cpu))
         self.counts[bisect.bisect_left(BOUNDS, late)] += 1
 
     def add_gc(self, seconds: float, generation: int) -> None:
@@ -65,7 +71,8 @@ class _Tally:
         self.gc_full += generation == 2
 
     def figures(self) -> dict:
-        return {"ticks": self.ticks, "max_s": self.max, "counts": self.counts, "gc_max_s": self.gc_max,
+        return {"ticks": self.ticks, "max_s": self.max, "cpu_max_s": self.cpu_max, "counts": self.counts,
+                "gc_max_s": self.gc_max,
                 "gc_s": self.gc_total, "gc_full": self.gc_full}
 
 
@@ -112,12 +119,12 @@ class LoopMonitor:
 
     async def _run(self) -> None:
         while True:
-            before = time.monotonic()
+            before, cpu_before = time.monotonic(), time.thread_time()
             await asyncio.sleep(self.interval)
-            now = time.monotonic()
+            now, cpu = time.monotonic(), time.thread_time() - cpu_before
             late = max(0.0, now - before - self.interval)
-            self._total.add(late)
-            self._current.add(late)
+            self._total.add(late, cpu)
+            self._current.add(late, cpu)
             if now - self._current_start >= self.window:
                 self._close_window(now)
 

@@ -46,6 +46,14 @@ def _check_decoded(request: Any) -> None:
         raise InvalidArgument(f"request could not be parsed: {request.reason}")
 
 
+_in_progress = 0
+
+
+def calls_in_progress() -> int:
+    """Calls of this process's services now running (blocked and streaming included)."""
+    return _in_progress
+
+
 def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
     """Maps a servicer method's exceptions to statuses; works for unary and streaming."""
     name = method.__qualname__
@@ -53,6 +61,8 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
 
         @functools.wraps(method)
         async def stream(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+            global _in_progress
+            _in_progress += 1
             try:
                 _check_decoded(request)
                 async for item in method(self, request, context):
@@ -61,11 +71,15 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
                 raise
             except Exception as exc:
                 await _abort(context, exc, name)
+            finally:
+                _in_progress -= 1
 
         return stream
 
     @functools.wraps(method)
     async def unary(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        global _in_progress
+        _in_progress += 1
         try:
             _check_decoded(request)
             return await method(self, request, context)
@@ -73,5 +87,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
             raise
         except Exception as exc:
             await _abort(context, exc, name)
+        finally:
+            _in_progress -= 1
 
     return unary

@@ -1,0 +1,57 @@
+"""The server's garbage-collection policy (gc_policy.py): no automatic full
+collection, objects frozen as they age, frozen garbage cycles reclaimed when the
+process is nearly idle, or after a bound when it never is."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+from concord_server.gc_policy import GcPolicy
+from support import async_wait_until
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.me = self  # a cycle: only the collector frees it
+
+
+async def _frozen_cycle() -> weakref.ref:
+    """A garbage cycle that a freeze has moved out of reach of the young collections."""
+    ref = weakref.ref(_Node())
+    gc.freeze()
+    return ref
+
+
+def _freed(ref: weakref.ref):
+    async def freed() -> bool:
+        return ref() is None
+
+    return freed
+
+
+async def test_frozen_garbage_is_reclaimed_when_nearly_idle():
+    busy = [1000]
+    policy = GcPolicy(lambda: busy[0], period=0.02, idle_every=0.05, max_deferred=3600)
+    before = gc.get_threshold()
+    policy.start()
+    try:
+        assert gc.get_threshold()[2] > 10**9  # no automatic full collection
+        ref = await _frozen_cycle()
+        gc.collect(1)
+        assert ref() is not None  # frozen: young collections never see it, and busy: no full one
+        busy[0] = 0
+        await async_wait_until(_freed(ref), timeout=5, message="idle full collection")
+    finally:
+        await policy.aclose()
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+async def test_a_process_never_idle_still_collects_after_the_bound():
+    policy = GcPolicy(lambda: 10**6, period=0.02, idle_every=0.05, max_deferred=0.2)
+    policy.start()
+    try:
+        ref = await _frozen_cycle()
+        await async_wait_until(_freed(ref), timeout=5, message="deferred full collection")
+    finally:
+        await policy.aclose()
