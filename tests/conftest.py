@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 import uvloop
 
 import concord
-from support import BACKENDS, VALIDATION_PREFIX, RedisServer, ServerProcess, backend_binary
+from support import BACKENDS, VALIDATION_PREFIX, RedisCluster, RedisServer, ServerProcess, backend_binary
 
 def pytest_asyncio_loop_factories(config, item):
     """Async tests run on uvloop, as the server does (its timers differ from asyncio's)."""
@@ -54,6 +54,25 @@ def fresh_redis(backend, tmp_path) -> Iterator[RedisServer]:
 def concord_server(redis_server, tmp_path_factory) -> Iterator[ServerProcess]:
     server = ServerProcess("--redis-url", redis_server.url, "--log-level", "WARNING")
     server.start(tmp_path_factory.mktemp("concord") / "server.log")
+    yield server
+    assert server.stop() == 0, server.log_text()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(backend, tmp_path_factory) -> Iterator[RedisCluster]:
+    """Three primaries of this backend's binary in cluster mode."""
+    cluster = RedisCluster(backend_binary(backend), tmp_path_factory.mktemp(f"{backend}-cluster"))
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster_server(redis_cluster, tmp_path_factory) -> Iterator[ServerProcess]:
+    """concord-server on redis_cluster (--redis-cluster, the URL names one node)."""
+    server = ServerProcess("--redis-url", redis_cluster.url, "--redis-cluster", "--log-level", "WARNING")
+    server.start(tmp_path_factory.mktemp("concord-cluster") / "server.log")
     yield server
     assert server.stop() == 0, server.log_text()
 

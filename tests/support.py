@@ -108,7 +108,7 @@ class RedisServer:
     def __init__(self, binary: str, data_dir: Path, port: int | None = None, extra_args: Sequence[str] = ()) -> None:
         self.binary = binary
         self.data_dir = data_dir
-        self.extra_args = list(extra_args)
+        self.extra_args = list(extra_args)  # e.g. cluster mode (RedisCluster)
         self.port = port or free_port()  # a given port: a replacement for a killed server
         self.url = f"redis://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -146,6 +146,74 @@ class RedisServer:
 
     def client(self) -> redis.Redis:
         return redis.Redis.from_url(self.url, decode_responses=True)
+
+
+class RedisCluster:
+    """Three (``size``) primaries of one binary in cluster mode, no replicas, the 16384
+    slots split evenly; nodes bind 127.0.0.1 on free ports (cluster bus included)."""
+
+    def __init__(self, binary: str, data_dir: Path, size: int = 3) -> None:
+        # The bus port is given: the default (port + 10000) may be taken or past 65535.
+        self.bus_ports = [free_port() for _ in range(size)]
+        self.nodes = [
+            RedisServer(binary, data_dir / f"node{i}", extra_args=[
+                "--cluster-enabled", "yes", "--cluster-config-file", str(data_dir / f"node{i}" / "nodes.conf"),
+                "--cluster-port", str(bus), "--cluster-node-timeout", "5000"])
+            for i, bus in enumerate(self.bus_ports)
+        ]
+        self.url = self.nodes[0].url  # any node will do: clients discover the rest
+
+    def start(self) -> RedisCluster:
+        for node in self.nodes:
+            node.start()
+        clients = [node.client() for node in self.nodes]
+        step = 16384 // len(self.nodes)
+        for i, c in enumerate(clients):
+            last = 16383 if i == len(clients) - 1 else (i + 1) * step - 1
+            c.execute_command("CLUSTER", "ADDSLOTSRANGE", i * step, last)
+        for node, bus in zip(self.nodes[1:], self.bus_ports[1:]):
+            clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port, bus)
+
+        def ok() -> bool:
+            return all(c.execute_command("CLUSTER", "INFO").count("cluster_state:ok") for c in clients)
+
+        wait_until(ok, timeout=30, interval=0.05, message="cluster_state:ok on every node")
+        for c in clients:
+            c.close()
+        return self
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def begin_move(self, slot: int, source: RedisServer, target: RedisServer) -> None:
+        """Marks ``slot`` migrating from source to target (new keys go to the target: ASK)."""
+        with source.client() as s, target.client() as t:
+            t.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", s.execute_command("CLUSTER", "MYID"))
+            s.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", t.execute_command("CLUSTER", "MYID"))
+
+    def finish_move(self, slot: int, source: RedisServer, target: RedisServer) -> None:
+        """Migrates the slot's keys and gives the slot to target on every node."""
+        with source.client() as s, target.client() as t:
+            while keys := s.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+                s.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys)
+            target_id = t.execute_command("CLUSTER", "MYID")
+        for node in [target, source, *(n for n in self.nodes if n not in (source, target))]:
+            with node.client() as c:
+                c.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+
+    def move_slot(self, slot: int, source: RedisServer, target: RedisServer) -> None:
+        self.begin_move(slot, source, target)
+        self.finish_move(slot, source, target)
+
+    def owner(self, key: str) -> RedisServer:
+        """The node serving key's slot now."""
+        with self.nodes[0].client() as c:
+            slot = c.execute_command("CLUSTER", "KEYSLOT", key)
+            for start, end, primary, *_ in c.execute_command("CLUSTER", "SLOTS"):
+                if start <= slot <= end:
+                    return next(n for n in self.nodes if n.port == int(primary[1]))
+        raise AssertionError(f"slot of {key!r} not served")
 
 
 class ServerProcess:

@@ -30,6 +30,7 @@ from .api.lock import LockServicer
 from .api.queue import QueueServicer
 from .api.semaphore import SemaphoreServicer
 from .autopipeline import AutoPipeline
+from .cluster import ClusterBus, ClusterCommands
 from .config import Settings
 from .doorbells import Doorbells
 from .gc_policy import GcPolicy
@@ -37,7 +38,7 @@ from .keys import KeySpace
 from .loop_monitor import LoopMonitor, from_settings as start_loop_monitor
 from .notifications import NotificationBus
 from .primitives import autocomplete, chat, chat_feeds, files, lock, queue, semaphore
-from .redis_client import connect
+from .redis_client import connect, connect_cluster
 from .waiters import Waiters
 
 log = logging.getLogger(__name__)
@@ -79,9 +80,9 @@ class Server:
     health: health.aio.HealthServicer
     port: int
     settings: Settings
-    redis: aioredis.Redis
-    commands: AutoPipeline
-    bus: NotificationBus
+    redis: aioredis.Redis | aioredis.RedisCluster
+    commands: AutoPipeline | ClusterCommands
+    bus: NotificationBus | ClusterBus
     waiters: Waiters
     doorbells: tuple[Doorbells, ...]
     primitives: tuple[lock.Locks, semaphore.Semaphores, queue.Queues, chat_feeds.Feeds, autocomplete.Autocomplete,
@@ -114,9 +115,14 @@ class Server:
 
 
 async def start(settings: Settings) -> Server:
-    redis = connect(settings.redis_url or "", settings.redis_max_connections)
-    commands = AutoPipeline(redis.connection_pool)
-    bus = NotificationBus(redis)
+    if settings.redis_cluster:  # same interfaces, routed to the node serving each slot
+        redis = connect_cluster(settings.redis_url or "", settings.redis_max_connections)
+        commands = ClusterCommands(redis)
+        bus = ClusterBus(commands)
+    else:
+        redis = connect(settings.redis_url or "", settings.redis_max_connections)
+        commands = AutoPipeline(redis.connection_pool)
+        bus = NotificationBus(redis)
     waiters = Waiters(bus)
     doorbells = Doorbells(bus)
     chat_bells = Doorbells(bus, broadcast=True, interval=10.0)  # each safety ring re-reads every chat

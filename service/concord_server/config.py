@@ -28,6 +28,8 @@ class Settings:
         "Redis to use: redis://[user:password@]host:port/db, rediss:// (TLS) or unix:///path.sock. "
         "Unset: start an embedded Valkey with its data in --data-dir",
     )
+    redis_cluster: bool = _setting(False, "--redis-url names any node of a Redis Cluster (redis:// or rediss://); "
+                                          "the other nodes are discovered and each command goes to its slot's node")
     key_prefix: str = _setting("concord", "prefix of every Redis key and channel Concord uses")
     data_dir: Path = _setting(Path("concord-data"), "data directory of the embedded Valkey (append-only file on)")
     workers: int = _setting(1, "server processes sharing the listen port through SO_REUSEPORT")
@@ -85,6 +87,11 @@ class Settings:
             raise ValueError("recent_contacts_max must be 1-10000")
         if self.redis_max_connections < 2:
             raise ValueError("redis_max_connections must be at least 2 (one is pub/sub)")
+        if self.redis_cluster and not (self.redis_url or "").startswith(("redis://", "rediss://")):
+            raise ValueError("--redis-cluster needs a --redis-url redis:// or rediss:// naming a node of the cluster")
+
+
+_BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 
 def env_name(f: dataclasses.Field) -> str:
@@ -99,12 +106,15 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     for f in dataclasses.fields(Settings):
+        # A bool is a bare flag (--redis-cluster); its variable takes true/false.
+        kind = {"action": "store_const", "const": "true"} if isinstance(f.default, bool) else {
+            "choices": f.metadata.get("choices")}
         p.add_argument(
             "--" + f.name.replace("_", "-"),
             dest=f.name,
             default=argparse.SUPPRESS,
-            choices=f.metadata.get("choices"),
             help=f"{f.metadata['help']} [env {env_name(f)}] (default: {f.default})",
+            **kind,
         )
     return p
 
@@ -120,7 +130,9 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.envi
             continue
         kind = type(f.default) if f.default is not None else str
         try:
-            values[f.name] = kind(raw)
+            values[f.name] = _BOOLS[raw.lower()] if kind is bool else kind(raw)
+        except KeyError:
+            p.error(f"--{f.name.replace('_', '-')}: {env_name(f)} must be true or false, not {raw!r}")
         except ValueError:
             p.error(f"--{f.name.replace('_', '-')}: invalid value {raw!r}")
     try:

@@ -6,6 +6,9 @@ subscription per channel that has local waiters and hands each message to the
 channel's handler. Every subscription confirmation, including the re-subscriptions
 redis-py makes after a reconnect, calls the channel's ``on_subscribed`` so its owner
 can re-check state it may have missed while not subscribed.
+
+On Redis Cluster there is one bus per node (cluster.ClusterBus); ``on_displaced``
+tells it when a channel may now belong to another node.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from .errors import ConcordError
 from .redis_client import UNAVAILABLE_ERRORS, unavailable_on_redis_errors
@@ -30,8 +34,12 @@ class _Subscription:
 
 
 class NotificationBus:
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: aioredis.Redis,
+                 on_displaced: Callable[[str | BaseException], None] | None = None) -> None:
         self._pubsub = redis.pubsub()
+        # Cluster only: called with a channel the server dropped (its slot moved), or
+        # with the error of a refused subscription (MOVED) or of a lost connection.
+        self._on_displaced = on_displaced or (lambda cause: None)
         self._subs: dict[str, _Subscription] = {}
         self._reader: asyncio.Task[None] | None = None
         self._closed = False
@@ -72,13 +80,25 @@ class NotificationBus:
         except UNAVAILABLE_ERRORS:
             pass  # the connection is gone, and with it the subscription
 
+    def forget(self, channel: str) -> None:
+        """Drops a channel the server no longer holds (cluster: its slot moved away)
+        without a command, so a reconnect does not subscribe it here again."""
+        self._subs.pop(channel, None)
+        self._pubsub.shard_channels.pop(channel, None)
+        self._pubsub.pending_unsubscribe_shard_channels.discard(channel)
+
     async def _read(self) -> None:
         backoff = 0.05
         while not self._closed:
             try:
                 msg = await self._pubsub.get_message(timeout=None)
                 backoff = 0.05
+            except ResponseError as exc:  # a refused (S)SUBSCRIBE, e.g. MOVED on a cluster
+                log.warning("notification subscription refused: %s", exc)
+                self._on_displaced(exc)
+                continue
             except UNAVAILABLE_ERRORS as exc:
+                self._on_displaced(exc)
                 log.warning("notification connection lost (%s); retrying in %.2fs", exc, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
@@ -93,6 +113,8 @@ class NotificationBus:
                 sub.on_message(msg["data"])
             elif kind == "ssubscribe":
                 sub.on_subscribed()
+            elif kind == "sunsubscribe":  # not asked for (it is still in _subs): the server dropped it
+                self._on_displaced(msg["channel"])
 
     async def close(self) -> None:
         self._closed = True

@@ -11,14 +11,16 @@ from typing import Any
 from redis.asyncio.retry import Retry
 from redis.client import NEVER_DECODE
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import BusyLoadingError, ReadOnlyError, TryAgainError
+from redis.exceptions import AskError, BusyLoadingError, ClusterDownError, ReadOnlyError, SlotNotCoveredError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .errors import Unavailable
 
-# Failures that mean "Redis cannot answer right now": retryable by the caller.
-UNAVAILABLE_ERRORS = (RedisConnectionError, RedisTimeoutError, BusyLoadingError, ReadOnlyError, TryAgainError)
+# Failures that mean "Redis cannot answer right now": retryable by the caller. The
+# cluster ones: a slot moving or unserved (a MOVED left after the one retry is an AskError).
+UNAVAILABLE_ERRORS = (RedisConnectionError, RedisTimeoutError, BusyLoadingError, ReadOnlyError, TryAgainError,
+                      ClusterDownError, AskError, SlotNotCoveredError)
 
 
 def connect(url: str, max_connections: int) -> aioredis.Redis:
@@ -40,6 +42,21 @@ def connect(url: str, max_connections: int) -> aioredis.Redis:
         **tcp,
     )
     return aioredis.Redis(connection_pool=pool)
+
+
+def connect_cluster(url: str, max_connections: int) -> aioredis.RedisCluster:
+    """A Redis Cluster client that discovers the cluster from the URL's node. Scripts
+    and commands go through cluster.ClusterCommands; its own pools (``max_connections``
+    per node) only serve slot map reads and ASK redirects."""
+    return aioredis.RedisCluster.from_url(
+        url,
+        max_connections=max_connections,
+        socket_timeout=5,
+        socket_connect_timeout=2,
+        socket_keepalive=True,
+        decode_responses=True,
+        retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.1), retries=1),
+    )
 
 
 @contextlib.contextmanager
