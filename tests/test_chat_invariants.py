@@ -62,7 +62,8 @@ async def subscriber(client: concord.AsyncClient, m: Member, room: Room, rng: ra
 
 async def sender(client: concord.AsyncClient, user: str, room: Room, rng: random.Random, stop_at: float) -> None:
     while time.monotonic() < stop_at:
-        room.last_sent = max(room.last_sent, await client.chat.send(room.chat_id, user, f"from {user}"))
+        sent = await client.chat.send(room.chat_id, user, f"from {user}")
+        room.last_sent = max(room.last_sent, sent)  # read after the await: another send may have raised it
         await asyncio.sleep(rng.uniform(0, 0.03))
 
 
@@ -71,7 +72,8 @@ async def churner(client: concord.AsyncClient, m: Member, room: Room, rng: rando
         joined = await client.chat.join(room.chat_id, m.user)
         until = time.monotonic() + rng.uniform(0.2, 0.8)
         while time.monotonic() < until:
-            room.last_sent = max(room.last_sent, await client.chat.send(room.chat_id, m.user, "churn"))
+            sent = await client.chat.send(room.chat_id, m.user, "churn")
+            room.last_sent = max(room.last_sent, sent)
             await asyncio.sleep(rng.uniform(0, 0.05))
         must_have = room.last_sent
         deadline = time.monotonic() + 15
