@@ -194,3 +194,17 @@ async def test_explicit_ack_mode_redelivers_what_was_not_acked(chats, feeds, nam
     assert [m.body for m in (await anext(again)).messages] == [second.messages[0].body]
     assert await anext(again) is CAUGHT_UP
     await again.aclose()
+
+
+async def test_pending_messages_larger_than_one_read_all_arrive_in_order(redis_server, name):
+    """A read stops after about READ_BYTES of bodies; the feed reads again until it
+    has everything, so a backlog of big messages arrives whole, a slice at a time."""
+    body = "x" * (300 * 1024)
+    async with chat_primitive(redis_server.url, max_messages=100, max_bytes=8 * 1024 * 1024) as (chats, feeds):
+        chat_id, _ = await chats.create("ann", ["bob"], "hello", name)
+        for i in range(12):  # about 3.5 MiB: four reads
+            await chats.send(chat_id, "ann", f"{i}:{body}")
+        one_read = (await chats.read(chat_id, "bob")).messages
+        assert 3 <= len(one_read) <= 5  # stopped after the message that reached 1 MiB
+        events = await pending(feeds, "bob")
+    assert [m.body.split(":")[0] for e in events for m in e.messages] == ["hello", *map(str, range(12))]

@@ -2,7 +2,8 @@
 -- (read only). One user: a member's own read. Several: the one read a server process
 -- makes for all of its local subscribers of a chat when the chat rings.
 -- KEYS: see chat_common.lua
--- ARGV[4] read after this id   ARGV[5] most messages   ARGV[6..] users
+-- ARGV[4] read after this id   ARGV[5] most messages   ARGV[6] most body bytes (the message
+-- that reaches it is the last one read)   ARGV[7..] users
 -- Reads start after ARGV[4] or after the lowest seen id of the users who are members,
 -- whichever is later: what they have all seen is not pending for any of them.
 -- Returns {-1} no such chat, else {1, last id, first kept id, k, seen id of user 1
@@ -12,10 +13,10 @@ if redis.call('EXISTS', KEYS[3]) == 0 then
   return {-1}
 end
 local seq = tonumber(redis.call('HGET', KEYS[3], 'seq'))
-local k = #ARGV - 5
+local k = #ARGV - 6
 local reply = {1, seq, first_id(seq), k}
 local lowest = nil
-for i = 6, #ARGV do
+for i = 7, #ARGV do
   local seen = redis.call('ZSCORE', KEYS[1], ARGV[i])
   seen = seen and tonumber(seen) or -1
   if seen >= 0 and (not lowest or seen < lowest) then
@@ -28,6 +29,7 @@ if not lowest then
 end
 local after = math.max(tonumber(ARGV[4]), lowest)
 if tonumber(ARGV[5]) > 0 and after < seq then
+  local bytes, most_bytes = 0, tonumber(ARGV[6])
   for _, e in ipairs(redis.call('XRANGE', KEYS[2], (after + 1) .. '-0', '+', 'COUNT', ARGV[5])) do
     local f = {}
     for i = 1, #e[2], 2 do
@@ -37,6 +39,10 @@ if tonumber(ARGV[5]) > 0 and after < seq then
     reply[#reply + 1] = f.s
     reply[#reply + 1] = f.b
     reply[#reply + 1] = f.t
+    bytes = bytes + #f.b
+    if bytes >= most_bytes then
+      break  -- a reader catching up on big messages takes them a slice at a time
+    end
   end
 end
 return reply

@@ -38,6 +38,7 @@ _SEEN = script("chat_seen.lua")
 SCRIPTS = (_CREATE, _SEND, _READ, _MEMBER, _INDEX, _SEEN)
 
 READ_BATCH = 500  # messages per chat per read; a stream reads again while a chat has more
+READ_BYTES = 1024 * 1024  # and message bytes: a read stops after the message that reaches this
 
 
 @dataclass(frozen=True)
@@ -124,10 +125,10 @@ class Chats:
 
     async def read_for(self, chat_id: str, users: Sequence[str], after: int, count: int = READ_BATCH
                        ) -> list[ChatView | None]:
-        """Each user's view of the chat, with up to count messages after ``after`` or
-        after the user's seen id, whichever is later (one script for all of them);
+        """Each user's view of the chat, with up to count messages (and about READ_BYTES)
+        after ``after`` or after the user's seen id, whichever is later (one script for all of them);
         None for a user who is not a member or when the chat is gone."""
-        reply = await self._run(_READ, self._keys.chat(chat_id), after, count, *users)
+        reply = await self._run(_READ, self._keys.chat(chat_id), after, count, READ_BYTES, *users)
         if reply[0] != 1:
             return [None] * len(users)
         _, last, first, k, *rest = reply

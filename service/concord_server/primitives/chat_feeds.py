@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from ..doorbells import Doorbells
 from ..errors import Unavailable
 from ..keys import KeySpace
-from .chat import CAUGHT_UP, READ_BATCH, Batch, Chats, ChatView, Event, Gap
+from .chat import CAUGHT_UP, Batch, Chats, ChatView, Event, Gap
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class Feeds:
             for view in views:
                 if view is None:
                     continue  # left, or the chat is gone
-                cursor = max(cursors.get(view.chat_id, view.seen), view.seen)
+                start = cursor = max(cursors.get(view.chat_id, view.seen), view.seen)
                 if cursor + 1 < view.first_id <= view.last_id:
                     yield Gap(view.chat_id, view.first_id)
                     cursor = cursors[view.chat_id] = view.first_id - 1
@@ -104,7 +104,7 @@ class Feeds:
                     cursor = cursors[view.chat_id] = batch.messages[-1].message_id
                     delivered(view.chat_id, cursor)
                 cursors.setdefault(view.chat_id, cursor)
-                if len(view.messages) == READ_BATCH:
+                if start < cursor < view.last_id:  # the read's count or bytes ran out before the end
                     more.append(view.chat_id)
             todo = more
 
