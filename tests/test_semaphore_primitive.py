@@ -100,6 +100,48 @@ async def test_a_queued_request_above_a_lowered_limit_fails(sems, name):
     assert (await sems.describe(name)).waiters == 0
 
 
+async def test_a_failure_whose_notification_is_lost_is_reported_by_the_poll(sems, redis_async, name, monkeypatch):
+    from concord_server.waiters import WaitGroup
+
+    # Pub/sub may drop the "-1", or publish it before the waiter's process subscribed:
+    # here every notification is lost, so only the poll can tell the waiter it failed.
+    # Taking it for a waiter dropped as dead would queue it again with its own limit,
+    # which would then be in force and grant it.
+    monkeypatch.setattr(WaitGroup, "_on_message", lambda self, data: None)
+    holder = await sems.acquire(name, 4, 4, 10_000, 0, "holder")
+    big = asyncio.create_task(sems.acquire(name, 4, 3, 10_000, 20_000, "big"))
+    await async_wait_until(lambda: queued(sems, name, 1), message="big queued")
+    assert await sems.acquire(name, 2, 1, 10_000, 0, "lowerer") is None
+    await sems.release(name, holder.permit_id)
+    with pytest.raises(PermitsExceedLimit):
+        await asyncio.wait_for(big, 10)
+    state = await sems.describe(name)
+    assert state.limit == 2 and state.held == 0 and state.waiters == 0
+    k = sems._keys.semaphore(name)  # the failure's record goes once the caller has heard
+    await async_wait_until(lambda: _gone(redis_async, k.waiters), message="the failure record to go")
+
+
+async def test_the_poll_and_a_withdraw_tell_a_failed_waiter_from_a_dropped_one(sems, name):
+    from concord_server.primitives.semaphore import _ACQUIRE, _WITHDRAW
+
+    k = sems._keys.semaphore(name)
+    holder = await sems.acquire(name, 4, 4, 10_000, 0, "holder")
+    # Queued by the script alone: no process listens for its notification.
+    for waiter, permits in (("failed", 3), ("gone", 1)):
+        status, *_ = await _ACQUIRE(sems._redis, k.keys, [k.channel, waiter, permits, 4, 10_000, waiter, 60_000,
+                                                          "test-proc", 60_000])
+        assert status == 2
+    await sems._redis.execute_command("ZREM", k.queue, "gone")  # passed over as dead
+    assert await sems.acquire(name, 2, 1, 10_000, 0, "lowerer") is None
+    result = await sems._poll(k, ["failed", "gone"])
+    assert list(result.dropped) == ["gone"]
+    assert result.granted == {holder.permit_id: str(holder.expires_at_ms), "failed": "-1"}
+    assert (await sems._poll(k, ["failed"])).granted["failed"] == "-1"  # until its caller withdraws
+    assert await _WITHDRAW(sems._redis, k.keys, [k.channel, "failed", 0]) == [-2]
+    assert await _WITHDRAW(sems._redis, k.keys, [k.channel, "failed", 0]) == [-1]
+    assert list((await sems._poll(k, ["failed"])).dropped) == ["failed"]
+
+
 async def test_cancelled_waiter_leaves_the_queue_and_takes_nothing(sems, name):
     holder = await sems.acquire(name, 1, 1, 10_000, 0, "holder")
     task = asyncio.create_task(sems.acquire(name, 1, 1, 10_000, 30_000, "quitter"))

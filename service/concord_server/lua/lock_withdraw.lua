@@ -14,6 +14,7 @@ if redis.call('ZREM', KEYS[2], lease) == 1 then
   if redis.call('EXISTS', KEYS[1]) == 0 then
     grant_next(now_ms, now_us)
   end
+  tidy(Q)
   return {0}
 end
 if redis.call('HGET', KEYS[1], 'lease') ~= lease then

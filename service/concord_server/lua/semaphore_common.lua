@@ -4,7 +4,8 @@
 --   KEYS[1] holders  zset  permit id -> expires at, ms
 --   KEYS[2] permits  hash  permit id -> "permits owner"
 --   KEYS[3] queue    zset  waiter id -> arrival time in us (FIFO order)
---   KEYS[4] waiters  hash  waiter id -> "deadline_ms proc permits ttl_ms owner" (waiting.lua)
+--   KEYS[4] waiters  hash  waiter id -> "deadline_ms proc permits ttl_ms owner" (waiting.lua),
+--                          or "-1" once a lowered limit failed it (FAILED, below)
 --   KEYS[5] procs    hash  server process id -> alive-until ms
 --   KEYS[6] meta     hash  limit (the one in force), held (permits held now)
 -- and ARGV[1] is the wake-up channel (a shard channel in the same slot).
@@ -68,10 +69,18 @@ end
 
 local Q = {queue = KEYS[3], waiters = KEYS[4], procs = KEYS[5]}
 
+-- A waiter a lowered limit failed leaves the queue, but its entry in the waiters hash
+-- becomes this record until its caller hears (its withdraw removes it): the "-1"
+-- published may be lost, or land before the caller's process subscribed, and the
+-- poll must then report the failure, not a waiter dropped as dead (which would
+-- queue again, and put its own higher limit back in force).
+local FAILED = '-1'
+
 -- Grants queued waiters in FIFO order while the head's permits fit under the limit.
 -- The head blocks everyone behind it (nobody overtakes), so a request for many
 -- permits is never starved by smaller ones. One asking for more than a lowered limit
--- can never be served and is told so ("-1"). Grants publish "id expires_ms".
+-- can never be served and is told so ("-1", and the FAILED record). Grants publish
+-- "id expires_ms".
 local function grant_next(now_ms, held)
   local limit = tonumber(redis.call('HGET', KEYS[6], 'limit') or '0')
   while true do
@@ -79,10 +88,15 @@ local function grant_next(now_ms, held)
     if not id or (permits <= limit and held + permits > limit) then
       return held
     end
-    remove(Q, id)
     if permits > limit then
+      -- Overwriting the entry keeps the hash and its expiry (the waiter's deadline or
+      -- later): the record lasts while its caller may poll, and no longer than the keys.
+      redis.call('ZREM', KEYS[3], id)
+      redis.call('HSET', KEYS[4], id, FAILED)
+      tidy(Q)
       redis.call('SPUBLISH', ARGV[1], id .. ' -1')
     else
+      remove(Q, id)
       held = grant(id, permits, ttl, owner, now_ms, held)
       redis.call('SPUBLISH', ARGV[1], id .. ' ' .. fmt(now_ms + ttl))
     end

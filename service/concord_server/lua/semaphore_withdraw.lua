@@ -3,21 +3,24 @@
 -- KEYS: see semaphore_common.lua
 -- ARGV[2] permit id   ARGV[3] '1' = release a grant that arrived, '0' = keep it
 -- Returns {0} left the queue; {1, remaining ms, now_ms} had been granted and keeps it;
---         {2} had been granted and released it; {-1} neither queued nor holding.
+--         {2} had been granted and released it; {-1} neither queued nor holding;
+--         {-2} a lowered limit had failed it (its FAILED record is gone now).
 --! include common.lua
 --! include waiting.lua
 --! include semaphore_common.lua
 local id = ARGV[2]
 local now_ms = clock()
 local held = sweep(now_ms)
+local failed = redis.call('HGET', KEYS[4], id) == FAILED
 redis.call('HDEL', KEYS[4], id)
 if redis.call('ZREM', KEYS[3], id) == 1 then
   grant_next(now_ms, held)  -- it may have been the head holding others back
+  tidy(Q)
   return {0}
 end
 local expires = redis.call('ZSCORE', KEYS[1], id)
 if not expires then
-  return {-1}
+  return {failed and -2 or -1}
 end
 if ARGV[3] == '1' then
   grant_next(now_ms, release(id, held))

@@ -18,15 +18,25 @@ local function live(q, entry, now_ms)
     return nil
   end
   local deadline, proc, permits, ttl, owner = string.match(entry, '^(%d+) (%S+) (%d+) (%d+) (.*)$')
-  if tonumber(deadline) > now_ms and tonumber(redis.call('HGET', q.procs, proc) or '0') > now_ms then
+  -- (an entry that is no waiter's, such as a semaphore's failure record, is not live)
+  if deadline and tonumber(deadline) > now_ms and tonumber(redis.call('HGET', q.procs, proc) or '0') > now_ms then
     return tonumber(permits), tonumber(ttl), owner
   end
   return nil
 end
 
+-- With nobody queued the heartbeats mean nothing: dropping them means a wait that
+-- ended leaves no key behind (heartbeat() never recreates the hash).
+local function tidy(q)
+  if redis.call('EXISTS', q.queue) == 0 then
+    redis.call('DEL', q.procs)
+  end
+end
+
 local function remove(q, id)
   redis.call('ZREM', q.queue, id)
   redis.call('HDEL', q.waiters, id)
+  tidy(q)
 end
 
 -- The first live waiter (dropping dead ones before it): id, permits, ttl_ms, owner;

@@ -107,6 +107,8 @@ class Semaphores:
 
         async def give_up() -> Permit | None:
             kept = await self._run(_WITHDRAW, k, permit_id, 0)
+            if kept[0] == -2:  # failed before the timeout, though neither notice reached us
+                return granted("-1")
             return Permit(permit_id, permits, kept[2] + kept[1]) if kept[0] == 1 else None
 
         return await acquire_queued(
@@ -150,6 +152,7 @@ class Semaphores:
 
     async def _poll(self, k: SemaphoreKeys, queued: Collection[str]) -> PollResult:
         next_ms, now, n, *rest = await self._run(_POLL, k, self._process_id, self._liveness_ms, *queued)
+        # flat: the holders, then the queued ids a lowered limit failed ("-1", as notified)
         dropped, flat = rest[:n], rest[n:]
         granted = {flat[i]: str(int(float(flat[i + 1]))) for i in range(0, len(flat), 2)}
         return PollResult(granted, (next_ms + 1) / 1000 if next_ms > 0 else None, dropped)
