@@ -219,7 +219,9 @@ class RedisCluster:
 class ServerProcess:
     """A concord-server subprocess, started the way users start it."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None, port: int | None = None) -> None:
+    def __init__(self, *args: str, env: dict[str, str] | None = None, port: int | None = None,
+                 credentials: grpc.ChannelCredentials | None = None) -> None:
+        self.credentials = credentials  # a TLS server's health checks need them
         self.port = port or free_port()
         self.target = f"127.0.0.1:{self.port}"
         self.args = ["--listen", self.target, *args]
@@ -240,7 +242,8 @@ class ServerProcess:
         assert self.proc is not None
         if self.proc.poll() is not None:
             pytest.fail(f"concord-server exited with {self.proc.returncode}; log: {self.log_text()}")
-        with grpc.insecure_channel(self.target) as ch:
+        with (grpc.secure_channel(self.target, self.credentials) if self.credentials
+              else grpc.insecure_channel(self.target)) as ch:
             try:
                 return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service), timeout=1).status
             except grpc.RpcError:

@@ -15,6 +15,7 @@ import redis
 from redis.crc import key_slot
 
 import concord
+from concord.lock.v1 import lock_pb2
 from concord_server import config
 from concord_server.keys import KeySpace
 from support import RedisCluster, ServerProcess, backend_binary, unless_unavailable, wait_until
@@ -51,6 +52,24 @@ def test_lock_waiter_is_woken_by_release_with_a_higher_fence(client, name):
     assert client.lock(name).describe().fencing_token == got[0].fencing_token
     got[0].release()
     assert not client.lock(name).describe().held
+
+
+def test_listing_pages_through_every_primary(redis_cluster, client, name):
+    """ListLocks scans each primary in turn: locks on all three nodes are listed."""
+    names = [f"{name}:{i}" for i in range(30)]
+    leases = [client.lock(n, ttl=60).acquire() for n in names]
+    assert len({redis_cluster.owner(KeySpace(PREFIX).lock(n).holder).port for n in names}) == 3
+    listed, token, pages = set(), "", 0
+    while True:
+        page = client._locks.ListLocks(lock_pb2.ListLocksRequest(page_token=token, page_size=1000), timeout=10)
+        listed |= set(page.names)
+        pages += 1
+        token = page.next_page_token
+        if not token:
+            break
+    assert set(names) <= listed and pages >= 3
+    for lease in leases:
+        lease.release()
 
 
 def test_semaphore_admits_a_waiter_when_a_permit_is_released(client, name):

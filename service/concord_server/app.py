@@ -29,13 +29,16 @@ from .api.files import FileServicer
 from .api.lock import LockServicer
 from .api.queue import QueueServicer
 from .api.semaphore import SemaphoreServicer
+from . import auth, tenants, tls
 from .autopipeline import AutoPipeline
 from .cluster import ClusterBus, ClusterCommands
 from .config import Settings
 from .doorbells import Doorbells
-from .gc_policy import GcPolicy
 from .keys import KeySpace
+from .gc_policy import GcPolicy
 from .loop_monitor import LoopMonitor, from_settings as start_loop_monitor
+from . import tracing
+from .metrics import Metrics
 from .notifications import NotificationBus
 from .primitives import autocomplete, chat, chat_feeds, files, lock, queue, semaphore
 from .redis_client import connect, connect_cluster
@@ -87,9 +90,10 @@ class Server:
     doorbells: tuple[Doorbells, ...]
     primitives: tuple[lock.Locks, semaphore.Semaphores, queue.Queues, chat_feeds.Feeds, autocomplete.Autocomplete,
                       files.Files]
-
     loop_monitor: LoopMonitor | None = None  # --loop-stall-report
     gc_policy: GcPolicy | None = None
+    metrics: Metrics | None = None  # --metrics-listen
+    auth: auth.AuthInterceptor | None = None  # --auth-tokens; reloaded on SIGHUP
 
     async def stop(self) -> None:
         """Health goes NOT_SERVING; blocked waits end with UNAVAILABLE at once (their
@@ -110,6 +114,8 @@ class Server:
         await self.redis.aclose()
         if self.loop_monitor is not None:
             await self.loop_monitor.aclose()
+        if self.metrics is not None:
+            self.metrics.close()
         if self.gc_policy is not None:
             await self.gc_policy.aclose()
 
@@ -127,17 +133,25 @@ async def start(settings: Settings) -> Server:
     doorbells = Doorbells(bus)
     chat_bells = Doorbells(bus, broadcast=True, interval=10.0)  # each safety ring re-reads every chat
     keyspace, process_id = KeySpace(settings.key_prefix), secrets.token_hex(8)
-    locks = lock.Locks(commands, keyspace, waiters, process_id=process_id)
-    semaphores = semaphore.Semaphores(commands, keyspace, waiters, process_id=process_id)
-    queues = queue.Queues(commands, keyspace, doorbells, priority_aging_ms=int(settings.queue_priority_aging * 1000),
-                          retry_backoff_ms=int(settings.queue_retry_backoff * 1000))
-    chats = chat.Chats(commands, keyspace, max_messages=settings.chat_max_messages,
-                       max_bytes=settings.chat_max_bytes, max_members=settings.chat_max_members)
-    feeds = chat_feeds.Feeds(chats, keyspace, chat_bells)
-    completer = autocomplete.Autocomplete(commands, keyspace, recent_max=settings.recent_contacts_max)
-    shipper = files.Files(commands, keyspace, chat_bells, chats, chunk_size=settings.file_chunk_size,
-                          group_bound=settings.file_group_bound, upload_lease_ms=int(settings.file_upload_lease * 1000),
-                          max_line=settings.max_message_size // 2)
+
+    def build(keyspace: KeySpace) -> tuple:  # once, or once per tenant (tenants.py)
+        locks = lock.Locks(commands, keyspace, waiters, process_id=process_id)
+        semaphores = semaphore.Semaphores(commands, keyspace, waiters, process_id=process_id)
+        queues = queue.Queues(commands, keyspace, doorbells,
+                              priority_aging_ms=int(settings.queue_priority_aging * 1000),
+                              retry_backoff_ms=int(settings.queue_retry_backoff * 1000))
+        chats = chat.Chats(commands, keyspace, max_messages=settings.chat_max_messages,
+                           max_bytes=settings.chat_max_bytes, max_members=settings.chat_max_members)
+        feeds = chat_feeds.Feeds(chats, keyspace, chat_bells)
+        completer = autocomplete.Autocomplete(commands, keyspace, recent_max=settings.recent_contacts_max)
+        shipper = files.Files(commands, keyspace, chat_bells, chats, chunk_size=settings.file_chunk_size,
+                              group_bound=settings.file_group_bound,
+                              upload_lease_ms=int(settings.file_upload_lease * 1000),
+                              max_line=settings.max_message_size // 2)
+        return locks, semaphores, queues, chats, feeds, completer, shipper
+
+    locks, semaphores, queues, chats, feeds, completer, shipper = tenants.route(
+        keyspace, build, tenanted=bool(settings.auth_tokens))
     try:  # load scripts up front; a Redis that is down now is retried on first use
         for s in (*lock.SCRIPTS, *semaphore.SCRIPTS, *queue.SCRIPTS, *chat.SCRIPTS, *autocomplete.SCRIPTS,
                   *files.SCRIPTS):
@@ -145,7 +159,14 @@ async def start(settings: Settings) -> Server:
     except Exception as exc:
         log.warning("Redis not reachable at start-up (%s); serving UNAVAILABLE until it is", exc)
 
-    server = grpc.aio.server(options=server_options(settings))
+    monitor = start_loop_monitor(settings.loop_stall_report, settings.workers)
+    observer = None
+    if settings.metrics_listen:
+        observer = Metrics()
+        monitor = monitor or LoopMonitor(None).start()  # its stall readings are exported too
+    interceptors = [*tracing.interceptors(settings), *([observer.interceptor] if observer else [])]
+    auth_interceptor, security = auth.interceptors(settings)  # --auth-tokens, limits
+    server = grpc.aio.server(options=server_options(settings), interceptors=[*interceptors, *security])
     add_servicer(server, lock_pb2_grpc.add_LockServiceServicer_to_server, LockServicer(locks, settings))
     add_servicer(server, semaphore_pb2_grpc.add_SemaphoreServiceServicer_to_server,
                  SemaphoreServicer(semaphores, settings))
@@ -159,16 +180,20 @@ async def start(settings: Settings) -> Server:
     reflection.enable_server_reflection(
         (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server
     )
-    port = server.add_insecure_port(settings.listen)
+    port = tls.add_port(server, settings)  # TLS with --tls-cert
     await server.start()
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("concord-server serving on %s (port %d)", settings.listen, port)
+    if observer is not None:
+        observer.watch(waiters, doorbells, chat_bells, queues, monitor)
+        log.info("metrics at http://%s/metrics (port %d)", settings.metrics_listen,
+                 observer.serve(settings.metrics_listen or ""))
     collector = GcPolicy(calls_in_progress)  # full collections stalled the loop for seconds under load
     collector.start()
     return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, (doorbells, chat_bells),
                   (locks, semaphores, queues, feeds, completer, shipper),
-                  start_loop_monitor(settings.loop_stall_report, settings.workers), collector)
+                  monitor, collector, observer, auth=auth_interceptor)
 
 
 async def serve(settings: Settings) -> None:
@@ -178,6 +203,8 @@ async def serve(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if server.auth is not None:
+        loop.add_signal_handler(signal.SIGHUP, server.auth.reload)
     await stop.wait()
     log.info("shutting down: draining calls for up to %.1fs", settings.shutdown_grace)
     await server.stop()

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import multiprocessing
 import os
 import signal
 import sys
 from collections.abc import Sequence
 
-from . import app, config
+from . import app, config, logs
 from .embedded_valkey import EmbeddedValkey
 
 
 def _run(settings: config.Settings) -> None:
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s")
+    logs.configure(settings.log_level, settings.log_format)
     try:
         import uvloop
     except ImportError:
@@ -26,9 +25,19 @@ def _run(settings: config.Settings) -> None:
         uvloop.run(app.serve(settings))
 
 
+def _worker_settings(settings: config.Settings, i: int) -> config.Settings:
+    """Worker i serves its metrics on the --metrics-listen port + i: each process
+    has its own counters, and Prometheus scrapes each as a target."""
+    if not settings.metrics_listen:
+        return settings
+    host, _, port = settings.metrics_listen.rpartition(":")
+    return dataclasses.replace(settings, metrics_listen=f"{host}:{int(port) + i if int(port) else 0}")
+
+
 def _run_workers(settings: config.Settings) -> None:
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_run, args=(settings,), name=f"concord-worker-{i}") for i in range(settings.workers)]
+    procs = [ctx.Process(target=_run, args=(_worker_settings(settings, i),), name=f"concord-worker-{i}")
+             for i in range(settings.workers)]
     for p in procs:
         p.start()
 
@@ -45,7 +54,7 @@ def _run_workers(settings: config.Settings) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     settings = config.load(argv)
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s")
+    logs.configure(settings.log_level, settings.log_format)
     valkey = None
     if not settings.redis_url:
         valkey = EmbeddedValkey(settings.data_dir)

@@ -114,6 +114,20 @@ class ClusterCommands:
     def owner_of_slot(self, slot: int) -> ClusterNode:
         return self.cluster.nodes_manager.get_node_from_slot(slot)
 
+    async def on_each_primary(self, index: int, *args: Any, **options: Any) -> tuple[Any, int]:
+        """One command on the index-th primary in name order (a SCAN step over the
+        whole cluster visits each in turn); returns (its reply, how many primaries)."""
+        if not self._started:
+            await self.start()
+        primaries = sorted(self.cluster.get_primaries(), key=lambda n: n.name)
+        if index >= len(primaries):
+            return None, len(primaries)
+        try:
+            return await self._pipe(primaries[index]).execute_command(*args, **options), len(primaries)
+        except (RedisConnectionError, RedisTimeoutError):
+            self.refresh()
+            raise
+
     def add_listener(self, on_change: Callable[[], None]) -> None:
         """on_change() runs (synchronously) whenever the slot map may have changed."""
         self._listeners.append(on_change)

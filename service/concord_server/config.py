@@ -67,8 +67,46 @@ class Settings:
         "Unset: no monitor",
     )
 
+    metrics_listen: str | None = _setting(
+        None, "host:port of an HTTP endpoint serving Prometheus metrics at /metrics (port 0: any free port; "
+              "with --workers N, port + i for worker i). Unset: no metrics endpoint")
+    log_format: str = _setting("text", "text: one human-readable line per record; json: one JSON object per line "
+                                       "(time, level, logger, message, exception)", choices=["text", "json"])
+    tracing: bool = _setting(False, "trace gRPC calls with OpenTelemetry (needs the [tracing] extra); exporter "
+                                    "and sampling come from the standard OTEL_* variables")
+
+    # Security (README "Security"): TLS to clients, bearer tokens and tenants, limits.
+    tls_cert: str | None = _setting(None, "PEM certificate chain of the server; with --tls-key the port is TLS only. "
+                                          "Unset: plaintext")
+    tls_key: str | None = _setting(None, "PEM private key of --tls-cert")
+    tls_client_ca: str | None = _setting(None, "PEM CA bundle: clients must present a certificate it signed "
+                                               "(mutual TLS); needs --tls-cert")
+    auth_tokens: str | None = _setting(None, "TOML file of bearer tokens, each naming its tenant (its own key "
+                                             "namespace), optionally the services it may call and the tenant's "
+                                             "limits; re-read on SIGHUP. Unset: no authentication")
+    auth_health: bool = _setting(False, "with --auth-tokens, health and reflection need a token too "
+                                        "(default: they stay open)")
+    tenant_rate: float = _setting(0.0, "requests per second per tenant and process (token bucket); 0: unlimited. "
+                                       "Without --auth-tokens all callers are one tenant")
+    tenant_burst: int = _setting(0, "token bucket size of --tenant-rate; 0: max(1, rate)")
+    tenant_max_blocked: int = _setting(0, "calls that may wait (lock/semaphore Acquire, Dequeue) one tenant may "
+                                          "have open per process; 0: unlimited")
+    tenant_max_streams: int = _setting(0, "streams one tenant may have open per process; 0: unlimited")
+    tenant_max_request_bytes: int = _setting(0, "largest request message of a tenant, bytes; 0: only "
+                                                "--max-message-size")
+    peer_rate: float = _setting(0.0, "requests per second per client connection; 0: unlimited")
+    peer_burst: int = _setting(0, "token bucket size of --peer-rate; 0: max(1, rate)")
+    peer_max_blocked: int = _setting(0, "calls that may wait one client connection may have open; 0: unlimited")
+    peer_max_streams: int = _setting(0, "streams one client connection may have open; 0: unlimited")
+
     def __post_init__(self) -> None:
         validate_prefix(self.key_prefix)
+        if (self.tls_cert is None) != (self.tls_key is None) or (self.tls_client_ca and not self.tls_cert):
+            raise ValueError("--tls-cert and --tls-key go together; --tls-client-ca needs them")
+        if min(self.tenant_rate, self.tenant_burst, self.tenant_max_blocked, self.tenant_max_streams,
+               self.tenant_max_request_bytes, self.peer_rate, self.peer_burst, self.peer_max_blocked,
+               self.peer_max_streams) < 0:
+            raise ValueError("limits must not be negative")
         if self.workers < 1:
             raise ValueError("workers must be at least 1")
         if self.queue_max_batch < 1 or self.queue_max_payload < 1:
@@ -85,6 +123,8 @@ class Settings:
             raise ValueError("file_group_bound must be positive and file_upload_lease 0.1-3600 s")
         if not 1 <= self.recent_contacts_max <= 10_000:
             raise ValueError("recent_contacts_max must be 1-10000")
+        if self.metrics_listen is not None and not self.metrics_listen.rpartition(":")[2].isdigit():
+            raise ValueError("--metrics-listen must be host:port")
         if self.redis_max_connections < 2:
             raise ValueError("redis_max_connections must be at least 2 (one is pub/sub)")
         if self.redis_cluster and not (self.redis_url or "").startswith(("redis://", "rediss://")):

@@ -213,6 +213,10 @@ class Doorbells:
             for bell in watch.bells:
                 bell.discard(waiter)
 
+    def waiting(self) -> int:
+        """Calls waiting now at any of the doorbells, each counted once (metrics)."""
+        return len({id(w) for bell in self.bells.values() for w in bell._waiting.values()})
+
     def bell(self, channel: str) -> Doorbell | None:
         return self.bells.get(channel)
 

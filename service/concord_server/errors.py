@@ -48,6 +48,23 @@ class ResourceExhausted(ConcordError):
     reason = "RESOURCE_EXHAUSTED"
 
 
+class Unauthenticated(ConcordError):
+    """No bearer token, or one the server does not know (auth.py)."""
+
+    code = "UNAUTHENTICATED"
+    reason = "UNAUTHENTICATED"
+
+
+class LimitReached(ResourceExhausted):
+    """A per-tenant or per-connection limit (limits.py); ``retry_delay`` (seconds) goes
+    to the client as a google.rpc.RetryInfo, None when retrying cannot help."""
+
+    def __init__(self, message: str, reason: str, retry_delay: float | None, **metadata: str) -> None:
+        super().__init__(message, **metadata)
+        self.reason = reason
+        self.retry_delay = retry_delay
+
+
 class Unavailable(ConcordError):
     """Redis could not be reached or is loading; the call may be retried."""
 

@@ -9,6 +9,7 @@ never share keys.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 _ESCAPES = str.maketrans({"%": "%25", "{": "%7B", "}": "%7D"})
@@ -16,6 +17,13 @@ _ESCAPES = str.maketrans({"%": "%25", "{": "%7B", "}": "%7D"})
 
 def escape(name: str) -> str:
     return name.translate(_ESCAPES)
+
+
+def unescape(name: str) -> str:
+    return name.replace("%7B", "{").replace("%7D", "}").replace("%25", "%")
+
+
+_GLOB = re.compile(r"([*?\[\]\\])")
 
 
 def validate_prefix(prefix: str) -> str:
@@ -119,12 +127,42 @@ class FileGroupKeys(NamedTuple):
         return [self.files, self.held]
 
 
+_TENANT = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def validate_tenant(tenant: str) -> str:
+    if not _TENANT.fullmatch(tenant):
+        raise ValueError(f"tenant {tenant!r} must be 1-64 characters of A-Z a-z 0-9 _ . -")
+    return tenant
+
+
 class KeySpace:
     def __init__(self, prefix: str) -> None:
         self.prefix = validate_prefix(prefix)
 
+    def tenant(self, tenant: str) -> KeySpace:
+        """The keys of one tenant (auth.py): ``{<prefix>@<tenant>:<kind>:<name>}``. A
+        tenant's name has no ':', and the shared space puts ':' right after the prefix,
+        so no two tenants, nor a tenant and the shared space, can build the same key."""
+        space = KeySpace.__new__(KeySpace)
+        space.prefix = f"{self.prefix}@{validate_tenant(tenant)}"
+        return space
+
     def tag(self, kind: str, name: str) -> str:
         return "{%s:%s:%s}" % (self.prefix, kind, escape(name))
+
+    def scan_pattern(self, kind: str) -> str:
+        """SCAN MATCH pattern for every key of every resource of one kind."""
+        return _GLOB.sub(r"\\\1", "{%s:%s:" % (self.prefix, kind)) + "*"
+
+    def resource_of(self, kind: str, key: str) -> tuple[str, str] | None:
+        """(name, key suffix) of a key that scan_pattern(kind) matched; None when it
+        is not one (a pattern also matches a longer prefix's keys)."""
+        head = "{%s:%s:" % (self.prefix, kind)
+        end = key.find("}:")
+        if not key.startswith(head) or end < 0:
+            return None
+        return unescape(key[len(head):end]), key[end + 2:]
 
     def lock(self, name: str) -> LockKeys:
         t = self.tag("lock", name)

@@ -22,7 +22,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from .errors import ConcordError
-from .redis_client import UNAVAILABLE_ERRORS, unavailable_on_redis_errors
+from .redis_client import UNAVAILABLE_ERRORS, count_failure, unavailable_on_redis_errors
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,7 @@ class NotificationBus:
                 self._on_displaced(exc)
                 continue
             except UNAVAILABLE_ERRORS as exc:
+                count_failure("pubsub", exc)
                 self._on_displaced(exc)
                 log.warning("notification connection lost (%s); retrying in %.2fs", exc, backoff)
                 await asyncio.sleep(backoff)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 from collections.abc import Iterator
 
@@ -59,11 +60,20 @@ def connect_cluster(url: str, max_connections: int) -> aioredis.RedisCluster:
     )
 
 
+# Redis failures this process has seen, by (where, exception class): metrics.py exports them.
+FAILURES: collections.Counter[tuple[str, str]] = collections.Counter()
+
+
+def count_failure(where: str, exc: BaseException) -> None:
+    FAILURES[where, type(exc).__name__] += 1
+
+
 @contextlib.contextmanager
 def unavailable_on_redis_errors() -> Iterator[None]:
     try:
         yield
     except UNAVAILABLE_ERRORS as exc:
+        count_failure("command", exc)
         raise Unavailable(f"Redis is unavailable: {exc}") from exc
 
 

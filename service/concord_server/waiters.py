@@ -206,6 +206,12 @@ class Waiters:
         self.linger = linger  # keep an idle subscription this long: handoff loops reuse it
         self.groups: dict[str, WaitGroup] = {}
         self.closed = False
+        # Told (primitive, seconds) when a queued acquire is granted (metrics.py).
+        self.on_handoff: Callable[[str, float], None] | None = None
+
+    def waiting(self) -> int:
+        """Tickets waiting now, in all groups (metrics)."""
+        return sum(len(g._futures) for g in self.groups.values())
 
     def close(self) -> None:
         """Ends every blocked call with UNAVAILABLE so its client can retry elsewhere."""

@@ -7,6 +7,7 @@ from typing import Any
 
 import grpc
 
+from ._auth import Pem, SyncToken, aio_token_interceptors, tls_credentials
 from .autocomplete.v1 import autocomplete_pb2_grpc
 from .chat.v1 import chat_pb2_grpc
 from .chats import AsyncChat, Chat
@@ -43,13 +44,32 @@ class _Connection:
         timeout: float = 10.0,
         credentials: grpc.ChannelCredentials | None = None,
         options: Sequence[tuple[str, Any]] = (),
+        tls: bool = False,
+        root_certificates: Pem | None = None,
+        client_cert: Pem | None = None,
+        client_key: Pem | None = None,
+        token: str | None = None,
     ) -> None:
+        """tls: connect over TLS (implied by root_certificates or client_cert);
+        root_certificates: the CA to trust (PEM bytes or a file path; None: the system's);
+        client_cert/client_key: this client's certificate for mutual TLS;
+        token: sent as ``authorization: Bearer <token>`` on every call.
+        ``credentials`` (grpc.ChannelCredentials) replaces the TLS arguments."""
         self.timeout = timeout
         opts = [*_CHANNEL_OPTIONS, *options]
-        if credentials is None:
-            self._channel = self._grpc.insecure_channel(target, options=opts)
-        else:
+        if credentials is None and (tls or root_certificates is not None or client_cert is not None):
+            credentials = tls_credentials(root_certificates, client_cert, client_key, token)
+        elif credentials is not None and token:
+            credentials = grpc.composite_channel_credentials(credentials, grpc.access_token_call_credentials(token))
+        if credentials is not None:
             self._channel = self._grpc.secure_channel(target, credentials, options=opts)
+        elif not token:
+            self._channel = self._grpc.insecure_channel(target, options=opts)
+        elif self._grpc is grpc:  # plaintext: gRPC refuses call credentials, an interceptor adds the token
+            self._channel = grpc.intercept_channel(grpc.insecure_channel(target, options=opts), SyncToken(token))
+        else:
+            self._channel = grpc.aio.insecure_channel(target, options=opts,
+                                                      interceptors=aio_token_interceptors(token))
         self._locks = lock_pb2_grpc.LockServiceStub(self._channel)
         self._semaphores = semaphore_pb2_grpc.SemaphoreServiceStub(self._channel)
         self._queues = queue_pb2_grpc.QueueServiceStub(self._channel)

@@ -45,6 +45,11 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         return body
 
     @rpc
+    async def ListAllChats(self, request: pb.ListAllChatsRequest, context) -> pb.ListAllChatsResponse:
+        names, next_token = await self._chats.names(*v.page(request.page_token, request.page_size))
+        return pb.ListAllChatsResponse(names=names, next_page_token=next_token)
+
+    @rpc
     async def CreateChat(self, request: pb.CreateChatRequest, context) -> pb.CreateChatResponse:
         sender = v.name(request.sender, "sender")
         recipients = [v.name(r, "recipients") for r in request.recipients]

@@ -69,6 +69,18 @@ class LockServicer(lock_pb2_grpc.LockServiceServicer):
         )
 
     @rpc
+    async def ForceRelease(self, request: pb.ForceReleaseRequest, context) -> pb.ForceReleaseResponse:
+        removed = await self._locks.force_release(v.name(request.name))
+        if removed is None:
+            return pb.ForceReleaseResponse(released=False)
+        return pb.ForceReleaseResponse(released=True, owner=removed[0], fencing_token=removed[1])
+
+    @rpc
+    async def ListLocks(self, request: pb.ListLocksRequest, context) -> pb.ListLocksResponse:
+        names, next_token = await self._locks.names(*v.page(request.page_token, request.page_size))
+        return pb.ListLocksResponse(names=names, next_page_token=next_token)
+
+    @rpc
     async def Hold(self, request: pb.HoldRequest, context):
         name, ttl, wait, owner = self._acquire_args(request, context)
         grant = await self._locks.acquire(name, ttl, wait, owner)

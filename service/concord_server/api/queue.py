@@ -110,6 +110,11 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
     # -- RPCs -------------------------------------------------------------------
 
     @rpc
+    async def ListQueues(self, request: pb.ListQueuesRequest, context) -> pb.ListQueuesResponse:
+        names, next_token = await self._queues.names(*v.page(request.page_token, request.page_size))
+        return pb.ListQueuesResponse(names=names, next_page_token=next_token)
+
+    @rpc
     async def Enqueue(self, request: pb.EnqueueRequest, context) -> pb.EnqueueResponse:
         queue = v.name(request.queue, "queue")
         if not 1 <= len(request.tasks) <= self._max_batch:

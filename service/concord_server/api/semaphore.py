@@ -36,6 +36,11 @@ class SemaphoreServicer(semaphore_pb2_grpc.SemaphoreServiceServicer):
         return name, limit, permits, ttl, wait_budget_ms(wait, context), owner
 
     @rpc
+    async def ListSemaphores(self, request: pb.ListSemaphoresRequest, context) -> pb.ListSemaphoresResponse:
+        names, next_token = await self._sems.names(*v.page(request.page_token, request.page_size))
+        return pb.ListSemaphoresResponse(names=names, next_page_token=next_token)
+
+    @rpc
     async def Acquire(self, request: pb.AcquireRequest, context) -> pb.AcquireResponse:
         permit = await self._sems.acquire(*self._acquire_args(request, context))
         if permit is None:

@@ -31,7 +31,15 @@ def to_status(err: ConcordError) -> grpc.Status:
     code = getattr(grpc.StatusCode, err.code)
     detail = any_pb2.Any()
     detail.Pack(error_details_pb2.ErrorInfo(reason=err.reason, domain=DOMAIN, metadata=err.metadata))
-    return rpc_status.to_status(status_pb2.Status(code=code.value[0], message=err.message, details=[detail]))
+    details = [detail]
+    retry_delay = getattr(err, "retry_delay", None)  # limits: when trying again may succeed
+    if retry_delay is not None:
+        retry = any_pb2.Any()
+        retry_info = error_details_pb2.RetryInfo()
+        retry_info.retry_delay.FromMilliseconds(max(1, round(retry_delay * 1000)))
+        retry.Pack(retry_info)
+        details.append(retry)
+    return rpc_status.to_status(status_pb2.Status(code=code.value[0], message=err.message, details=details))
 
 
 async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str) -> None:

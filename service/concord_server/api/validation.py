@@ -65,6 +65,15 @@ def duration_ms(
 
 
 
+def page(token: str, size: int) -> tuple[str, int]:
+    """A listing's page_token (a SCAN cursor the server handed out, "<primary>:<cursor>"
+    on a Redis Cluster) and page_size (0 = 100, at most 1000)."""
+    found = re.fullmatch(r"(?:[0-9]{1,4}:)?([0-9]{1,20})", token) if token else None
+    if token and not (found and int(found[1]) < 2**64):
+        raise InvalidArgument("page_token is not one this server issued", field="page_token")
+    return token, count(size or 100, "page_size", minimum=1, maximum=1000)
+
+
 def count(value: int, field: str, *, minimum: int, maximum: int) -> int:
     if value < minimum or value > maximum:
         raise InvalidArgument(f"{field} must be between {minimum} and {maximum}", field=field)

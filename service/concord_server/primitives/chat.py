@@ -27,6 +27,7 @@ from ..errors import ChatExists, ChatFull, ChatNotFound, NotAMember
 from ..keys import ChatKeys, KeySpace
 from ..redis_client import command
 from ..scripts import Commands, script
+from .listing import scan_names
 
 _CREATE = script("chat_create.lua")
 _SEND = script("chat_send.lua")
@@ -107,6 +108,11 @@ class Chats:
     async def create(self, sender: str, recipients: Sequence[str], body: str, chat_id: str | None) -> tuple[str, int]:
         """A chat of sender + recipients with the sender's first message: (chat id, message id)."""
         members = list(dict.fromkeys([sender, *recipients]))
+        # A taken id is refused before the members' indexes are written, so a refused
+        # create leaves nothing behind (only a create racing this check can leave an
+        # index entry, which reads ignore).
+        if chat_id and await command(self._redis, "EXISTS", self._keys.chat(chat_id).meta):
+            raise ChatExists(f"chat {chat_id!r} exists already", chat_id=chat_id)
         while True:
             cid = chat_id or str(await command(self._redis, "INCR", self._keys.chat_ids))
             await asyncio.gather(*(self._index(m, "add", cid) for m in members))
@@ -154,6 +160,10 @@ class Chats:
         if not members:
             raise ChatNotFound(f"chat {chat_id!r} does not exist", chat_id=chat_id)
         return members
+
+    async def names(self, page_token: str, count: int) -> tuple[list[str], str]:
+        """A page of all chats' ids (listing.scan_names)."""
+        return await scan_names(self._redis, self._keys, "chat", ("meta",), page_token, count)
 
     async def chats_of(self, user: str) -> list[str]:
         return sorted(await command(self._redis, "SMEMBERS", self._keys.user(user).chats))

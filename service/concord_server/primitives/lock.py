@@ -21,6 +21,7 @@ from ..errors import LockNotHeld
 from ..keys import KeySpace, LockKeys
 from ..scripts import Commands, script
 from ..waiters import PollResult, Waiters
+from .listing import scan_names
 from .queueing import Releaser, acquire_queued, keep_alive
 
 _ACQUIRE = script("lock_acquire.lua")
@@ -29,8 +30,9 @@ _REFRESH = script("lock_refresh.lua")
 _WITHDRAW = script("lock_withdraw.lua")
 _POLL = script("lock_poll.lua")
 _DESCRIBE = script("lock_describe.lua")
+_FORCE_RELEASE = script("lock_force_release.lua")
 
-SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE)
+SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE, _FORCE_RELEASE)
 
 
 @dataclass(frozen=True)
@@ -90,11 +92,11 @@ class Locks:
             status, fence, ms, now = await self._run(_ACQUIRE, k, lease, ttl_ms, owner, 0, self._process_id, 0)
             return Grant(lease, fence, now + ms) if status == 1 else None
 
-        async def attempt() -> tuple[Grant | None, int]:
+        async def attempt() -> tuple[Grant | None, int, int]:
             status, fence, ms, now = await self._run(
                 _ACQUIRE, k, lease, ttl_ms, owner, wait_ms, self._process_id, self._liveness_ms
             )
-            return (Grant(lease, fence, now + ms) if status == 1 else None), ms
+            return (Grant(lease, fence, now + ms) if status == 1 else None), ms, now
 
         async def give_up() -> Grant | None:
             kept = await self._run(_WITHDRAW, k, lease, 0)
@@ -106,6 +108,7 @@ class Locks:
             granted=partial(_grant_from, lease),
             give_up=give_up,
             let_go=partial(self.let_go, name, lease, wait_ms + ttl_ms),
+            granted_ms=lambda g: g.expires_at_ms - ttl_ms, primitive="lock",
         )
 
     async def release(self, name: str, lease: str) -> None:
@@ -123,6 +126,16 @@ class Locks:
     async def describe(self, name: str) -> LockState:
         held, owner, fence, pttl, waiters, now = await self._run(_DESCRIBE, self._keys.lock(name))
         return LockState(held == 1, owner, fence, max(pttl, 0), waiters, now)
+
+    async def force_release(self, name: str) -> tuple[str, int] | None:
+        """An operator's release, whoever holds the lock: (owner, fencing token) of the
+        holder removed, or None when nobody held it. The next waiter gets it."""
+        reply = await self._run(_FORCE_RELEASE, self._keys.lock(name))
+        return (reply[2], reply[1]) if reply[0] == 1 else None
+
+    async def names(self, page_token: str, count: int) -> tuple[list[str], str]:
+        """A page of the locks that are held or have waiters (listing.scan_names)."""
+        return await scan_names(self._redis, self._keys, "lock", ("holder", "queue"), page_token, count)
 
     def keep_alive(self, name: str, grant: Grant, ttl_ms: int) -> AsyncIterator[Grant]:
         """Refreshes the lock every ttl/3 and yields each renewed grant; ends when the

@@ -27,6 +27,7 @@ from ..doorbells import Doorbells
 from ..errors import TaskLeased, TaskLeaseNotHeld, TaskNotFound
 from ..keys import KeySpace, QueueKeys
 from ..scripts import Commands, script
+from .listing import scan_names
 from .queueing import Releaser
 
 _ENQUEUE = script("queue_enqueue.lua")
@@ -251,6 +252,11 @@ class Queues:
                 pass  # settled or expired meanwhile
 
         self._releaser.let_go(give_back, 3_600_000, f"task {task_id} of {queue}")
+
+    async def names(self, page_token: str, count: int) -> tuple[list[str], str]:
+        """A page of the queues that hold tasks in any state (listing.scan_names)."""
+        return await scan_names(self._redis, self._keys, "queue", ("ready", "delayed", "leased", "dead"),
+                                page_token, count)
 
     async def stats(self, queue: str) -> QueueStats:
         ready, delayed, leased, dead, age = await self._run(_INSPECT, self._keys.queue(queue), "stats", 0, 0)

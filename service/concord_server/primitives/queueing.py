@@ -32,22 +32,26 @@ async def acquire_queued(
     poll: Poll,
     wait_ms: int,
     *,
-    attempt: Callable[[], Awaitable[tuple[T | None, int]]],
+    attempt: Callable[[], Awaitable[tuple[T | None, int, int]]],
     granted: Callable[[str], T],
     give_up: Callable[[], Awaitable[T | None]],
     let_go: Callable[[], None],
+    granted_ms: Callable[[T], int],
+    primitive: str,
 ) -> T | None:
     """attempt() runs the acquire script: (the grant, or None if queued; ms until
-    the resource may free itself, or -1). granted(payload) turns a notification
-    into the grant. give_up() withdraws, returning a grant that raced the timeout."""
+    the resource may free itself, or -1; the Redis clock, ms). granted(payload)
+    turns a notification into the grant, granted_ms(grant) says when Redis granted
+    it. give_up() withdraws, returning a grant that raced the timeout."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_ms / 1000
     with waiters.ticket(channel, token, poll) as ticket:
         try:
             while True:
-                grant, recheck_ms = await attempt()
+                grant, recheck_ms, queued_ms = await attempt()
                 if grant is not None:
                     return grant
+                queued_at = loop.time()
                 try:
                     payload = await ticket.wait(max(0.0, deadline - loop.time()),
                                                 recheck_in=(recheck_ms + 1) / 1000 if recheck_ms > 0 else None)
@@ -56,11 +60,22 @@ async def acquire_queued(
                         continue
                     payload = None
                 if payload is not None:
-                    return granted(payload)
+                    grant = granted(payload)
+                    if waiters.on_handoff is not None:
+                        waiters.on_handoff(primitive, _handoff(queued_ms, queued_at, granted_ms(grant), loop.time()))
+                    return grant
                 return await give_up()
         except BaseException:
             let_go()
             raise
+
+
+def _handoff(queued_ms: int, queued_at: float, granted_ms: int, resumed_at: float) -> float:
+    """Seconds from the grant in Redis to the waiter resuming here, without comparing
+    two machines' clocks: the time waited here less the time Redis kept the waiter
+    queued (both clocks measure only an interval). Redis whole ms make it +-1 ms;
+    the acquire reply's travel time is not counted."""
+    return max(0.0, (resumed_at - queued_at) - (granted_ms - queued_ms) / 1000)
 
 
 class Releaser:

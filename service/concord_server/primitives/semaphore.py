@@ -25,6 +25,7 @@ from ..errors import PermitNotHeld, PermitsExceedLimit
 from ..keys import KeySpace, SemaphoreKeys
 from ..scripts import Commands, script
 from ..waiters import PollResult, Waiters
+from .listing import scan_names
 from .queueing import Releaser, acquire_queued, keep_alive
 
 _ACQUIRE = script("semaphore_acquire.lua")
@@ -92,9 +93,9 @@ class Semaphores:
             status, ms, now = await self._run(_ACQUIRE, k, *args, 0, self._process_id, 0)
             return Permit(permit_id, permits, now + ms) if status == 1 else None
 
-        async def attempt() -> tuple[Permit | None, int]:
+        async def attempt() -> tuple[Permit | None, int, int]:
             status, ms, now = await self._run(_ACQUIRE, k, *args, wait_ms, self._process_id, self._liveness_ms)
-            return (Permit(permit_id, permits, now + ms), 0) if status == 1 else (None, ms)
+            return (Permit(permit_id, permits, now + ms), 0, now) if status == 1 else (None, ms, now)
 
         def granted(payload: str) -> Permit:
             expires = int(payload)
@@ -115,6 +116,7 @@ class Semaphores:
             self._waiters, k.channel, permit_id, partial(self._poll, k), wait_ms,
             attempt=attempt, granted=granted, give_up=give_up,
             let_go=partial(self.let_go, name, permit_id, wait_ms + ttl_ms),
+            granted_ms=lambda p: p.expires_at_ms - ttl_ms, primitive="semaphore",
         )
 
     async def release(self, name: str, permit_id: str) -> None:
@@ -132,6 +134,10 @@ class Semaphores:
         limit, now, waiting, *flat = await self._run(_DESCRIBE, self._keys.semaphore(name))
         holders = [Holder(flat[i], flat[i + 1], flat[i + 2], flat[i + 3]) for i in range(0, len(flat), 4)]
         return SemaphoreState(limit, holders, waiting, now)
+
+    async def names(self, page_token: str, count: int) -> tuple[list[str], str]:
+        """A page of the semaphores that have holders or waiters (listing.scan_names)."""
+        return await scan_names(self._redis, self._keys, "sem", ("holders", "queue"), page_token, count)
 
     def keep_alive(self, name: str, permit: Permit, ttl_ms: int) -> AsyncIterator[Permit]:
         """Refreshes every ttl/3 and yields each renewed permit; ends when the permit is

@@ -194,3 +194,19 @@ class GetHistoryResponse(_message.Message):
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[ChatMessage]
     def __init__(self, messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ...) -> None: ...
+
+class ListAllChatsRequest(_message.Message):
+    __slots__ = ("page_token", "page_size")
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    page_token: str
+    page_size: int
+    def __init__(self, page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class ListAllChatsResponse(_message.Message):
+    __slots__ = ("names", "next_page_token")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    next_page_token: str
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

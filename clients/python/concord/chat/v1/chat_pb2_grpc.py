@@ -86,6 +86,11 @@ class ChatServiceStub:
                 request_serializer=concord_dot_chat_dot_v1_dot_chat__pb2.GetHistoryRequest.SerializeToString,
                 response_deserializer=concord_dot_chat_dot_v1_dot_chat__pb2.GetHistoryResponse.FromString,
                 _registered_method=True)
+        self.ListAllChats = channel.unary_unary(
+                '/concord.chat.v1.ChatService/ListAllChats',
+                request_serializer=concord_dot_chat_dot_v1_dot_chat__pb2.ListAllChatsRequest.SerializeToString,
+                response_deserializer=concord_dot_chat_dot_v1_dot_chat__pb2.ListAllChatsResponse.FromString,
+                _registered_method=True)
 
 
 class ChatServiceServicer:
@@ -170,6 +175,15 @@ class ChatServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAllChats(self, request, context):
+        """ListAllChats pages through the names of all chats (ListChats lists one user's). It scans the key space: a name
+        may appear on more than one page, and one created or deleted during the
+        listing may or may not appear.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ChatServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -217,6 +231,11 @@ def add_ChatServiceServicer_to_server(servicer, server):
                     servicer.GetHistory,
                     request_deserializer=concord_dot_chat_dot_v1_dot_chat__pb2.GetHistoryRequest.FromString,
                     response_serializer=concord_dot_chat_dot_v1_dot_chat__pb2.GetHistoryResponse.SerializeToString,
+            ),
+            'ListAllChats': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAllChats,
+                    request_deserializer=concord_dot_chat_dot_v1_dot_chat__pb2.ListAllChatsRequest.FromString,
+                    response_serializer=concord_dot_chat_dot_v1_dot_chat__pb2.ListAllChatsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -469,6 +488,33 @@ class ChatService:
             '/concord.chat.v1.ChatService/GetHistory',
             concord_dot_chat_dot_v1_dot_chat__pb2.GetHistoryRequest.SerializeToString,
             concord_dot_chat_dot_v1_dot_chat__pb2.GetHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAllChats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.chat.v1.ChatService/ListAllChats',
+            concord_dot_chat_dot_v1_dot_chat__pb2.ListAllChatsRequest.SerializeToString,
+            concord_dot_chat_dot_v1_dot_chat__pb2.ListAllChatsResponse.FromString,
             options,
             channel_credentials,
             insecure,

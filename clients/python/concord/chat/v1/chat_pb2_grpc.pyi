@@ -72,6 +72,11 @@ class ChatServiceStub:
     """ListChats lists a user's chats with their unread counts."""
     GetHistory: _grpc.UnaryUnaryMultiCallable[_chat_pb2.GetHistoryRequest, _chat_pb2.GetHistoryResponse]
     """GetHistory pages through a chat's retained messages."""
+    ListAllChats: _grpc.UnaryUnaryMultiCallable[_chat_pb2.ListAllChatsRequest, _chat_pb2.ListAllChatsResponse]
+    """ListAllChats pages through the names of all chats (ListChats lists one user's). It scans the key space: a name
+    may appear on more than one page, and one created or deleted during the
+    listing may or may not appear.
+    """
 
 @_typing.type_check_only
 class ChatServiceAsyncStub(ChatServiceStub):
@@ -117,6 +122,11 @@ class ChatServiceAsyncStub(ChatServiceStub):
     """ListChats lists a user's chats with their unread counts."""
     GetHistory: _aio.UnaryUnaryMultiCallable[_chat_pb2.GetHistoryRequest, _chat_pb2.GetHistoryResponse]  # type: ignore[assignment]
     """GetHistory pages through a chat's retained messages."""
+    ListAllChats: _aio.UnaryUnaryMultiCallable[_chat_pb2.ListAllChatsRequest, _chat_pb2.ListAllChatsResponse]  # type: ignore[assignment]
+    """ListAllChats pages through the names of all chats (ListChats lists one user's). It scans the key space: a name
+    may appear on more than one page, and one created or deleted during the
+    listing may or may not appear.
+    """
 
 class ChatServiceServicer(metaclass=_abc_1.ABCMeta):
     """ChatService is pull-based group messaging that members read whenever they come
@@ -213,5 +223,16 @@ class ChatServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_chat_pb2.GetHistoryResponse, _abc.Awaitable[_chat_pb2.GetHistoryResponse]]:
         """GetHistory pages through a chat's retained messages."""
+
+    @_abc_1.abstractmethod
+    def ListAllChats(
+        self,
+        request: _chat_pb2.ListAllChatsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_chat_pb2.ListAllChatsResponse, _abc.Awaitable[_chat_pb2.ListAllChatsResponse]]:
+        """ListAllChats pages through the names of all chats (ListChats lists one user's). It scans the key space: a name
+        may appear on more than one page, and one created or deleted during the
+        listing may or may not appear.
+        """
 
 def add_ChatServiceServicer_to_server(servicer: ChatServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

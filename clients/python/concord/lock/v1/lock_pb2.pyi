@@ -2,10 +2,11 @@ import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -20,6 +21,38 @@ HOLD_EVENT_UNSPECIFIED: HoldEvent
 HOLD_EVENT_ACQUIRED: HoldEvent
 HOLD_EVENT_REFRESHED: HoldEvent
 HOLD_EVENT_LOST: HoldEvent
+
+class ForceReleaseRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ForceReleaseResponse(_message.Message):
+    __slots__ = ("released", "owner", "fencing_token")
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    released: bool
+    owner: str
+    fencing_token: int
+    def __init__(self, released: _Optional[bool] = ..., owner: _Optional[str] = ..., fencing_token: _Optional[int] = ...) -> None: ...
+
+class ListLocksRequest(_message.Message):
+    __slots__ = ("page_token", "page_size")
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    page_token: str
+    page_size: int
+    def __init__(self, page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class ListLocksResponse(_message.Message):
+    __slots__ = ("names", "next_page_token")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    next_page_token: str
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class AcquireRequest(_message.Message):
     __slots__ = ("name", "ttl", "wait_timeout", "owner")

@@ -65,6 +65,16 @@ class LockServiceStub:
                 request_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.HoldRequest.SerializeToString,
                 response_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.HoldResponse.FromString,
                 _registered_method=True)
+        self.ForceRelease = channel.unary_unary(
+                '/concord.lock.v1.LockService/ForceRelease',
+                request_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.ForceReleaseRequest.SerializeToString,
+                response_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.ForceReleaseResponse.FromString,
+                _registered_method=True)
+        self.ListLocks = channel.unary_unary(
+                '/concord.lock.v1.LockService/ListLocks',
+                request_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.ListLocksRequest.SerializeToString,
+                response_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.ListLocksResponse.FromString,
+                _registered_method=True)
 
 
 class LockServiceServicer:
@@ -118,6 +128,26 @@ class LockServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ForceRelease(self, request, context):
+        """ForceRelease is an operator's tool, and dangerous: it takes the lock from its
+        holder, whoever that is, and hands it to the next waiter as Release does (with
+        a higher fencing token). The holder is not told: its next Refresh or Release
+        fails with LOCK_NOT_HELD, and until then only the fencing token keeps it from
+        writing. Nobody holding it is not an error: released is false.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListLocks(self, request, context):
+        """ListLocks pages through the names of locks that are held or have waiters. It
+        scans the key space: a name may appear on more than one page, and a lock taken
+        or freed during the listing may or may not appear.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LockServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -145,6 +175,16 @@ def add_LockServiceServicer_to_server(servicer, server):
                     servicer.Hold,
                     request_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.HoldRequest.FromString,
                     response_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.HoldResponse.SerializeToString,
+            ),
+            'ForceRelease': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForceRelease,
+                    request_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.ForceReleaseRequest.FromString,
+                    response_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.ForceReleaseResponse.SerializeToString,
+            ),
+            'ListLocks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLocks,
+                    request_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.ListLocksRequest.FromString,
+                    response_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.ListLocksResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -288,6 +328,60 @@ class LockService:
             '/concord.lock.v1.LockService/Hold',
             concord_dot_lock_dot_v1_dot_lock__pb2.HoldRequest.SerializeToString,
             concord_dot_lock_dot_v1_dot_lock__pb2.HoldResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForceRelease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.lock.v1.LockService/ForceRelease',
+            concord_dot_lock_dot_v1_dot_lock__pb2.ForceReleaseRequest.SerializeToString,
+            concord_dot_lock_dot_v1_dot_lock__pb2.ForceReleaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLocks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.lock.v1.LockService/ListLocks',
+            concord_dot_lock_dot_v1_dot_lock__pb2.ListLocksRequest.SerializeToString,
+            concord_dot_lock_dot_v1_dot_lock__pb2.ListLocksResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -60,6 +60,18 @@ class LockServiceStub:
     away) releases the lock at once. If the lock cannot be had within
     wait_timeout the stream ends with DEADLINE_EXCEEDED / LOCK_WAIT_TIMEOUT.
     """
+    ForceRelease: _grpc.UnaryUnaryMultiCallable[_lock_pb2.ForceReleaseRequest, _lock_pb2.ForceReleaseResponse]
+    """ForceRelease is an operator's tool, and dangerous: it takes the lock from its
+    holder, whoever that is, and hands it to the next waiter as Release does (with
+    a higher fencing token). The holder is not told: its next Refresh or Release
+    fails with LOCK_NOT_HELD, and until then only the fencing token keeps it from
+    writing. Nobody holding it is not an error: released is false.
+    """
+    ListLocks: _grpc.UnaryUnaryMultiCallable[_lock_pb2.ListLocksRequest, _lock_pb2.ListLocksResponse]
+    """ListLocks pages through the names of locks that are held or have waiters. It
+    scans the key space: a name may appear on more than one page, and a lock taken
+    or freed during the listing may or may not appear.
+    """
 
 @_typing.type_check_only
 class LockServiceAsyncStub(LockServiceStub):
@@ -92,6 +104,18 @@ class LockServiceAsyncStub(LockServiceStub):
     stream if the lock is ever lost. Cancelling the stream (or the client going
     away) releases the lock at once. If the lock cannot be had within
     wait_timeout the stream ends with DEADLINE_EXCEEDED / LOCK_WAIT_TIMEOUT.
+    """
+    ForceRelease: _aio.UnaryUnaryMultiCallable[_lock_pb2.ForceReleaseRequest, _lock_pb2.ForceReleaseResponse]  # type: ignore[assignment]
+    """ForceRelease is an operator's tool, and dangerous: it takes the lock from its
+    holder, whoever that is, and hands it to the next waiter as Release does (with
+    a higher fencing token). The holder is not told: its next Refresh or Release
+    fails with LOCK_NOT_HELD, and until then only the fencing token keeps it from
+    writing. Nobody holding it is not an error: released is false.
+    """
+    ListLocks: _aio.UnaryUnaryMultiCallable[_lock_pb2.ListLocksRequest, _lock_pb2.ListLocksResponse]  # type: ignore[assignment]
+    """ListLocks pages through the names of locks that are held or have waiters. It
+    scans the key space: a name may appear on more than one page, and a lock taken
+    or freed during the listing may or may not appear.
     """
 
 class LockServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -152,6 +176,30 @@ class LockServiceServicer(metaclass=_abc_1.ABCMeta):
         stream if the lock is ever lost. Cancelling the stream (or the client going
         away) releases the lock at once. If the lock cannot be had within
         wait_timeout the stream ends with DEADLINE_EXCEEDED / LOCK_WAIT_TIMEOUT.
+        """
+
+    @_abc_1.abstractmethod
+    def ForceRelease(
+        self,
+        request: _lock_pb2.ForceReleaseRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_lock_pb2.ForceReleaseResponse, _abc.Awaitable[_lock_pb2.ForceReleaseResponse]]:
+        """ForceRelease is an operator's tool, and dangerous: it takes the lock from its
+        holder, whoever that is, and hands it to the next waiter as Release does (with
+        a higher fencing token). The holder is not told: its next Refresh or Release
+        fails with LOCK_NOT_HELD, and until then only the fencing token keeps it from
+        writing. Nobody holding it is not an error: released is false.
+        """
+
+    @_abc_1.abstractmethod
+    def ListLocks(
+        self,
+        request: _lock_pb2.ListLocksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_lock_pb2.ListLocksResponse, _abc.Awaitable[_lock_pb2.ListLocksResponse]]:
+        """ListLocks pages through the names of locks that are held or have waiters. It
+        scans the key space: a name may appear on more than one page, and a lock taken
+        or freed during the listing may or may not appear.
         """
 
 def add_LockServiceServicer_to_server(servicer: LockServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

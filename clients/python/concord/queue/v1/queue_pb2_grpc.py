@@ -109,6 +109,11 @@ class QueueServiceStub:
                 request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.RetryDeadRequest.SerializeToString,
                 response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.RetryDeadResponse.FromString,
                 _registered_method=True)
+        self.ListQueues = channel.unary_unary(
+                '/concord.queue.v1.QueueService/ListQueues',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ListQueuesRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.ListQueuesResponse.FromString,
+                _registered_method=True)
 
 
 class QueueServiceServicer:
@@ -231,6 +236,15 @@ class QueueServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListQueues(self, request, context):
+        """ListQueues pages through the names of queues that hold tasks. It scans the key space: a name
+        may appear on more than one page, and one created or deleted during the
+        listing may or may not appear.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueueServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -298,6 +312,11 @@ def add_QueueServiceServicer_to_server(servicer, server):
                     servicer.RetryDead,
                     request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.RetryDeadRequest.FromString,
                     response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.RetryDeadResponse.SerializeToString,
+            ),
+            'ListQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListQueues,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.ListQueuesRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ListQueuesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -661,6 +680,33 @@ class QueueService:
             '/concord.queue.v1.QueueService/RetryDead',
             concord_dot_queue_dot_v1_dot_queue__pb2.RetryDeadRequest.SerializeToString,
             concord_dot_queue_dot_v1_dot_queue__pb2.RetryDeadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/ListQueues',
+            concord_dot_queue_dot_v1_dot_queue__pb2.ListQueuesRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.ListQueuesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -95,6 +95,11 @@ class QueueServiceStub:
     """RetryDead makes dead tasks ready again with a fresh set of attempts: the ones
     named, or (with no ids) up to `limit` of the oldest.
     """
+    ListQueues: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ListQueuesRequest, _queue_pb2.ListQueuesResponse]
+    """ListQueues pages through the names of queues that hold tasks. It scans the key space: a name
+    may appear on more than one page, and one created or deleted during the
+    listing may or may not appear.
+    """
 
 @_typing.type_check_only
 class QueueServiceAsyncStub(QueueServiceStub):
@@ -162,6 +167,11 @@ class QueueServiceAsyncStub(QueueServiceStub):
     RetryDead: _aio.UnaryUnaryMultiCallable[_queue_pb2.RetryDeadRequest, _queue_pb2.RetryDeadResponse]  # type: ignore[assignment]
     """RetryDead makes dead tasks ready again with a fresh set of attempts: the ones
     named, or (with no ids) up to `limit` of the oldest.
+    """
+    ListQueues: _aio.UnaryUnaryMultiCallable[_queue_pb2.ListQueuesRequest, _queue_pb2.ListQueuesResponse]  # type: ignore[assignment]
+    """ListQueues pages through the names of queues that hold tasks. It scans the key space: a name
+    may appear on more than one page, and one created or deleted during the
+    listing may or may not appear.
     """
 
 class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -305,6 +315,17 @@ class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_queue_pb2.RetryDeadResponse, _abc.Awaitable[_queue_pb2.RetryDeadResponse]]:
         """RetryDead makes dead tasks ready again with a fresh set of attempts: the ones
         named, or (with no ids) up to `limit` of the oldest.
+        """
+
+    @_abc_1.abstractmethod
+    def ListQueues(
+        self,
+        request: _queue_pb2.ListQueuesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ListQueuesResponse, _abc.Awaitable[_queue_pb2.ListQueuesResponse]]:
+        """ListQueues pages through the names of queues that hold tasks. It scans the key space: a name
+        may appear on more than one page, and one created or deleted during the
+        listing may or may not appear.
         """
 
 def add_QueueServiceServicer_to_server(servicer: QueueServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

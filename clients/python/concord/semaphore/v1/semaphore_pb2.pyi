@@ -131,3 +131,19 @@ class HoldResponse(_message.Message):
     permit_id: str
     expires_at: _timestamp_pb2.Timestamp
     def __init__(self, event: _Optional[_Union[HoldEvent, str]] = ..., permit_id: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListSemaphoresRequest(_message.Message):
+    __slots__ = ("page_token", "page_size")
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    page_token: str
+    page_size: int
+    def __init__(self, page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class ListSemaphoresResponse(_message.Message):
+    __slots__ = ("names", "next_page_token")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    next_page_token: str
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

@@ -68,6 +68,11 @@ class SemaphoreServiceStub:
                 request_serializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.HoldRequest.SerializeToString,
                 response_deserializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.HoldResponse.FromString,
                 _registered_method=True)
+        self.ListSemaphores = channel.unary_unary(
+                '/concord.semaphore.v1.SemaphoreService/ListSemaphores',
+                request_serializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.ListSemaphoresRequest.SerializeToString,
+                response_deserializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.ListSemaphoresResponse.FromString,
+                _registered_method=True)
 
 
 class SemaphoreServiceServicer:
@@ -122,6 +127,15 @@ class SemaphoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSemaphores(self, request, context):
+        """ListSemaphores pages through the names of semaphores that have holders or waiters. It scans the key space: a name
+        may appear on more than one page, and one created or deleted during the
+        listing may or may not appear.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SemaphoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -149,6 +163,11 @@ def add_SemaphoreServiceServicer_to_server(servicer, server):
                     servicer.Hold,
                     request_deserializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.HoldRequest.FromString,
                     response_serializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.HoldResponse.SerializeToString,
+            ),
+            'ListSemaphores': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSemaphores,
+                    request_deserializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.ListSemaphoresRequest.FromString,
+                    response_serializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.ListSemaphoresResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -295,6 +314,33 @@ class SemaphoreService:
             '/concord.semaphore.v1.SemaphoreService/Hold',
             concord_dot_semaphore_dot_v1_dot_semaphore__pb2.HoldRequest.SerializeToString,
             concord_dot_semaphore_dot_v1_dot_semaphore__pb2.HoldResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSemaphores(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.semaphore.v1.SemaphoreService/ListSemaphores',
+            concord_dot_semaphore_dot_v1_dot_semaphore__pb2.ListSemaphoresRequest.SerializeToString,
+            concord_dot_semaphore_dot_v1_dot_semaphore__pb2.ListSemaphoresResponse.FromString,
             options,
             channel_credentials,
             insecure,

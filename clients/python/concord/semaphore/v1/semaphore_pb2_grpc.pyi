@@ -60,6 +60,11 @@ class SemaphoreServiceStub:
     the client going away) releases them at once. If they cannot be had within
     wait_timeout the stream ends with DEADLINE_EXCEEDED / SEMAPHORE_WAIT_TIMEOUT.
     """
+    ListSemaphores: _grpc.UnaryUnaryMultiCallable[_semaphore_pb2.ListSemaphoresRequest, _semaphore_pb2.ListSemaphoresResponse]
+    """ListSemaphores pages through the names of semaphores that have holders or waiters. It scans the key space: a name
+    may appear on more than one page, and one created or deleted during the
+    listing may or may not appear.
+    """
 
 @_typing.type_check_only
 class SemaphoreServiceAsyncStub(SemaphoreServiceStub):
@@ -92,6 +97,11 @@ class SemaphoreServiceAsyncStub(SemaphoreServiceStub):
     then REFRESHED on each renewal, LOST if they are lost. Closing the stream (or
     the client going away) releases them at once. If they cannot be had within
     wait_timeout the stream ends with DEADLINE_EXCEEDED / SEMAPHORE_WAIT_TIMEOUT.
+    """
+    ListSemaphores: _aio.UnaryUnaryMultiCallable[_semaphore_pb2.ListSemaphoresRequest, _semaphore_pb2.ListSemaphoresResponse]  # type: ignore[assignment]
+    """ListSemaphores pages through the names of semaphores that have holders or waiters. It scans the key space: a name
+    may appear on more than one page, and one created or deleted during the
+    listing may or may not appear.
     """
 
 class SemaphoreServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -152,6 +162,17 @@ class SemaphoreServiceServicer(metaclass=_abc_1.ABCMeta):
         then REFRESHED on each renewal, LOST if they are lost. Closing the stream (or
         the client going away) releases them at once. If they cannot be had within
         wait_timeout the stream ends with DEADLINE_EXCEEDED / SEMAPHORE_WAIT_TIMEOUT.
+        """
+
+    @_abc_1.abstractmethod
+    def ListSemaphores(
+        self,
+        request: _semaphore_pb2.ListSemaphoresRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_semaphore_pb2.ListSemaphoresResponse, _abc.Awaitable[_semaphore_pb2.ListSemaphoresResponse]]:
+        """ListSemaphores pages through the names of semaphores that have holders or waiters. It scans the key space: a name
+        may appear on more than one page, and one created or deleted during the
+        listing may or may not appear.
         """
 
 def add_SemaphoreServiceServicer_to_server(servicer: SemaphoreServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

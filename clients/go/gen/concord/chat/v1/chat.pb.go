@@ -1212,6 +1212,113 @@ func (x *GetHistoryResponse) GetMessages() []*ChatMessage {
 	return nil
 }
 
+type ListAllChatsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken string `protobuf:"bytes,1,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// How many keys to examine (a hint, 1-1000; 0 = 100). A page may hold fewer names.
+	PageSize      uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAllChatsRequest) Reset() {
+	*x = ListAllChatsRequest{}
+	mi := &file_concord_chat_v1_chat_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAllChatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAllChatsRequest) ProtoMessage() {}
+
+func (x *ListAllChatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_chat_v1_chat_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAllChatsRequest.ProtoReflect.Descriptor instead.
+func (*ListAllChatsRequest) Descriptor() ([]byte, []int) {
+	return file_concord_chat_v1_chat_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ListAllChatsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListAllChatsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+type ListAllChatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Names []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAllChatsResponse) Reset() {
+	*x = ListAllChatsResponse{}
+	mi := &file_concord_chat_v1_chat_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAllChatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAllChatsResponse) ProtoMessage() {}
+
+func (x *ListAllChatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_chat_v1_chat_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAllChatsResponse.ProtoReflect.Descriptor instead.
+func (*ListAllChatsResponse) Descriptor() ([]byte, []int) {
+	return file_concord_chat_v1_chat_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ListAllChatsResponse) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *ListAllChatsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_concord_chat_v1_chat_proto protoreflect.FileDescriptor
 
 const file_concord_chat_v1_chat_proto_rawDesc = "" +
@@ -1289,11 +1396,18 @@ const file_concord_chat_v1_chat_proto_rawDesc = "" +
 	"\bafter_id\x18\x03 \x01(\x04R\aafterId\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\"N\n" +
 	"\x12GetHistoryResponse\x128\n" +
-	"\bmessages\x18\x01 \x03(\v2\x1c.concord.chat.v1.ChatMessageR\bmessages*M\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1c.concord.chat.v1.ChatMessageR\bmessages\"Q\n" +
+	"\x13ListAllChatsRequest\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\"T\n" +
+	"\x14ListAllChatsResponse\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*M\n" +
 	"\aAckMode\x12\x18\n" +
 	"\x14ACK_MODE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACK_MODE_AUTO\x10\x01\x12\x15\n" +
-	"\x11ACK_MODE_EXPLICIT\x10\x022\x85\x06\n" +
+	"\x11ACK_MODE_EXPLICIT\x10\x022\xe2\x06\n" +
 	"\vChatService\x12U\n" +
 	"\n" +
 	"CreateChat\x12\".concord.chat.v1.CreateChatRequest\x1a#.concord.chat.v1.CreateChatResponse\x12X\n" +
@@ -1305,7 +1419,8 @@ const file_concord_chat_v1_chat_proto_rawDesc = "" +
 	"\tLeaveChat\x12!.concord.chat.v1.LeaveChatRequest\x1a\".concord.chat.v1.LeaveChatResponse\x12R\n" +
 	"\tListChats\x12!.concord.chat.v1.ListChatsRequest\x1a\".concord.chat.v1.ListChatsResponse\x12U\n" +
 	"\n" +
-	"GetHistory\x12\".concord.chat.v1.GetHistoryRequest\x1a#.concord.chat.v1.GetHistoryResponseB\xad\x01\n" +
+	"GetHistory\x12\".concord.chat.v1.GetHistoryRequest\x1a#.concord.chat.v1.GetHistoryResponse\x12[\n" +
+	"\fListAllChats\x12$.concord.chat.v1.ListAllChatsRequest\x1a%.concord.chat.v1.ListAllChatsResponseB\xad\x01\n" +
 	"\x13com.concord.chat.v1B\tChatProtoP\x01Z-concord/clients/go/gen/concord/chat/v1;chatv1\xa2\x02\x03CCX\xaa\x02\x0fConcord.Chat.V1\xca\x02\x0fConcord\\Chat\\V1\xe2\x02\x1bConcord\\Chat\\V1\\GPBMetadata\xea\x02\x11Concord::Chat::V1b\x06proto3"
 
 var (
@@ -1321,7 +1436,7 @@ func file_concord_chat_v1_chat_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_chat_v1_chat_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_concord_chat_v1_chat_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_concord_chat_v1_chat_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_concord_chat_v1_chat_proto_goTypes = []any{
 	(AckMode)(0),                  // 0: concord.chat.v1.AckMode
 	(*CreateChatRequest)(nil),     // 1: concord.chat.v1.CreateChatRequest
@@ -1345,11 +1460,13 @@ var file_concord_chat_v1_chat_proto_goTypes = []any{
 	(*ListChatsResponse)(nil),     // 19: concord.chat.v1.ListChatsResponse
 	(*GetHistoryRequest)(nil),     // 20: concord.chat.v1.GetHistoryRequest
 	(*GetHistoryResponse)(nil),    // 21: concord.chat.v1.GetHistoryResponse
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*ListAllChatsRequest)(nil),   // 22: concord.chat.v1.ListAllChatsRequest
+	(*ListAllChatsResponse)(nil),  // 23: concord.chat.v1.ListAllChatsResponse
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
 }
 var file_concord_chat_v1_chat_proto_depIdxs = []int32{
-	22, // 0: concord.chat.v1.SendMessageResponse.sent_at:type_name -> google.protobuf.Timestamp
-	22, // 1: concord.chat.v1.ChatMessage.sent_at:type_name -> google.protobuf.Timestamp
+	24, // 0: concord.chat.v1.SendMessageResponse.sent_at:type_name -> google.protobuf.Timestamp
+	24, // 1: concord.chat.v1.ChatMessage.sent_at:type_name -> google.protobuf.Timestamp
 	5,  // 2: concord.chat.v1.FetchPendingResponse.messages:type_name -> concord.chat.v1.ChatMessage
 	6,  // 3: concord.chat.v1.FetchPendingResponse.gap:type_name -> concord.chat.v1.Gap
 	0,  // 4: concord.chat.v1.SubscribeRequest.ack_mode:type_name -> concord.chat.v1.AckMode
@@ -1366,17 +1483,19 @@ var file_concord_chat_v1_chat_proto_depIdxs = []int32{
 	15, // 15: concord.chat.v1.ChatService.LeaveChat:input_type -> concord.chat.v1.LeaveChatRequest
 	17, // 16: concord.chat.v1.ChatService.ListChats:input_type -> concord.chat.v1.ListChatsRequest
 	20, // 17: concord.chat.v1.ChatService.GetHistory:input_type -> concord.chat.v1.GetHistoryRequest
-	2,  // 18: concord.chat.v1.ChatService.CreateChat:output_type -> concord.chat.v1.CreateChatResponse
-	4,  // 19: concord.chat.v1.ChatService.SendMessage:output_type -> concord.chat.v1.SendMessageResponse
-	8,  // 20: concord.chat.v1.ChatService.FetchPending:output_type -> concord.chat.v1.FetchPendingResponse
-	10, // 21: concord.chat.v1.ChatService.Subscribe:output_type -> concord.chat.v1.SubscribeResponse
-	12, // 22: concord.chat.v1.ChatService.Ack:output_type -> concord.chat.v1.AckResponse
-	14, // 23: concord.chat.v1.ChatService.JoinChat:output_type -> concord.chat.v1.JoinChatResponse
-	16, // 24: concord.chat.v1.ChatService.LeaveChat:output_type -> concord.chat.v1.LeaveChatResponse
-	19, // 25: concord.chat.v1.ChatService.ListChats:output_type -> concord.chat.v1.ListChatsResponse
-	21, // 26: concord.chat.v1.ChatService.GetHistory:output_type -> concord.chat.v1.GetHistoryResponse
-	18, // [18:27] is the sub-list for method output_type
-	9,  // [9:18] is the sub-list for method input_type
+	22, // 18: concord.chat.v1.ChatService.ListAllChats:input_type -> concord.chat.v1.ListAllChatsRequest
+	2,  // 19: concord.chat.v1.ChatService.CreateChat:output_type -> concord.chat.v1.CreateChatResponse
+	4,  // 20: concord.chat.v1.ChatService.SendMessage:output_type -> concord.chat.v1.SendMessageResponse
+	8,  // 21: concord.chat.v1.ChatService.FetchPending:output_type -> concord.chat.v1.FetchPendingResponse
+	10, // 22: concord.chat.v1.ChatService.Subscribe:output_type -> concord.chat.v1.SubscribeResponse
+	12, // 23: concord.chat.v1.ChatService.Ack:output_type -> concord.chat.v1.AckResponse
+	14, // 24: concord.chat.v1.ChatService.JoinChat:output_type -> concord.chat.v1.JoinChatResponse
+	16, // 25: concord.chat.v1.ChatService.LeaveChat:output_type -> concord.chat.v1.LeaveChatResponse
+	19, // 26: concord.chat.v1.ChatService.ListChats:output_type -> concord.chat.v1.ListChatsResponse
+	21, // 27: concord.chat.v1.ChatService.GetHistory:output_type -> concord.chat.v1.GetHistoryResponse
+	23, // 28: concord.chat.v1.ChatService.ListAllChats:output_type -> concord.chat.v1.ListAllChatsResponse
+	19, // [19:29] is the sub-list for method output_type
+	9,  // [9:19] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1393,7 +1512,7 @@ func file_concord_chat_v1_chat_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_chat_v1_chat_proto_rawDesc), len(file_concord_chat_v1_chat_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

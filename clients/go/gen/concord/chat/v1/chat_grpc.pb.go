@@ -28,6 +28,7 @@ const (
 	ChatService_LeaveChat_FullMethodName    = "/concord.chat.v1.ChatService/LeaveChat"
 	ChatService_ListChats_FullMethodName    = "/concord.chat.v1.ChatService/ListChats"
 	ChatService_GetHistory_FullMethodName   = "/concord.chat.v1.ChatService/GetHistory"
+	ChatService_ListAllChats_FullMethodName = "/concord.chat.v1.ChatService/ListAllChats"
 )
 
 // ChatServiceClient is the client API for ChatService service.
@@ -69,6 +70,10 @@ type ChatServiceClient interface {
 	ListChats(ctx context.Context, in *ListChatsRequest, opts ...grpc.CallOption) (*ListChatsResponse, error)
 	// GetHistory pages through a chat's retained messages.
 	GetHistory(ctx context.Context, in *GetHistoryRequest, opts ...grpc.CallOption) (*GetHistoryResponse, error)
+	// ListAllChats pages through the names of all chats (ListChats lists one user's). It scans the key space: a name
+	// may appear on more than one page, and one created or deleted during the
+	// listing may or may not appear.
+	ListAllChats(ctx context.Context, in *ListAllChatsRequest, opts ...grpc.CallOption) (*ListAllChatsResponse, error)
 }
 
 type chatServiceClient struct {
@@ -187,6 +192,16 @@ func (c *chatServiceClient) GetHistory(ctx context.Context, in *GetHistoryReques
 	return out, nil
 }
 
+func (c *chatServiceClient) ListAllChats(ctx context.Context, in *ListAllChatsRequest, opts ...grpc.CallOption) (*ListAllChatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAllChatsResponse)
+	err := c.cc.Invoke(ctx, ChatService_ListAllChats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ChatServiceServer is the server API for ChatService service.
 // All implementations must embed UnimplementedChatServiceServer
 // for forward compatibility.
@@ -226,6 +241,10 @@ type ChatServiceServer interface {
 	ListChats(context.Context, *ListChatsRequest) (*ListChatsResponse, error)
 	// GetHistory pages through a chat's retained messages.
 	GetHistory(context.Context, *GetHistoryRequest) (*GetHistoryResponse, error)
+	// ListAllChats pages through the names of all chats (ListChats lists one user's). It scans the key space: a name
+	// may appear on more than one page, and one created or deleted during the
+	// listing may or may not appear.
+	ListAllChats(context.Context, *ListAllChatsRequest) (*ListAllChatsResponse, error)
 	mustEmbedUnimplementedChatServiceServer()
 }
 
@@ -262,6 +281,9 @@ func (UnimplementedChatServiceServer) ListChats(context.Context, *ListChatsReque
 }
 func (UnimplementedChatServiceServer) GetHistory(context.Context, *GetHistoryRequest) (*GetHistoryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetHistory not implemented")
+}
+func (UnimplementedChatServiceServer) ListAllChats(context.Context, *ListAllChatsRequest) (*ListAllChatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAllChats not implemented")
 }
 func (UnimplementedChatServiceServer) mustEmbedUnimplementedChatServiceServer() {}
 func (UnimplementedChatServiceServer) testEmbeddedByValue()                     {}
@@ -432,6 +454,24 @@ func _ChatService_GetHistory_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ChatService_ListAllChats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAllChatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChatServiceServer).ListAllChats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ChatService_ListAllChats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChatServiceServer).ListAllChats(ctx, req.(*ListAllChatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ChatService_ServiceDesc is the grpc.ServiceDesc for ChatService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -466,6 +506,10 @@ var ChatService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetHistory",
 			Handler:    _ChatService_GetHistory_Handler,
+		},
+		{
+			MethodName: "ListAllChats",
+			Handler:    _ChatService_ListAllChats_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -78,6 +78,219 @@ func (HoldEvent) EnumDescriptor() ([]byte, []int) {
 	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{0}
 }
 
+type ForceReleaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForceReleaseRequest) Reset() {
+	*x = ForceReleaseRequest{}
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForceReleaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForceReleaseRequest) ProtoMessage() {}
+
+func (x *ForceReleaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForceReleaseRequest.ProtoReflect.Descriptor instead.
+func (*ForceReleaseRequest) Descriptor() ([]byte, []int) {
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ForceReleaseRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ForceReleaseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when nobody held the lock.
+	Released bool `protobuf:"varint,1,opt,name=released,proto3" json:"released,omitempty"`
+	// The holder that was removed.
+	Owner         string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	FencingToken  uint64 `protobuf:"varint,3,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForceReleaseResponse) Reset() {
+	*x = ForceReleaseResponse{}
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForceReleaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForceReleaseResponse) ProtoMessage() {}
+
+func (x *ForceReleaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForceReleaseResponse.ProtoReflect.Descriptor instead.
+func (*ForceReleaseResponse) Descriptor() ([]byte, []int) {
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ForceReleaseResponse) GetReleased() bool {
+	if x != nil {
+		return x.Released
+	}
+	return false
+}
+
+func (x *ForceReleaseResponse) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *ForceReleaseResponse) GetFencingToken() uint64 {
+	if x != nil {
+		return x.FencingToken
+	}
+	return 0
+}
+
+type ListLocksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken string `protobuf:"bytes,1,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// How many keys to examine (a hint, 1-1000; 0 = 100). A page may hold fewer names.
+	PageSize      uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLocksRequest) Reset() {
+	*x = ListLocksRequest{}
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLocksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLocksRequest) ProtoMessage() {}
+
+func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLocksRequest.ProtoReflect.Descriptor instead.
+func (*ListLocksRequest) Descriptor() ([]byte, []int) {
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListLocksRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListLocksRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+type ListLocksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Names []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLocksResponse) Reset() {
+	*x = ListLocksResponse{}
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLocksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLocksResponse) ProtoMessage() {}
+
+func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLocksResponse.ProtoReflect.Descriptor instead.
+func (*ListLocksResponse) Descriptor() ([]byte, []int) {
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ListLocksResponse) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *ListLocksResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 type AcquireRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Lock name: 1-256 bytes of UTF-8 without control characters.
@@ -94,7 +307,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[0]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -106,7 +319,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[0]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -119,7 +332,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{0}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AcquireRequest) GetName() string {
@@ -167,7 +380,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[1]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -179,7 +392,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[1]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -192,7 +405,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{1}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AcquireResponse) GetAcquired() bool {
@@ -233,7 +446,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[2]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -245,7 +458,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[2]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -258,7 +471,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{2}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReleaseRequest) GetName() string {
@@ -283,7 +496,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[3]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -295,7 +508,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[3]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -308,7 +521,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{3}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{7}
 }
 
 type RefreshRequest struct {
@@ -323,7 +536,7 @@ type RefreshRequest struct {
 
 func (x *RefreshRequest) Reset() {
 	*x = RefreshRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[4]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -335,7 +548,7 @@ func (x *RefreshRequest) String() string {
 func (*RefreshRequest) ProtoMessage() {}
 
 func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[4]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -348,7 +561,7 @@ func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRequest.ProtoReflect.Descriptor instead.
 func (*RefreshRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{4}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RefreshRequest) GetName() string {
@@ -381,7 +594,7 @@ type RefreshResponse struct {
 
 func (x *RefreshResponse) Reset() {
 	*x = RefreshResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[5]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -393,7 +606,7 @@ func (x *RefreshResponse) String() string {
 func (*RefreshResponse) ProtoMessage() {}
 
 func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[5]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -406,7 +619,7 @@ func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshResponse.ProtoReflect.Descriptor instead.
 func (*RefreshResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{5}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RefreshResponse) GetExpiresAt() *timestamppb.Timestamp {
@@ -425,7 +638,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[6]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -437,7 +650,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[6]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -450,7 +663,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{6}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DescribeRequest) GetName() string {
@@ -475,7 +688,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[7]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +700,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[7]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +713,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{7}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DescribeResponse) GetHeld() bool {
@@ -557,7 +770,7 @@ type HoldRequest struct {
 
 func (x *HoldRequest) Reset() {
 	*x = HoldRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[8]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +782,7 @@ func (x *HoldRequest) String() string {
 func (*HoldRequest) ProtoMessage() {}
 
 func (x *HoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[8]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +795,7 @@ func (x *HoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldRequest.ProtoReflect.Descriptor instead.
 func (*HoldRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{8}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HoldRequest) GetName() string {
@@ -625,7 +838,7 @@ type HoldResponse struct {
 
 func (x *HoldResponse) Reset() {
 	*x = HoldResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[9]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +850,7 @@ func (x *HoldResponse) String() string {
 func (*HoldResponse) ProtoMessage() {}
 
 func (x *HoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[9]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +863,7 @@ func (x *HoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldResponse.ProtoReflect.Descriptor instead.
 func (*HoldResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{9}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HoldResponse) GetEvent() HoldEvent {
@@ -685,7 +898,20 @@ var File_concord_lock_v1_lock_proto protoreflect.FileDescriptor
 
 const file_concord_lock_v1_lock_proto_rawDesc = "" +
 	"\n" +
-	"\x1aconcord/lock/v1/lock.proto\x12\x0fconcord.lock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\x01\n" +
+	"\x1aconcord/lock/v1/lock.proto\x12\x0fconcord.lock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\")\n" +
+	"\x13ForceReleaseRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"m\n" +
+	"\x14ForceReleaseResponse\x12\x1a\n" +
+	"\breleased\x18\x01 \x01(\bR\breleased\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12#\n" +
+	"\rfencing_token\x18\x03 \x01(\x04R\ffencingToken\"N\n" +
+	"\x10ListLocksRequest\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\"Q\n" +
+	"\x11ListLocksResponse\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa5\x01\n" +
 	"\x0eAcquireRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12+\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12<\n" +
@@ -733,13 +959,15 @@ const file_concord_lock_v1_lock_proto_rawDesc = "" +
 	"\x16HOLD_EVENT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13HOLD_EVENT_ACQUIRED\x10\x01\x12\x18\n" +
 	"\x14HOLD_EVENT_REFRESHED\x10\x02\x12\x13\n" +
-	"\x0fHOLD_EVENT_LOST\x10\x032\x8f\x03\n" +
+	"\x0fHOLD_EVENT_LOST\x10\x032\xc0\x04\n" +
 	"\vLockService\x12L\n" +
 	"\aAcquire\x12\x1f.concord.lock.v1.AcquireRequest\x1a .concord.lock.v1.AcquireResponse\x12L\n" +
 	"\aRelease\x12\x1f.concord.lock.v1.ReleaseRequest\x1a .concord.lock.v1.ReleaseResponse\x12L\n" +
 	"\aRefresh\x12\x1f.concord.lock.v1.RefreshRequest\x1a .concord.lock.v1.RefreshResponse\x12O\n" +
 	"\bDescribe\x12 .concord.lock.v1.DescribeRequest\x1a!.concord.lock.v1.DescribeResponse\x12E\n" +
-	"\x04Hold\x12\x1c.concord.lock.v1.HoldRequest\x1a\x1d.concord.lock.v1.HoldResponse0\x01B\xad\x01\n" +
+	"\x04Hold\x12\x1c.concord.lock.v1.HoldRequest\x1a\x1d.concord.lock.v1.HoldResponse0\x01\x12[\n" +
+	"\fForceRelease\x12$.concord.lock.v1.ForceReleaseRequest\x1a%.concord.lock.v1.ForceReleaseResponse\x12R\n" +
+	"\tListLocks\x12!.concord.lock.v1.ListLocksRequest\x1a\".concord.lock.v1.ListLocksResponseB\xad\x01\n" +
 	"\x13com.concord.lock.v1B\tLockProtoP\x01Z-concord/clients/go/gen/concord/lock/v1;lockv1\xa2\x02\x03CLX\xaa\x02\x0fConcord.Lock.V1\xca\x02\x0fConcord\\Lock\\V1\xe2\x02\x1bConcord\\Lock\\V1\\GPBMetadata\xea\x02\x11Concord::Lock::V1b\x06proto3"
 
 var (
@@ -755,46 +983,54 @@ func file_concord_lock_v1_lock_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_lock_v1_lock_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_concord_lock_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_concord_lock_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_concord_lock_v1_lock_proto_goTypes = []any{
 	(HoldEvent)(0),                // 0: concord.lock.v1.HoldEvent
-	(*AcquireRequest)(nil),        // 1: concord.lock.v1.AcquireRequest
-	(*AcquireResponse)(nil),       // 2: concord.lock.v1.AcquireResponse
-	(*ReleaseRequest)(nil),        // 3: concord.lock.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 4: concord.lock.v1.ReleaseResponse
-	(*RefreshRequest)(nil),        // 5: concord.lock.v1.RefreshRequest
-	(*RefreshResponse)(nil),       // 6: concord.lock.v1.RefreshResponse
-	(*DescribeRequest)(nil),       // 7: concord.lock.v1.DescribeRequest
-	(*DescribeResponse)(nil),      // 8: concord.lock.v1.DescribeResponse
-	(*HoldRequest)(nil),           // 9: concord.lock.v1.HoldRequest
-	(*HoldResponse)(nil),          // 10: concord.lock.v1.HoldResponse
-	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*ForceReleaseRequest)(nil),   // 1: concord.lock.v1.ForceReleaseRequest
+	(*ForceReleaseResponse)(nil),  // 2: concord.lock.v1.ForceReleaseResponse
+	(*ListLocksRequest)(nil),      // 3: concord.lock.v1.ListLocksRequest
+	(*ListLocksResponse)(nil),     // 4: concord.lock.v1.ListLocksResponse
+	(*AcquireRequest)(nil),        // 5: concord.lock.v1.AcquireRequest
+	(*AcquireResponse)(nil),       // 6: concord.lock.v1.AcquireResponse
+	(*ReleaseRequest)(nil),        // 7: concord.lock.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 8: concord.lock.v1.ReleaseResponse
+	(*RefreshRequest)(nil),        // 9: concord.lock.v1.RefreshRequest
+	(*RefreshResponse)(nil),       // 10: concord.lock.v1.RefreshResponse
+	(*DescribeRequest)(nil),       // 11: concord.lock.v1.DescribeRequest
+	(*DescribeResponse)(nil),      // 12: concord.lock.v1.DescribeResponse
+	(*HoldRequest)(nil),           // 13: concord.lock.v1.HoldRequest
+	(*HoldResponse)(nil),          // 14: concord.lock.v1.HoldResponse
+	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 }
 var file_concord_lock_v1_lock_proto_depIdxs = []int32{
-	11, // 0: concord.lock.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	11, // 1: concord.lock.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	12, // 2: concord.lock.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
-	11, // 3: concord.lock.v1.RefreshRequest.ttl:type_name -> google.protobuf.Duration
-	12, // 4: concord.lock.v1.RefreshResponse.expires_at:type_name -> google.protobuf.Timestamp
-	11, // 5: concord.lock.v1.DescribeResponse.ttl_remaining:type_name -> google.protobuf.Duration
-	12, // 6: concord.lock.v1.DescribeResponse.expires_at:type_name -> google.protobuf.Timestamp
-	11, // 7: concord.lock.v1.HoldRequest.ttl:type_name -> google.protobuf.Duration
-	11, // 8: concord.lock.v1.HoldRequest.wait_timeout:type_name -> google.protobuf.Duration
+	15, // 0: concord.lock.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	15, // 1: concord.lock.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	16, // 2: concord.lock.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 3: concord.lock.v1.RefreshRequest.ttl:type_name -> google.protobuf.Duration
+	16, // 4: concord.lock.v1.RefreshResponse.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 5: concord.lock.v1.DescribeResponse.ttl_remaining:type_name -> google.protobuf.Duration
+	16, // 6: concord.lock.v1.DescribeResponse.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 7: concord.lock.v1.HoldRequest.ttl:type_name -> google.protobuf.Duration
+	15, // 8: concord.lock.v1.HoldRequest.wait_timeout:type_name -> google.protobuf.Duration
 	0,  // 9: concord.lock.v1.HoldResponse.event:type_name -> concord.lock.v1.HoldEvent
-	12, // 10: concord.lock.v1.HoldResponse.expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 11: concord.lock.v1.LockService.Acquire:input_type -> concord.lock.v1.AcquireRequest
-	3,  // 12: concord.lock.v1.LockService.Release:input_type -> concord.lock.v1.ReleaseRequest
-	5,  // 13: concord.lock.v1.LockService.Refresh:input_type -> concord.lock.v1.RefreshRequest
-	7,  // 14: concord.lock.v1.LockService.Describe:input_type -> concord.lock.v1.DescribeRequest
-	9,  // 15: concord.lock.v1.LockService.Hold:input_type -> concord.lock.v1.HoldRequest
-	2,  // 16: concord.lock.v1.LockService.Acquire:output_type -> concord.lock.v1.AcquireResponse
-	4,  // 17: concord.lock.v1.LockService.Release:output_type -> concord.lock.v1.ReleaseResponse
-	6,  // 18: concord.lock.v1.LockService.Refresh:output_type -> concord.lock.v1.RefreshResponse
-	8,  // 19: concord.lock.v1.LockService.Describe:output_type -> concord.lock.v1.DescribeResponse
-	10, // 20: concord.lock.v1.LockService.Hold:output_type -> concord.lock.v1.HoldResponse
-	16, // [16:21] is the sub-list for method output_type
-	11, // [11:16] is the sub-list for method input_type
+	16, // 10: concord.lock.v1.HoldResponse.expires_at:type_name -> google.protobuf.Timestamp
+	5,  // 11: concord.lock.v1.LockService.Acquire:input_type -> concord.lock.v1.AcquireRequest
+	7,  // 12: concord.lock.v1.LockService.Release:input_type -> concord.lock.v1.ReleaseRequest
+	9,  // 13: concord.lock.v1.LockService.Refresh:input_type -> concord.lock.v1.RefreshRequest
+	11, // 14: concord.lock.v1.LockService.Describe:input_type -> concord.lock.v1.DescribeRequest
+	13, // 15: concord.lock.v1.LockService.Hold:input_type -> concord.lock.v1.HoldRequest
+	1,  // 16: concord.lock.v1.LockService.ForceRelease:input_type -> concord.lock.v1.ForceReleaseRequest
+	3,  // 17: concord.lock.v1.LockService.ListLocks:input_type -> concord.lock.v1.ListLocksRequest
+	6,  // 18: concord.lock.v1.LockService.Acquire:output_type -> concord.lock.v1.AcquireResponse
+	8,  // 19: concord.lock.v1.LockService.Release:output_type -> concord.lock.v1.ReleaseResponse
+	10, // 20: concord.lock.v1.LockService.Refresh:output_type -> concord.lock.v1.RefreshResponse
+	12, // 21: concord.lock.v1.LockService.Describe:output_type -> concord.lock.v1.DescribeResponse
+	14, // 22: concord.lock.v1.LockService.Hold:output_type -> concord.lock.v1.HoldResponse
+	2,  // 23: concord.lock.v1.LockService.ForceRelease:output_type -> concord.lock.v1.ForceReleaseResponse
+	4,  // 24: concord.lock.v1.LockService.ListLocks:output_type -> concord.lock.v1.ListLocksResponse
+	18, // [18:25] is the sub-list for method output_type
+	11, // [11:18] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -811,7 +1047,7 @@ func file_concord_lock_v1_lock_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_lock_v1_lock_proto_rawDesc), len(file_concord_lock_v1_lock_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

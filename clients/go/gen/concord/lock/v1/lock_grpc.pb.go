@@ -19,11 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	LockService_Acquire_FullMethodName  = "/concord.lock.v1.LockService/Acquire"
-	LockService_Release_FullMethodName  = "/concord.lock.v1.LockService/Release"
-	LockService_Refresh_FullMethodName  = "/concord.lock.v1.LockService/Refresh"
-	LockService_Describe_FullMethodName = "/concord.lock.v1.LockService/Describe"
-	LockService_Hold_FullMethodName     = "/concord.lock.v1.LockService/Hold"
+	LockService_Acquire_FullMethodName      = "/concord.lock.v1.LockService/Acquire"
+	LockService_Release_FullMethodName      = "/concord.lock.v1.LockService/Release"
+	LockService_Refresh_FullMethodName      = "/concord.lock.v1.LockService/Refresh"
+	LockService_Describe_FullMethodName     = "/concord.lock.v1.LockService/Describe"
+	LockService_Hold_FullMethodName         = "/concord.lock.v1.LockService/Hold"
+	LockService_ForceRelease_FullMethodName = "/concord.lock.v1.LockService/ForceRelease"
+	LockService_ListLocks_FullMethodName    = "/concord.lock.v1.LockService/ListLocks"
 )
 
 // LockServiceClient is the client API for LockService service.
@@ -54,6 +56,16 @@ type LockServiceClient interface {
 	// away) releases the lock at once. If the lock cannot be had within
 	// wait_timeout the stream ends with DEADLINE_EXCEEDED / LOCK_WAIT_TIMEOUT.
 	Hold(ctx context.Context, in *HoldRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HoldResponse], error)
+	// ForceRelease is an operator's tool, and dangerous: it takes the lock from its
+	// holder, whoever that is, and hands it to the next waiter as Release does (with
+	// a higher fencing token). The holder is not told: its next Refresh or Release
+	// fails with LOCK_NOT_HELD, and until then only the fencing token keeps it from
+	// writing. Nobody holding it is not an error: released is false.
+	ForceRelease(ctx context.Context, in *ForceReleaseRequest, opts ...grpc.CallOption) (*ForceReleaseResponse, error)
+	// ListLocks pages through the names of locks that are held or have waiters. It
+	// scans the key space: a name may appear on more than one page, and a lock taken
+	// or freed during the listing may or may not appear.
+	ListLocks(ctx context.Context, in *ListLocksRequest, opts ...grpc.CallOption) (*ListLocksResponse, error)
 }
 
 type lockServiceClient struct {
@@ -123,6 +135,26 @@ func (c *lockServiceClient) Hold(ctx context.Context, in *HoldRequest, opts ...g
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type LockService_HoldClient = grpc.ServerStreamingClient[HoldResponse]
 
+func (c *lockServiceClient) ForceRelease(ctx context.Context, in *ForceReleaseRequest, opts ...grpc.CallOption) (*ForceReleaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForceReleaseResponse)
+	err := c.cc.Invoke(ctx, LockService_ForceRelease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lockServiceClient) ListLocks(ctx context.Context, in *ListLocksRequest, opts ...grpc.CallOption) (*ListLocksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLocksResponse)
+	err := c.cc.Invoke(ctx, LockService_ListLocks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LockServiceServer is the server API for LockService service.
 // All implementations must embed UnimplementedLockServiceServer
 // for forward compatibility.
@@ -151,6 +183,16 @@ type LockServiceServer interface {
 	// away) releases the lock at once. If the lock cannot be had within
 	// wait_timeout the stream ends with DEADLINE_EXCEEDED / LOCK_WAIT_TIMEOUT.
 	Hold(*HoldRequest, grpc.ServerStreamingServer[HoldResponse]) error
+	// ForceRelease is an operator's tool, and dangerous: it takes the lock from its
+	// holder, whoever that is, and hands it to the next waiter as Release does (with
+	// a higher fencing token). The holder is not told: its next Refresh or Release
+	// fails with LOCK_NOT_HELD, and until then only the fencing token keeps it from
+	// writing. Nobody holding it is not an error: released is false.
+	ForceRelease(context.Context, *ForceReleaseRequest) (*ForceReleaseResponse, error)
+	// ListLocks pages through the names of locks that are held or have waiters. It
+	// scans the key space: a name may appear on more than one page, and a lock taken
+	// or freed during the listing may or may not appear.
+	ListLocks(context.Context, *ListLocksRequest) (*ListLocksResponse, error)
 	mustEmbedUnimplementedLockServiceServer()
 }
 
@@ -175,6 +217,12 @@ func (UnimplementedLockServiceServer) Describe(context.Context, *DescribeRequest
 }
 func (UnimplementedLockServiceServer) Hold(*HoldRequest, grpc.ServerStreamingServer[HoldResponse]) error {
 	return status.Error(codes.Unimplemented, "method Hold not implemented")
+}
+func (UnimplementedLockServiceServer) ForceRelease(context.Context, *ForceReleaseRequest) (*ForceReleaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForceRelease not implemented")
+}
+func (UnimplementedLockServiceServer) ListLocks(context.Context, *ListLocksRequest) (*ListLocksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListLocks not implemented")
 }
 func (UnimplementedLockServiceServer) mustEmbedUnimplementedLockServiceServer() {}
 func (UnimplementedLockServiceServer) testEmbeddedByValue()                     {}
@@ -280,6 +328,42 @@ func _LockService_Hold_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type LockService_HoldServer = grpc.ServerStreamingServer[HoldResponse]
 
+func _LockService_ForceRelease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForceReleaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).ForceRelease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_ForceRelease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).ForceRelease(ctx, req.(*ForceReleaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LockService_ListLocks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLocksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).ListLocks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_ListLocks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).ListLocks(ctx, req.(*ListLocksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LockService_ServiceDesc is the grpc.ServiceDesc for LockService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -302,6 +386,14 @@ var LockService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Describe",
 			Handler:    _LockService_Describe_Handler,
+		},
+		{
+			MethodName: "ForceRelease",
+			Handler:    _LockService_ForceRelease_Handler,
+		},
+		{
+			MethodName: "ListLocks",
+			Handler:    _LockService_ListLocks_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -2051,6 +2051,113 @@ func (x *RetryDeadResponse) GetRetried() uint64 {
 	return 0
 }
 
+type ListQueuesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken string `protobuf:"bytes,1,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// How many keys to examine (a hint, 1-1000; 0 = 100). A page may hold fewer names.
+	PageSize      uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQueuesRequest) Reset() {
+	*x = ListQueuesRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQueuesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQueuesRequest) ProtoMessage() {}
+
+func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
+func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ListQueuesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListQueuesRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+type ListQueuesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Names []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQueuesResponse) Reset() {
+	*x = ListQueuesResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQueuesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQueuesResponse) ProtoMessage() {}
+
+func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
+func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ListQueuesResponse) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *ListQueuesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_concord_queue_v1_queue_proto protoreflect.FileDescriptor
 
 const file_concord_queue_v1_queue_proto_rawDesc = "" +
@@ -2185,13 +2292,20 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\btask_ids\x18\x02 \x03(\tR\ataskIds\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\"-\n" +
 	"\x11RetryDeadResponse\x12\x18\n" +
-	"\aretried\x18\x01 \x01(\x04R\aretried*\x81\x01\n" +
+	"\aretried\x18\x01 \x01(\x04R\aretried\"O\n" +
+	"\x11ListQueuesRequest\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\"R\n" +
+	"\x12ListQueuesResponse\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x81\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10TASK_STATE_READY\x10\x01\x12\x16\n" +
 	"\x12TASK_STATE_DELAYED\x10\x02\x12\x15\n" +
 	"\x11TASK_STATE_LEASED\x10\x03\x12\x13\n" +
-	"\x0fTASK_STATE_DEAD\x10\x042\x8a\b\n" +
+	"\x0fTASK_STATE_DEAD\x10\x042\xe3\b\n" +
 	"\fQueueService\x12N\n" +
 	"\aEnqueue\x12 .concord.queue.v1.EnqueueRequest\x1a!.concord.queue.v1.EnqueueResponse\x12N\n" +
 	"\aDequeue\x12 .concord.queue.v1.DequeueRequest\x1a!.concord.queue.v1.DequeueResponse\x12B\n" +
@@ -2205,7 +2319,9 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\x06Cancel\x12\x1f.concord.queue.v1.CancelRequest\x1a .concord.queue.v1.CancelResponse\x12H\n" +
 	"\x05Purge\x12\x1e.concord.queue.v1.PurgeRequest\x1a\x1f.concord.queue.v1.PurgeResponse\x12Q\n" +
 	"\bListDead\x12!.concord.queue.v1.ListDeadRequest\x1a\".concord.queue.v1.ListDeadResponse\x12T\n" +
-	"\tRetryDead\x12\".concord.queue.v1.RetryDeadRequest\x1a#.concord.queue.v1.RetryDeadResponseB\xb5\x01\n" +
+	"\tRetryDead\x12\".concord.queue.v1.RetryDeadRequest\x1a#.concord.queue.v1.RetryDeadResponse\x12W\n" +
+	"\n" +
+	"ListQueues\x12#.concord.queue.v1.ListQueuesRequest\x1a$.concord.queue.v1.ListQueuesResponseB\xb5\x01\n" +
 	"\x14com.concord.queue.v1B\n" +
 	"QueueProtoP\x01Z/concord/clients/go/gen/concord/queue/v1;queuev1\xa2\x02\x03CQX\xaa\x02\x10Concord.Queue.V1\xca\x02\x10Concord\\Queue\\V1\xe2\x02\x1cConcord\\Queue\\V1\\GPBMetadata\xea\x02\x12Concord::Queue::V1b\x06proto3"
 
@@ -2222,7 +2338,7 @@ func file_concord_queue_v1_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_queue_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_concord_queue_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_concord_queue_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_concord_queue_v1_queue_proto_goTypes = []any{
 	(TaskState)(0),                // 0: concord.queue.v1.TaskState
 	(*NewTask)(nil),               // 1: concord.queue.v1.NewTask
@@ -2257,34 +2373,36 @@ var file_concord_queue_v1_queue_proto_goTypes = []any{
 	(*ListDeadResponse)(nil),      // 30: concord.queue.v1.ListDeadResponse
 	(*RetryDeadRequest)(nil),      // 31: concord.queue.v1.RetryDeadRequest
 	(*RetryDeadResponse)(nil),     // 32: concord.queue.v1.RetryDeadResponse
-	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
+	(*ListQueuesRequest)(nil),     // 33: concord.queue.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),    // 34: concord.queue.v1.ListQueuesResponse
+	(*durationpb.Duration)(nil),   // 35: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
 }
 var file_concord_queue_v1_queue_proto_depIdxs = []int32{
-	33, // 0: concord.queue.v1.NewTask.delay:type_name -> google.protobuf.Duration
-	34, // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
-	33, // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
+	35, // 0: concord.queue.v1.NewTask.delay:type_name -> google.protobuf.Duration
+	36, // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
+	35, // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
 	1,  // 3: concord.queue.v1.EnqueueRequest.tasks:type_name -> concord.queue.v1.NewTask
 	3,  // 4: concord.queue.v1.EnqueueResponse.results:type_name -> concord.queue.v1.EnqueueResult
 	0,  // 5: concord.queue.v1.Task.state:type_name -> concord.queue.v1.TaskState
-	34, // 6: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
-	34, // 7: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
-	34, // 8: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
-	33, // 9: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
-	33, // 10: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
+	36, // 6: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
+	36, // 7: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
+	36, // 8: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
+	35, // 9: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
+	35, // 10: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
 	5,  // 11: concord.queue.v1.DequeueResponse.tasks:type_name -> concord.queue.v1.Task
-	33, // 12: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
+	35, // 12: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
 	0,  // 13: concord.queue.v1.NackResponse.state:type_name -> concord.queue.v1.TaskState
-	34, // 14: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
-	33, // 15: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
-	34, // 16: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	33, // 17: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
-	33, // 18: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
+	36, // 14: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
+	35, // 15: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
+	36, // 16: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	35, // 17: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
+	35, // 18: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
 	16, // 19: concord.queue.v1.ConsumeRequest.start:type_name -> concord.queue.v1.ConsumeStart
 	17, // 20: concord.queue.v1.ConsumeRequest.settle:type_name -> concord.queue.v1.Settle
 	5,  // 21: concord.queue.v1.ConsumeResponse.task:type_name -> concord.queue.v1.Task
 	19, // 22: concord.queue.v1.ConsumeResponse.settled:type_name -> concord.queue.v1.Settled
-	33, // 23: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
+	35, // 23: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
 	0,  // 24: concord.queue.v1.PeekRequest.state:type_name -> concord.queue.v1.TaskState
 	5,  // 25: concord.queue.v1.PeekResponse.tasks:type_name -> concord.queue.v1.Task
 	5,  // 26: concord.queue.v1.ListDeadResponse.tasks:type_name -> concord.queue.v1.Task
@@ -2301,21 +2419,23 @@ var file_concord_queue_v1_queue_proto_depIdxs = []int32{
 	27, // 37: concord.queue.v1.QueueService.Purge:input_type -> concord.queue.v1.PurgeRequest
 	29, // 38: concord.queue.v1.QueueService.ListDead:input_type -> concord.queue.v1.ListDeadRequest
 	31, // 39: concord.queue.v1.QueueService.RetryDead:input_type -> concord.queue.v1.RetryDeadRequest
-	4,  // 40: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
-	7,  // 41: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
-	9,  // 42: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
-	11, // 43: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
-	13, // 44: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
-	15, // 45: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
-	20, // 46: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
-	22, // 47: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
-	24, // 48: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
-	26, // 49: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
-	28, // 50: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
-	30, // 51: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
-	32, // 52: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
-	40, // [40:53] is the sub-list for method output_type
-	27, // [27:40] is the sub-list for method input_type
+	33, // 40: concord.queue.v1.QueueService.ListQueues:input_type -> concord.queue.v1.ListQueuesRequest
+	4,  // 41: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
+	7,  // 42: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
+	9,  // 43: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
+	11, // 44: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
+	13, // 45: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
+	15, // 46: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
+	20, // 47: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
+	22, // 48: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
+	24, // 49: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
+	26, // 50: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
+	28, // 51: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
+	30, // 52: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
+	32, // 53: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
+	34, // 54: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
+	41, // [41:55] is the sub-list for method output_type
+	27, // [27:41] is the sub-list for method input_type
 	27, // [27:27] is the sub-list for extension type_name
 	27, // [27:27] is the sub-list for extension extendee
 	0,  // [0:27] is the sub-list for field type_name
@@ -2341,7 +2461,7 @@ func file_concord_queue_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_queue_v1_queue_proto_rawDesc), len(file_concord_queue_v1_queue_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,7 @@ const (
 	QueueService_Purge_FullMethodName       = "/concord.queue.v1.QueueService/Purge"
 	QueueService_ListDead_FullMethodName    = "/concord.queue.v1.QueueService/ListDead"
 	QueueService_RetryDead_FullMethodName   = "/concord.queue.v1.QueueService/RetryDead"
+	QueueService_ListQueues_FullMethodName  = "/concord.queue.v1.QueueService/ListQueues"
 )
 
 // QueueServiceClient is the client API for QueueService service.
@@ -91,6 +92,10 @@ type QueueServiceClient interface {
 	// RetryDead makes dead tasks ready again with a fresh set of attempts: the ones
 	// named, or (with no ids) up to `limit` of the oldest.
 	RetryDead(ctx context.Context, in *RetryDeadRequest, opts ...grpc.CallOption) (*RetryDeadResponse, error)
+	// ListQueues pages through the names of queues that hold tasks. It scans the key space: a name
+	// may appear on more than one page, and one created or deleted during the
+	// listing may or may not appear.
+	ListQueues(ctx context.Context, in *ListQueuesRequest, opts ...grpc.CallOption) (*ListQueuesResponse, error)
 }
 
 type queueServiceClient struct {
@@ -234,6 +239,16 @@ func (c *queueServiceClient) RetryDead(ctx context.Context, in *RetryDeadRequest
 	return out, nil
 }
 
+func (c *queueServiceClient) ListQueues(ctx context.Context, in *ListQueuesRequest, opts ...grpc.CallOption) (*ListQueuesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListQueuesResponse)
+	err := c.cc.Invoke(ctx, QueueService_ListQueues_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueueServiceServer is the server API for QueueService service.
 // All implementations must embed UnimplementedQueueServiceServer
 // for forward compatibility.
@@ -291,6 +306,10 @@ type QueueServiceServer interface {
 	// RetryDead makes dead tasks ready again with a fresh set of attempts: the ones
 	// named, or (with no ids) up to `limit` of the oldest.
 	RetryDead(context.Context, *RetryDeadRequest) (*RetryDeadResponse, error)
+	// ListQueues pages through the names of queues that hold tasks. It scans the key space: a name
+	// may appear on more than one page, and one created or deleted during the
+	// listing may or may not appear.
+	ListQueues(context.Context, *ListQueuesRequest) (*ListQueuesResponse, error)
 	mustEmbedUnimplementedQueueServiceServer()
 }
 
@@ -339,6 +358,9 @@ func (UnimplementedQueueServiceServer) ListDead(context.Context, *ListDeadReques
 }
 func (UnimplementedQueueServiceServer) RetryDead(context.Context, *RetryDeadRequest) (*RetryDeadResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RetryDead not implemented")
+}
+func (UnimplementedQueueServiceServer) ListQueues(context.Context, *ListQueuesRequest) (*ListQueuesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListQueues not implemented")
 }
 func (UnimplementedQueueServiceServer) mustEmbedUnimplementedQueueServiceServer() {}
 func (UnimplementedQueueServiceServer) testEmbeddedByValue()                      {}
@@ -584,6 +606,24 @@ func _QueueService_RetryDead_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QueueService_ListQueues_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListQueuesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).ListQueues(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_ListQueues_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).ListQueues(ctx, req.(*ListQueuesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // QueueService_ServiceDesc is the grpc.ServiceDesc for QueueService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -638,6 +678,10 @@ var QueueService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RetryDead",
 			Handler:    _QueueService_RetryDead_Handler,
+		},
+		{
+			MethodName: "ListQueues",
+			Handler:    _QueueService_ListQueues_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

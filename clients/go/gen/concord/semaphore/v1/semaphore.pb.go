@@ -748,6 +748,113 @@ func (x *HoldResponse) GetExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+type ListSemaphoresRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken string `protobuf:"bytes,1,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// How many keys to examine (a hint, 1-1000; 0 = 100). A page may hold fewer names.
+	PageSize      uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSemaphoresRequest) Reset() {
+	*x = ListSemaphoresRequest{}
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSemaphoresRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSemaphoresRequest) ProtoMessage() {}
+
+func (x *ListSemaphoresRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSemaphoresRequest.ProtoReflect.Descriptor instead.
+func (*ListSemaphoresRequest) Descriptor() ([]byte, []int) {
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListSemaphoresRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListSemaphoresRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+type ListSemaphoresResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Names []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSemaphoresResponse) Reset() {
+	*x = ListSemaphoresResponse{}
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSemaphoresResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSemaphoresResponse) ProtoMessage() {}
+
+func (x *ListSemaphoresResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSemaphoresResponse.ProtoReflect.Descriptor instead.
+func (*ListSemaphoresResponse) Descriptor() ([]byte, []int) {
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListSemaphoresResponse) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *ListSemaphoresResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_concord_semaphore_v1_semaphore_proto protoreflect.FileDescriptor
 
 const file_concord_semaphore_v1_semaphore_proto_rawDesc = "" +
@@ -799,18 +906,26 @@ const file_concord_semaphore_v1_semaphore_proto_rawDesc = "" +
 	"\x05event\x18\x01 \x01(\x0e2\x1f.concord.semaphore.v1.HoldEventR\x05event\x12\x1b\n" +
 	"\tpermit_id\x18\x02 \x01(\tR\bpermitId\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt*o\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"S\n" +
+	"\x15ListSemaphoresRequest\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\"V\n" +
+	"\x16ListSemaphoresResponse\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*o\n" +
 	"\tHoldEvent\x12\x1a\n" +
 	"\x16HOLD_EVENT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13HOLD_EVENT_ACQUIRED\x10\x01\x12\x18\n" +
 	"\x14HOLD_EVENT_REFRESHED\x10\x02\x12\x13\n" +
-	"\x0fHOLD_EVENT_LOST\x10\x032\xc6\x03\n" +
+	"\x0fHOLD_EVENT_LOST\x10\x032\xb3\x04\n" +
 	"\x10SemaphoreService\x12V\n" +
 	"\aAcquire\x12$.concord.semaphore.v1.AcquireRequest\x1a%.concord.semaphore.v1.AcquireResponse\x12V\n" +
 	"\aRelease\x12$.concord.semaphore.v1.ReleaseRequest\x1a%.concord.semaphore.v1.ReleaseResponse\x12V\n" +
 	"\aRefresh\x12$.concord.semaphore.v1.RefreshRequest\x1a%.concord.semaphore.v1.RefreshResponse\x12Y\n" +
 	"\bDescribe\x12%.concord.semaphore.v1.DescribeRequest\x1a&.concord.semaphore.v1.DescribeResponse\x12O\n" +
-	"\x04Hold\x12!.concord.semaphore.v1.HoldRequest\x1a\".concord.semaphore.v1.HoldResponse0\x01B\xd5\x01\n" +
+	"\x04Hold\x12!.concord.semaphore.v1.HoldRequest\x1a\".concord.semaphore.v1.HoldResponse0\x01\x12k\n" +
+	"\x0eListSemaphores\x12+.concord.semaphore.v1.ListSemaphoresRequest\x1a,.concord.semaphore.v1.ListSemaphoresResponseB\xd5\x01\n" +
 	"\x18com.concord.semaphore.v1B\x0eSemaphoreProtoP\x01Z7concord/clients/go/gen/concord/semaphore/v1;semaphorev1\xa2\x02\x03CSX\xaa\x02\x14Concord.Semaphore.V1\xca\x02\x14Concord\\Semaphore\\V1\xe2\x02 Concord\\Semaphore\\V1\\GPBMetadata\xea\x02\x16Concord::Semaphore::V1b\x06proto3"
 
 var (
@@ -826,47 +941,51 @@ func file_concord_semaphore_v1_semaphore_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_semaphore_v1_semaphore_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_concord_semaphore_v1_semaphore_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_concord_semaphore_v1_semaphore_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_concord_semaphore_v1_semaphore_proto_goTypes = []any{
-	(HoldEvent)(0),                // 0: concord.semaphore.v1.HoldEvent
-	(*AcquireRequest)(nil),        // 1: concord.semaphore.v1.AcquireRequest
-	(*AcquireResponse)(nil),       // 2: concord.semaphore.v1.AcquireResponse
-	(*ReleaseRequest)(nil),        // 3: concord.semaphore.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 4: concord.semaphore.v1.ReleaseResponse
-	(*RefreshRequest)(nil),        // 5: concord.semaphore.v1.RefreshRequest
-	(*RefreshResponse)(nil),       // 6: concord.semaphore.v1.RefreshResponse
-	(*DescribeRequest)(nil),       // 7: concord.semaphore.v1.DescribeRequest
-	(*Holder)(nil),                // 8: concord.semaphore.v1.Holder
-	(*DescribeResponse)(nil),      // 9: concord.semaphore.v1.DescribeResponse
-	(*HoldRequest)(nil),           // 10: concord.semaphore.v1.HoldRequest
-	(*HoldResponse)(nil),          // 11: concord.semaphore.v1.HoldResponse
-	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(HoldEvent)(0),                 // 0: concord.semaphore.v1.HoldEvent
+	(*AcquireRequest)(nil),         // 1: concord.semaphore.v1.AcquireRequest
+	(*AcquireResponse)(nil),        // 2: concord.semaphore.v1.AcquireResponse
+	(*ReleaseRequest)(nil),         // 3: concord.semaphore.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),        // 4: concord.semaphore.v1.ReleaseResponse
+	(*RefreshRequest)(nil),         // 5: concord.semaphore.v1.RefreshRequest
+	(*RefreshResponse)(nil),        // 6: concord.semaphore.v1.RefreshResponse
+	(*DescribeRequest)(nil),        // 7: concord.semaphore.v1.DescribeRequest
+	(*Holder)(nil),                 // 8: concord.semaphore.v1.Holder
+	(*DescribeResponse)(nil),       // 9: concord.semaphore.v1.DescribeResponse
+	(*HoldRequest)(nil),            // 10: concord.semaphore.v1.HoldRequest
+	(*HoldResponse)(nil),           // 11: concord.semaphore.v1.HoldResponse
+	(*ListSemaphoresRequest)(nil),  // 12: concord.semaphore.v1.ListSemaphoresRequest
+	(*ListSemaphoresResponse)(nil), // 13: concord.semaphore.v1.ListSemaphoresResponse
+	(*durationpb.Duration)(nil),    // 14: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 15: google.protobuf.Timestamp
 }
 var file_concord_semaphore_v1_semaphore_proto_depIdxs = []int32{
-	12, // 0: concord.semaphore.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	12, // 1: concord.semaphore.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	13, // 2: concord.semaphore.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
-	12, // 3: concord.semaphore.v1.RefreshRequest.ttl:type_name -> google.protobuf.Duration
-	13, // 4: concord.semaphore.v1.RefreshResponse.expires_at:type_name -> google.protobuf.Timestamp
-	12, // 5: concord.semaphore.v1.Holder.ttl_remaining:type_name -> google.protobuf.Duration
+	14, // 0: concord.semaphore.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	14, // 1: concord.semaphore.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	15, // 2: concord.semaphore.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 3: concord.semaphore.v1.RefreshRequest.ttl:type_name -> google.protobuf.Duration
+	15, // 4: concord.semaphore.v1.RefreshResponse.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 5: concord.semaphore.v1.Holder.ttl_remaining:type_name -> google.protobuf.Duration
 	8,  // 6: concord.semaphore.v1.DescribeResponse.holders:type_name -> concord.semaphore.v1.Holder
-	12, // 7: concord.semaphore.v1.HoldRequest.ttl:type_name -> google.protobuf.Duration
-	12, // 8: concord.semaphore.v1.HoldRequest.wait_timeout:type_name -> google.protobuf.Duration
+	14, // 7: concord.semaphore.v1.HoldRequest.ttl:type_name -> google.protobuf.Duration
+	14, // 8: concord.semaphore.v1.HoldRequest.wait_timeout:type_name -> google.protobuf.Duration
 	0,  // 9: concord.semaphore.v1.HoldResponse.event:type_name -> concord.semaphore.v1.HoldEvent
-	13, // 10: concord.semaphore.v1.HoldResponse.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 10: concord.semaphore.v1.HoldResponse.expires_at:type_name -> google.protobuf.Timestamp
 	1,  // 11: concord.semaphore.v1.SemaphoreService.Acquire:input_type -> concord.semaphore.v1.AcquireRequest
 	3,  // 12: concord.semaphore.v1.SemaphoreService.Release:input_type -> concord.semaphore.v1.ReleaseRequest
 	5,  // 13: concord.semaphore.v1.SemaphoreService.Refresh:input_type -> concord.semaphore.v1.RefreshRequest
 	7,  // 14: concord.semaphore.v1.SemaphoreService.Describe:input_type -> concord.semaphore.v1.DescribeRequest
 	10, // 15: concord.semaphore.v1.SemaphoreService.Hold:input_type -> concord.semaphore.v1.HoldRequest
-	2,  // 16: concord.semaphore.v1.SemaphoreService.Acquire:output_type -> concord.semaphore.v1.AcquireResponse
-	4,  // 17: concord.semaphore.v1.SemaphoreService.Release:output_type -> concord.semaphore.v1.ReleaseResponse
-	6,  // 18: concord.semaphore.v1.SemaphoreService.Refresh:output_type -> concord.semaphore.v1.RefreshResponse
-	9,  // 19: concord.semaphore.v1.SemaphoreService.Describe:output_type -> concord.semaphore.v1.DescribeResponse
-	11, // 20: concord.semaphore.v1.SemaphoreService.Hold:output_type -> concord.semaphore.v1.HoldResponse
-	16, // [16:21] is the sub-list for method output_type
-	11, // [11:16] is the sub-list for method input_type
+	12, // 16: concord.semaphore.v1.SemaphoreService.ListSemaphores:input_type -> concord.semaphore.v1.ListSemaphoresRequest
+	2,  // 17: concord.semaphore.v1.SemaphoreService.Acquire:output_type -> concord.semaphore.v1.AcquireResponse
+	4,  // 18: concord.semaphore.v1.SemaphoreService.Release:output_type -> concord.semaphore.v1.ReleaseResponse
+	6,  // 19: concord.semaphore.v1.SemaphoreService.Refresh:output_type -> concord.semaphore.v1.RefreshResponse
+	9,  // 20: concord.semaphore.v1.SemaphoreService.Describe:output_type -> concord.semaphore.v1.DescribeResponse
+	11, // 21: concord.semaphore.v1.SemaphoreService.Hold:output_type -> concord.semaphore.v1.HoldResponse
+	13, // 22: concord.semaphore.v1.SemaphoreService.ListSemaphores:output_type -> concord.semaphore.v1.ListSemaphoresResponse
+	17, // [17:23] is the sub-list for method output_type
+	11, // [11:17] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -883,7 +1002,7 @@ func file_concord_semaphore_v1_semaphore_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_semaphore_v1_semaphore_proto_rawDesc), len(file_concord_semaphore_v1_semaphore_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

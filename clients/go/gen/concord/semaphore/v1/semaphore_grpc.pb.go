@@ -19,11 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SemaphoreService_Acquire_FullMethodName  = "/concord.semaphore.v1.SemaphoreService/Acquire"
-	SemaphoreService_Release_FullMethodName  = "/concord.semaphore.v1.SemaphoreService/Release"
-	SemaphoreService_Refresh_FullMethodName  = "/concord.semaphore.v1.SemaphoreService/Refresh"
-	SemaphoreService_Describe_FullMethodName = "/concord.semaphore.v1.SemaphoreService/Describe"
-	SemaphoreService_Hold_FullMethodName     = "/concord.semaphore.v1.SemaphoreService/Hold"
+	SemaphoreService_Acquire_FullMethodName        = "/concord.semaphore.v1.SemaphoreService/Acquire"
+	SemaphoreService_Release_FullMethodName        = "/concord.semaphore.v1.SemaphoreService/Release"
+	SemaphoreService_Refresh_FullMethodName        = "/concord.semaphore.v1.SemaphoreService/Refresh"
+	SemaphoreService_Describe_FullMethodName       = "/concord.semaphore.v1.SemaphoreService/Describe"
+	SemaphoreService_Hold_FullMethodName           = "/concord.semaphore.v1.SemaphoreService/Hold"
+	SemaphoreService_ListSemaphores_FullMethodName = "/concord.semaphore.v1.SemaphoreService/ListSemaphores"
 )
 
 // SemaphoreServiceClient is the client API for SemaphoreService service.
@@ -55,6 +56,10 @@ type SemaphoreServiceClient interface {
 	// the client going away) releases them at once. If they cannot be had within
 	// wait_timeout the stream ends with DEADLINE_EXCEEDED / SEMAPHORE_WAIT_TIMEOUT.
 	Hold(ctx context.Context, in *HoldRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HoldResponse], error)
+	// ListSemaphores pages through the names of semaphores that have holders or waiters. It scans the key space: a name
+	// may appear on more than one page, and one created or deleted during the
+	// listing may or may not appear.
+	ListSemaphores(ctx context.Context, in *ListSemaphoresRequest, opts ...grpc.CallOption) (*ListSemaphoresResponse, error)
 }
 
 type semaphoreServiceClient struct {
@@ -124,6 +129,16 @@ func (c *semaphoreServiceClient) Hold(ctx context.Context, in *HoldRequest, opts
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SemaphoreService_HoldClient = grpc.ServerStreamingClient[HoldResponse]
 
+func (c *semaphoreServiceClient) ListSemaphores(ctx context.Context, in *ListSemaphoresRequest, opts ...grpc.CallOption) (*ListSemaphoresResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSemaphoresResponse)
+	err := c.cc.Invoke(ctx, SemaphoreService_ListSemaphores_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SemaphoreServiceServer is the server API for SemaphoreService service.
 // All implementations must embed UnimplementedSemaphoreServiceServer
 // for forward compatibility.
@@ -153,6 +168,10 @@ type SemaphoreServiceServer interface {
 	// the client going away) releases them at once. If they cannot be had within
 	// wait_timeout the stream ends with DEADLINE_EXCEEDED / SEMAPHORE_WAIT_TIMEOUT.
 	Hold(*HoldRequest, grpc.ServerStreamingServer[HoldResponse]) error
+	// ListSemaphores pages through the names of semaphores that have holders or waiters. It scans the key space: a name
+	// may appear on more than one page, and one created or deleted during the
+	// listing may or may not appear.
+	ListSemaphores(context.Context, *ListSemaphoresRequest) (*ListSemaphoresResponse, error)
 	mustEmbedUnimplementedSemaphoreServiceServer()
 }
 
@@ -177,6 +196,9 @@ func (UnimplementedSemaphoreServiceServer) Describe(context.Context, *DescribeRe
 }
 func (UnimplementedSemaphoreServiceServer) Hold(*HoldRequest, grpc.ServerStreamingServer[HoldResponse]) error {
 	return status.Error(codes.Unimplemented, "method Hold not implemented")
+}
+func (UnimplementedSemaphoreServiceServer) ListSemaphores(context.Context, *ListSemaphoresRequest) (*ListSemaphoresResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSemaphores not implemented")
 }
 func (UnimplementedSemaphoreServiceServer) mustEmbedUnimplementedSemaphoreServiceServer() {}
 func (UnimplementedSemaphoreServiceServer) testEmbeddedByValue()                          {}
@@ -282,6 +304,24 @@ func _SemaphoreService_Hold_Handler(srv interface{}, stream grpc.ServerStream) e
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SemaphoreService_HoldServer = grpc.ServerStreamingServer[HoldResponse]
 
+func _SemaphoreService_ListSemaphores_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSemaphoresRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SemaphoreServiceServer).ListSemaphores(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SemaphoreService_ListSemaphores_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SemaphoreServiceServer).ListSemaphores(ctx, req.(*ListSemaphoresRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SemaphoreService_ServiceDesc is the grpc.ServiceDesc for SemaphoreService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -304,6 +344,10 @@ var SemaphoreService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Describe",
 			Handler:    _SemaphoreService_Describe_Handler,
+		},
+		{
+			MethodName: "ListSemaphores",
+			Handler:    _SemaphoreService_ListSemaphores_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,246 @@
+"""`concord`: the operator's command line, over the Python client.
+
+    concord lock list | lock describe NAME | lock force-release NAME [--yes]
+    concord semaphore list | semaphore describe NAME
+    concord queue list | queue describe NAME | queue dead NAME | queue retry-dead NAME [TASK_ID...]
+    concord chat list | chat describe CHAT | chat tail CHAT --as USER
+
+Tables by default, ``--json`` for scripts. The server is ``--target`` or
+$CONCORD_TARGET (default 127.0.0.1:50051). Exit codes: 0 ok, 1 error (one line on
+stderr, no traceback), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+
+from .chat.v1 import chat_pb2
+from .client import DEFAULT_TARGET, Client
+from .errors import ConcordError, from_rpc_error
+from .lock.v1 import lock_pb2
+from .queue.v1 import queue_pb2
+from .semaphore.v1 import semaphore_pb2
+
+
+class Failed(Exception):
+    """An error worth one line to the operator (exit code 1)."""
+
+
+def _dict(message: Any) -> dict[str, Any]:
+    return json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                      always_print_fields_with_no_presence=True)
+
+
+def _table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    cells = [[str(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
+    return "\n".join(lines)
+
+
+class Admin:
+    def __init__(self, client: Client, as_json: bool, out: Any = sys.stdout) -> None:
+        self.client, self.as_json, self.out = client, as_json, out
+
+    def call(self, method: Callable[..., Any], request: Any) -> Any:
+        return self.client._call(method, request)
+
+    def emit(self, data: Any, text: str) -> None:
+        print(json.dumps(data, ensure_ascii=False) if self.as_json else text, file=self.out, flush=True)
+
+    def names(self, method: Callable[..., Any], request_type: Any) -> list[str]:
+        """Every page of a List* RPC; a SCAN may repeat a name, so they are deduplicated."""
+        names: set[str] = set()
+        token = ""
+        while True:
+            page = self.call(method, request_type(page_token=token, page_size=1000))
+            names.update(page.names)
+            token = page.next_page_token
+            if not token:
+                return sorted(names)
+
+    def list_names(self, kind: str, method: Callable[..., Any], request_type: Any) -> None:
+        names = self.names(method, request_type)
+        self.emit(names, "\n".join(names) if names else f"(no {kind})")
+
+    # locks
+
+    def lock_list(self, args: argparse.Namespace) -> None:
+        self.list_names("locks", self.client._locks.ListLocks, lock_pb2.ListLocksRequest)
+
+    def lock_describe(self, args: argparse.Namespace) -> None:
+        d = _dict(self.call(self.client._locks.Describe, lock_pb2.DescribeRequest(name=args.name)))
+        d = {"name": args.name, **d}
+        self.emit(d, _table([d], ["name", "held", "owner", "fencing_token", "ttl_remaining", "waiters"]))
+
+    def lock_force_release(self, args: argparse.Namespace) -> None:
+        if not args.yes and not _confirm(f"Force-release lock {args.name!r}? Its holder is not told and may "
+                                         "still be writing; only fencing tokens protect you. [y/N] "):
+            raise Failed("aborted: nothing changed")
+        r = self.call(self.client._locks.ForceRelease, lock_pb2.ForceReleaseRequest(name=args.name))
+        d = {"name": args.name, **_dict(r)}
+        text = (f"released lock {args.name!r} (was held by {r.owner!r}, fencing token {r.fencing_token})"
+                if r.released else f"lock {args.name!r} was not held")
+        self.emit(d, text)
+
+    # semaphores
+
+    def semaphore_list(self, args: argparse.Namespace) -> None:
+        self.list_names("semaphores", self.client._semaphores.ListSemaphores, semaphore_pb2.ListSemaphoresRequest)
+
+    def semaphore_describe(self, args: argparse.Namespace) -> None:
+        r = self.call(self.client._semaphores.Describe, semaphore_pb2.DescribeRequest(name=args.name))
+        d = {"name": args.name, **_dict(r)}
+        text = _table([d], ["name", "limit", "held", "waiters"])
+        if r.holders:
+            text += "\n\n" + _table(d["holders"], list(d["holders"][0]))
+        self.emit(d, text)
+
+    # queues
+
+    def queue_list(self, args: argparse.Namespace) -> None:
+        self.list_names("queues", self.client._queues.ListQueues, queue_pb2.ListQueuesRequest)
+
+    def queue_describe(self, args: argparse.Namespace) -> None:
+        d = {"queue": args.name, **_dict(self.call(self.client._queues.Stats, queue_pb2.StatsRequest(queue=args.name)))}
+        self.emit(d, _table([d], ["queue", "ready", "delayed", "leased", "dead", "oldest_ready_age"]))
+
+    def queue_dead(self, args: argparse.Namespace) -> None:
+        r = self.call(self.client._queues.ListDead, queue_pb2.ListDeadRequest(queue=args.name, limit=args.limit))
+        tasks = [_dict(t) for t in r.tasks]
+        rows = [{**t, "error": t.get("last_error", "")} for t in tasks]
+        self.emit(tasks, _table(rows, ["task_id", "type", "attempt", "max_attempts", "error"]) if tasks
+                  else f"(no dead tasks in {args.name!r})")
+
+    def queue_retry_dead(self, args: argparse.Namespace) -> None:
+        r = self.call(self.client._queues.RetryDead,
+                      queue_pb2.RetryDeadRequest(queue=args.name, task_ids=args.task_ids, limit=args.limit))
+        self.emit({"queue": args.name, "retried": r.retried}, f"retried {r.retried} dead task(s) of {args.name!r}")
+
+    # chats
+
+    def chat_list(self, args: argparse.Namespace) -> None:
+        self.list_names("chats", self.client._chats.ListAllChats, chat_pb2.ListAllChatsRequest)
+
+    def chat_describe(self, args: argparse.Namespace) -> None:
+        r = self.call(self.client._chats.GetHistory, chat_pb2.GetHistoryRequest(chat_id=args.chat_id, limit=args.limit))
+        messages = sorted((_message_dict(m) for m in r.messages), key=lambda m: m["message_id"])
+        d = {"chat_id": args.chat_id, "last_id": messages[-1]["message_id"] if messages else None,
+             "messages": messages}
+        text = f"chat {args.chat_id!r}, last message id {d['last_id']}; latest messages:\n"
+        self.emit(d, text + (_table(messages, ["message_id", "sender", "sent_at", "body"]) if messages else "(none)"))
+
+    def chat_tail(self, args: argparse.Namespace) -> None:
+        """New messages of one chat until Ctrl-C: a Subscribe as a member in explicit ack
+        mode, so tailing never marks anything seen for that member."""
+        latest = self.call(self.client._chats.GetHistory, chat_pb2.GetHistoryRequest(chat_id=args.chat_id, limit=1))
+        after = max((m.message_id for m in latest.messages), default=0)
+        # On stderr, so --json output stays one message per line.
+        print(f"tailing chat {args.chat_id!r} after message {after} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+        for m in self._live_messages(args.user):
+            if m.chat_id == args.chat_id and m.message_id > after:
+                after = m.message_id
+                d = _message_dict(m)
+                self.emit(d, f"{d['message_id']}  {d['sent_at']}  {d['sender']}: {d['body']}")
+
+    def _live_messages(self, user: str) -> Iterator[chat_pb2.ChatMessage]:
+        request = chat_pb2.SubscribeRequest(recipient=user, ack_mode=chat_pb2.ACK_MODE_EXPLICIT)
+        call = self.client._chats.Subscribe(request)
+        try:
+            for response in call:
+                yield from response.messages
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+        finally:
+            call.cancel()
+
+
+def _message_dict(m: chat_pb2.ChatMessage) -> dict[str, Any]:
+    return {"chat_id": m.chat_id, "message_id": m.message_id, "sender": m.sender, "body": m.body,
+            "sent_at": m.sent_at.ToJsonString() if m.HasField("sent_at") else ""}
+
+
+def _confirm(prompt: str) -> bool:
+    if not sys.stdin.isatty():
+        print(prompt, end="", file=sys.stderr, flush=True)
+    try:
+        answer = input(prompt if sys.stdin.isatty() else "")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="concord", description="Inspect and repair a Concord server.")
+    p.add_argument("--target", default=os.environ.get("CONCORD_TARGET", DEFAULT_TARGET),
+                   help="host:port of the server (env CONCORD_TARGET; default %(default)s)")
+    p.add_argument("--json", action="store_true", help="JSON output for scripts")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default %(default)s)")
+    kinds = p.add_subparsers(dest="kind", required=True, metavar="{lock,semaphore,queue,chat}")
+
+    def command(kind: argparse._SubParsersAction, name: str, handler: str, help: str) -> argparse.ArgumentParser:
+        sub = kind.add_parser(name, help=help)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    lock = kinds.add_parser("lock", help="locks").add_subparsers(dest="action", required=True)
+    command(lock, "list", "lock_list", "locks held or waited for")
+    command(lock, "describe", "lock_describe", "holder, fencing token, TTL, waiters").add_argument("name")
+    fr = command(lock, "force-release", "lock_force_release",
+                 "DANGEROUS: take the lock from its holder and give it to the next waiter")
+    fr.add_argument("name")
+    fr.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+    sem = kinds.add_parser("semaphore", help="semaphores").add_subparsers(dest="action", required=True)
+    command(sem, "list", "semaphore_list", "semaphores with holders or waiters")
+    command(sem, "describe", "semaphore_describe", "limit, holders, waiters").add_argument("name")
+
+    queue = kinds.add_parser("queue", help="task queues").add_subparsers(dest="action", required=True)
+    command(queue, "list", "queue_list", "queues holding tasks")
+    command(queue, "describe", "queue_describe", "task counts by state").add_argument("name")
+    dead = command(queue, "dead", "queue_dead", "dead-lettered tasks")
+    dead.add_argument("name")
+    dead.add_argument("--limit", type=int, default=100)
+    retry = command(queue, "retry-dead", "queue_retry_dead", "make dead tasks ready again (all, or those named)")
+    retry.add_argument("name")
+    retry.add_argument("task_ids", nargs="*")
+    retry.add_argument("--limit", type=int, default=1000)
+
+    chat = kinds.add_parser("chat", help="chats").add_subparsers(dest="action", required=True)
+    command(chat, "list", "chat_list", "every chat's id")
+    desc = command(chat, "describe", "chat_describe", "last message id and the latest messages")
+    desc.add_argument("chat_id")
+    desc.add_argument("--limit", type=int, default=10)
+    tail = command(chat, "tail", "chat_tail", "print new messages until Ctrl-C")
+    tail.add_argument("chat_id")
+    tail.add_argument("--as", dest="user", required=True, help="a member to read as (nothing is marked seen)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)  # exits 2 on bad usage
+    try:
+        with Client(args.target, timeout=args.timeout) as client:
+            getattr(Admin(client, args.json), args.handler)(args)
+        return 0
+    except KeyboardInterrupt:
+        return 0
+    except (Failed, ConcordError) as exc:
+        print(f"concord: {exc}", file=sys.stderr)
+        return 1
+    except grpc.RpcError as exc:
+        print(f"concord: {from_rpc_error(exc)}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""Bearer tokens (``--auth-tokens FILE``): who may call, as which tenant, and what.
+
+The file is TOML::
+
+    [[tokens]]
+    token = "acme-worker-7bd1..."        # or: sha256 = "<hex digest of the token>"
+    tenant = "acme"                      # A-Z a-z 0-9 _ . -, at most 64
+    services = ["lock", "queue"]         # optional: only these services (default: all)
+
+    [tenants.acme]                       # optional: this tenant's limits (limits.py)
+    rate = 100.0
+    burst = 200
+    max_blocked = 1000
+    max_streams = 50
+    max_request_bytes = 65536
+
+Only SHA-256 digests of the tokens are kept in memory, and a presented token's
+digest is compared with every entry in constant time. ``reload()`` (on SIGHUP)
+re-reads the file; a file that does not load leaves the old table in force.
+
+Every call but health and reflection (those too with --auth-health) needs
+``authorization: Bearer <token>``: missing or unknown -> UNAUTHENTICATED; a service
+the token is not allowed -> PERMISSION_DENIED. The call then runs as its tenant
+(tenants.current), so it reaches only that tenant's keys.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import logging
+import tomllib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from .api.guard import is_open_method, wrap
+from .errors import PermissionDenied, Unauthenticated
+from .keys import validate_tenant
+from .limits import Limiter, LimitInterceptor, Quota
+from .tenants import current as current_tenant
+
+log = logging.getLogger(__name__)
+
+# Short names a token file may use in `services`.
+SERVICES = {
+    "lock": "concord.lock.v1.LockService",
+    "semaphore": "concord.semaphore.v1.SemaphoreService",
+    "queue": "concord.queue.v1.QueueService",
+    "chat": "concord.chat.v1.ChatService",
+    "autocomplete": "concord.autocomplete.v1.AutocompleteService",
+    "files": "concord.files.v1.FileService",
+}
+
+
+@dataclass(frozen=True)
+class Identity:
+    tenant: str
+    services: frozenset[str] | None  # full service names; None: all
+
+
+@dataclass(frozen=True)
+class TokenTable:
+    entries: tuple[tuple[bytes, Identity], ...]  # (sha256 of the token, who it is)
+    tenant_limits: dict[str, dict[str, Any]]  # tenant -> limits.Quota overrides
+
+    def identify(self, token: str) -> Identity | None:
+        digest = hashlib.sha256(token.encode()).digest()
+        found = None
+        for known, identity in self.entries:  # no early exit: time does not depend on which matched
+            if hmac.compare_digest(known, digest):
+                found = identity
+        return found
+
+
+def load_tokens(path: str | Path) -> TokenTable:
+    """Reads and checks a token file; ValueError says what is wrong with it."""
+    try:
+        doc = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"token file {path}: {exc}") from exc
+    entries = []
+    for i, entry in enumerate(doc.get("tokens", [])):
+        where = f"token file {path}, tokens[{i}]"
+        unknown = set(entry) - {"token", "sha256", "tenant", "services"}
+        if unknown or ("token" in entry) == ("sha256" in entry):
+            raise ValueError(f"{where}: needs exactly one of token / sha256, and tenant, services; "
+                             f"unknown keys {sorted(unknown)}")
+        if "token" in entry:
+            if len(entry["token"]) < 16:
+                raise ValueError(f"{where}: a token must have at least 16 characters")
+            digest = hashlib.sha256(entry["token"].encode()).digest()
+        else:
+            digest = bytes.fromhex(entry["sha256"])
+            if len(digest) != 32:
+                raise ValueError(f"{where}: sha256 must be 64 hex digits")
+        try:
+            tenant = validate_tenant(entry.get("tenant", ""))
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        services = entry.get("services")
+        if services is not None:
+            bad = [s for s in services if s not in SERVICES and s not in SERVICES.values()]
+            if bad:
+                raise ValueError(f"{where}: unknown services {bad}; known: {sorted(SERVICES)}")
+            services = frozenset(SERVICES.get(s, s) for s in services)
+        entries.append((digest, Identity(tenant, services)))
+    if not entries:
+        raise ValueError(f"token file {path}: no [[tokens]]")
+    tenant_limits = doc.get("tenants", {})
+    for tenant, limits in tenant_limits.items():
+        try:
+            validate_tenant(tenant)
+            Quota().overridden(limits)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"token file {path}, tenants.{tenant}: {exc}") from None
+    return TokenTable(tuple(entries), tenant_limits)
+
+
+def bearer(metadata: Any) -> str | None:
+    for key, value in metadata or ():
+        if key == "authorization" and isinstance(value, str):
+            scheme, _, token = value.partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+    return None
+
+
+class _AuthGuard:
+    def __init__(self, identity: Identity | None, method: str, presented: bool) -> None:
+        self._identity = identity
+        self._method = method
+        self._presented = presented
+
+    def open(self, context: grpc.aio.ServicerContext, request: Any | None) -> contextlib.AbstractContextManager[Any]:
+        if self._identity is None:
+            raise Unauthenticated("invalid bearer token" if self._presented else
+                                  "missing 'authorization: Bearer <token>' metadata")
+        service = self._method.split("/")[1] if self._method.count("/") >= 2 else ""
+        allowed = self._identity.services
+        if allowed is not None and service not in allowed and not is_open_method(self._method):
+            raise PermissionDenied(f"this token may not call {service}", service=service)
+        # Stays set for the rest of this call's task (each call runs in a task of its own).
+        current_tenant.set(self._identity.tenant)
+        return contextlib.nullcontext()
+
+    def requests(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        return requests
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, path: str | Path, protect_health: bool = False) -> None:
+        self.path = path
+        self.table = load_tokens(path)
+        self.protect_health = protect_health
+
+    def reload(self) -> None:
+        try:
+            self.table = load_tokens(self.path)
+            log.info("reloaded %d tokens from %s", len(self.table.entries), self.path)
+        except ValueError as exc:
+            log.error("token file not reloaded, the old tokens stay in force: %s", exc)
+
+    def quota_overrides(self, tenant: str) -> dict[str, Any]:
+        return self.table.tenant_limits.get(tenant, {})
+
+    async def intercept_service(self, continuation: Any, details: grpc.HandlerCallDetails) -> Any:
+        handler = await continuation(details)
+        if handler is None or (is_open_method(details.method) and not self.protect_health):
+            return handler
+        token = bearer(details.invocation_metadata)
+        identity = self.table.identify(token) if token is not None else None
+        return wrap(handler, _AuthGuard(identity, details.method, token is not None))
+
+
+def interceptors(settings: Any) -> tuple[AuthInterceptor | None, list[grpc.aio.ServerInterceptor]]:
+    """The authentication interceptor (None without --auth-tokens) and, in calling
+    order, the interceptors to install: auth first, so limits know the tenant."""
+    auth = AuthInterceptor(settings.auth_tokens, settings.auth_health) if settings.auth_tokens else None
+    tenant_default = Quota(settings.tenant_rate, settings.tenant_burst, settings.tenant_max_blocked,
+                           settings.tenant_max_streams, settings.tenant_max_request_bytes)
+    peer = Quota(settings.peer_rate, settings.peer_burst, settings.peer_max_blocked, settings.peer_max_streams)
+    chain: list[grpc.aio.ServerInterceptor] = [auth] if auth else []
+    if auth or tenant_default != Quota() or peer != Quota():
+
+        def tenant_quota(tenant: str) -> Quota:
+            overrides = auth.quota_overrides(tenant) if auth else {}
+            return tenant_default.overridden(overrides) if overrides else tenant_default
+
+        chain.append(LimitInterceptor(Limiter(tenant_quota, peer)))
+    return auth, chain

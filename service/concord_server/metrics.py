@@ -1,0 +1,329 @@
+"""Prometheus metrics of one server process, served over HTTP (``--metrics-listen``).
+
+Three sources:
+
+- ``RpcMetrics``, a grpc.aio server interceptor: every call, unary or streaming,
+  is counted when it ends, with its final status code, and timed. Calls that may
+  block (Lock/Semaphore Acquire, Dequeue) and streams can last minutes, so there
+  is one duration histogram whose buckets run from 0.5 ms to an hour, and a
+  ``type`` label (unary, blocking, server_stream, client_stream, bidi_stream) so a
+  latency panel can leave the waits out with ``type="unary"``.
+- Counters the rest of the server feeds: Redis failures (redis_client.FAILURES)
+  and the lock/semaphore handoff latency (``observe_handoff``, which
+  primitives/queueing.py calls through ``Waiters.on_handoff``).
+- ``_StateCollector``: gauges read at scrape time from the structures that hold
+  them (waiters.py, doorbells.py, the loop monitor) and the depths of the queues
+  this process served recently. The scrape runs on the HTTP server's thread; those
+  structures belong to the event loop, so it hands one coroutine to the loop
+  (``run_coroutine_threadsafe``) that reads everything, the queue depths in one
+  pipelined batch, and waits for it at most ``SCRAPE_TIMEOUT``. A loop too busy to
+  answer in time gets the last reading served again, never a blocked loop.
+
+The metrics live in a registry of this server's own (plus the standard process
+and Python collectors), so servers started in one process do not collide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+import grpc
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from . import redis_client
+from .doorbells import Doorbells
+from .loop_monitor import BOUNDS as LOOP_BOUNDS
+from .loop_monitor import LoopMonitor
+from .waiters import Waiters
+
+log = logging.getLogger(__name__)
+
+# Unary methods that may wait for a resource as long as the client allows.
+BLOCKING = frozenset({
+    "/concord.lock.v1.LockService/Acquire",
+    "/concord.semaphore.v1.SemaphoreService/Acquire",
+    "/concord.queue.v1.QueueService/Dequeue",
+})
+QUEUE_SERVICE = "/concord.queue.v1.QueueService/"
+
+RPC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+               300.0, 900.0, 3600.0)
+# Handoffs are measured on the Redis clock's whole milliseconds (see observe_handoff).
+HANDOFF_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+SCRAPE_TIMEOUT = 2.0
+MAX_QUEUES = 1000  # queue depths are exported for at most this many recently used queues
+
+
+def _split(method: str) -> tuple[str, str]:
+    service, _, name = method.lstrip("/").rpartition("/")
+    return service, name
+
+
+def _kind(method: str, handler: grpc.RpcMethodHandler) -> str:
+    if handler.request_streaming and handler.response_streaming:
+        return "bidi_stream"
+    if handler.request_streaming:
+        return "client_stream"
+    if handler.response_streaming:
+        return "server_stream"
+    return "blocking" if method in BLOCKING else "unary"
+
+
+def _final_code(context: grpc.aio.ServicerContext, exc: BaseException | None) -> str:
+    """The status a call ended with, as gRPC will send it."""
+    if isinstance(exc, asyncio.CancelledError):
+        remaining = context.time_remaining()
+        return "DEADLINE_EXCEEDED" if remaining is not None and remaining <= 0 else "CANCELLED"
+    code = context.code()
+    if code is None or code == 0:
+        # Not set: a clean end is OK; an exception the servicer let through is UNKNOWN.
+        return "OK" if exc is None else "UNKNOWN"
+    if isinstance(code, grpc.StatusCode):
+        return code.name
+    for c in grpc.StatusCode:  # an int from the C core
+        if c.value[0] == code:
+            return c.name
+    return str(code)
+
+
+class RecentQueues:
+    """The names of the last MAX_QUEUES queues that calls used successfully (only
+    valid names get here: a rejected request never ends OK)."""
+
+    def __init__(self, limit: int = MAX_QUEUES) -> None:
+        self._names: OrderedDict[str, None] = OrderedDict()
+        self._limit = limit
+
+    def seen(self, names: Iterable[str]) -> None:
+        for name in names:
+            self._names[name] = None
+            self._names.move_to_end(name)
+        while len(self._names) > self._limit:
+            self._names.popitem(last=False)
+
+    def names(self) -> list[str]:
+        return list(self._names)
+
+
+class RpcMetrics(grpc.aio.ServerInterceptor):
+    def __init__(self, registry: CollectorRegistry, recent_queues: RecentQueues) -> None:
+        labels = ("service", "method", "type")
+        self.handled = Counter("concord_rpc_handled", "RPCs completed, by final status code",
+                               (*labels, "code"), registry=registry)
+        self.duration = Histogram("concord_rpc_duration_seconds",
+                                  "RPC duration from start to final status (streams: their whole life; "
+                                  "blocking: includes the wait)", (*labels, "code"),
+                                  buckets=RPC_BUCKETS, registry=registry)
+        self.in_flight = Gauge("concord_rpc_in_flight", "RPCs started and not yet completed", labels,
+                               registry=registry)
+        self.streams = Gauge("concord_streams_open", "streaming RPCs open now", ("service", "method"),
+                             registry=registry)
+        self._queues = recent_queues
+
+    async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Any],
+                                details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        handler = await continuation(details)
+        if handler is None:
+            return None
+        method = details.method
+        service, name = _split(method)
+        kind = _kind(method, handler)
+        labels = (service, name, kind)
+        queue_call = method.startswith(QUEUE_SERVICE)
+
+        def begin() -> float:
+            self.in_flight.labels(*labels).inc()
+            if kind.endswith("stream"):
+                self.streams.labels(service, name).inc()
+            return time.perf_counter()
+
+        def end(started: float, code: str, request: Any) -> None:
+            self.handled.labels(*labels, code).inc()
+            self.duration.labels(*labels, code).observe(time.perf_counter() - started)
+            self.in_flight.labels(*labels).dec()
+            if kind.endswith("stream"):
+                self.streams.labels(service, name).dec()
+            if queue_call and code == "OK" and request is not None:
+                self._queues.seen(_queue_names(request))
+
+        return wrap_handler(handler, begin, end)
+
+
+def wrap_handler(handler: grpc.RpcMethodHandler, begin: Callable[[], Any],
+                 end: Callable[[Any, str, Any], None]) -> grpc.RpcMethodHandler:
+    """The handler, with begin() called as a call starts and end(begin's result,
+    final status code name, the request or None for client streams) as it ends,
+    whatever its kind and however it ends."""
+    if handler.response_streaming:
+        inner_stream = handler.unary_stream or handler.stream_stream
+
+        async def streaming(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            started, exc = begin(), None
+            try:
+                result = inner_stream(request, context)
+                if hasattr(result, "__aiter__"):
+                    async for item in result:
+                        yield item
+                else:  # a coroutine that writes with context.write()
+                    await result
+            except BaseException as e:
+                exc = e
+                raise
+            finally:
+                end(started, _final_code(context, exc), None if handler.request_streaming else request)
+
+        return handler._replace(**{"unary_stream" if handler.unary_stream else "stream_stream": streaming})
+
+    inner = handler.unary_unary or handler.stream_unary
+
+    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        started, exc = begin(), None
+        try:
+            return await inner(request, context)
+        except BaseException as e:
+            exc = e
+            raise
+        finally:
+            end(started, _final_code(context, exc), None if handler.request_streaming else request)
+
+    return handler._replace(**{"unary_unary" if handler.unary_unary else "stream_unary": unary})
+
+
+def _queue_names(request: Any) -> list[str]:
+    names = getattr(request, "queues", None)
+    if names is not None and not isinstance(names, str):
+        return list(names)
+    name = getattr(request, "queue", None)
+    return [name] if isinstance(name, str) and name else []
+
+
+class _StateCollector:
+    """Gauges read at scrape time (see the module docstring)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, loop_thread: int, waiters: Waiters, doorbells: Doorbells,
+                 chat_bells: Doorbells, queues: Any, recent: RecentQueues, monitor: LoopMonitor | None) -> None:
+        self._loop, self._loop_thread = loop, loop_thread
+        self._waiters, self._doorbells, self._chat_bells = waiters, doorbells, chat_bells
+        self._queues, self._recent, self._monitor = queues, recent, monitor
+        self._last: dict[str, Any] = {"waiters": {}, "channels": {}, "depths": {}, "loop": None}
+        self._lock = threading.Lock()
+
+    def describe(self) -> list:
+        return []  # collected only on scrape, never at registration
+
+    async def _read(self) -> dict[str, Any]:
+        reading: dict[str, Any] = {
+            "waiters": {"lock_semaphore": self._waiters.waiting(), "queue": self._doorbells.waiting(),
+                        "chat_file": self._chat_bells.waiting()},
+            "channels": {"lock_semaphore": len(self._waiters.groups), "queue": len(self._doorbells.bells),
+                         "chat_file": len(self._chat_bells.bells)},
+            "loop": self._monitor.reading() if self._monitor is not None else None,
+        }
+        names = self._recent.names()
+        stats = await asyncio.gather(*(self._queues.stats(n) for n in names), return_exceptions=True)
+        reading["depths"] = {n: s for n, s in zip(names, stats) if not isinstance(s, BaseException)}
+        return reading
+
+    def _reading(self) -> dict[str, Any]:
+        with self._lock:  # concurrent scrapes share the loop's answer rather than pile up
+            try:
+                if self._loop.is_closed() or threading.get_ident() == self._loop_thread:
+                    return self._last
+                self._last = asyncio.run_coroutine_threadsafe(self._read(), self._loop).result(SCRAPE_TIMEOUT)
+            except Exception as exc:  # timed out (a stalled loop) or shutting down: serve the last one
+                log.debug("metrics scrape could not read the server state: %r", exc)
+            return self._last
+
+    def collect(self) -> Iterable[Any]:
+        r = self._reading()
+        waiters = GaugeMetricFamily("concord_blocked_waiters",
+                                    "calls waiting now: lock/semaphore Acquire tickets, Dequeue/Consume waits, "
+                                    "chat subscriptions and file transfers waiting on a doorbell", labels=["kind"])
+        channels = GaugeMetricFamily("concord_wait_channels",
+                                     "wake-up channels this process is subscribed to (one per resource waited on)",
+                                     labels=["kind"])
+        for kind, n in r["waiters"].items():
+            waiters.add_metric([kind], n)
+        for kind, n in r["channels"].items():
+            channels.add_metric([kind], n)
+        depth = GaugeMetricFamily("concord_queue_tasks",
+                                  f"tasks per queue and state, for the last {MAX_QUEUES} queues this process served",
+                                  labels=["queue", "state"])
+        oldest = GaugeMetricFamily("concord_queue_oldest_ready_seconds",
+                                   "how long the longest-waiting ready task has been ready", labels=["queue"])
+        for name, s in r["depths"].items():
+            for state in ("ready", "delayed", "leased", "dead"):
+                depth.add_metric([name, state], getattr(s, state))
+            oldest.add_metric([name], s.oldest_ready_age_ms / 1000)
+        yield from (waiters, channels, depth, oldest)
+        errors = CounterMetricFamily("concord_redis_errors", "Redis failures: commands that failed as unavailable "
+                                     "(where=command) and lost notification connections (where=pubsub)",
+                                     labels=["where", "error"])
+        for (where, error), n in list(redis_client.FAILURES.items()):
+            errors.add_metric([where, error], n)
+        yield errors
+        loop = r["loop"]
+        if loop is not None:
+            late = HistogramMetricFamily("concord_event_loop_lateness_seconds",
+                                         "how late a 10 ms timer fired on the event loop (loop stalls)")
+            buckets, seen = [], 0
+            for bound, n in zip((*LOOP_BOUNDS, float("inf")), loop["counts"]):
+                seen += n
+                buckets.append((str(bound) if bound != float("inf") else "+Inf", seen))
+            late.add_metric([], buckets, None)
+            yield late
+            yield GaugeMetricFamily("concord_event_loop_lateness_max_seconds", "largest lateness since start",
+                                    value=loop["max_s"])
+            yield CounterMetricFamily("concord_gc_pause_seconds", "time spent in garbage collection",
+                                      value=loop["gc_s"])
+
+
+class Metrics:
+    """The metrics of one server: its registry, the interceptor, the HTTP endpoint."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        for c in (ProcessCollector, PlatformCollector, GCCollector):
+            c(registry=self.registry)
+        self.recent_queues = RecentQueues()
+        self.interceptor = RpcMetrics(self.registry, self.recent_queues)
+        self.handoff = Histogram(
+            "concord_handoff_seconds",
+            "lock/semaphore handoff latency: from the grant in Redis (a release, withdraw or expiry freed the "
+            "resource) to the queued Acquire resuming in this process; Redis-clock ms, +-1 ms",
+            ("primitive",), buckets=HANDOFF_BUCKETS, registry=self.registry)
+        self._http: Any = None
+        self.port: int | None = None
+
+    def observe_handoff(self, primitive: str, seconds: float) -> None:
+        self.handoff.labels(primitive).observe(seconds)
+
+    def watch(self, waiters: Waiters, doorbells: Doorbells, chat_bells: Doorbells, queues: Any,
+              monitor: LoopMonitor | None) -> None:
+        """Reads these at scrape time; call on the server's event loop."""
+        self.registry.register(_StateCollector(asyncio.get_running_loop(), threading.get_ident(), waiters, doorbells, chat_bells, queues, self.recent_queues,
+                                               monitor))
+        waiters.on_handoff = self.observe_handoff
+
+    def serve(self, listen: str) -> int:
+        """Starts the /metrics endpoint on its own thread; returns the bound port."""
+        host, _, port = listen.rpartition(":")
+        self._http, _thread = start_http_server(int(port), host.strip("[]") or "0.0.0.0", registry=self.registry)
+        self.port = self._http.server_port
+        return self.port
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None
