@@ -12,6 +12,7 @@ import pytest
 from google.protobuf import duration_pb2
 from prometheus_client.parser import text_string_to_metric_families
 
+import concord
 from concord.lock.v1 import lock_pb2, lock_pb2_grpc
 from concord.queue.v1 import queue_pb2, queue_pb2_grpc
 from concord.semaphore.v1 import semaphore_pb2, semaphore_pb2_grpc
@@ -178,3 +179,23 @@ def test_redis_errors_counted(fresh_redis, tmp_path):
         assert m.value("concord_rpc_handled_total", service=LOCK, method="Acquire", code="UNAVAILABLE") == 1
     finally:
         server.stop()
+
+
+def test_queue_depths_are_per_tenant(redis_server, tmp_path):
+    """With --auth-tokens the same queue name is two queues, one per tenant, and the
+    gauge reads each in its tenant's key space."""
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text('[[tokens]]\ntoken = "red-token-0123456789abcdef"\ntenant = "red"\n\n'
+                      '[[tokens]]\ntoken = "blue-token-0123456789abcdef"\ntenant = "blue"\n')
+    port = free_port()
+    server = ServerProcess("--redis-url", redis_server.url, "--metrics-listen", f"127.0.0.1:{port}",
+                           "--auth-tokens", str(tokens), "--key-prefix", "metrictenants").start(tmp_path / "server.log")
+    m, queue = Scraper(port), f"q-{uuid.uuid4().hex[:8]}"
+    try:
+        for token, n in (("red-token-0123456789abcdef", 2), ("blue-token-0123456789abcdef", 5)):
+            with concord.Client(server.target, token=token) as c:
+                c.queue(queue).put_many([concord.NewTask("t")] * n)
+        assert m.value("concord_queue_tasks", tenant="red", queue=queue, state="ready") == 2
+        assert m.value("concord_queue_tasks", tenant="blue", queue=queue, state="ready") == 5
+    finally:
+        assert server.stop() == 0, server.log_text()

@@ -40,7 +40,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from . import redis_client
+from . import redis_client, tenants
 from .doorbells import Doorbells
 from .loop_monitor import BOUNDS as LOOP_BOUNDS
 from .loop_monitor import LoopMonitor
@@ -97,21 +97,23 @@ def _final_code(context: grpc.aio.ServicerContext, exc: BaseException | None) ->
 
 
 class RecentQueues:
-    """The names of the last MAX_QUEUES queues that calls used successfully (only
-    valid names get here: a rejected request never ends OK)."""
+    """The (tenant, name) of the last MAX_QUEUES queues that calls used successfully
+    (only valid names get here: a rejected request never ends OK). The tenant is the
+    call's (tenants.current), "" without --auth-tokens."""
 
     def __init__(self, limit: int = MAX_QUEUES) -> None:
-        self._names: OrderedDict[str, None] = OrderedDict()
+        self._names: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._limit = limit
 
     def seen(self, names: Iterable[str]) -> None:
+        tenant = tenants.current.get() or ""
         for name in names:
-            self._names[name] = None
-            self._names.move_to_end(name)
+            self._names[tenant, name] = None
+            self._names.move_to_end((tenant, name))
         while len(self._names) > self._limit:
             self._names.popitem(last=False)
 
-    def names(self) -> list[str]:
+    def names(self) -> list[tuple[str, str]]:
         return list(self._names)
 
 
@@ -230,9 +232,13 @@ class _StateCollector:
             "loop": self._monitor.reading() if self._monitor is not None else None,
         }
         names = self._recent.names()
-        stats = await asyncio.gather(*(self._queues.stats(n) for n in names), return_exceptions=True)
+        stats = await asyncio.gather(*(self._stats(t, n) for t, n in names), return_exceptions=True)
         reading["depths"] = {n: s for n, s in zip(names, stats) if not isinstance(s, BaseException)}
         return reading
+
+    async def _stats(self, tenant: str, name: str) -> Any:
+        tenants.current.set(tenant or None)  # in this gather task's own context: the tenant's queues
+        return await self._queues.stats(name)
 
     def _reading(self) -> dict[str, Any]:
         with self._lock:  # concurrent scrapes share the loop's answer rather than pile up
@@ -258,13 +264,13 @@ class _StateCollector:
             channels.add_metric([kind], n)
         depth = GaugeMetricFamily("concord_queue_tasks",
                                   f"tasks per queue and state, for the last {MAX_QUEUES} queues this process served",
-                                  labels=["queue", "state"])
+                                  labels=["tenant", "queue", "state"])
         oldest = GaugeMetricFamily("concord_queue_oldest_ready_seconds",
-                                   "how long the longest-waiting ready task has been ready", labels=["queue"])
-        for name, s in r["depths"].items():
+                                   "how long the longest-waiting ready task has been ready", labels=["tenant", "queue"])
+        for (tenant, name), s in r["depths"].items():
             for state in ("ready", "delayed", "leased", "dead"):
-                depth.add_metric([name, state], getattr(s, state))
-            oldest.add_metric([name], s.oldest_ready_age_ms / 1000)
+                depth.add_metric([tenant, name, state], getattr(s, state))
+            oldest.add_metric([tenant, name], s.oldest_ready_age_ms / 1000)
         yield from (waiters, channels, depth, oldest)
         errors = CounterMetricFamily("concord_redis_errors", "Redis failures: commands that failed as unavailable "
                                      "(where=command) and lost notification connections (where=pubsub)",
