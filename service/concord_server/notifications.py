@@ -19,12 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
 from .errors import ConcordError
 from .redis_client import UNAVAILABLE_ERRORS, count_failure, unavailable_on_redis_errors
 
 log = logging.getLogger(__name__)
+
+_NO_RETRY = Retry(NoBackoff(), 0)
 
 
 @dataclass
@@ -53,7 +57,16 @@ class NotificationBus:
         try:
             with unavailable_on_redis_errors():
                 async with self._order:
-                    await self._pubsub.ssubscribe(channel)
+                    if self._reconnecting():
+                        # Only the reader connects (a second connect on the same
+                        # connection would read its handshake concurrently); its
+                        # reconnect subscribes every channel listed here, and the
+                        # confirmation calls on_subscribed as usual.
+                        self._pubsub.shard_channels[channel] = None
+                    else:
+                        await self._pubsub.ssubscribe(channel)
+                        # A failed command must not reconnect by itself, for the same reason.
+                        self._pubsub.connection.retry = _NO_RETRY
         except BaseException:
             self._subs.pop(channel, None)
             raise
@@ -72,10 +85,17 @@ class NotificationBus:
         subscribed.set_result(None)
         return True
 
+    def _reconnecting(self) -> bool:
+        conn = self._pubsub.connection
+        return conn is not None and not conn.is_connected
+
     async def unsubscribe(self, channel: str) -> None:
         self._subs.pop(channel, None)
         try:
             async with self._order:
+                if self._reconnecting():  # the reader's reconnect will not subscribe it again
+                    self._pubsub.shard_channels.pop(channel, None)
+                    return
                 await self._pubsub.sunsubscribe(channel)
         except UNAVAILABLE_ERRORS:
             pass  # the connection is gone, and with it the subscription
@@ -96,6 +116,13 @@ class NotificationBus:
             except ResponseError as exc:  # a refused (S)SUBSCRIBE, e.g. MOVED on a cluster
                 log.warning("notification subscription refused: %s", exc)
                 self._on_displaced(exc)
+                continue
+            except RuntimeError as exc:  # "read() called while another coroutine is already waiting"
+                # Should not happen (only this task connects); if it does, start over
+                # on a fresh connection rather than let notifications stop for good.
+                log.warning("notification connection in a bad state (%s); reconnecting", exc)
+                await self._pubsub.connection.disconnect()
+                await asyncio.sleep(backoff)
                 continue
             except UNAVAILABLE_ERRORS as exc:
                 count_failure("pubsub", exc)
