@@ -146,6 +146,47 @@ def test_best_score_lists_stay_exact_through_any_writes(redis_server, ops, bound
         assert len([m for m in index if member(m).startswith(prefix)]) > rank_whole, prefix
 
 
+BATCHES = st.lists(st.lists(st.tuples(st.sampled_from(["a", "A", "ab", "abé", "aÉ", "aé", "a\x00", "b", "ba"]),
+                                     st.one_of(st.none(), st.integers(-6, 6))), min_size=1, max_size=12),
+                   min_size=1, max_size=6)
+
+
+@settings(PROPERTY, max_examples=150)
+@given(batches=BATCHES, removed=st.sets(st.sampled_from(["a", "ab", "aé", "b"])),
+       bounds=st.sampled_from([(1, 1), (2, 1), (3, 2), (6, 4)]))
+def test_best_score_lists_stay_exact_through_batched_writes(redis_server, batches, removed, bounds):
+    """The same through multi-name AddNames calls, where one script call learns counts
+    and list tails once for the whole batch (names_common.lua)."""
+    rank_whole, top_kept = bounds
+    index: dict[str, float] = {}
+    for batch in batches:
+        for n, v in batch:
+            if v is not None:
+                index[n] = float(v)
+            else:
+                index.setdefault(n, 0.0)
+    for n in removed:
+        index.pop(n, None)
+    prefixes = {""} | {n[:i] for _, b in enumerate(batches) for n, _ in b for i in range(1, len(n) + 1)}
+
+    async def check(ac):
+        for batch in batches:
+            await ac.add_names("i", [(n, None if v is None else float(v)) for n, v in batch])
+        await ac.remove_names("i", sorted(removed))
+        got = {}
+        for p in sorted(prefixes):
+            for limit in sorted({1, top_kept, top_kept + 1}):
+                found, truncated = await ac.suggest_best("i", p, limit)
+                assert not truncated
+                got[p, limit] = [(s.name, s.score) for s in found]
+        return got
+
+    got = run(redis_server.url, check, rank_whole=rank_whole, top_kept=top_kept)
+    for (p, limit), found in got.items():
+        want = sorted(matches(index, p), key=lambda n: (-index[n], normalize(n), n))[:limit]
+        assert found == [(n, index[n]) for n in want], (p, limit)
+
+
 @PROPERTY
 @given(adds=st.lists(NAMES, min_size=1, max_size=40), prefix=PREFIXES, infix=st.booleans())
 def test_suggest_recent_matches_brute_force(redis_server, adds, prefix, infix):
@@ -176,6 +217,19 @@ def test_names_that_normalize_alike_are_both_kept_and_scores_rank(redis_server):
         assert await ac.count("g") == 3
 
     run(redis_server.url, check)
+
+
+def test_a_batch_that_takes_a_prefix_past_rank_whole_builds_its_list(redis_server):
+    """Within one AddNames call the script counts the names it adds, so the crossing
+    of rank_whole is seen and the list built at once (not left to the first read)."""
+
+    async def check(ac):
+        await ac.add_names("i", [(f"a{i}", float(i)) for i in range(10)])
+        tops = ac._index("i").tops
+        return await ac._command("ZRANGEBYLEX", tops, b"[a\x00\x00", b"[a\x00\x00\xff", raw=True)
+
+    entries = run(redis_server.url, check, rank_whole=3, top_kept=2)
+    assert [e.split(b"\x00\x00")[-1] for e in entries] == [b"a9", b"a8"]
 
 
 def test_a_common_prefix_is_answered_from_its_list_and_refilled_after_removals(redis_server):

@@ -119,37 +119,62 @@ end
 
 -- Upkeep after m was added (old = nil) or its stored score went from old to s:
 -- for each prefix with a list, m joins it if it ranks above the list's last entry.
--- At most one ZREVRANGEBYLEX per listed prefix in the usual case, none when an
--- earlier name of the same batch read that list (a list exists exactly while its
--- prefix has more than RANK_WHOLE names, so only a missing list needs the count:
--- to stop, or to build the list on the crossing).
-local lasts = {}  -- prefix -> its list's last entry, as read by this script call
+-- A list exists exactly while its prefix has more than RANK_WHOLE names, so only a
+-- missing list needs the count: to stop, or to build the list on the crossing.
+-- What one script call has learnt is kept, so a batch of names reads each list's
+-- last entry and each small prefix's count once: the counts stay exact by counting
+-- the names the call adds (a walk that reached a prefix once reaches it for every
+-- later name sharing it, since lists do not go while names are only added).
+local lasts, smalls = {}, {}
+
+-- One prefix's part of listed(); returns true when longer prefixes have no list.
+local function listed_at(p, m, old, ordered, was)
+  local small = smalls[p]
+  if small then
+    if old ~= nil then
+      return true
+    end
+    smalls[p] = small + 1
+    if small + 1 <= RANK_WHOLE then
+      return true
+    end
+    smalls[p] = nil  -- the crossing: this name makes RANK_WHOLE + 1
+    build_list(p, redis.call('ZRANGEBYLEX', KEYS[1], '[' .. p, '[' .. p .. '\255'))
+    return false
+  end
+  local lo, hi = list_range(p)
+  if was and redis.call('ZREM', KEYS[3], entry(p, was, m)) == 1 then
+    lasts[p] = nil
+  end
+  local last = lasts[p] or redis.call('ZREVRANGEBYLEX', KEYS[3], hi, lo, 'LIMIT', 0, 1)[1]
+  if last == nil then
+    local count = lex_count(p)
+    if count <= RANK_WHOLE then
+      smalls[p] = count
+      return true
+    end
+    if old == nil and count == RANK_WHOLE + 1 then
+      build_list(p, redis.call('ZRANGEBYLEX', KEYS[1], '[' .. p, '[' .. p .. '\255'))
+    end  -- else emptied by removals: names_best.lua rebuilds it when read
+    return false
+  end
+  lasts[p] = last
+  local e = entry(p, ordered, m)
+  if before(e, last, #p + 3) then
+    redis.call('ZADD', KEYS[3], 0, e)
+    if redis.call('ZLEXCOUNT', KEYS[3], lo, hi) > TOP_KEPT then
+      redis.call('ZREM', KEYS[3], last)
+      lasts[p] = nil
+    end
+  end
+  return false
+end
+
 local function listed(m, old, s)
   local ordered, was = order(s), old and order(old)
   for _, p in ipairs(prefixes(m)) do
-    local lo, hi = list_range(p)
-    if was and redis.call('ZREM', KEYS[3], entry(p, was, m)) == 1 then
-      lasts[p] = nil
-    end
-    local last = lasts[p] or redis.call('ZREVRANGEBYLEX', KEYS[3], hi, lo, 'LIMIT', 0, 1)[1]
-    if last == nil then
-      local count = lex_count(p)
-      if count <= RANK_WHOLE then
-        return  -- nor do longer prefixes have lists
-      end
-      if old == nil and count == RANK_WHOLE + 1 then
-        build_list(p, redis.call('ZRANGEBYLEX', KEYS[1], '[' .. p, '[' .. p .. '\255'))
-      end  -- else emptied by removals: names_best.lua rebuilds it when read
-    else
-      lasts[p] = last
-      local e = entry(p, ordered, m)
-      if before(e, last, #p + 3) then
-        redis.call('ZADD', KEYS[3], 0, e)
-        if redis.call('ZLEXCOUNT', KEYS[3], lo, hi) > TOP_KEPT then
-          redis.call('ZREM', KEYS[3], last)
-          lasts[p] = nil
-        end
-      end
+    if listed_at(p, m, old, ordered, was) then
+      return
     end
   end
 end
