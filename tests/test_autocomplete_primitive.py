@@ -79,6 +79,23 @@ def test_best_scored_suggestions_match_brute_force(redis_server, scored, prefix,
         (n, float(scored[n])) for n in want]
 
 
+async def best_answers(ac, prefixes, top_kept: int) -> dict:
+    """suggest_best for every prefix at limits around top_kept (none truncated)."""
+    got = {}
+    for p in sorted(prefixes):
+        for limit in sorted({1, top_kept, top_kept + 1}):
+            found, truncated = await ac.suggest_best("i", p, limit)
+            assert not truncated
+            got[p, limit] = [(s.name, s.score) for s in found]
+    return got
+
+
+def assert_best(got: dict, index: dict[str, float]) -> None:
+    for (p, limit), found in got.items():
+        want = sorted(matches(index, p), key=lambda n: (-index[n], normalize(n), n))[:limit]
+        assert found == [(n, index[n]) for n in want], (p, limit)
+
+
 # Writes that move names in and out of the best-score lists: adds with and without
 # scores, score changes both ways, removals. Few letters, so prefixes are shared.
 # A few names with shared prefixes, so writes keep hitting the same lists.
@@ -123,20 +140,13 @@ def test_best_score_lists_stay_exact_through_any_writes(redis_server, ops, bound
                     pass
             else:
                 await ac.remove_names("i", [n])
-        got = {}
-        for p in sorted(prefixes):
-            for limit in sorted({1, top_kept, top_kept + 1}):
-                found, truncated = await ac.suggest_best("i", p, limit)
-                assert not truncated
-                got[p, limit] = [(s.name, s.score) for s in found]
+        got = await best_answers(ac, prefixes, top_kept)
         tops = ac._index("i").tops
         lists = await ac._command("ZRANGEBYLEX", tops, "-", "+", raw=True)
         return got, lists
 
     got, lists = run(redis_server.url, check, rank_whole=rank_whole, top_kept=top_kept)
-    for (p, limit), found in got.items():
-        want = sorted(matches(index, p), key=lambda n: (-index[n], normalize(n), n))[:limit]
-        assert found == [(n, index[n]) for n in want], (p, limit)
+    assert_best(got, index)
     per_prefix: dict[bytes, int] = {}
     for entry in lists:
         prefix = entry[:entry.index(b"\x00\x00")]
@@ -173,18 +183,9 @@ def test_best_score_lists_stay_exact_through_batched_writes(redis_server, batche
         for batch in batches:
             await ac.add_names("i", [(n, None if v is None else float(v)) for n, v in batch])
         await ac.remove_names("i", sorted(removed))
-        got = {}
-        for p in sorted(prefixes):
-            for limit in sorted({1, top_kept, top_kept + 1}):
-                found, truncated = await ac.suggest_best("i", p, limit)
-                assert not truncated
-                got[p, limit] = [(s.name, s.score) for s in found]
-        return got
+        return await best_answers(ac, prefixes, top_kept)
 
-    got = run(redis_server.url, check, rank_whole=rank_whole, top_kept=top_kept)
-    for (p, limit), found in got.items():
-        want = sorted(matches(index, p), key=lambda n: (-index[n], normalize(n), n))[:limit]
-        assert found == [(n, index[n]) for n in want], (p, limit)
+    assert_best(run(redis_server.url, check, rank_whole=rank_whole, top_kept=top_kept), index)
 
 
 @PROPERTY

@@ -294,15 +294,22 @@ def test_locks_keep_working_while_and_after_their_slots_move(moving_cluster):
     assert "moved to" in log and "asking" in log, log
 
 
+def _held_with_a_waiter(client: concord.Client, name: str, ttl: float, wait: float):
+    """The lock held (for ttl), and a thread waiting up to wait for it: (the holder's
+    lease, the list the waiter's lease lands in, the thread)."""
+    holder = client.lock(name, ttl=ttl).acquire()
+    got: list[concord.Lease] = []
+    t = threading.Thread(target=lambda: got.append(client.lock(name, ttl=30).acquire(timeout=wait)))
+    t.start()
+    return holder, got, t
+
+
 def test_a_waiters_subscription_follows_its_slot_to_the_new_node(moving_cluster):
     cluster, server = moving_cluster
     name = "follow"
     keys = KeySpace(PREFIX).lock(name)
     with concord.Client(server.target) as client:
-        holder = client.lock(name, ttl=30).acquire()
-        got: list[concord.Lease] = []
-        t = threading.Thread(target=lambda: got.append(client.lock(name, ttl=30).acquire(timeout=30)))
-        t.start()
+        holder, got, t = _held_with_a_waiter(client, name, ttl=30, wait=30)
         source = cluster.owner(keys.channel)
         wait_until(lambda: _shard_subscribers(source, keys.channel) == 1, message="subscribed on the owner")
         target = _other(cluster, source)
@@ -320,10 +327,7 @@ def test_a_restarted_node_is_unavailable_while_down_then_serves_and_wakes_again(
     name = "restart"
     keys = KeySpace(PREFIX).lock(name)
     with concord.Client(server.target) as client:
-        holder = client.lock(name, ttl=120).acquire()
-        got: list[concord.Lease] = []
-        t = threading.Thread(target=lambda: got.append(client.lock(name, ttl=30).acquire(timeout=90)))
-        t.start()
+        holder, got, t = _held_with_a_waiter(client, name, ttl=120, wait=90)
         node = cluster.owner(keys.holder)
         wait_until(lambda: _shard_subscribers(node, keys.channel) == 1, message="subscribed on the owner")
         node.kill()

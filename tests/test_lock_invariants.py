@@ -86,6 +86,11 @@ async def test_lock_invariants_under_contention(concord_server, name):
         for c in clients:
             await c.close()
 
+    check_history(history, names)
+
+
+def check_history(history: list[Attempt], names: list[str]) -> list[Attempt]:
+    """The invariants over a recorded history; returns the grants."""
     grants = [a for a in history if a.fence is not None]
     assert len(grants) > 50, f"too little contention to mean anything: {len(grants)} grants"
     for n in names:
@@ -102,6 +107,7 @@ async def test_lock_invariants_under_contention(concord_server, name):
             continue
         assert a.replied is not None
         assert a.replied - a.sent <= a.wait + SLACK, f"acquire waited {a.replied - a.sent:.2f}s past its {a.wait}s limit"
+    return grants
 
 
 async def _until_idle(client: concord.AsyncClient, name: str) -> None:

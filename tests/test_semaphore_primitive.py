@@ -89,7 +89,9 @@ async def test_a_raised_limit_admits_waiters_at_once_in_order(sems, name):
     assert (await sems.describe(name)).held == 3
 
 
-async def test_a_queued_request_above_a_lowered_limit_fails(sems, name):
+async def _a_queued_request_above_a_lowered_limit_fails(sems, name) -> None:
+    """3 permits queued under limit 4; another Acquire lowers the limit to 2; the
+    holder releases: the queued request fails rather than wait for ever."""
     holder = await sems.acquire(name, 4, 4, 10_000, 0, "holder")
     big = asyncio.create_task(sems.acquire(name, 4, 3, 10_000, 20_000, "big"))
     await async_wait_until(lambda: queued(sems, name, 1), message="big queued")
@@ -97,6 +99,10 @@ async def test_a_queued_request_above_a_lowered_limit_fails(sems, name):
     await sems.release(name, holder.permit_id)
     with pytest.raises(PermitsExceedLimit):
         await asyncio.wait_for(big, 10)
+
+
+async def test_a_queued_request_above_a_lowered_limit_fails(sems, name):
+    await _a_queued_request_above_a_lowered_limit_fails(sems, name)
     assert (await sems.describe(name)).waiters == 0
 
 
@@ -108,13 +114,7 @@ async def test_a_failure_whose_notification_is_lost_is_reported_by_the_poll(sems
     # Taking it for a waiter dropped as dead would queue it again with its own limit,
     # which would then be in force and grant it.
     monkeypatch.setattr(WaitGroup, "_on_message", lambda self, data: None)
-    holder = await sems.acquire(name, 4, 4, 10_000, 0, "holder")
-    big = asyncio.create_task(sems.acquire(name, 4, 3, 10_000, 20_000, "big"))
-    await async_wait_until(lambda: queued(sems, name, 1), message="big queued")
-    assert await sems.acquire(name, 2, 1, 10_000, 0, "lowerer") is None
-    await sems.release(name, holder.permit_id)
-    with pytest.raises(PermitsExceedLimit):
-        await asyncio.wait_for(big, 10)
+    await _a_queued_request_above_a_lowered_limit_fails(sems, name)
     state = await sems.describe(name)
     assert state.limit == 2 and state.held == 0 and state.waiters == 0
     k = sems._keys.semaphore(name)  # the failure's record goes once the caller has heard
