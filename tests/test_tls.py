@@ -4,6 +4,7 @@ server to Redis over TLS as an ACL user (rediss://user:password@...?ssl_ca_certs
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -192,3 +193,17 @@ def test_server_uses_redis_over_tls_as_an_acl_user(tls_redis, tmp_path, name):
         assert any(k.startswith("{tlsredis:") for k in user.scan_iter(match="{tlsredis:*"))
     finally:
         assert server.stop() == 0, server.log_text()
+
+
+def test_the_admin_cli_speaks_mutual_tls_with_a_token(mtls_server, pki, name):
+    from test_admin_cli import run
+
+    with concord.Client(mtls_server.target, root_certificates=pki["ca"], client_cert=pki["client_cert"],
+                        client_key=pki["client_key"], token=TOKEN) as c:
+        lease = c.lock(name, ttl=30).acquire()
+    tls = ["--ca", pki["ca"], "--cert", pki["client_cert"], "--key", pki["client_key"]]
+    done = run(mtls_server.target, *tls, "--json", "lock", "describe", name, env={"CONCORD_TOKEN": TOKEN})
+    assert done.returncode == 0, done.stderr
+    assert int(json.loads(done.stdout)["fencing_token"]) == lease.fencing_token  # uint64: a JSON string
+    refused = run(mtls_server.target, *tls, "lock", "list")  # no token
+    assert refused.returncode == 1 and "Bearer" in refused.stderr, refused.stderr

@@ -185,6 +185,15 @@ def parser() -> argparse.ArgumentParser:
                    help="host:port of the server (env CONCORD_TARGET; default %(default)s)")
     p.add_argument("--json", action="store_true", help="JSON output for scripts")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default %(default)s)")
+    env = os.environ.get
+    p.add_argument("--token", default=env("CONCORD_TOKEN"),
+                   help="bearer token, for a server run with --auth-tokens (env CONCORD_TOKEN)")
+    p.add_argument("--tls", action="store_true", default=bool(env("CONCORD_TLS")),
+                   help="connect over TLS, trusting the system's CAs (env CONCORD_TLS)")
+    p.add_argument("--ca", default=env("CONCORD_CA"), help="PEM file of the CA to trust; implies --tls (env CONCORD_CA)")
+    p.add_argument("--cert", default=env("CONCORD_CERT"),
+                   help="PEM client certificate, for mutual TLS; with --key (env CONCORD_CERT)")
+    p.add_argument("--key", default=env("CONCORD_KEY"), help="PEM key of --cert (env CONCORD_KEY)")
     kinds = p.add_subparsers(dest="kind", required=True, metavar="{lock,semaphore,queue,chat}")
 
     def command(kind: argparse._SubParsersAction, name: str, handler: str, help: str) -> argparse.ArgumentParser:
@@ -229,7 +238,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)  # exits 2 on bad usage
     try:
-        with Client(args.target, timeout=args.timeout) as client:
+        with Client(args.target, timeout=args.timeout, tls=args.tls, root_certificates=args.ca,
+                    client_cert=args.cert, client_key=args.key, token=args.token) as client:
             getattr(Admin(client, args.json), args.handler)(args)
         return 0
     except KeyboardInterrupt:
