@@ -106,7 +106,7 @@ class Doorbell:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         if not await self._registry.bus.subscribe_reporting(self.channel, self._on_message, self.ring_all,
-                                                            self.subscribed):
+                                                            self.subscribed, wanted=lambda: bool(self._waiting)):
             self._registry.forget(self)
             return
         interval = self._registry.interval

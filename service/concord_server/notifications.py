@@ -23,7 +23,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
-from .errors import ConcordError
+from .errors import ConcordError, Unavailable
 from .redis_client import UNAVAILABLE_ERRORS, count_failure, unavailable_on_redis_errors
 
 log = logging.getLogger(__name__)
@@ -74,16 +74,28 @@ class NotificationBus:
             self._reader = asyncio.create_task(self._read(), name="concord-notifications")
 
     async def subscribe_reporting(self, channel: str, on_message: Callable[[str], None],
-                                  on_subscribed: Callable[[], None], subscribed: asyncio.Future[None]) -> bool:
+                                  on_subscribed: Callable[[], None], subscribed: asyncio.Future[None],
+                                  wanted: Callable[[], bool] = lambda: False) -> bool:
         """subscribe(), with the outcome reported through ``subscribed`` (which the
-        blocked calls await) rather than raised: True once subscribed."""
-        try:
-            await self.subscribe(channel, on_message, on_subscribed)
-        except BaseException as exc:
-            subscribed.set_exception(exc if isinstance(exc, ConcordError) else ConcordError(str(exc)))
-            return False
-        subscribed.set_result(None)
-        return True
+        blocked calls await) rather than raised: True once subscribed. While Redis is
+        unreachable it tries again (backing off to 1 s) as long as ``wanted()``, so a
+        call that began waiting just before an outage waits through it."""
+        delay = 0.05
+        while True:
+            try:
+                await self.subscribe(channel, on_message, on_subscribed)
+            except Unavailable as exc:
+                if wanted():
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 1.0)
+                    continue
+                subscribed.set_exception(exc)
+                return False
+            except BaseException as exc:
+                subscribed.set_exception(exc if isinstance(exc, ConcordError) else ConcordError(str(exc)))
+                return False
+            subscribed.set_result(None)
+            return True
 
     def _reconnecting(self) -> bool:
         conn = self._pubsub.connection

@@ -106,7 +106,8 @@ class WaitGroup:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        if not await self._registry.bus.subscribe_reporting(self.channel, self._on_message, self.poke, self.subscribed):
+        if not await self._registry.bus.subscribe_reporting(self.channel, self._on_message, self.poke, self.subscribed,
+                                                            wanted=lambda: bool(self._futures)):
             self._registry.forget(self)
             return
         try:
