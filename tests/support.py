@@ -32,7 +32,7 @@ from concord_server.primitives.chat_feeds import Feeds
 from concord_server.primitives.lock import Locks
 from concord_server.primitives.queue import Queues
 from concord_server.primitives.semaphore import Semaphores
-from concord_server.redis_client import connect
+from concord_server.redis_link import Endpoint
 from concord_server.waiters import Waiters
 
 BACKENDS = ["valkey", "redis"]
@@ -408,9 +408,8 @@ class TcpProxy:
 async def wired_primitive(kind, url: str, *, process_id: str = "test-proc", liveness_ms: int = 5000,
                           interval: float = 1.0, prefix: str | None = None):
     """A primitive (Locks, Semaphores) wired like the server wires it, without gRPC."""
-    r = connect(url, 16)
-    commands = AutoPipeline(r.connection_pool)
-    bus = NotificationBus(r)
+    commands = AutoPipeline(Endpoint.from_url(url))
+    bus = NotificationBus(Endpoint.from_url(url))
     primitive = kind(commands, KeySpace(prefix or f"t{uuid.uuid4().hex[:8]}"), Waiters(bus, interval=interval),
                      process_id=process_id, liveness_ms=liveness_ms)
     try:
@@ -419,16 +418,14 @@ async def wired_primitive(kind, url: str, *, process_id: str = "test-proc", live
         await primitive.drain(1.0)
         await bus.close()
         await commands.aclose()
-        await r.aclose()
 
 
 @contextlib.asynccontextmanager
 async def _doorbell_wiring(url: str, *, broadcast: bool, interval: float, prefix: str | None):
     """(commands, keyspace, doorbells) wired like the server wires them; the caller
     drains its primitive before this closes them."""
-    r = connect(url, 16)
-    commands = AutoPipeline(r.connection_pool)
-    bus = NotificationBus(r)
+    commands = AutoPipeline(Endpoint.from_url(url))
+    bus = NotificationBus(Endpoint.from_url(url))
     doorbells = Doorbells(bus, interval=interval, broadcast=broadcast)
     try:
         yield commands, KeySpace(prefix or f"t{uuid.uuid4().hex[:8]}"), doorbells
@@ -437,7 +434,6 @@ async def _doorbell_wiring(url: str, *, broadcast: bool, interval: float, prefix
         await doorbells.aclose()
         await bus.close()
         await commands.aclose()
-        await r.aclose()
 
 
 @contextlib.asynccontextmanager

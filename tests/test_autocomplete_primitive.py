@@ -20,7 +20,7 @@ from concord_server.autopipeline import AutoPipeline
 from concord_server.errors import NameNotFound
 from concord_server.keys import KeySpace
 from concord_server.primitives.autocomplete import Autocomplete, member, normalize
-from concord_server.redis_client import connect
+from concord_server.redis_link import Endpoint
 
 ALPHABET = list("aAbBzZéÉeEe\u0301ßSsİıIiǅǆ漢字かな😀🙂ｅＥ{`\x00\x01ÿ -'.")
 NAMES = st.text(st.sampled_from(ALPHABET), min_size=1, max_size=8)
@@ -32,13 +32,11 @@ def run(url: str, check, **kw):
     """Runs check(autocomplete) on a fresh key prefix, in an event loop of its own."""
 
     async def main():
-        r = connect(url, 4)
-        commands = AutoPipeline(r.connection_pool)
+        commands = AutoPipeline(Endpoint.from_url(url))
         try:
             return await check(Autocomplete(commands, KeySpace(f"ac{uuid.uuid4().hex[:8]}"), **kw))
         finally:
             await commands.aclose()
-            await r.aclose()
 
     return asyncio.run(main())
 

@@ -11,7 +11,7 @@ comparison.
                 note gives the names' own UTF-8 bytes for scale
   server side   the primitive itself (concord_server.primitives.autocomplete's
                 Autocomplete.suggest / suggest_best) over the server's own Redis
-                stack (redis_client.connect + AutoPipeline, under uvloop as the
+                stack (redis_link.Endpoint + AutoPipeline, under uvloop as the
                 server runs), in the bench process against the same Valkey and keys:
                 normalization, ZRANGEBYLEX + ZMSCORE (or names_best.lua), decoding.
                 What a Suggest costs the server beyond gRPC. The note adds Redis's
@@ -52,7 +52,7 @@ from concord_server.autopipeline import AutoPipeline
 from concord_server.config import Settings
 from concord_server.keys import KeySpace
 from concord_server.primitives.autocomplete import Autocomplete
-from concord_server.redis_client import connect
+from concord_server.redis_link import Endpoint
 
 from ..harness import concord_server, percentile, redis_server
 from ..report import Row, fmt
@@ -127,8 +127,7 @@ async def _pass(conn: redis.Redis, lookups: Sequence[str], call: Callable[[str],
 async def _measure(target: str, rds_url: str, conn: redis.Redis, pool: list[str], reps: int, n_lookups: int,
                    n_scored: int) -> dict[str, list[dict]]:
     settings = Settings()
-    client = connect(rds_url, 4)
-    commands = AutoPipeline(client.connection_pool)
+    commands = AutoPipeline(Endpoint.from_url(rds_url))
     ac = Autocomplete(commands, KeySpace(settings.key_prefix))
     channel = grpc.insecure_channel(target)
     health, stub = health_pb2_grpc.HealthStub(channel), autocomplete_pb2_grpc.AutocompleteServiceStub(channel)
@@ -174,7 +173,6 @@ async def _measure(target: str, rds_url: str, conn: redis.Redis, pool: list[str]
     finally:
         channel.close()
         await commands.aclose()
-        await client.aclose()
     return out
 
 

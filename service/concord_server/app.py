@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import grpc
 import redis.asyncio as aioredis
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from concord.autocomplete.v1 import autocomplete_pb2, autocomplete_pb2_grpc
 from concord.chat.v1 import chat_pb2, chat_pb2_grpc
@@ -41,7 +41,9 @@ from . import tracing
 from .metrics import Metrics
 from .notifications import NotificationBus
 from .primitives import autocomplete, chat, chat_feeds, files, lock, queue, semaphore
-from .redis_client import connect, connect_cluster
+from .redis_health import RedisHealth
+from .redis_client import connect_cluster
+from .redis_link import Endpoint
 from .waiters import Waiters
 
 log = logging.getLogger(__name__)
@@ -83,7 +85,7 @@ class Server:
     health: health.aio.HealthServicer
     port: int
     settings: Settings
-    redis: aioredis.Redis | aioredis.RedisCluster
+    redis: aioredis.RedisCluster | None  # the slot map reader, on a cluster
     commands: AutoPipeline | ClusterCommands
     bus: NotificationBus | ClusterBus
     waiters: Waiters
@@ -94,11 +96,14 @@ class Server:
     gc_policy: GcPolicy | None = None
     metrics: Metrics | None = None  # --metrics-listen
     auth: auth.AuthInterceptor | None = None  # --auth-tokens; reloaded on SIGHUP
+    redis_health: RedisHealth | None = None  # health NOT_SERVING while Redis is unreachable
 
     async def stop(self) -> None:
         """Health goes NOT_SERVING; blocked waits end with UNAVAILABLE at once (their
         clients can retry on another replica); other calls and Hold streams get the
         grace period; releases they leave behind reach Redis before it is closed."""
+        if self.redis_health is not None:  # first: it must not set SERVING again
+            await self.redis_health.aclose()
         await self.health.enter_graceful_shutdown()
         self.waiters.close()
         for bells in self.doorbells:
@@ -111,7 +116,8 @@ class Server:
             await bells.aclose()
         await self.bus.close()
         await self.commands.aclose()
-        await self.redis.aclose()
+        if self.redis is not None:
+            await self.redis.aclose()
         if self.loop_monitor is not None:
             await self.loop_monitor.aclose()
         if self.metrics is not None:
@@ -121,14 +127,15 @@ class Server:
 
 
 async def start(settings: Settings) -> Server:
+    endpoint = Endpoint.from_url(settings.redis_url or "redis://127.0.0.1:6379")
+    redis: aioredis.RedisCluster | None = None
     if settings.redis_cluster:  # same interfaces, routed to the node serving each slot
         redis = connect_cluster(settings.redis_url or "", settings.redis_max_connections)
-        commands = ClusterCommands(redis)
-        bus = ClusterBus(commands)
+        commands: AutoPipeline | ClusterCommands = ClusterCommands(redis, endpoint)
+        bus: NotificationBus | ClusterBus = ClusterBus(commands)
     else:
-        redis = connect(settings.redis_url or "", settings.redis_max_connections)
-        commands = AutoPipeline(redis.connection_pool)
-        bus = NotificationBus(redis)
+        commands = AutoPipeline(endpoint)
+        bus = NotificationBus(endpoint)
     waiters = Waiters(bus)
     doorbells = Doorbells(bus)
     chat_bells = Doorbells(bus, broadcast=True, interval=10.0)  # each safety ring re-reads every chat
@@ -176,14 +183,14 @@ async def start(settings: Settings) -> Server:
                  AutocompleteServicer(completer, settings))
     add_servicer(server, files_pb2_grpc.add_FileServiceServicer_to_server, FileServicer(shipper))
     health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server
-    )
+    add_servicer(server, health_pb2_grpc.add_HealthServicer_to_server, health_servicer, reject_undecodable=True)
+    add_servicer(server, reflection_pb2_grpc.add_ServerReflectionServicer_to_server, reflection.aio.ReflectionServicer(
+        (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME)),
+        reject_undecodable=True)
+    # SERVING or NOT_SERVING as Redis answers now, so the first answer is true; then it follows Redis.
+    redis_health = await RedisHealth(commands, health_servicer, SERVICE_NAMES).start()
     port = tls.add_port(server, settings)  # TLS with --tls-cert
     await server.start()
-    for name in ("", *SERVICE_NAMES):
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("concord-server serving on %s (port %d)", settings.listen, port)
     if observer is not None:
         observer.watch(waiters, doorbells, chat_bells, queues, monitor)
@@ -193,7 +200,7 @@ async def start(settings: Settings) -> Server:
     collector.start()
     return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, (doorbells, chat_bells),
                   (locks, semaphores, queues, feeds, completer, shipper),
-                  monitor, collector, observer, auth=auth_interceptor)
+                  monitor, collector, observer, auth=auth_interceptor, redis_health=redis_health)
 
 
 async def serve(settings: Settings) -> None:

@@ -19,14 +19,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.client import NEVER_DECODE
-from redis.exceptions import AskError, MovedError, RedisClusterException, RedisError, ResponseError
+from redis.exceptions import AskError, MovedError, RedisClusterException, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -34,19 +32,13 @@ from .autopipeline import AutoPipeline
 from .errors import ConcordError
 from .notifications import NotificationBus
 from .redis_client import unavailable_on_redis_errors
+from .redis_link import Endpoint
 
 log = logging.getLogger(__name__)
 
 _SCRIPT_CALLS = frozenset({"EVALSHA", "EVAL", "EVALSHA_RO", "EVAL_RO", "FCALL", "FCALL_RO"})
 _EVERY_PRIMARY = frozenset({"SCRIPT"})
 _REFRESH_GAP = 0.1  # seconds between slot map reads while errors keep asking for one
-
-
-class _Endpoint(NamedTuple):
-    """What AutoPipeline reads from a pool: how to open a connection to one node."""
-
-    connection_class: type
-    connection_kwargs: dict[str, Any]
 
 
 def _command_key(args: tuple[Any, ...]) -> Any:
@@ -57,8 +49,9 @@ def _command_key(args: tuple[Any, ...]) -> Any:
 
 
 class ClusterCommands:
-    def __init__(self, cluster: aioredis.RedisCluster) -> None:
+    def __init__(self, cluster: aioredis.RedisCluster, endpoint: Endpoint) -> None:
         self.cluster = cluster
+        self.endpoint = endpoint  # the URL's node: credentials and TLS for every node
         self._pipes: dict[str, AutoPipeline] = {}  # node name -> its pipeline
         self._started = False
         self._starting = asyncio.Lock()
@@ -66,6 +59,7 @@ class ClusterCommands:
         self._again = False
         self._closed = False
         self._listeners: list[Callable[[], None]] = []
+        self._watchers: list[Callable[[BaseException], None]] = []
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         if not self._started:
@@ -166,11 +160,24 @@ class ClusterCommands:
     def _pipe(self, node: ClusterNode) -> AutoPipeline:
         pipe = self._pipes.get(node.name)
         if pipe is None:
-            # Fail fast on a dead node (no connect retries): the caller's error
+            # A dead node fails fast (one connect attempt): the caller's error
             # triggers a map refresh, and the next command may go elsewhere.
-            kwargs = {**node.connection_kwargs, "retry": Retry(NoBackoff(), 0)}
-            pipe = self._pipes[node.name] = AutoPipeline(_Endpoint(node.connection_class, kwargs))  # type: ignore[arg-type]
+            pipe = self._pipes[node.name] = AutoPipeline(self.endpoint.at(node.host, node.port))
+            for watcher in self._watchers:
+                pipe.on_lost(watcher)
         return pipe
+
+    def on_lost(self, callback: Callable[[BaseException], None]) -> None:
+        """callback(error) runs each time a connection to any node is lost."""
+        self._watchers.append(callback)
+        for pipe in self._pipes.values():
+            pipe.on_lost(callback)
+
+    def reset(self, reason: str, key: Any = None) -> None:
+        """Drops the connection to the node serving key (what is in flight on it fails)."""
+        pipe = self._pipes.get(self.owner(key).name)
+        if pipe is not None:
+            pipe.reset(reason)
 
     async def _on_every_primary(self, *args: Any, **options: Any) -> Any:
         """SCRIPT LOAD: a primary that is down now gets the script when it next says NOSCRIPT,
@@ -186,30 +193,14 @@ class ClusterCommands:
         return ok[0]
 
     async def _asking(self, exc: AskError, args: tuple[Any, ...], options: dict[str, Any]) -> Any:
-        """The slot is migrating and the key is on the importing node: ASKING and the
-        command must share a connection, so they go in one write on a pooled one."""
+        """The slot is migrating and the key is on the importing node: ASKING applies to
+        the next command on its connection, so the two go out back to back."""
         node = self.cluster.get_node(host=exc.host, port=exc.port)
         if node is None:
             self.refresh()
             raise RedisConnectionError(f"slot {exc.slot_id} is migrating to unknown node {exc.host}:{exc.port}")
-        conn = node.acquire_connection()
-        replies: list[Any] = []
-        try:
-            await conn.send_packed_command(conn.pack_commands([("ASKING",), args]))
-            for raw in (False, bool(options.get(NEVER_DECODE))):
-                try:
-                    replies.append(await conn.read_response(disable_decoding=raw))
-                except ResponseError as err:
-                    replies.append(err)
-        except BaseException:
-            await conn.disconnect()  # a reply may still be owed on it
-            raise
-        finally:
-            node.release(conn)
-        for reply in replies:
-            if isinstance(reply, ResponseError):
-                raise reply
-        return replies[1]
+        _, reply = await self._pipe(node).execute_adjacent([("ASKING",), args], raw=bool(options.get(NEVER_DECODE)))
+        return reply
 
     async def aclose(self) -> None:
         self._closed = True
@@ -234,7 +225,7 @@ class ClusterBus:
 
     def __init__(self, commands: ClusterCommands) -> None:
         self._commands = commands
-        self._nodes: dict[str, tuple[aioredis.Redis, NotificationBus]] = {}
+        self._nodes: dict[str, NotificationBus] = {}
         self._subs: dict[str, tuple[Callable[[str], None], Callable[[], None]]] = {}
         self._homes: dict[str, str | None] = {}  # channel -> node it is subscribed on (None: nowhere)
         self._order = asyncio.Lock()  # subscribe, unsubscribe and moves one at a time
@@ -266,26 +257,21 @@ class ClusterBus:
             self._subs.pop(channel, None)
             home = self._homes.pop(channel, None)
             if home in self._nodes:
-                await self._nodes[home][1].unsubscribe(channel)
+                await self._nodes[home].unsubscribe(channel)
 
     def _bus(self, node: ClusterNode) -> NotificationBus:
-        entry = self._nodes.get(node.name)
-        if entry is None:
-            pool = aioredis.ConnectionPool(
-                connection_class=node.connection_class, max_connections=2,
-                **{**node.connection_kwargs,
-                   "retry": Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.1), retries=1)},
-            )
-            client = aioredis.Redis(connection_pool=pool)
+        bus = self._nodes.get(node.name)
+        if bus is None:
             name = node.name
-            entry = self._nodes[name] = (client, NotificationBus(client, on_displaced=lambda c: self._displaced(name, c)))
-        return entry[1]
+            bus = self._nodes[name] = NotificationBus(self._commands.endpoint.at(node.host, node.port),
+                                                      on_displaced=lambda c: self._displaced(name, c))
+        return bus
 
     def _displaced(self, node_name: str, cause: str | BaseException) -> None:
         log.debug("notifications on %s displaced: %r", node_name, cause)
         if isinstance(cause, str) and self._homes.get(cause) == node_name:
             # The node dropped this subscription: resubscribe wherever the map says.
-            self._nodes[node_name][1].forget(cause)
+            self._nodes[node_name].forget(cause)
             self._homes[cause] = None
         self._commands.refresh()
 
@@ -312,7 +298,7 @@ class ClusterBus:
                     if home == owner.name:
                         continue
                     if home in self._nodes:
-                        self._nodes[home][1].forget(channel)  # that node no longer serves the slot
+                        self._nodes[home].forget(channel)  # that node no longer serves the slot
                     self._homes[channel] = None
                     try:
                         await self._bus(owner).subscribe(channel, on_message, on_subscribed)
@@ -337,7 +323,6 @@ class ClusterBus:
         if self._moving is not None:
             self._moving.cancel()
             await asyncio.gather(self._moving, return_exceptions=True)
-        for client, bus in self._nodes.values():
+        for bus in self._nodes.values():
             await bus.close()
-            await client.aclose()
         self._nodes.clear()

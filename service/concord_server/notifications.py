@@ -3,9 +3,16 @@
 Scripts that free a resource SPUBLISH on the resource's shard channel (a channel in
 the resource's own slot, so the same code runs on Redis Cluster). The bus keeps one
 subscription per channel that has local waiters and hands each message to the
-channel's handler. Every subscription confirmation, including the re-subscriptions
-redis-py makes after a reconnect, calls the channel's ``on_subscribed`` so its owner
-can re-check state it may have missed while not subscribed.
+channel's handler. Every subscription confirmation, including the ones after a
+reconnect, calls the channel's ``on_subscribed`` so its owner can re-check state it
+may have missed while not subscribed.
+
+The connection is a redis_link.Link owned by one task, the bus's keeper: it opens
+the link, subscribes every channel listed, reads (the link hands it each message),
+pings when the line has been quiet, and when the link is lost opens a new one after
+a backoff. Nothing else connects, so no two handshakes can interleave on a socket.
+Subscribing while Redis is unreachable only lists the channel: the keeper's next
+link subscribes it, and the confirmation tells its owner to look.
 
 On Redis Cluster there is one bus per node (cluster.ClusterBus); ``on_displaced``
 tells it when a channel may now belong to another node.
@@ -15,20 +22,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 from .errors import ConcordError, Unavailable
-from .redis_client import UNAVAILABLE_ERRORS, count_failure, unavailable_on_redis_errors
+from .redis_client import count_failure
+from .redis_link import Endpoint, Link
 
 log = logging.getLogger(__name__)
 
-_NO_RETRY = Retry(NoBackoff(), 0)
+_QUIET = 5.0  # seconds without a message before the keeper pings
+_BACKOFF = (0.05, 1.0)  # first and longest wait between attempts to reconnect
 
 
 @dataclass
@@ -38,127 +46,115 @@ class _Subscription:
 
 
 class NotificationBus:
-    def __init__(self, redis: aioredis.Redis,
+    def __init__(self, endpoint: Endpoint,
                  on_displaced: Callable[[str | BaseException], None] | None = None) -> None:
-        self._pubsub = redis.pubsub()
+        self._endpoint = endpoint
         # Cluster only: called with a channel the server dropped (its slot moved), or
         # with the error of a refused subscription (MOVED) or of a lost connection.
         self._on_displaced = on_displaced or (lambda cause: None)
         self._subs: dict[str, _Subscription] = {}
-        self._reader: asyncio.Task[None] | None = None
+        self._link: Link | None = None
+        self._heard = 0.0  # monotonic time of the last message on the link
+        self._keeper: asyncio.Task[None] | None = None
         self._closed = False
-        # (Un)subscribe commands go out in call order, so a group that ends and a new
-        # one that starts on the same channel cannot leave it unsubscribed.
-        self._order = asyncio.Lock()
 
     async def subscribe(self, channel: str, on_message: Callable[[str], None], on_subscribed: Callable[[], None]) -> None:
         """Starts delivering the channel's messages; on_subscribed fires on each confirmation."""
+        if self._closed:
+            raise Unavailable("server is shutting down")
         self._subs[channel] = _Subscription(on_message, on_subscribed)
-        try:
-            with unavailable_on_redis_errors():
-                async with self._order:
-                    if self._reconnecting():
-                        # Only the reader connects (a second connect on the same
-                        # connection would read its handshake concurrently); its
-                        # reconnect subscribes every channel listed here, and the
-                        # confirmation calls on_subscribed as usual.
-                        self._pubsub.shard_channels[channel] = None
-                    else:
-                        await self._pubsub.ssubscribe(channel)
-                        # A failed command must not reconnect by itself, for the same reason.
-                        self._pubsub.connection.retry = _NO_RETRY
-        except BaseException:
-            self._subs.pop(channel, None)
-            raise
-        if self._reader is None or self._reader.done():
-            self._reader = asyncio.create_task(self._read(), name="concord-notifications")
+        link = self._link
+        if link is not None and link.alive:
+            link.send(("SSUBSCRIBE", channel))
+        if self._keeper is None or self._keeper.done():
+            self._keeper = asyncio.create_task(self._keep(), name=f"concord-notifications {self._endpoint.name}")
 
     async def subscribe_reporting(self, channel: str, on_message: Callable[[str], None],
                                   on_subscribed: Callable[[], None], subscribed: asyncio.Future[None],
                                   wanted: Callable[[], bool] = lambda: False) -> bool:
         """subscribe(), with the outcome reported through ``subscribed`` (which the
-        blocked calls await) rather than raised: True once subscribed. While Redis is
-        unreachable it tries again (backing off to 1 s) as long as ``wanted()``, so a
-        call that began waiting just before an outage waits through it."""
-        delay = 0.05
-        while True:
-            try:
-                await self.subscribe(channel, on_message, on_subscribed)
-            except Unavailable as exc:
-                if wanted():
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 1.0)
-                    continue
-                subscribed.set_exception(exc)
-                return False
-            except BaseException as exc:
-                subscribed.set_exception(exc if isinstance(exc, ConcordError) else ConcordError(str(exc)))
-                return False
-            subscribed.set_result(None)
-            return True
-
-    def _reconnecting(self) -> bool:
-        conn = self._pubsub.connection
-        return conn is not None and not conn.is_connected
+        blocked calls await) rather than raised: True once the channel is listed.
+        ``wanted`` is not consulted: a channel listed during an outage is subscribed
+        by the next connection, and waits ride the outage out."""
+        try:
+            await self.subscribe(channel, on_message, on_subscribed)
+        except BaseException as exc:
+            subscribed.set_exception(exc if isinstance(exc, ConcordError) else ConcordError(str(exc)))
+            return False
+        subscribed.set_result(None)
+        return True
 
     async def unsubscribe(self, channel: str) -> None:
         self._subs.pop(channel, None)
-        try:
-            async with self._order:
-                if self._reconnecting():  # the reader's reconnect will not subscribe it again
-                    self._pubsub.shard_channels.pop(channel, None)
-                    return
-                await self._pubsub.sunsubscribe(channel)
-        except UNAVAILABLE_ERRORS:
-            pass  # the connection is gone, and with it the subscription
+        link = self._link
+        if link is not None and link.alive:
+            link.send(("SUNSUBSCRIBE", channel))
 
     def forget(self, channel: str) -> None:
         """Drops a channel the server no longer holds (cluster: its slot moved away)
         without a command, so a reconnect does not subscribe it here again."""
         self._subs.pop(channel, None)
-        self._pubsub.shard_channels.pop(channel, None)
-        self._pubsub.pending_unsubscribe_shard_channels.discard(channel)
 
-    async def _read(self) -> None:
-        backoff = 0.05
+    async def _keep(self) -> None:
+        backoff = _BACKOFF[0]
         while not self._closed:
             try:
-                msg = await self._pubsub.get_message(timeout=None)
-                backoff = 0.05
-            except ResponseError as exc:  # a refused (S)SUBSCRIBE, e.g. MOVED on a cluster
-                log.warning("notification subscription refused: %s", exc)
-                self._on_displaced(exc)
-                continue
-            except RuntimeError as exc:  # "read() called while another coroutine is already waiting"
-                # Should not happen (only this task connects); if it does, start over
-                # on a fresh connection rather than let notifications stop for good.
-                log.warning("notification connection in a bad state (%s); reconnecting", exc)
-                await self._pubsub.connection.disconnect()
+                link = await Link.open(self._endpoint, on_push=self._on_push)
+            except RedisError as exc:
+                self._lost(exc, backoff)
                 await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _BACKOFF[1])
                 continue
-            except UNAVAILABLE_ERRORS as exc:
-                count_failure("pubsub", exc)
-                self._on_displaced(exc)
-                log.warning("notification connection lost (%s); retrying in %.2fs", exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-                continue
-            if msg is None:
-                continue
-            sub = self._subs.get(msg["channel"])
-            if sub is None:
-                continue
-            kind = msg["type"]
-            if kind == "smessage":
-                sub.on_message(msg["data"])
-            elif kind == "ssubscribe":
-                sub.on_subscribed()
-            elif kind == "sunsubscribe":  # not asked for (it is still in _subs): the server dropped it
-                self._on_displaced(msg["channel"])
+            backoff = _BACKOFF[0]
+            self._link, self._heard = link, time.monotonic()
+            gone = asyncio.Event()
+            link.on_lost(lambda exc: gone.set())
+            if self._subs:
+                link.send(("SSUBSCRIBE", *self._subs))
+            try:
+                while link.alive:
+                    try:
+                        await asyncio.wait_for(gone.wait(), _QUIET)
+                    except TimeoutError:
+                        quiet = time.monotonic() - self._heard
+                        if quiet > _QUIET + self._endpoint.reply_timeout:
+                            link.close(ConnectionError(f"no answer to PING for {quiet:.1f}s"))
+                        elif quiet >= _QUIET:
+                            link.send(("PING",))
+            finally:
+                if self._closed:
+                    link.close()
+            if not self._closed:
+                self._lost(link.error or ConnectionError("lost"), backoff)
+
+    def _lost(self, exc: BaseException, backoff: float) -> None:
+        count_failure("pubsub", exc)
+        self._on_displaced(exc)
+        log.warning("notification connection to %s lost (%s); retrying in %.2fs", self._endpoint.name, exc, backoff)
+
+    def _on_push(self, msg: Any) -> None:
+        self._heard = time.monotonic()
+        if isinstance(msg, ResponseError):  # a refused SSUBSCRIBE, e.g. MOVED on a cluster
+            log.warning("notification subscription refused: %s", msg)
+            self._on_displaced(msg)
+            return
+        if not isinstance(msg, list) or len(msg) < 3:
+            return  # PONG
+        kind, channel, data = msg[0], msg[1], msg[2]
+        sub = self._subs.get(channel)
+        if sub is None:
+            return
+        if kind == "smessage":
+            sub.on_message(data)
+        elif kind == "ssubscribe":
+            sub.on_subscribed()
+        elif kind == "sunsubscribe":  # not asked for (it is still listed): the server dropped it
+            self._on_displaced(channel)
 
     async def close(self) -> None:
         self._closed = True
-        if self._reader is not None:
-            self._reader.cancel()
-            await asyncio.gather(self._reader, return_exceptions=True)
-        await self._pubsub.aclose()
+        if self._link is not None:
+            self._link.close()
+        if self._keeper is not None:
+            self._keeper.cancel()
+            await asyncio.gather(self._keeper, return_exceptions=True)

@@ -1,4 +1,6 @@
-"""The process's Redis client, and the one place Redis failures become domain errors."""
+"""Redis failures as domain errors (the one place), and the cluster client that reads
+the slot map. Commands go through autopipeline.AutoPipeline (standalone) or
+cluster.ClusterCommands over redis_link.Link connections."""
 
 from __future__ import annotations
 
@@ -24,31 +26,11 @@ UNAVAILABLE_ERRORS = (RedisConnectionError, RedisTimeoutError, BusyLoadingError,
                       ClusterDownError, AskError, SlotNotCoveredError)
 
 
-def connect(url: str, max_connections: int) -> aioredis.Redis:
-    """A client over a bounded, blocking pool.
-
-    Scripts do not use the pool: they go through autopipeline.AutoPipeline on one
-    connection of their own. The pool serves the pub/sub connection and any other
-    command; a burst beyond it queues for a connection instead of opening more.
-    """
-    tcp = {} if url.startswith("unix:") else {"socket_keepalive": True}
-    pool = aioredis.BlockingConnectionPool.from_url(
-        url,
-        max_connections=max_connections,
-        timeout=10,
-        socket_timeout=5,
-        socket_connect_timeout=2,
-        decode_responses=True,
-        retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.1), retries=1),
-        **tcp,
-    )
-    return aioredis.Redis(connection_pool=pool)
-
-
 def connect_cluster(url: str, max_connections: int) -> aioredis.RedisCluster:
     """A Redis Cluster client that discovers the cluster from the URL's node. Scripts
-    and commands go through cluster.ClusterCommands; its own pools (``max_connections``
-    per node) only serve slot map reads and ASK redirects."""
+    and commands go through cluster.ClusterCommands on links of their own
+    (redis_link.py); this client's pools (``max_connections`` per node) only read
+    the slot map."""
     return aioredis.RedisCluster.from_url(
         url,
         max_connections=max_connections,
