@@ -1,5 +1,7 @@
 """``python -m concord_server.healthcheck [host:port]``: exit 0 if the server reports
-SERVING over grpc.health.v1, else 1. The Docker HEALTHCHECK runs it.
+SERVING over grpc.health.v1, else 1. The Docker HEALTHCHECK runs it, so the container
+turns unhealthy while the server cannot reach Redis (it reports NOT_SERVING then,
+see redis_health.py) and healthy again once it can.
 
 It reads the server's own environment, so it follows the server's settings: with
 CONCORD_TLS_CERT set it connects over TLS, trusting CONCORD_HEALTHCHECK_CA (a PEM
@@ -48,7 +50,10 @@ def main(argv: list[str], env: Mapping[str, str] = os.environ) -> int:
     except (grpc.RpcError, OSError) as exc:
         print(f"unhealthy: {exc.code().name if isinstance(exc, grpc.RpcError) else exc}", file=sys.stderr)
         return 1
-    return 0 if status == health_pb2.HealthCheckResponse.SERVING else 1
+    if status != health_pb2.HealthCheckResponse.SERVING:  # e.g. NOT_SERVING while Redis is unreachable
+        print(f"unhealthy: {health_pb2.HealthCheckResponse.ServingStatus.Name(status)}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
