@@ -57,7 +57,7 @@ class AutoPipeline:
         """callback(error) runs each time a connection of this pipeline is lost."""
         self._watchers.append(callback)
 
-    def reset(self, reason: str) -> None:
+    def reset(self, reason: str, key: Any = None) -> None:
         """Drops the current connection: what is in flight on it fails UNAVAILABLE."""
         link = self._link
         if link is not None and link.alive:

@@ -35,7 +35,7 @@ from .redis_link import Endpoint, Link
 
 log = logging.getLogger(__name__)
 
-_QUIET = 5.0  # seconds without a message before the keeper pings
+_QUIET = 5.0  # the keeper pings after at most this long without a message
 _BACKOFF = (0.05, 1.0)  # first and longest wait between attempts to reconnect
 
 
@@ -111,15 +111,18 @@ class NotificationBus:
             link.on_lost(lambda exc: gone.set())
             if self._subs:
                 link.send(("SSUBSCRIBE", *self._subs))
+            pinged = None  # when the unanswered PING went out
             try:
                 while link.alive:
                     try:
-                        await asyncio.wait_for(gone.wait(), _QUIET)
+                        await asyncio.wait_for(gone.wait(), _QUIET / 2)
                     except TimeoutError:
-                        quiet = time.monotonic() - self._heard
-                        if quiet > _QUIET + self._endpoint.reply_timeout:
-                            link.close(ConnectionError(f"no answer to PING for {quiet:.1f}s"))
-                        elif quiet >= _QUIET:
+                        now = time.monotonic()
+                        if pinged is not None and self._heard < pinged:
+                            if now - pinged > self._endpoint.reply_timeout:
+                                link.close(ConnectionError(f"no answer to PING for {now - pinged:.1f}s"))
+                        elif now - self._heard >= _QUIET / 2:
+                            pinged = now
                             link.send(("PING",))
             finally:
                 if self._closed:

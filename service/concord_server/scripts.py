@@ -2,27 +2,39 @@
 
 A script file may begin with ``--! include other.lua`` lines; those files are
 prepended, which is how the lock scripts share their helpers.
+
+Every script declares the shape of its reply (reply_shapes.py) beside its name, and
+every reply is checked against it here, before any caller reads it: a reply of the
+wrong shape fails the call UNAVAILABLE, drops the connection it came on, and is
+logged at ERROR with the script's name.
 """
 
 from __future__ import annotations
 
 import hashlib
-from functools import cache
+import logging
 from importlib import resources
 from typing import Any, Protocol
 
 from redis.client import NEVER_DECODE
 from redis.exceptions import NoScriptError
 
-from .redis_client import unavailable_on_redis_errors
+from .errors import Unavailable
+from .redis_client import count_failure, unavailable_on_redis_errors
+from .reply_shapes import Shape
+
+log = logging.getLogger(__name__)
 
 _INCLUDE = "--! include "
 
 
 class Commands(Protocol):
-    """What a script needs: redis.asyncio.Redis or autopipeline.AutoPipeline."""
+    """What a script needs: autopipeline.AutoPipeline or cluster.ClusterCommands."""
 
     async def execute_command(self, *args: Any, **options: Any) -> Any: ...
+
+    def reset(self, reason: str, key: Any = None) -> None:
+        """Drops the connection (to the node serving key) that a bad reply came on."""
 
 
 def _read(name: str) -> str:
@@ -32,10 +44,11 @@ def _read(name: str) -> str:
 class Script:
     """``raw`` scripts return bytes untouched (task payloads); others decode UTF-8."""
 
-    def __init__(self, name: str, raw: bool = False) -> None:
+    def __init__(self, name: str, reply: Shape, raw: bool = False) -> None:
         body = _read(name)
         parts = [_read(line[len(_INCLUDE) :].strip()) for line in body.splitlines() if line.startswith(_INCLUDE)]
         self.name = name
+        self.reply = reply
         self._options = {NEVER_DECODE: True} if raw else {}
         self.source = "\n".join([*parts, body])
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
@@ -43,17 +56,40 @@ class Script:
     async def __call__(self, redis: Commands, keys: list[str], args: list[Any]) -> Any:
         with unavailable_on_redis_errors():
             try:
-                return await redis.execute_command("EVALSHA", self.sha, len(keys), *keys, *args, **self._options)
+                reply = await redis.execute_command("EVALSHA", self.sha, len(keys), *keys, *args, **self._options)
             except NoScriptError:
                 # First use on this Redis, or Redis restarted and lost its script cache.
                 await self.load(redis)
-                return await redis.execute_command("EVALSHA", self.sha, len(keys), *keys, *args, **self._options)
+                reply = await redis.execute_command("EVALSHA", self.sha, len(keys), *keys, *args, **self._options)
+        if not self.reply.fits(reply):
+            self._misfit(redis, keys, reply)
+        return reply
+
+    def _misfit(self, redis: Commands, keys: list[str], reply: Any) -> None:
+        shown = repr(reply)
+        log.error("BUG: script %s replied %s, which is not the shape it promises (%r); "
+                  "dropping the Redis connection it came on", self.name,
+                  shown if len(shown) <= 300 else shown[:300] + "...", self.reply)
+        count_failure("reply-shape", ValueError(self.name))
+        redis.reset(f"{self.name} replied out of shape", keys[0] if keys else None)
+        raise Unavailable(f"Redis gave {self.name} a reply it cannot have sent; the connection was reset")
 
     async def load(self, redis: Commands) -> None:
         await redis.execute_command("SCRIPT", "LOAD", self.source)
 
 
-@cache
-def script(name: str, raw: bool = False) -> Script:
-    """The registered script for lua/<name>; each file is read and hashed once."""
-    return Script(name, raw)
+_SCRIPTS: dict[str, Script] = {}
+
+
+def script(name: str, reply: Shape, raw: bool = False) -> Script:
+    """The registered script for lua/<name>, whose replies have the shape ``reply``;
+    each file is read and hashed once."""
+    if name in _SCRIPTS:
+        raise ValueError(f"script {name} is declared twice")
+    s = _SCRIPTS[name] = Script(name, reply, raw)
+    return s
+
+
+def registered() -> dict[str, Script]:
+    """Every script declared so far, by file name (tests check each has a shape)."""
+    return dict(_SCRIPTS)

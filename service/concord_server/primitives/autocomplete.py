@@ -31,13 +31,14 @@ from dataclasses import dataclass
 from ..errors import NameNotFound
 from ..keys import KeySpace, NameIndexKeys
 from ..redis_client import command
+from ..reply_shapes import Codes, INT, Maybe, STR, Seq
 from ..scripts import Commands, Script, script
 
-_RECENT_ADD = script("recent_add.lua")
-_NAMES_ADD = script("names_add.lua")
-_NAMES_REMOVE = script("names_remove.lua")
-_NAMES_INCREMENT = script("names_increment.lua")
-_NAMES_BEST = script("names_best.lua", raw=True)
+_RECENT_ADD = script("recent_add.lua", INT)
+_NAMES_ADD = script("names_add.lua", INT)
+_NAMES_REMOVE = script("names_remove.lua", INT)
+_NAMES_INCREMENT = script("names_increment.lua", Maybe(STR))
+_NAMES_BEST = script("names_best.lua", Seq(Codes(0, 1), each=(STR, STR)), raw=True)
 
 SCRIPTS = (_RECENT_ADD, _NAMES_ADD, _NAMES_REMOVE, _NAMES_INCREMENT, _NAMES_BEST)
 

@@ -26,15 +26,16 @@ from dataclasses import dataclass
 from ..errors import ChatExists, ChatFull, ChatNotFound, NotAMember
 from ..keys import ChatKeys, KeySpace
 from ..redis_client import command
+from ..reply_shapes import Codes, Either, INT, STR, Seq, Tagged, Tup
 from ..scripts import Commands, script
 from .listing import scan_names
 
-_CREATE = script("chat_create.lua")
-_SEND = script("chat_send.lua")
-_READ = script("chat_read.lua")
-_MEMBER = script("chat_member.lua")
-_INDEX = script("chat_index.lua")
-_SEEN = script("chat_seen.lua")
+_CREATE = script("chat_create.lua", Tagged({0: Tup(), 1: Tup(INT, INT)}))
+_SEND = script("chat_send.lua", Tagged({-1: Tup(), 0: Tup(), 1: Tup(INT, INT)}))
+_READ = script("chat_read.lua", Tagged({-1: Tup(), 1: Seq(INT, INT, INT, each=(Either(INT, STR),))}))
+_MEMBER = script("chat_member.lua", Tagged({-1: Tup(), 0: Tup(), -2: Tup(), 1: Tup(INT)}))
+_INDEX = script("chat_index.lua", Codes(0, 1))
+_SEEN = script("chat_seen.lua", INT)
 
 SCRIPTS = (_CREATE, _SEND, _READ, _MEMBER, _INDEX, _SEEN)
 

@@ -42,14 +42,15 @@ from ..errors import (
 )
 from ..keys import FileGroupKeys, KeySpace
 from ..redis_client import command
+from ..reply_shapes import Codes, Either, INT, NIL, STR, Seq, Tup
 from ..scripts import Commands, script
 from .chat import Chats
 from .queueing import Releaser
 
-_UPLOAD = script("files_upload.lua")
-_DONE = script("files_done.lua")
-_READ = script("files_read.lua", raw=True)
-_LIST = script("files_list.lua")
+_UPLOAD = script("files_upload.lua", Codes(-1, 0, 1))
+_DONE = script("files_done.lua", Codes(-2, -1, 0, 1, 2))
+_READ = script("files_read.lua", Either(Tup(), Seq(STR, STR, STR, STR, each=(STR,))), raw=True)
+_LIST = script("files_list.lua", Seq(INT, each=(Either(STR, INT, NIL),)))
 
 SCRIPTS = (_UPLOAD, _DONE, _READ, _LIST)
 

@@ -19,18 +19,19 @@ from functools import partial
 
 from ..errors import LockNotHeld
 from ..keys import KeySpace, LockKeys
+from ..reply_shapes import ANY, Codes, INT, STR, Seq, Tagged, Tup
 from ..scripts import Commands, script
 from ..waiters import PollResult, Waiters
 from .listing import scan_names
-from .queueing import Releaser, acquire_queued, keep_alive
+from .queueing import Releaser, acquire_queued, answer_within, keep_alive
 
-_ACQUIRE = script("lock_acquire.lua")
-_RELEASE = script("lock_release.lua")
-_REFRESH = script("lock_refresh.lua")
-_WITHDRAW = script("lock_withdraw.lua")
-_POLL = script("lock_poll.lua")
-_DESCRIBE = script("lock_describe.lua")
-_FORCE_RELEASE = script("lock_force_release.lua")
+_ACQUIRE = script("lock_acquire.lua", Tup(Codes(0, 1, 2), INT, INT, INT))
+_RELEASE = script("lock_release.lua", Codes(0, 1))
+_REFRESH = script("lock_refresh.lua", Tagged({0: Tup(), 1: Tup(INT, INT)}))
+_WITHDRAW = script("lock_withdraw.lua", Tagged({0: Tup(), -1: Tup(), 2: Tup(), 1: Tup(INT, INT, INT)}))
+_POLL = script("lock_poll.lua", Seq(STR, INT, INT, INT, each=(STR,)))
+_DESCRIBE = script("lock_describe.lua", Tup(Codes(0, 1), STR, INT, INT, INT, INT))
+_FORCE_RELEASE = script("lock_force_release.lua", Tagged({0: Tup(), 1: Tup(ANY, ANY)}))
 
 SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE, _FORCE_RELEASE)
 
@@ -89,7 +90,8 @@ class Locks:
         k = self._keys.lock(name)
         lease = secrets.token_hex(16)
         if wait_ms <= 0:
-            status, fence, ms, now = await self._run(_ACQUIRE, k, lease, ttl_ms, owner, 0, self._process_id, 0)
+            async with answer_within(0, partial(self.let_go, name, lease, ttl_ms)):
+                status, fence, ms, now = await self._run(_ACQUIRE, k, lease, ttl_ms, owner, 0, self._process_id, 0)
             return Grant(lease, fence, now + ms) if status == 1 else None
 
         async def attempt() -> tuple[Grant | None, int, int]:

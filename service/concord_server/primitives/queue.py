@@ -26,16 +26,20 @@ from typing import Any
 from ..doorbells import Doorbells
 from ..errors import TaskLeased, TaskLeaseNotHeld, TaskNotFound
 from ..keys import KeySpace, QueueKeys
+from ..reply_shapes import Codes, Either, INT, Maybe, STR, Seq, Tagged, Tup
 from ..scripts import Commands, script
 from .listing import scan_names
-from .queueing import Releaser
+from .queueing import Releaser, answer_within
 
-_ENQUEUE = script("queue_enqueue.lua")
-_DEQUEUE = script("queue_dequeue.lua", raw=True)
-_SETTLE = script("queue_settle.lua")
-_INSPECT = script("queue_inspect.lua", raw=True)
-_REMOVE = script("queue_remove.lua")
-_RETRY_DEAD = script("queue_retry_dead.lua")
+# One task as queue_common.lua's task_reply gives it: its id, then eleven fields (nil if unset).
+TASK = Tup(STR, *[Maybe(STR)] * 11)
+
+_ENQUEUE = script("queue_enqueue.lua", Seq(each=(STR, Codes(0, 1))))
+_DEQUEUE = script("queue_dequeue.lua", Seq(INT, INT, INT, each=(TASK,)), raw=True)
+_SETTLE = script("queue_settle.lua", Tagged({0: Tup(), 1: Tup(STR, INT)}))
+_INSPECT = script("queue_inspect.lua", Either(Tup(INT, INT, INT, INT, INT), Seq(each=(TASK,))), raw=True)
+_REMOVE = script("queue_remove.lua", Either(Codes(-1, 0, 1), Tup(INT, Codes(0, 1))))
+_RETRY_DEAD = script("queue_retry_dead.lua", INT)
 
 SCRIPTS = (_ENQUEUE, _DEQUEUE, _SETTLE, _INSPECT, _REMOVE, _RETRY_DEAD)
 
@@ -148,7 +152,12 @@ class Queues:
 
     async def dequeue(self, queues: Sequence[str], max_tasks: int, lease_ms: int, wait_ms: int) -> list[TaskRecord]:
         """Leases up to max_tasks ready tasks, from the queues in the order given,
-        waiting up to wait_ms for one to become ready; [] if none did."""
+        waiting up to wait_ms for one to become ready; [] if none did. A claim in
+        flight when the wait is over hands its tasks back (see _claim)."""
+        async with answer_within(max(wait_ms, 0)):
+            return await self._dequeue(queues, max_tasks, lease_ms, wait_ms)
+
+    async def _dequeue(self, queues: Sequence[str], max_tasks: int, lease_ms: int, wait_ms: int) -> list[TaskRecord]:
         tasks, rechecks, busy = await self._claim(queues, max_tasks, lease_ms)
         if not tasks and wait_ms > 0:
             loop = asyncio.get_running_loop()

@@ -8,11 +8,16 @@ caller goes away or Redis fails mid-way, it lets go in the background: leaves th
 queue or passes on whatever reached it. A caller dropped from the queue as dead
 while its process could not reach Redis queues again (at the back) for the rest
 of its wait.
+
+A blocked call answers within its wait plus ``LATE``, whatever Redis does: a script
+still in flight then (Redis paused or cut off) is abandoned, the call lets go in the
+background and answers UNAVAILABLE (answer_within).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
@@ -23,6 +28,25 @@ from ..waiters import Dropped, Poll, Waiters
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+LATE = 0.3  # seconds past its wait a blocked call may take to answer (the guarantee is 0.5 s at the client)
+
+
+@contextlib.asynccontextmanager
+async def answer_within(wait_ms: int, let_go: Callable[[], None] | None = None) -> AsyncIterator[None]:
+    """Bounds a blocked call to wait_ms + LATE: past that, whatever it awaits is
+    cancelled and it raises Unavailable. On any exception, let_go() runs first (the
+    call's scripts may have taken something in Redis that nobody will hear of)."""
+    bound = asyncio.timeout(wait_ms / 1000 + LATE)
+    try:
+        async with bound:
+            yield
+    except BaseException as exc:
+        if let_go is not None:
+            let_go()
+        if isinstance(exc, TimeoutError) and bound.expired():
+            raise Unavailable("Redis did not answer within the call's wait timeout") from None
+        raise
 
 
 async def acquire_queued(
@@ -46,7 +70,7 @@ async def acquire_queued(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_ms / 1000
     with waiters.ticket(channel, token, poll) as ticket:
-        try:
+        async with answer_within(wait_ms, let_go):
             while True:
                 grant, recheck_ms, queued_ms = await attempt()
                 if grant is not None:
@@ -65,9 +89,6 @@ async def acquire_queued(
                         waiters.on_handoff(primitive, _handoff(queued_ms, queued_at, granted_ms(grant), loop.time()))
                     return grant
                 return await give_up()
-        except BaseException:
-            let_go()
-            raise
 
 
 def _handoff(queued_ms: int, queued_at: float, granted_ms: int, resumed_at: float) -> float:

@@ -23,17 +23,18 @@ from functools import partial
 
 from ..errors import PermitNotHeld, PermitsExceedLimit
 from ..keys import KeySpace, SemaphoreKeys
+from ..reply_shapes import Codes, Either, INT, STR, Seq, Tagged, Tup
 from ..scripts import Commands, script
 from ..waiters import PollResult, Waiters
 from .listing import scan_names
-from .queueing import Releaser, acquire_queued, keep_alive
+from .queueing import Releaser, acquire_queued, answer_within, keep_alive
 
-_ACQUIRE = script("semaphore_acquire.lua")
-_RELEASE = script("semaphore_release.lua")
-_REFRESH = script("semaphore_refresh.lua")
-_WITHDRAW = script("semaphore_withdraw.lua")
-_POLL = script("semaphore_poll.lua")
-_DESCRIBE = script("semaphore_describe.lua")
+_ACQUIRE = script("semaphore_acquire.lua", Tup(Codes(0, 1, 2), INT, INT))
+_RELEASE = script("semaphore_release.lua", Codes(0, 1))
+_REFRESH = script("semaphore_refresh.lua", Tagged({0: Tup(), 1: Tup(INT)}))
+_WITHDRAW = script("semaphore_withdraw.lua", Tagged({0: Tup(), -1: Tup(), -2: Tup(), 2: Tup(), 1: Tup(INT, INT)}))
+_POLL = script("semaphore_poll.lua", Seq(INT, INT, INT, each=(Either(STR, INT),)))
+_DESCRIBE = script("semaphore_describe.lua", Seq(INT, INT, INT, each=(STR, STR, INT, INT)))
 
 SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE)
 
@@ -90,7 +91,8 @@ class Semaphores:
         permit_id = secrets.token_hex(16)
         args = (permit_id, permits, limit, ttl_ms, owner)
         if wait_ms <= 0:
-            status, ms, now = await self._run(_ACQUIRE, k, *args, 0, self._process_id, 0)
+            async with answer_within(0, partial(self.let_go, name, permit_id, ttl_ms)):
+                status, ms, now = await self._run(_ACQUIRE, k, *args, 0, self._process_id, 0)
             return Permit(permit_id, permits, now + ms) if status == 1 else None
 
         async def attempt() -> tuple[Permit | None, int, int]:
