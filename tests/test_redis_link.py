@@ -194,3 +194,24 @@ async def test_a_channel_subscribed_while_redis_is_down_is_subscribed_when_it_is
         await pipe.aclose()
     finally:
         await bus.close()
+
+
+@pytest.mark.parametrize("wait_ms", [0, 600])
+async def test_a_blocked_call_answers_within_its_wait_while_redis_is_paused(fresh_redis, name, wait_ms):
+    """The DESIGN rule: a blocked call ends by its own wait timeout (+ LATE), even when
+    Redis answers nothing at all; it says UNAVAILABLE, since it cannot know what
+    Redis did with its script, and lets go of whatever that took in the background."""
+    from support import lock_primitive, queue_primitive
+
+    async with lock_primitive(fresh_redis.url) as locks, queue_primitive(fresh_redis.url) as queues:
+        await locks.acquire(name, 30_000, 0, "holder")
+        os.kill(fresh_redis.proc.pid, signal.SIGSTOP)
+        try:
+            for call in (lambda: locks.acquire(name, 30_000, wait_ms, "waiter"),
+                         lambda: queues.dequeue([name], 1, 30_000, wait_ms)):
+                started = time.monotonic()
+                with pytest.raises(Unavailable):
+                    await call()
+                assert time.monotonic() - started < wait_ms / 1000 + 0.5
+        finally:
+            os.kill(fresh_redis.proc.pid, signal.SIGCONT)
