@@ -215,3 +215,18 @@ async def test_a_blocked_call_answers_within_its_wait_while_redis_is_paused(fres
                 assert time.monotonic() - started < wait_ms / 1000 + 0.5
         finally:
             os.kill(fresh_redis.proc.pid, signal.SIGCONT)
+
+
+async def test_a_new_pubsub_connection_subscribes_channels_of_several_slots_on_a_cluster_node(redis_cluster):
+    """On (re)connect the bus subscribes every listed channel; a cluster node refuses
+    one SSUBSCRIBE naming channels of two slots (CROSSSLOT), so each goes alone."""
+    node = redis_cluster.owner("{a}")
+    other = next(f"{{b{i}}}" for i in range(1000) if redis_cluster.owner(f"{{b{i}}}") is node)
+    bus = NotificationBus(Endpoint.from_url(node.url))
+    confirmed = {"{a}:wake": asyncio.Event(), f"{other}:wake": asyncio.Event()}
+    try:
+        for channel, event in confirmed.items():  # both listed before the connection exists
+            await bus.subscribe(channel, lambda data: None, event.set)
+        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in confirmed.values())), 10)
+    finally:
+        await bus.close()

@@ -64,6 +64,7 @@ class NotificationBus:
             raise Unavailable("server is shutting down")
         self._subs[channel] = _Subscription(on_message, on_subscribed)
         link = self._link
+        log.debug("%s: subscribe %s (link %s)", self._endpoint.name, channel, "up" if link and link.alive else "down")
         if link is not None and link.alive:
             link.send(("SSUBSCRIBE", channel))
         if self._keeper is None or self._keeper.done():
@@ -109,8 +110,8 @@ class NotificationBus:
             self._link, self._heard = link, time.monotonic()
             gone = asyncio.Event()
             link.on_lost(lambda exc: gone.set())
-            if self._subs:
-                link.send(("SSUBSCRIBE", *self._subs))
+            for channel in self._subs:  # one each: a cluster refuses channels of two slots in one
+                link.send(("SSUBSCRIBE", channel))
             pinged = None  # when the unanswered PING went out
             try:
                 while link.alive:
@@ -144,6 +145,7 @@ class NotificationBus:
         if not isinstance(msg, list) or len(msg) < 3:
             return  # PONG
         kind, channel, data = msg[0], msg[1], msg[2]
+        log.debug("%s: %s %s %r", self._endpoint.name, kind, channel, data)
         sub = self._subs.get(channel)
         if sub is None:
             return
