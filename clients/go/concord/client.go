@@ -1,7 +1,9 @@
 // Package concord is a small layer over Concord's generated gRPC stubs
 // (concord/clients/go/gen/...): locks and semaphores that renew themselves until
 // released, and a queue worker. Everything else is one call on a stub, reachable
-// through the Client's fields.
+// through the Client's fields. The Client's calls that are safe to repeat ride out
+// short outages: they are retried while the server answers UNAVAILABLE, within
+// the caller's wait or deadline (see RetryInterceptor and the Retries comment).
 package concord
 
 import (
@@ -33,11 +35,13 @@ type Client struct {
 
 // NewClient connects lazily to the server at target ("127.0.0.1:50051"). Without
 // options the connection is plaintext, which is how concord-server listens; pass
-// grpc.WithTransportCredentials (and any other option) to change that.
+// grpc.WithTransportCredentials (and any other option) to change that. The
+// connection retries the calls that are safe to repeat (RetryInterceptor).
 func NewClient(target string, opts ...grpc.DialOption) (*Client, error) {
 	if len(opts) == 0 {
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
+	opts = append(opts[:len(opts):len(opts)], grpc.WithChainUnaryInterceptor(RetryInterceptor())) // not the caller's array
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("concord: connect to %s: %w", target, err)

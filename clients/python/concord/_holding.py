@@ -12,13 +12,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from .errors import ConcordError
-
-# timeout=None waits in server-side waits of this length; each keeps its FIFO place.
-WAIT_CHUNK = 300.0
 
 
 class Handle:
@@ -58,21 +54,14 @@ class Renewal:
         left = self.valid_until - time.monotonic()
         return None if left <= 0 else min(self.period, max(0.01, left / 4))
 
-
-def wait_chunks(timeout: float | None) -> Iterator[float]:
-    """Server-side waits that together make up ``timeout`` (None: forever)."""
-    if timeout is None:
-        while True:
-            yield WAIT_CHUNK
-    deadline = time.monotonic() + timeout
-    while True:
-        left = max(0.0, deadline - time.monotonic())
-        yield min(left, WAIT_CHUNK)
-        if left <= WAIT_CHUNK:
-            return
+    def within(self, timeout: float) -> float:
+        """How long one renewal may keep retrying: not past the moment the hold may
+        have expired, so ``lost`` turns true on time during an outage."""
+        return max(0.0, min(timeout, self.valid_until - time.monotonic()))
 
 
 class _Holder:
+    client: Any
     ttl: float
     timeout: float | None
     not_held: type[ConcordError]
@@ -106,7 +95,7 @@ class SyncHolder(_Holder):
         while not stop.wait(delay):
             sent = time.monotonic()
             try:
-                self.refresh(handle)  # type: ignore[attr-defined]
+                self.refresh(handle, within=plan.within(self.client.timeout))  # type: ignore[attr-defined]
                 delay = plan.renewed(sent)
             except self.not_held:
                 delay = None
@@ -150,7 +139,7 @@ class AsyncHolder(_Holder):
             await asyncio.sleep(delay)
             sent = time.monotonic()
             try:
-                await self.refresh(handle)  # type: ignore[attr-defined]
+                await self.refresh(handle, within=plan.within(self.client.timeout))  # type: ignore[attr-defined]
                 delay = plan.renewed(sent)
             except self.not_held:
                 delay = None

@@ -58,6 +58,9 @@ class ChatSummary:
 
 
 _ACK_MODES = {"auto": pb.ACK_MODE_AUTO, "explicit": pb.ACK_MODE_EXPLICIT}
+# Calls a repeat cannot change (acks only move forward): retried on UNAVAILABLE
+# (concord._retry). SendMessage and CreateChat are not: a repeat could send twice.
+_SAFE = frozenset({"Ack", "ListChats", "GetHistory"})
 
 
 def _message(m: pb.ChatMessage) -> ChatMessage:
@@ -128,7 +131,8 @@ class Chat:
         self.client = client
 
     def _call(self, method: str, request: Any) -> Any:
-        return self.client._call(getattr(self.client._chats, method), request)
+        call = self.client._call_safe if method in _SAFE else self.client._call
+        return call(getattr(self.client._chats, method), request)
 
     def create(self, sender: str, recipients: Sequence[str], message: str, *, chat_id: str = "") -> str:
         """A chat of sender + recipients, opened by the sender's message; returns its id."""
@@ -215,7 +219,8 @@ class AsyncChat:
         self.client = client
 
     async def _call(self, method: str, request: Any) -> Any:
-        return await self.client._call(getattr(self.client._chats, method), request)
+        call = self.client._call_safe if method in _SAFE else self.client._call
+        return await call(getattr(self.client._chats, method), request)
 
     async def create(self, sender: str, recipients: Sequence[str], message: str, *, chat_id: str = "") -> str:
         return (await self._call("CreateChat", pb.CreateChatRequest(

@@ -8,6 +8,7 @@ from typing import Any
 import grpc
 
 from ._auth import Pem, SyncToken, aio_token_interceptors, tls_credentials
+from ._retry import WAIT_CHUNK, Budget, retry, retry_async
 from .autocomplete.v1 import autocomplete_pb2_grpc
 from .chat.v1 import chat_pb2_grpc
 from .chats import AsyncChat, Chat
@@ -33,7 +34,15 @@ _CHANNEL_OPTIONS: list[tuple[str, Any]] = [
 
 
 class _Connection:
-    """The channel and stubs; Client and AsyncClient differ only in grpc vs grpc.aio."""
+    """The channel and stubs; Client and AsyncClient differ only in grpc vs grpc.aio.
+
+    Calls go through one of three methods: ``_call`` (one try), ``_call_safe``
+    (retried on UNAVAILABLE within the client's timeout) and ``_wait_for``: a
+    blocking call made of server-side waits that together last ``timeout`` (None:
+    forever), each request built by ``request_for(wait)``, until ``result(response)``
+    is not None; retried on UNAVAILABLE within what is left of the wait. Which
+    calls may be retried, and why, is in concord._retry.
+    """
 
     _grpc: Any
 
@@ -87,6 +96,9 @@ class Client(_Connection):
 
     ``timeout`` bounds every call in seconds, on top of any time it spends waiting
     on purpose (a lock's wait timeout). Errors are raised as concord.errors types.
+    Calls that are safe to repeat ride out short outages: they are retried while
+    the server answers UNAVAILABLE, within their wait timeout or else ``timeout``
+    (see concord._retry for which calls, and why).
     """
 
     _grpc = grpc
@@ -133,11 +145,35 @@ class Client(_Connection):
         waiting up to timeout seconds (0: try once, None: forever). [] if none came."""
         return dequeue_sync(self, queues, max_tasks, lease_ttl, timeout)
 
-    def _call(self, method: Any, request: Any, wait: float = 0.0) -> Any:
+    def _once(self, method: Any, request: Any, deadline: float) -> Any:
         try:
-            return method(request, timeout=wait + self.timeout)
+            return method(request, timeout=deadline)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
+
+    def _call(self, method: Any, request: Any, wait: float = 0.0) -> Any:
+        """One try: for calls that are not safe to repeat (see concord._retry)."""
+        return self._once(method, request, wait + self.timeout)
+
+    def _call_safe(self, method: Any, request: Any, within: float | None = None) -> Any:
+        """A call safe to repeat, retried on UNAVAILABLE for up to ``within`` seconds
+        (default: the client's timeout); each try gets what is left as its deadline."""
+        budget = Budget(self.timeout if within is None else within)
+        return retry(lambda: self._once(method, request, budget.left()), budget)
+
+    def _wait_for(self, method: Any, request_for: Any, timeout: float | None, result: Any) -> Any:
+        """A blocking call (see _Connection's docstring); retried within its wait."""
+        wait = Budget(timeout)
+        while True:
+            last = wait.left() <= WAIT_CHUNK
+
+            def once() -> Any:
+                w = wait.chunk()  # less on each retry: the wait's time is spent either way
+                return self._once(method, request_for(w), w + self.timeout)
+
+            got = result(retry(once, wait))
+            if got is not None or last:
+                return got
 
     def close(self) -> None:
         self._channel.close()
@@ -187,11 +223,34 @@ class AsyncClient(_Connection):
         """Client.dequeue, awaited."""
         return await dequeue_async(self, queues, max_tasks, lease_ttl, timeout)
 
-    async def _call(self, method: Any, request: Any, wait: float = 0.0) -> Any:
+    async def _once(self, method: Any, request: Any, deadline: float) -> Any:
         try:
-            return await method(request, timeout=wait + self.timeout)
+            return await method(request, timeout=deadline)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
+
+    async def _call(self, method: Any, request: Any, wait: float = 0.0) -> Any:
+        """One try: for calls that are not safe to repeat (see concord._retry)."""
+        return await self._once(method, request, wait + self.timeout)
+
+    async def _call_safe(self, method: Any, request: Any, within: float | None = None) -> Any:
+        """Client._call_safe, awaited."""
+        budget = Budget(self.timeout if within is None else within)
+        return await retry_async(lambda: self._once(method, request, budget.left()), budget)
+
+    async def _wait_for(self, method: Any, request_for: Any, timeout: float | None, result: Any) -> Any:
+        """Client._wait_for, awaited."""
+        wait = Budget(timeout)
+        while True:
+            last = wait.left() <= WAIT_CHUNK
+
+            def once() -> Any:
+                w = wait.chunk()
+                return self._once(method, request_for(w), w + self.timeout)
+
+            got = result(await retry_async(once, wait))
+            if got is not None or last:
+                return got
 
     async def close(self) -> None:
         await self._channel.close()

@@ -21,6 +21,8 @@ from typing import Any
 from .autocomplete.v1 import autocomplete_pb2 as pb
 
 _ORDERS = {"name": pb.SUGGEST_ORDER_NAME, "score": pb.SUGGEST_ORDER_SCORE}
+# The reads, retried on UNAVAILABLE (concord._retry); the writes are not.
+_SAFE = frozenset({"SuggestRecent", "Suggest", "Count"})
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,8 @@ class Autocomplete:
 
     def _run(self, spec: tuple[str, Any, Callable[[Any], Any]]) -> Any:
         method, request, result = spec
-        return result(self.client._call(getattr(self.client._autocomplete, method), request))
+        call = self.client._call_safe if method in _SAFE else self.client._call
+        return result(call(getattr(self.client._autocomplete, method), request))
 
     def add_recent(self, user: str, contact: str) -> int:
         """Moves contact to the front of user's recent contacts; returns how many there are."""
@@ -137,7 +140,8 @@ class AsyncAutocomplete:
 
     async def _run(self, spec: tuple[str, Any, Callable[[Any], Any]]) -> Any:
         method, request, result = spec
-        return result(await self.client._call(getattr(self.client._autocomplete, method), request))
+        call = self.client._call_safe if method in _SAFE else self.client._call
+        return result(await call(getattr(self.client._autocomplete, method), request))
 
     async def add_recent(self, user: str, contact: str) -> int:
         return await self._run(_Requests.add_recent(user, contact))

@@ -91,7 +91,8 @@ class Files:
         self.client = client
 
     def _call(self, method: str, request: Any) -> Any:
-        return self.client._call(getattr(self.client._files, method), request)
+        call = self.client._call_safe if method == "ListFiles" else self.client._call  # the one read (concord._retry)
+        return call(getattr(self.client._files, method), request)
 
     def upload(self, source: str | os.PathLike | IO[bytes] | Iterable[bytes], group: str, *, sender: str,
                name: str | None = None) -> Uploaded:

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from ._convert import duration, seconds, when
-from ._holding import AsyncHolder, Handle, SyncHolder, wait_chunks
+from ._holding import AsyncHolder, Handle, SyncHolder
 from .errors import LockLost, LockNotHeld, LockTimeout
 from .lock.v1 import lock_pb2 as pb
 
@@ -93,26 +93,24 @@ class Lock(_LockBase, SyncHolder):
         """Takes the lock, waiting up to ``timeout`` seconds (0: try once, None: forever).
 
         Returns the Lease, or None if the lock stayed taken. Does not renew.
+        Rides out a Redis outage shorter than the timeout (see concord._retry).
         """
-        for wait in wait_chunks(timeout):
-            lease = self._lease(self.client._call(self.client._locks.Acquire, self._acquire_request(wait), wait))
-            if lease is not None:
-                return lease
-        return None
+        return self.client._wait_for(self.client._locks.Acquire, self._acquire_request, timeout, self._lease)
 
     def release(self, lease: Lease) -> None:
         """Frees the lock. Raises LockNotHeld if the lease no longer holds it."""
-        self.client._call(self.client._locks.Release, pb.ReleaseRequest(name=self.name, lease=lease.token))
+        self.client._call_safe(self.client._locks.Release, pb.ReleaseRequest(name=self.name, lease=lease.token))
 
-    def refresh(self, lease: Lease, ttl: float | None = None) -> Lease:
-        """Resets the lock's TTL (default: the lock's ttl). Raises LockNotHeld if lost."""
-        resp = self.client._call(self.client._locks.Refresh, self._refresh_request(lease, ttl))
+    def refresh(self, lease: Lease, ttl: float | None = None, *, within: float | None = None) -> Lease:
+        """Resets the lock's TTL (default: the lock's ttl). Raises LockNotHeld if lost.
+        within: seconds to keep retrying while UNAVAILABLE (default: the client's timeout)."""
+        resp = self.client._call_safe(self.client._locks.Refresh, self._refresh_request(lease, ttl), within)
         lease.expires_at = when(resp.expires_at)
         return lease
 
     def describe(self) -> LockInfo:
         """Who holds the lock, until when, and how many wait for it."""
-        return self._info(self.client._call(self.client._locks.Describe, pb.DescribeRequest(name=self.name)))
+        return self._info(self.client._call_safe(self.client._locks.Describe, pb.DescribeRequest(name=self.name)))
 
 
 class AsyncLock(_LockBase, AsyncHolder):
@@ -120,19 +118,16 @@ class AsyncLock(_LockBase, AsyncHolder):
 
     async def acquire(self, timeout: float | None = 0) -> Lease | None:
         """Takes the lock, waiting up to ``timeout`` seconds (0: try once, None: forever)."""
-        for wait in wait_chunks(timeout):
-            resp = await self.client._call(self.client._locks.Acquire, self._acquire_request(wait), wait)
-            if (lease := self._lease(resp)) is not None:
-                return lease
-        return None
+        return await self.client._wait_for(self.client._locks.Acquire, self._acquire_request, timeout, self._lease)
 
     async def release(self, lease: Lease) -> None:
-        await self.client._call(self.client._locks.Release, pb.ReleaseRequest(name=self.name, lease=lease.token))
+        await self.client._call_safe(self.client._locks.Release, pb.ReleaseRequest(name=self.name, lease=lease.token))
 
-    async def refresh(self, lease: Lease, ttl: float | None = None) -> Lease:
-        resp = await self.client._call(self.client._locks.Refresh, self._refresh_request(lease, ttl))
+    async def refresh(self, lease: Lease, ttl: float | None = None, *, within: float | None = None) -> Lease:
+        resp = await self.client._call_safe(self.client._locks.Refresh, self._refresh_request(lease, ttl), within)
         lease.expires_at = when(resp.expires_at)
         return lease
 
     async def describe(self) -> LockInfo:
-        return self._info(await self.client._call(self.client._locks.Describe, pb.DescribeRequest(name=self.name)))
+        return self._info(await self.client._call_safe(self.client._locks.Describe,
+                                                       pb.DescribeRequest(name=self.name)))

@@ -13,6 +13,10 @@ for another attempt; failed attempts are retried with exponential backoff and, o
 of attempts, dead-lettered (``queue.dead()``, ``queue.retry_dead()``). For a
 long-running consumer use :class:`concord.Worker`, or ``queue.consume()`` for a
 stream of tasks pushed by the server.
+
+``get(timeout=...)`` rides out a Redis outage shorter than its timeout, and the
+settling calls and reads retry too; ``put`` retries only with a ``dedupe_key``
+(see concord._retry).
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ from datetime import datetime
 from typing import Any
 
 from ._convert import duration, seconds, when
-from ._holding import wait_chunks
 from .queue.v1 import queue_pb2 as pb
 
 _STATES = {pb.TASK_STATE_READY: "ready", pb.TASK_STATE_DELAYED: "delayed", pb.TASK_STATE_LEASED: "leased",
@@ -154,8 +157,12 @@ class _QueueBase:
         self.client = client
         self.name = name
 
-    def _enqueue_request(self, tasks: Iterable[NewTask]) -> pb.EnqueueRequest:
-        return pb.EnqueueRequest(queue=self.name, tasks=[t.message() for t in tasks])
+    def _enqueue(self, tasks: Iterable[NewTask]) -> tuple[Any, pb.EnqueueRequest]:
+        """The request, and the client method to send it with: retried only when
+        every task has a dedupe key, so that a repeat cannot add a second task."""
+        request = pb.EnqueueRequest(queue=self.name, tasks=[t.message() for t in tasks])
+        safe = all(t.dedupe_key for t in request.tasks)
+        return (self.client._call_safe if safe else self.client._call), request
 
     def _settle(self, task: Task) -> dict[str, str]:
         return {"queue": task.queue, "task_id": task.task_id, "lease": task.lease}
@@ -180,7 +187,8 @@ class Queue(_QueueBase):
 
     def put_many(self, tasks: Iterable[NewTask]) -> list[Enqueued]:
         """Enqueues a batch atomically: all or none."""
-        resp = self.client._call(self.client._queues.Enqueue, self._enqueue_request(tasks))
+        call, request = self._enqueue(tasks)
+        resp = call(self.client._queues.Enqueue, request)
         return [Enqueued(r.task_id, r.duplicate) for r in resp.results]
 
     def get(self, max_tasks: int = 1, *, lease_ttl: float = 30.0, timeout: float | None = 0) -> list[Task]:
@@ -190,23 +198,23 @@ class Queue(_QueueBase):
 
     def ack(self, task: Task) -> None:
         """Finishes the task. Raises TaskLeaseNotHeld if the lease expired first."""
-        self.client._call(self.client._queues.Ack, pb.AckRequest(**self._settle(task)))
+        self.client._call_safe(self.client._queues.Ack, pb.AckRequest(**self._settle(task)))
 
     def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None) -> NackResult:
         """A failed attempt: retried after retry_delay (None: exponential backoff) or dead-lettered."""
-        r = self.client._call(self.client._queues.Nack, _nack_request(task, error, retry_delay))
+        r = self.client._call_safe(self.client._queues.Nack, _nack_request(task, error, retry_delay))
         return NackResult(_STATES.get(r.state, "unknown"), when(r.retry_at))
 
     def extend(self, task: Task, lease_ttl: float) -> Task:
         """Resets the lease to lease_ttl seconds from now."""
-        r = self.client._call(self.client._queues.ExtendLease,
-                              pb.ExtendLeaseRequest(**self._settle(task), lease_ttl=duration(lease_ttl)))
+        r = self.client._call_safe(self.client._queues.ExtendLease,
+                                   pb.ExtendLeaseRequest(**self._settle(task), lease_ttl=duration(lease_ttl)))
         task.lease_expires_at = when(r.lease_expires_at)
         return task
 
     def release(self, task: Task) -> None:
         """Hands the task back, ready at once, the attempt not counted."""
-        self.client._call(self.client._queues.Release, pb.ReleaseRequest(**self._settle(task)))
+        self.client._call_safe(self.client._queues.Release, pb.ReleaseRequest(**self._settle(task)))
 
     def consume(self, *, lease_ttl: float = 30.0, prefetch: int = 1) -> Any:
         """A stream of tasks pushed by the server, at most ``prefetch`` unsettled at
@@ -216,11 +224,11 @@ class Queue(_QueueBase):
         return Consumer(self.client, [self.name], lease_ttl=lease_ttl, prefetch=prefetch)
 
     def stats(self) -> QueueStats:
-        return self._stats(self.client._call(self.client._queues.Stats, pb.StatsRequest(queue=self.name)))
+        return self._stats(self.client._call_safe(self.client._queues.Stats, pb.StatsRequest(queue=self.name)))
 
     def peek(self, state: str = "ready", limit: int = 100) -> list[Task]:
         """Tasks in one state ("ready" in dequeue order, "delayed", "leased"), not leased to you."""
-        r = self.client._call(self.client._queues.Peek, self._peek_request(state, limit))
+        r = self.client._call_safe(self.client._queues.Peek, self._peek_request(state, limit))
         return [task_from(t, None) for t in r.tasks]
 
     def cancel(self, task_id: str) -> None:
@@ -234,8 +242,8 @@ class Queue(_QueueBase):
 
     def dead(self, limit: int = 100, offset: int = 0) -> list[Task]:
         """Dead-lettered tasks, oldest death first, with their last_error."""
-        r = self.client._call(self.client._queues.ListDead,
-                              pb.ListDeadRequest(queue=self.name, limit=limit, offset=offset))
+        r = self.client._call_safe(self.client._queues.ListDead,
+                                   pb.ListDeadRequest(queue=self.name, limit=limit, offset=offset))
         return [task_from(t, None) for t in r.tasks]
 
     def retry_dead(self, task_ids: Sequence[str] = (), *, limit: int = 1000) -> int:
@@ -252,27 +260,28 @@ class AsyncQueue(_QueueBase):
         return (await self.put_many([NewTask(type, payload, **options)]))[0].task_id
 
     async def put_many(self, tasks: Iterable[NewTask]) -> list[Enqueued]:
-        resp = await self.client._call(self.client._queues.Enqueue, self._enqueue_request(tasks))
+        call, request = self._enqueue(tasks)
+        resp = await call(self.client._queues.Enqueue, request)
         return [Enqueued(r.task_id, r.duplicate) for r in resp.results]
 
     async def get(self, max_tasks: int = 1, *, lease_ttl: float = 30.0, timeout: float | None = 0) -> list[Task]:
         return await self.client.dequeue([self.name], max_tasks, lease_ttl=lease_ttl, timeout=timeout)
 
     async def ack(self, task: Task) -> None:
-        await self.client._call(self.client._queues.Ack, pb.AckRequest(**self._settle(task)))
+        await self.client._call_safe(self.client._queues.Ack, pb.AckRequest(**self._settle(task)))
 
     async def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None) -> NackResult:
-        r = await self.client._call(self.client._queues.Nack, _nack_request(task, error, retry_delay))
+        r = await self.client._call_safe(self.client._queues.Nack, _nack_request(task, error, retry_delay))
         return NackResult(_STATES.get(r.state, "unknown"), when(r.retry_at))
 
     async def extend(self, task: Task, lease_ttl: float) -> Task:
-        r = await self.client._call(self.client._queues.ExtendLease,
-                                    pb.ExtendLeaseRequest(**self._settle(task), lease_ttl=duration(lease_ttl)))
+        r = await self.client._call_safe(self.client._queues.ExtendLease,
+                                         pb.ExtendLeaseRequest(**self._settle(task), lease_ttl=duration(lease_ttl)))
         task.lease_expires_at = when(r.lease_expires_at)
         return task
 
     async def release(self, task: Task) -> None:
-        await self.client._call(self.client._queues.Release, pb.ReleaseRequest(**self._settle(task)))
+        await self.client._call_safe(self.client._queues.Release, pb.ReleaseRequest(**self._settle(task)))
 
     def consume(self, *, lease_ttl: float = 30.0, prefetch: int = 1) -> Any:
         """``async for task in queue.consume():``; see :class:`concord.consume.AsyncConsumer`."""
@@ -281,10 +290,10 @@ class AsyncQueue(_QueueBase):
         return AsyncConsumer(self.client, [self.name], lease_ttl=lease_ttl, prefetch=prefetch)
 
     async def stats(self) -> QueueStats:
-        return self._stats(await self.client._call(self.client._queues.Stats, pb.StatsRequest(queue=self.name)))
+        return self._stats(await self.client._call_safe(self.client._queues.Stats, pb.StatsRequest(queue=self.name)))
 
     async def peek(self, state: str = "ready", limit: int = 100) -> list[Task]:
-        r = await self.client._call(self.client._queues.Peek, self._peek_request(state, limit))
+        r = await self.client._call_safe(self.client._queues.Peek, self._peek_request(state, limit))
         return [task_from(t, None) for t in r.tasks]
 
     async def cancel(self, task_id: str) -> None:
@@ -296,8 +305,8 @@ class AsyncQueue(_QueueBase):
         return r.deleted
 
     async def dead(self, limit: int = 100, offset: int = 0) -> list[Task]:
-        r = await self.client._call(self.client._queues.ListDead,
-                                    pb.ListDeadRequest(queue=self.name, limit=limit, offset=offset))
+        r = await self.client._call_safe(self.client._queues.ListDead,
+                                         pb.ListDeadRequest(queue=self.name, limit=limit, offset=offset))
         return [task_from(t, None) for t in r.tasks]
 
     async def retry_dead(self, task_ids: Sequence[str] = (), *, limit: int = 1000) -> int:
@@ -306,18 +315,19 @@ class AsyncQueue(_QueueBase):
         return r.retried
 
 
+def _dequeue_args(client: Any, queues: Sequence[str], max_tasks: int, lease_ttl: float, timeout: float | None
+                  ) -> tuple[Any, ...]:
+    """_wait_for's arguments for a dequeue: done once a response carries tasks."""
+    def tasks(resp: pb.DequeueResponse) -> list[Task] | None:
+        return [task_from(t, client.queue(t.queue)) for t in resp.tasks] or None
+
+    return client._queues.Dequeue, lambda wait: dequeue_request(queues, max_tasks, lease_ttl, wait), timeout, tasks
+
+
 def dequeue_sync(client: Any, queues: Sequence[str], max_tasks: int, lease_ttl: float, timeout: float | None) -> list[Task]:
-    for wait in wait_chunks(timeout):
-        resp = client._call(client._queues.Dequeue, dequeue_request(queues, max_tasks, lease_ttl, wait), wait)
-        if resp.tasks:
-            return [task_from(t, client.queue(t.queue)) for t in resp.tasks]
-    return []
+    return client._wait_for(*_dequeue_args(client, queues, max_tasks, lease_ttl, timeout)) or []
 
 
 async def dequeue_async(client: Any, queues: Sequence[str], max_tasks: int, lease_ttl: float,
                         timeout: float | None) -> list[Task]:
-    for wait in wait_chunks(timeout):
-        resp = await client._call(client._queues.Dequeue, dequeue_request(queues, max_tasks, lease_ttl, wait), wait)
-        if resp.tasks:
-            return [task_from(t, client.queue(t.queue)) for t in resp.tasks]
-    return []
+    return await client._wait_for(*_dequeue_args(client, queues, max_tasks, lease_ttl, timeout)) or []

@@ -1,0 +1,116 @@
+"""Riding out short outages: calls that are safe to repeat are retried while the
+Concord server answers UNAVAILABLE (its Redis is restarting, failing over, or the
+server is shutting down), with full-jitter exponential backoff (a pause drawn
+uniformly from 0 to min(1 s, 50 ms x 2^n)), within the caller's own budget:
+
+* a call that waits in the server (lock/semaphore ``acquire``, ``queue.get``,
+  ``client.dequeue``) retries within its wait ``timeout``; each retry asks the
+  server to wait only for what is left of it (None: retries for as long as it
+  waits, i.e. forever; 0, "try once": no retry);
+* any other retried call retries within the client's ``timeout``; each retry's
+  gRPC deadline is what is left of it.
+
+So a retried call never takes longer than it could before, and ``queue.get(timeout=3)``
+during a one-second Redis restart returns the task instead of raising at once.
+Only an UNAVAILABLE that the Concord server itself answered (it carries a
+google.rpc.ErrorInfo) is retried; a transport failure (no server listening, a TLS
+handshake refused) is raised at once, as are all other errors.
+
+Retried, because a repeat cannot do harm:
+
+* locks and semaphores: ``acquire`` (the server lets go of an acquire cut short by
+  a Redis failure, leaving its queue place or passing on a grant that reached it,
+  so a repeat never leaves two holders; at worst it waits behind the abandoned
+  grant until that is let go), ``refresh`` (sets the TTL from now), ``release``
+  (a second release changes nothing; if the first one reached Redis before its
+  reply was lost, the repeat reports LockNotHeld/PermitNotHeld), ``describe``;
+  background renewal retries only while the hold is still valid;
+* queues: ``get``/``dequeue`` (a dequeue whose reply was lost leaves its tasks
+  leased to nobody; they come back when that lease expires, so nothing is lost),
+  ``ack``, ``nack``, ``extend``, ``release`` (each needs the task's lease, which
+  the first success ends, so a repeat changes nothing and reports
+  TaskLeaseNotHeld), ``stats``, ``peek``, ``dead``, and ``put``/``put_many`` when
+  every task has a ``dedupe_key`` (a repeat names the first task and reports it as
+  a duplicate; give a ``dedupe_window`` if a worker may finish the task before the
+  repeat arrives);
+* chat: ``ack`` (seen positions only move forward), ``list_chats``, ``history``;
+* autocomplete: ``suggest_recent``, ``suggest``, ``count``; files: ``list_files``.
+
+Not retried, because a repeat could do something twice: ``chat.send`` and
+``chat.create`` (a second message, or CHAT_EXISTS), ``put`` without a dedupe key
+(a second task), ``queue.cancel``/``purge``/``retry_dead``, chat join/leave,
+autocomplete writes, file uploads and marks, and every stream (subscribe,
+fetch_pending, consume, download). Those raise Unavailable for the caller to decide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from .errors import Unavailable
+
+T = TypeVar("T")
+
+BASE = 0.05  # seconds: the first pause is at most this
+CAP = 1.0  # seconds: no pause is longer, so an outage's end is noticed within a second
+# timeout=None waits in server-side waits of this length; each keeps its FIFO place.
+WAIT_CHUNK = 300.0
+
+
+def backoff(attempt: int, rand: Callable[[], float] = random.random) -> float:
+    """The pause before retry ``attempt`` (0 first): full jitter, so clients that
+    failed together do not come back together."""
+    return rand() * min(CAP, BASE * 2 ** min(attempt, 32))
+
+
+class Budget:
+    """Seconds a call may still spend, on the monotonic clock (None: unbounded)."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.deadline = math.inf if seconds is None else time.monotonic() + seconds
+
+    def left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def chunk(self) -> float:
+        """The next server-side wait: what is left, at most WAIT_CHUNK."""
+        return min(self.left(), WAIT_CHUNK)
+
+
+def _pause(exc: Unavailable, attempt: int, budget: Budget) -> float | None:
+    """How long to pause before retrying, or None to raise: the transport failed
+    (no ErrorInfo: the server did not answer), or the pause would use up the budget
+    (a retry then could only run out of time)."""
+    pause = backoff(attempt)
+    return pause if exc.reason and pause < budget.left() else None
+
+
+def retry(call: Callable[[], T], budget: Budget) -> T:
+    """call(), repeated while it raises a server's Unavailable and budget has room."""
+    attempt = 0
+    while True:
+        try:
+            return call()
+        except Unavailable as exc:
+            if (pause := _pause(exc, attempt, budget)) is None:
+                raise
+        time.sleep(pause)
+        attempt += 1
+
+
+async def retry_async(call: Callable[[], Awaitable[T]], budget: Budget) -> T:
+    """retry() for coroutines: the pauses let the event loop run."""
+    attempt = 0
+    while True:
+        try:
+            return await call()
+        except Unavailable as exc:
+            if (pause := _pause(exc, attempt, budget)) is None:
+                raise
+        await asyncio.sleep(pause)
+        attempt += 1
