@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PROTOS := $(shell find protos -name '*.proto')
 
-.PHONY: run test lint proto stubs-check go-stubs tools go-tools node-tools bench clean
+.PHONY: run test chaos lint proto stubs-check go-stubs tools go-tools node-tools bench clean
 
 # Other languages (clients/go, clients/node, grpcurl). Versions are pinned here;
 # `make tools` installs them into .tools/bin and clients/node/node_modules once
@@ -19,10 +19,13 @@ GO_TOOLS := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12 \
             github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.3
 NODE_STAMP := clients/node/node_modules/.installed
 
-$(STAMP): pyproject.toml constraints.txt
+# Two distributions, both editable: concord-client (clients/python: the client library
+# and the generated stubs) and concord-server (the root: the server and the dev tools).
+$(STAMP): pyproject.toml setup.py clients/python/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(PY) -m pip uninstall --quiet --yes concord 2>/dev/null || true  # the one distribution before the split
+	$(PY) -m pip install --quiet -c constraints.txt -e clients/python -e '.[dev]'
 	touch $(STAMP)
 
 ## run: start concord-server (embedded Valkey unless CONCORD_REDIS_URL is set)
@@ -32,6 +35,12 @@ run: $(STAMP)
 ## test: proto lint, stub freshness and the whole pytest suite
 test: $(STAMP) lint tools
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+## chaos: the long fault campaign (tests/chaos/), several minutes per topology, >= 20 Redis
+## kills each; CHAOS_SEED=<seed> replays a run's fault schedule, CHAOS_SECONDS sets its length
+## (default 180 per topology). The short form runs in `make test`.
+chaos: $(STAMP)
+	$(PY) -m pytest tests/test_chaos.py -m chaos -p no:cacheprovider -s $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/buf lint protos

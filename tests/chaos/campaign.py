@@ -1,0 +1,255 @@
+"""A campaign: every service's workload against one or three servers on one Redis while
+a seeded fault schedule plays, then quiesce, final reads and the checker.
+
+    report = run(Config(seed=123, servers=3, seconds=20, minimum={...}), tmp_path)
+    assert report.ok, report.failure()
+
+1. start Redis (AOF, appendfsync always), a TcpProxy in front of it and the servers;
+2. create the chats, start the actors and play the schedule (faults.play);
+3. quiesce: heal everything, wait (condition waits with deadlines) until every server
+   is SERVING and answers a call, stop the actors (each finishes its current call);
+4. final reads (Workloads.final), stop everything, run every rule over the history and
+   over the servers' logs;
+5. print a summary and write it (JSON) and the history (JSON lines) to the work dir.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import uvloop
+from grpc_health.v1 import health_pb2
+
+from . import checker
+from .faults import Fault, Fleet, counts, plan, play
+from .history import History
+from .workloads import Workloads, client_retries, lag_monitor
+
+ACTORS_STOP_DEADLINE = 20.0  # every call has a deadline of at most wait (2 s) + 5 s
+SETTLE_DEADLINE = 45.0
+
+
+def seed_from_env() -> int:
+    """CHAOS_SEED, or a fresh random seed."""
+    value = os.environ.get("CHAOS_SEED", "").strip()
+    return int(value) if value else secrets.randbelow(2**31)
+
+
+@dataclass
+class Config:
+    seed: int
+    servers: int
+    seconds: float  # about how long the fault schedule runs
+    minimum: dict[str, int]  # at least this many faults of each kind
+    long: bool = False  # long form: longer faults and calms
+    long_pauses: int = 0  # pauses past the server's socket timeout (5 s)
+    long_cuts: int = 0  # cuts past the liveness window (5 s)
+    backend: str = "valkey"
+    rerun: str = ""  # how to replay this run, printed on failure
+    faults: list[Fault] | None = None  # a given schedule instead of the seeded one
+
+    def schedule(self) -> list[Fault]:
+        if self.faults is not None:
+            return list(self.faults)
+        return plan(self.seed, self.seconds, servers=self.servers, minimum=self.minimum, long=self.long,
+                    long_pauses=self.long_pauses, long_cuts=self.long_cuts)
+
+
+@dataclass
+class Report:
+    config: Config
+    schedule: list[Fault]
+    history: History
+    results: list[checker.RuleResult]
+    faults_done: list[dict[str, Any]] = field(default_factory=list)
+    harness_errors: list[str] = field(default_factory=list)
+    log_errors: list[str] = field(default_factory=list)
+    exit_codes: dict[str, int | None] = field(default_factory=dict)
+    duration: float = 0.0
+    summary_path: Path | None = None
+    history_path: Path | None = None
+
+    @property
+    def violations(self) -> list[checker.Violation]:
+        return [v for r in self.results for v in r.violations]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and not self.harness_errors
+
+    def summary(self) -> dict[str, Any]:
+        events = self.history.events
+        calls = [e for e in events if e.outcome in ("ok", "fail", "pending") and e.op != "fault"]
+        done = Counter(f["kind"] for f in self.faults_done)
+        return {
+            "seed": self.config.seed,
+            "servers": self.config.servers,
+            "backend": self.config.backend,
+            "rerun": self.config.rerun,
+            "planned_seconds": self.config.seconds,
+            "duration_seconds": round(self.duration, 2),
+            "faults_planned": counts(self.schedule),
+            "faults_done": {k: done.get(k, 0) for k in counts(self.schedule)} | (
+                {"calm": done["calm"]} if done.get("calm") else {}),
+            "schedule": [f.describe() for f in self.schedule],
+            "client_retries": checker.client_retries(events),
+            "calls_recorded": len(calls),
+            "calls_by_op": dict(sorted(Counter(e.op for e in calls).items())),
+            "outcomes": dict(sorted(Counter(e.code or e.outcome for e in calls).items())),
+            "client_errors": dict(Counter(f"{e.op}: {e.message[:80]}" for e in calls if e.code == "CLIENT_ERROR")),
+            "grpc_client_transport_errors": dict(Counter(
+                f"{e.op}: {e.code} {e.message[:60]}" for e in checker.transport_errors(events))),
+            "other_server_log_errors": self.log_errors[:20],
+            "notes_recorded": sum(1 for e in events if e.outcome == "note"),
+            "rules": {r.rule: {"checked": r.checked, "violations": len(r.violations)} for r in self.results},
+            "violations": len(self.violations),
+            "harness_errors": self.harness_errors,
+            "server_exit_codes": self.exit_codes,
+            "history": str(self.history_path) if self.history_path else None,
+        }
+
+    def render(self, limit: int = 40) -> str:
+        s = self.summary()
+        lines = [
+            f"chaos: seed {s['seed']}, {s['servers']} server(s) on {s['backend']}, {s['duration_seconds']}s",
+            f"  faults done: {s['faults_done']} (planned {s['faults_planned']})",
+            f"  schedule: {', '.join(s['schedule'])}",
+            f"  calls recorded: {s['calls_recorded']} (client library retries: {s['client_retries']}); "
+            f"outcomes: {s['outcomes']}",
+            f"  client-side errors (indeterminate, not violations): {s['client_errors'] or 'none'}",
+            f"  INTERNAL made up by the client's gRPC library (not violations): "
+            f"{s['grpc_client_transport_errors'] or 'none'}",
+            f"  other ERROR lines in server logs (not violations): {s['other_server_log_errors'] or 'none'}",
+            "  rules (checked / violations): " + ", ".join(
+                f"{k} {v['checked']}/{v['violations']}" for k, v in s["rules"].items()),
+        ]
+        if self.harness_errors:
+            lines.append("  RUN ERRORS (the campaign could not do or read everything; see each):")
+            lines += [f"    {e}" for e in self.harness_errors]
+        if self.violations:
+            index = {e.id: e for e in self.history.events}
+            faults = [e for e in self.history.events if e.op == "fault"]
+            lines.append(f"  VIOLATIONS: {len(self.violations)}")
+            per_rule: Counter[str] = Counter()
+            shown = 0
+            for v in self.violations:
+                per_rule[v.rule] += 1
+                if per_rule[v.rule] <= 4 and shown < limit:
+                    shown += 1
+                    lines.append("  " + v.render(index, faults).replace("\n", "\n  "))
+        lines.append(f"  summary: {self.summary_path}")
+        lines.append(f"  history: {self.history_path}")
+        if not self.ok:
+            lines.append(f"  replay this schedule: {self.config.rerun or f'CHAOS_SEED={self.config.seed}'}")
+        return "\n".join(lines)
+
+    def failure(self) -> str:
+        return (f"chaos campaign failed with seed {self.config.seed} "
+                f"(replay: {self.config.rerun or f'CHAOS_SEED={self.config.seed}'})\n" + self.render())
+
+    def write(self, workdir: Path) -> None:
+        self.history_path = workdir / "chaos-history.jsonl"
+        self.summary_path = workdir / "chaos-summary.json"
+        self.history.dump(self.history_path)
+        data = self.summary()
+        data["violation_list"] = [v.to_json() for v in self.violations]
+        self.summary_path.write_text(json.dumps(data, indent=2, default=str))
+
+
+def run(cfg: Config, workdir: Path) -> Report:
+    """Runs one campaign in ``workdir`` (its Redis data, server logs, summary, history)."""
+    schedule = cfg.schedule()
+    print(f"\nchaos: seed {cfg.seed} ({cfg.servers} server(s)); replay with: {cfg.rerun or f'CHAOS_SEED={cfg.seed}'}")
+    print(f"chaos: schedule {counts(schedule)}: " + ", ".join(f.describe() for f in schedule), flush=True)
+    history = History()
+    report = Report(cfg, schedule, history, [])
+    started = time.monotonic()
+    fleet = Fleet(cfg.backend, workdir, cfg.servers)
+    try:
+        fleet.start()
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(_campaign(cfg, schedule, fleet, history, report))
+    except BaseException as exc:  # noqa: BLE001 - the run is reported, with what was recorded
+        report.harness_errors.append(f"campaign aborted: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+    finally:
+        report.exit_codes = fleet.stop()
+        report.duration = time.monotonic() - started
+    for name, code in report.exit_codes.items():
+        if code not in (0, None):
+            report.harness_errors.append(f"{name} exited {code} on SIGTERM (see its log)")
+    logs = fleet.log_texts()
+    report.results = checker.check(history.events, logs)
+    report.log_errors = checker.other_log_errors(logs)
+    report.write(workdir)
+    print(report.render(), flush=True)
+    return report
+
+
+async def _campaign(cfg: Config, schedule: list[Fault], fleet: Fleet, history: History, report: Report) -> None:
+    stop, lag_stop = asyncio.Event(), asyncio.Event()
+    wl = Workloads(history, fleet.targets, cfg.seed, stop)
+    await wl.open()
+    history.note("harness", "harness.client", retries=client_retries())
+    lag = asyncio.create_task(lag_monitor(history, lag_stop))
+    actors: list[asyncio.Task] = []
+    try:
+        await wl.setup()
+        actors = [asyncio.create_task(a) for a in wl.actors()]
+        try:
+            await play(schedule, fleet, history, report.faults_done)
+        finally:
+            await asyncio.to_thread(fleet.heal)
+        await _settle(fleet, wl)
+        stop.set()
+        _, late = await asyncio.wait(actors, timeout=ACTORS_STOP_DEADLINE) if actors else (set(), set())
+        if late:
+            report.harness_errors.append(f"{len(late)} actors did not stop within {ACTORS_STOP_DEADLINE}s")
+        for problem in await wl.final():
+            report.harness_errors.append(f"final reads: {problem}")
+    finally:
+        stop.set()
+        for t in actors:
+            t.cancel()
+        await asyncio.gather(*actors, return_exceptions=True)
+        for t in actors:
+            if not t.cancelled() and t.exception() is not None:
+                exc = t.exception()
+                report.harness_errors.append(
+                    f"actor crashed: {''.join(traceback.format_exception(exc)).strip()}")
+        lag_stop.set()
+        await asyncio.gather(lag, return_exceptions=True)
+        await wl.close()
+
+
+async def _settle(fleet: Fleet, wl: Workloads) -> None:
+    """Every server SERVING, and each client's server answering a call: condition waits
+    with a deadline, no sleeps."""
+    deadline = time.monotonic() + SETTLE_DEADLINE
+
+    def serving() -> bool:
+        return all(s.health() == health_pb2.HealthCheckResponse.SERVING for s in fleet.servers)
+
+    while not await asyncio.to_thread(serving):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"servers not SERVING {SETTLE_DEADLINE}s after healing")
+        await asyncio.sleep(0.05)
+    for i, c in enumerate(wl.clients):
+        while True:
+            try:
+                await c.lock("settle-probe").describe()
+                break
+            except Exception:  # noqa: BLE001 - retried until the deadline
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.05)

@@ -1,0 +1,832 @@
+"""The guarantees of docs/guarantees.md as pure functions over a recorded history.
+
+Each rule takes the history's events and returns a RuleResult: how many calls (or
+grants, tasks, streams ...) it checked and the violations it found, each naming the
+events that show it. ``check`` runs them all.
+
+Every rule is sound under indeterminate outcomes: only acknowledged replies are facts,
+a call that failed UNAVAILABLE / DEADLINE_EXCEEDED / CANCELLED / INTERNAL / on the
+client's side "maybe happened" (history.Event.indeterminate), and intervals built from
+a history are the parts of a holding the client can be SURE of:
+
+- a grant (or refresh) acknowledged at [invoke, complete] with TTL t holds from
+  ``complete`` (the reply proves it) to ``invoke + t`` (the server set the expiry no
+  earlier than the request was sent), or to ``expires_at`` - CLOCK_MARGIN when only the
+  server's Redis-clock expiry is known (Hold streams, Consume leases), cut at the first
+  release attempt whatever its outcome;
+- "A before B" means A completed before B was invoked, on one monotonic clock.
+
+So two such intervals that overlap, or a token that does not grow from one grant to a
+later one, are violations whatever the indeterminate calls did.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .history import DEFINITE_REASONS, Event
+
+BLOCKED_SLACK = 0.5  # a blocked call answers within its wait timeout plus this
+CLOCK_MARGIN = 0.1  # Redis-clock timestamps converted to the client's monotonic clock
+EPS = 1e-6
+MAX_REPORTED = 25  # violations listed per rule (all are counted)
+
+NOT_HELD = {"LOCK_NOT_HELD", "PERMIT_NOT_HELD"}
+BLOCKING_OPS = {"lock.acquire", "sem.acquire", "queue.dequeue", "lock.hold", "sem.hold"}
+# Calls a retrying client library repeats on UNAVAILABLE (concord._retry): one recorded
+# call may then be several RPCs. A repeat after an attempt that took effect answers
+# "not held" (release, ack, nack), and a call can use up its budget on retries and end
+# DEADLINE_EXCEEDED without any attempt hanging. Stream messages are never repeated.
+RETRIED_OPS = {"lock.acquire", "lock.refresh", "lock.release", "lock.describe", "sem.acquire", "sem.refresh",
+               "sem.release", "queue.dequeue", "queue.ack", "queue.nack", "queue.stats", "queue.final_dead",
+               "queue.final_stats", "chat.ack", "chat.history", "ac.suggest_recent", "ac.suggest", "ac.count"}
+
+
+def client_retries(events: Sequence[Event]) -> bool:
+    """Whether the history's client library retries calls (a harness.client note says)."""
+    return any(e.op == "harness.client" and e.args.get("retries") for e in events)
+
+
+def _retried(e: Event, retries: bool) -> bool:
+    """The call may have been repeated by the client library."""
+    return retries and e.op in RETRIED_OPS and e.args.get("via") != "stream"
+
+
+@dataclass
+class Violation:
+    rule: str
+    message: str
+    events: list[int] = field(default_factory=list)
+
+    def render(self, index: dict[int, Event] | None = None, faults: Sequence[Event] = ()) -> str:
+        lines = [f"[{self.rule}] {self.message}"]
+        shown = [index[i] for i in self.events if index and i in index]
+        lines += [f"    {e.brief()}" for e in shown]
+        if shown and faults:
+            lo = min(e.invoke for e in shown) - 1.0
+            hi = max(e.complete if e.complete is not None else e.invoke for e in shown) + 1.0
+            near = [f for f in faults if f.invoke <= hi and (f.complete or f.invoke) >= lo]
+            lines += [f"    (fault) {f.brief()}" for f in near]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rule": self.rule, "message": self.message, "events": self.events}
+
+
+@dataclass
+class RuleResult:
+    rule: str
+    checked: int
+    violations: list[Violation]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+class _Found:
+    def __init__(self, rule: str) -> None:
+        self.rule = rule
+        self.violations: list[Violation] = []
+
+    def add(self, message: str, *events: Event | None) -> None:
+        self.violations.append(Violation(self.rule, message, [e.id for e in events if e is not None]))
+
+    def result(self, checked: int) -> RuleResult:
+        return RuleResult(self.rule, checked, self.violations)
+
+
+def _children(events: Iterable[Event]) -> dict[int, list[Event]]:
+    kids: dict[int, list[Event]] = defaultdict(list)
+    for e in events:
+        if e.parent is not None:
+            kids[e.parent].append(e)
+    for v in kids.values():
+        v.sort(key=lambda e: (e.invoke, e.id))
+    return kids
+
+
+def _union(segments: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for s, e in sorted(seg for seg in segments if seg[1] > seg[0] + EPS):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+# ---------------------------------------------------------------- every service
+
+
+def no_internal_or_unknown(events: Sequence[Event]) -> RuleResult:
+    """No call ever ends INTERNAL or UNKNOWN (Redis trouble is UNAVAILABLE). Left out:
+    transport_errors(), which the client's gRPC library made up (no ErrorInfo: no
+    Concord server sent them)."""
+    found = _Found("no_internal_or_unknown")
+    excused = {e.id for e in transport_errors(events)}
+    calls = 0
+    for e in events:
+        if e.outcome in ("ok", "fail"):
+            calls += 1
+            if e.outcome == "fail" and e.code in ("INTERNAL", "UNKNOWN") and e.id not in excused:
+                found.add(f"{e.op} ended {e.code} (reason {e.reason}): {e.message[:200]!r}", e)
+    return found.result(calls)
+
+
+GRPC_CORE_INTERNAL = "Internal error from Core"  # grpc.aio's client side (call.pyx.pxi set_internal_error)
+BIDI_OPS = {"queue.consume"}
+
+
+def transport_errors(events: Sequence[Event]) -> list[Event]:
+    """Calls that ended INTERNAL or UNKNOWN without an ErrorInfo, so with no status a
+    Concord servicer sent (those always carry one), where the client's own gRPC library
+    made it up:
+
+    - while the call's server process was being SIGKILLed and restarted (its
+      connection died under the call);
+    - grpc.aio's "Internal error from Core" on a bidirectional stream (Consume, and
+      acks written on it): when a server ends such a call while the client is still
+      writing, the client may read this instead of the server's status.
+
+    Reported in the summary, not as violations."""
+    restarts = _restarting(events)
+    out = []
+    for e in events:
+        if not (e.failed and e.code in ("INTERNAL", "UNKNOWN") and not e.reason):
+            continue
+        bidi = e.op in BIDI_OPS or e.args.get("via") == "stream"
+        if _during_restart(restarts, e, e.end) or (bidi and e.message == GRPC_CORE_INTERNAL):
+            out.append(e)
+    return out
+
+
+def _lag_within(lags: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """Seconds the harness's own event loop was stalled within [lo, hi]."""
+    return sum(min(hi, end) - max(lo, start) for start, end in lags if end > lo and start < hi)
+
+
+RESTART_MARGIN = 0.5
+
+
+def _restarting(events: Sequence[Event]) -> dict[int, list[tuple[float, float]]]:
+    """Per server index: the windows from its kill to RESTART_MARGIN after it served
+    again. A call to a server in such a window waits on the client's reconnect, not on
+    the server: the timing rules leave it out."""
+    out: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for f in events:
+        if f.op == "fault" and f.args.get("kind") == "server_kill":
+            out[f.args["target"]].append((f.invoke, f.end + RESTART_MARGIN))
+    return out
+
+
+def _during_restart(windows: dict[int, list[tuple[float, float]]], e: Event, until: float) -> bool:
+    return any(lo < until and e.invoke < hi for lo, hi in windows.get(e.server, ()))
+
+
+def blocked_calls_answer_in_time(events: Sequence[Event]) -> RuleResult:
+    """A blocked call (wait_timeout > 0: Acquire, Hold, Dequeue) answers within its wait
+    timeout + BLOCKED_SLACK, whatever Redis does meanwhile. The harness's own event-loop
+    stalls during the call (recorded as harness.lag notes) are added to the allowance,
+    and calls to a server being killed and restarted are left out, so a late answer is
+    the server's."""
+    found = _Found("blocked_calls_answer_in_time")
+    kids = _children(events)
+    lags = [(e.invoke - e.args["lag"], e.invoke) for e in events if e.op == "harness.lag"]
+    restarts = _restarting(events)
+    checked = 0
+    for e in events:
+        wait = e.args.get("wait") or 0
+        if e.op not in BLOCKING_OPS or wait <= 0 or e.outcome in ("note", "pending"):
+            continue
+        answered = e.complete
+        firsts = [k.invoke for k in kids.get(e.id, []) if k.op == e.op + ".event"]
+        if firsts:
+            answered = min(firsts)
+        elif e.code == "CLIENT_CANCELLED":
+            continue  # the harness stopped it before any answer: nothing to time
+        if answered is None or _during_restart(restarts, e, answered):
+            continue
+        checked += 1
+        took = answered - e.invoke
+        allowed = wait + BLOCKED_SLACK + _lag_within(lags, e.invoke, answered)
+        if took > allowed + EPS:
+            what = f"{e.code}" if e.failed and answered == e.complete else "answer"
+            found.add(f"{e.op} with wait_timeout {wait:g}s answered ({what}) after {took:.2f}s "
+                      f"(allowed {allowed:.2f}s)", e)
+    return found.result(checked)
+
+
+DEADLINE_LAG_ALLOWANCE = 1.0  # harness stalls beyond this excuse a missed deadline
+
+
+def calls_answered_by_deadline(events: Sequence[Event]) -> RuleResult:
+    """No call runs into its deadline unanswered. Every call's deadline is its wait
+    timeout + the client's timeout (8 s), past the server's Redis reply timeout (5 s):
+    a command lost with its connection fails UNAVAILABLE within that, so a call (or a
+    Consume stream's ack/nack) still unanswered at its deadline hung in the server.
+    Calls during which the harness itself stalled more than a second are not counted,
+    nor calls a retrying client library may have repeated (RETRIED_OPS)."""
+    found = _Found("calls_answered_by_deadline")
+    lags = [(e.invoke - e.args["lag"], e.invoke) for e in events if e.op == "harness.lag"]
+    restarts = _restarting(events)
+    retries = client_retries(events)
+    checked = 0
+    for e in events:
+        if e.outcome not in ("ok", "fail") or e.op == "fault" or _during_restart(restarts, e, e.end):
+            continue
+        if _retried(e, retries):
+            continue  # its last try may have had only the end of the budget left
+        checked += 1
+        hung = e.code == "CLIENT_TIMEOUT" or (e.code == "DEADLINE_EXCEEDED" and e.reason not in DEFINITE_REASONS)
+        if hung and _lag_within(lags, e.invoke, e.complete) <= DEADLINE_LAG_ALLOWANCE:
+            found.add(f"{e.op} unanswered after {e.complete - e.invoke:.2f}s ({e.code}: {e.message[:100]!r})", e)
+    return found.result(checked)
+
+
+# ---------------------------------------------------------------- locks and semaphores
+
+
+@dataclass
+class Grant:
+    kind: str  # lock | sem
+    name: str
+    lease: str  # lease (locks) or permit id (semaphores)
+    invoke: float  # the acquire (or Hold stream) was sent
+    start: float  # the grant was received
+    event: Event  # the acquire call or the Hold's ACQUIRED note
+    token: int | None = None
+    permits: int = 1
+    limit: int = 0
+    segments: list[tuple[float, float]] = field(default_factory=list)  # sure to be held
+    related: list[Event] = field(default_factory=list)
+
+
+def grants(events: Sequence[Event], kind: str) -> list[Grant]:
+    """Every acknowledged grant of locks (kind "lock") or semaphores ("sem") with the
+    intervals it was surely held."""
+    kids = _children(events)
+    ops_by_lease: dict[tuple[str, str], list[Event]] = defaultdict(list)
+    key = "lease" if kind == "lock" else "permit_id"
+    for e in events:
+        if e.op in (f"{kind}.refresh", f"{kind}.release"):
+            ops_by_lease[e.args["name"], e.args[key]].append(e)
+    out: list[Grant] = []
+    for e in events:
+        if e.op == f"{kind}.acquire" and e.ok and e.result and e.result.get("acquired"):
+            r = e.result
+            g = Grant(kind, e.args["name"], r[key], e.invoke, e.complete, e, r.get("token"),
+                      e.args.get("permits", 1), e.args.get("limit", 0))
+            ops = sorted(ops_by_lease.get((g.name, g.lease), []), key=lambda o: o.invoke)
+            released = min((o.invoke for o in ops if o.op.endswith(".release")), default=float("inf"))
+            segs = [(e.complete, e.invoke + e.args["ttl"])]
+            segs += [(o.complete, o.invoke + o.args["ttl"]) for o in ops if o.op.endswith(".refresh") and o.ok]
+            g.segments = _union((s, min(t, released)) for s, t in segs)
+            g.related = ops
+            out.append(g)
+        elif e.op == f"{kind}.hold":
+            notes = [k for k in kids.get(e.id, []) if k.op == f"{kind}.hold.event"]
+            acquired = next((n for n in notes if n.args["kind"] == "acquired"), None)
+            if acquired is None:
+                continue
+            stops = [e.end] + [n.invoke for n in notes if n.args["kind"] == "lost"]
+            stops += [k.invoke for k in kids.get(e.id, []) if k.op == f"{kind}.hold.close"]
+            released = min(stops)
+            g = Grant(kind, e.args["name"], acquired.args[key], e.invoke, acquired.invoke, acquired,
+                      acquired.args.get("token"), e.args.get("permits", 1), e.args.get("limit", 0))
+            segs = [(n.invoke, n.args["expires"] - CLOCK_MARGIN) for n in notes
+                    if n.args["kind"] in ("acquired", "refreshed") and n.args.get("expires") is not None]
+            g.segments = _union((s, min(t, released)) for s, t in segs)
+            g.related = [e] + kids.get(e.id, [])
+            out.append(g)
+    return out
+
+
+def lock_mutual_exclusion(events: Sequence[Event]) -> RuleResult:
+    """At most one holder of a lock at a time: the sure-held intervals of two grants of
+    one lock never overlap."""
+    found = _Found("lock_mutual_exclusion")
+    gs = grants(events, "lock")
+    by_name: dict[str, list[tuple[float, float, Grant]]] = defaultdict(list)
+    for g in gs:
+        by_name[g.name] += [(s, t, g) for s, t in g.segments]
+    for name, intervals in by_name.items():
+        intervals.sort(key=lambda x: x[0])
+        active: list[tuple[float, float, Grant]] = []
+        reported: set[tuple[int, int]] = set()
+        for s, t, g in intervals:
+            active = [a for a in active if a[1] > s + EPS]
+            for s2, t2, g2 in active:
+                pair = (g2.event.id, g.event.id)
+                if g2 is not g and pair not in reported:
+                    reported.add(pair)
+                    found.add(f"lock {name!r}: holders with fencing tokens {g2.token} and {g.token} both held it "
+                              f"for {min(t, t2) - s:.3f}s from t={s:.3f}", g2.event, g.event)
+            active.append((s, t, g))
+    return found.result(len(gs))
+
+
+def lock_fencing_tokens_increase(events: Sequence[Event]) -> RuleResult:
+    """Fencing tokens are unique per lock and increase in grant order: a grant received
+    before another was asked for has the smaller token."""
+    found = _Found("lock_fencing_tokens_increase")
+    gs = [g for g in grants(events, "lock") if g.token is not None]
+    by_name: dict[str, list[Grant]] = defaultdict(list)
+    for g in gs:
+        by_name[g.name].append(g)
+    for name, mine in by_name.items():
+        seen: dict[int, Grant] = {}
+        for g in mine:
+            if g.token in seen:
+                found.add(f"lock {name!r}: fencing token {g.token} granted twice", seen[g.token].event, g.event)
+            seen[g.token] = g
+        by_start = sorted(mine, key=lambda g: g.start)
+        starts = [g.start for g in by_start]
+        best: list[Grant] = []  # best[i]: the largest token among by_start[:i+1]
+        for g in by_start:
+            best.append(g if not best or g.token > best[-1].token else best[-1])
+        for g in mine:
+            i = bisect.bisect_left(starts, g.invoke) - 1  # grants received before g was asked for
+            if i >= 0 and best[i].token >= g.token and best[i] is not g:
+                found.add(f"lock {name!r}: token {g.token} granted after token {best[i].token} was received",
+                          best[i].event, g.event)
+    return found.result(len(gs))
+
+
+def leases_not_lost_early(events: Sequence[Event]) -> RuleResult:
+    """A holder that acquired or refreshed in time is never told LOCK_NOT_HELD /
+    PERMIT_NOT_HELD by an answer that arrives before its TTL (counted from the
+    acknowledged call's invocation) could have run out, unless it asked to release.
+    With a retrying client a Release's "not held" may follow its own first try: only
+    Refresh answers are checked then."""
+    found = _Found("leases_not_lost_early")
+    retries = client_retries(events)
+    checked = 0
+    for kind in ("lock", "sem"):
+        for g in grants(events, kind):
+            if g.event.op != f"{kind}.acquire":
+                continue  # Hold streams renew on the server's side: LOST may come early, safely
+            acked = [(g.event.complete, g.event.invoke + g.event.args["ttl"], g.event)]
+            released = float("inf")
+            for o in g.related:  # in invocation order
+                checked += 1
+                # A repeated release answers "not held" after its first try released.
+                repeatable = retries and o.op.endswith(".release")
+                if o.failed and o.reason in NOT_HELD and o.invoke < released and not repeatable:
+                    valid = [(until, x) for done, until, x in acked if done <= o.invoke]
+                    if valid:
+                        until, x = max(valid, key=lambda v: v[0])
+                        if o.complete < until - EPS:
+                            found.add(f"{kind} {g.name!r}: {o.op} answered {o.reason} at t={o.complete:.3f}, "
+                                      f"{until - o.complete:.3f}s before the TTL of an acknowledged "
+                                      f"{x.op} ran out", x, o)
+                if o.op.endswith(".release"):
+                    released = min(released, o.invoke)
+                elif o.ok:
+                    acked.append((o.complete, o.invoke + o.args["ttl"], o))
+    return found.result(checked)
+
+
+def semaphore_within_limit(events: Sequence[Event]) -> RuleResult:
+    """At no instant do the surely-held permits of a semaphore exceed its limit."""
+    found = _Found("semaphore_within_limit")
+    gs = grants(events, "sem")
+    by_name: dict[str, list[Grant]] = defaultdict(list)
+    for g in gs:
+        by_name[g.name].append(g)
+    for name, mine in by_name.items():
+        limit = max(g.limit for g in mine)
+        points = []
+        for g in mine:
+            for s, t in g.segments:
+                points += [(s, 1, g), (t, 0, g)]  # at one instant, ends before starts
+        points.sort(key=lambda p: (p[0], p[1]))
+        active: dict[int, Grant] = {}
+        reported = 0
+        for t, is_start, g in points:
+            if not is_start:
+                active.pop(id(g), None)
+                continue
+            active[id(g)] = g
+            level = sum(a.permits for a in active.values())
+            if level > limit and reported < MAX_REPORTED:
+                reported += 1
+                found.add(f"semaphore {name!r}: {level} permits held at t={t:.3f}, limit {limit}",
+                          *(a.event for a in active.values()))
+    return found.result(len(gs))
+
+
+# ---------------------------------------------------------------- queues
+
+
+@dataclass
+class Delivery:
+    queue: str
+    task_id: str
+    lease: str
+    attempt: int
+    payload: str
+    max_attempts: int
+    lower: float  # the lease was certainly taken after this (Dequeue sent / stream opened)
+    start: float  # received
+    end: float  # surely held until
+    event: Event
+
+
+TaskKey = tuple[str, str]  # (queue, task id): task ids are per queue
+
+
+def _enqueued(events: Sequence[Event]) -> tuple[dict[TaskKey, tuple[str, int, Event]], dict[str, list[Event]]]:
+    """((queue, acknowledged task id) -> (payload, max_attempts, enqueue), payload -> every enqueue that sent it)."""
+    acked: dict[TaskKey, tuple[str, int, Event]] = {}
+    sent: dict[str, list[Event]] = defaultdict(list)
+    for e in events:
+        if e.op != "queue.enqueue":
+            continue
+        for t in e.args["tasks"]:
+            sent[t["payload"]].append(e)
+        if e.ok:
+            for t, task_id in zip(e.args["tasks"], e.result["task_ids"]):
+                acked[e.args["queue"], task_id] = (t["payload"], t["max_attempts"], e)
+    return acked, sent
+
+
+def deliveries(events: Sequence[Event]) -> list[Delivery]:
+    kids = _children(events)
+    index = {e.id: e for e in events}
+    settles: dict[tuple[str, str, str], float] = {}
+    for e in events:
+        if e.op in ("queue.ack", "queue.nack"):
+            k = (e.args["queue"], e.args["task_id"], e.args["lease"])
+            settles[k] = min(settles.get(k, float("inf")), e.invoke)
+    out = []
+    for e in events:
+        if e.op == "queue.dequeue" and e.ok:
+            for t in e.result["tasks"]:
+                end = min(e.invoke + e.args["lease_ttl"],
+                          settles.get((t["queue"], t["task_id"], t["lease"]), float("inf")))
+                if t.get("lease_expires") is not None:
+                    end = min(end, t["lease_expires"] - CLOCK_MARGIN)
+                out.append(Delivery(t["queue"], t["task_id"], t["lease"], t["attempt"], t["payload"],
+                                    t["max_attempts"], e.invoke, e.complete, end, e))
+        elif e.op == "queue.consume.task":
+            stream = index.get(e.parent)
+            stops = [stream.end if stream else float("inf")]
+            stops += [k.invoke for k in kids.get(e.parent, []) if k.op == "queue.consume.close"]
+            t = e.args
+            end = min(min(stops), settles.get((t["queue"], t["task_id"], t["lease"]), float("inf")))
+            if t.get("lease_expires") is not None:
+                end = min(end, t["lease_expires"] - CLOCK_MARGIN)
+            out.append(Delivery(t["queue"], t["task_id"], t["lease"], t["attempt"], t["payload"],
+                                t["max_attempts"], stream.invoke if stream else e.invoke, e.invoke, end, e))
+    return out
+
+
+def queue_tasks_settled(events: Sequence[Event]) -> RuleResult:
+    """Every task whose Enqueue was acknowledged ends acked once (an acknowledged Ack) or
+    dead-lettered, never both, never twice, never lost; after the final drain nothing is
+    ready, delayed or leased. A task whose only Ack was indeterminate may have been acked
+    (so may one whose Ack a retrying client repeated and was told TASK_LEASE_NOT_HELD)."""
+    found = _Found("queue_tasks_settled")
+    acked_tasks, _ = _enqueued(events)
+    acks: dict[TaskKey, list[Event]] = defaultdict(list)
+    maybe_acked: set[TaskKey] = set()
+    retries = client_retries(events)
+    for e in events:
+        if e.op == "queue.ack":
+            key = (e.args["queue"], e.args["task_id"])
+            if e.ok:
+                acks[key].append(e)
+            elif e.indeterminate or _retried(e, retries):  # a repeat answers TASK_LEASE_NOT_HELD
+                maybe_acked.add(key)
+    finals: dict[str, tuple[Event | None, Event | None]] = {}
+    for e in events:
+        if e.op in ("queue.final_dead", "queue.final_stats") and e.ok:
+            dead, stats = finals.get(e.args["queue"], (None, None))
+            finals[e.args["queue"]] = (e, stats) if e.op == "queue.final_dead" else (dead, e)
+    queues = {e.args["queue"] for e in events if e.op == "queue.enqueue"}
+    dead_ids: set[TaskKey] = set()
+    for q in sorted(queues):
+        dead, stats = finals.get(q, (None, None))
+        if dead is None or stats is None:
+            found.add(f"queue {q!r}: the final dead-letter list and stats were never read")
+            continue
+        dead_ids |= {(q, task_id) for task_id in dead.result["task_ids"]}
+        left = {k: stats.result[k] for k in ("ready", "delayed", "leased") if stats.result[k]}
+        if left:
+            found.add(f"queue {q!r}: tasks left after the final drain: {left}", stats)
+    for key, evs in acks.items():
+        if len(evs) > 1:
+            found.add(f"task {key} acked {len(evs)} times (leases {[e.args['lease'][:8] for e in evs]})", *evs)
+        if key in dead_ids:
+            found.add(f"task {key} acked and also dead-lettered", *evs)
+    for key, (_, _, enq) in acked_tasks.items():
+        if not acks.get(key) and key not in dead_ids and key not in maybe_acked:
+            if finals.get(key[0], (None, None))[0] is not None:
+                found.add(f"task {key} (enqueue acknowledged) lost: never acked, not dead-lettered", enq)
+    return found.result(len(acked_tasks))
+
+
+def queue_leases_exclusive(events: Sequence[Event]) -> RuleResult:
+    """A task is never held by two leases at once (sure-held intervals of its deliveries
+    never overlap), and a later delivery has a higher attempt number."""
+    found = _Found("queue_leases_exclusive")
+    ds = deliveries(events)
+    by_task: dict[TaskKey, list[Delivery]] = defaultdict(list)
+    for d in ds:
+        by_task[d.queue, d.task_id].append(d)
+    for (queue, tid), mine in by_task.items():
+        task_id = f"{queue}/{tid}"
+        mine.sort(key=lambda d: d.start)
+        for i, a in enumerate(mine):
+            for b in mine[i + 1:]:
+                if a.lease == b.lease:
+                    continue
+                # Only non-empty sure-held intervals count: a delivery received after its
+                # lease ran out (a late push) was never surely held.
+                if a.start + EPS < a.end and b.start + EPS < b.end and b.start < a.end - EPS:
+                    found.add(f"task {task_id}: leases {a.lease[:8]} (attempt {a.attempt}) and {b.lease[:8]} "
+                              f"(attempt {b.attempt}) both held for {min(a.end, b.end) - b.start:.3f}s",
+                              a.event, b.event)
+                if a.start < b.lower and a.attempt >= b.attempt:
+                    found.add(f"task {task_id}: attempt {b.attempt} delivered after attempt {a.attempt}",
+                              a.event, b.event)
+    return found.result(len(ds))
+
+
+def queue_deliveries_match_enqueues(events: Sequence[Event]) -> RuleResult:
+    """A delivered task carries the payload and max_attempts its Enqueue was acknowledged
+    with (or, for an unacknowledged Enqueue, a payload that was sent and not
+    acknowledged under another id), and its attempt never exceeds max_attempts."""
+    found = _Found("queue_deliveries_match_enqueues")
+    acked_tasks, sent = _enqueued(events)
+    acked_payloads = {payload: key for key, (payload, _, _) in acked_tasks.items()}
+    ds = deliveries(events)
+    for d in ds:
+        if (d.queue, d.task_id) in acked_tasks:
+            payload, max_attempts, enq = acked_tasks[d.queue, d.task_id]
+            if d.payload != payload or d.max_attempts != max_attempts:
+                found.add(f"task {d.queue}/{d.task_id} delivered with payload {d.payload!r} "
+                          f"(max_attempts {d.max_attempts}), "
+                          f"acknowledged with {payload!r} ({max_attempts})", enq, d.event)
+        elif d.payload in acked_payloads:
+            other = acked_payloads[d.payload]
+            found.add(f"task {d.queue}/{d.task_id} delivered with the payload acknowledged as task {other}",
+                      acked_tasks[other][2], d.event)
+        elif d.payload not in sent:
+            found.add(f"task {d.queue}/{d.task_id} delivered with payload {d.payload!r} that nobody enqueued", d.event)
+        if d.attempt > d.max_attempts or d.attempt < 1:
+            found.add(f"task {d.queue}/{d.task_id} delivered at attempt {d.attempt} of {d.max_attempts}", d.event)
+    return found.result(len(ds))
+
+
+# ---------------------------------------------------------------- chat
+
+
+def _sends(events: Sequence[Event]) -> list[tuple[str, int, str, str, Event]]:
+    """Acknowledged messages: (chat, id, sender, body, event), CreateChat's first one included."""
+    out = []
+    for e in events:
+        if e.ok and e.op == "chat.send":
+            out.append((e.args["chat"], e.result["message_id"], e.args["sender"], e.args["body"], e))
+        elif e.ok and e.op == "chat.create":
+            out.append((e.args["chat"], e.result["message_id"], e.args["sender"], e.args["body"], e))
+    return out
+
+
+def chat_ids_unique_and_increasing(events: Sequence[Event]) -> RuleResult:
+    """Acknowledged message ids are unique per chat and increase in real-time order: a
+    send acknowledged before another was invoked got the smaller id."""
+    found = _Found("chat_ids_unique_and_increasing")
+    sends = _sends(events)
+    by_chat: dict[str, list[tuple[int, Event]]] = defaultdict(list)
+    for chat, mid, _, _, e in sends:
+        by_chat[chat].append((mid, e))
+    for chat, mine in by_chat.items():
+        seen: dict[int, Event] = {}
+        for mid, e in mine:
+            if mid in seen:
+                found.add(f"chat {chat!r}: message id {mid} acknowledged to two sends", seen[mid], e)
+            seen[mid] = e
+        by_done = sorted(mine, key=lambda x: x[1].complete)
+        dones = [e.complete for _, e in by_done]
+        best: list[tuple[int, Event]] = []
+        for mid, e in by_done:
+            best.append((mid, e) if not best or mid > best[-1][0] else best[-1])
+        for mid, e in mine:
+            i = bisect.bisect_left(dones, e.invoke) - 1
+            if i >= 0 and best[i][0] >= mid and best[i][1] is not e:
+                found.add(f"chat {chat!r}: id {mid} acknowledged after id {best[i][0]} was", best[i][1], e)
+    return found.result(len(sends))
+
+
+def _chat_deliveries(events: Sequence[Event]) -> list[tuple[str, int, str, str, Event]]:
+    out = []
+    for e in events:
+        if e.op == "chat.deliver":
+            out.append((e.args["chat"], e.args["message_id"], e.args["sender"], e.args["body"], e))
+        elif e.op == "chat.history" and e.ok:
+            out += [(e.args["chat"], m["message_id"], m["sender"], m["body"], e) for m in e.result["messages"]]
+    return out
+
+
+def chat_bodies_match(events: Sequence[Event]) -> RuleResult:
+    """Every message delivered (Subscribe) or read (GetHistory) under an id carries the
+    sender and body acknowledged under that id; one not acknowledged carries a body
+    that was sent (bodies are unique) and not acknowledged under another id; no body
+    appears under two ids."""
+    found = _Found("chat_bodies_match")
+    acked = {(chat, mid): (sender, body, e) for chat, mid, sender, body, e in _sends(events)}
+    acked_bodies = {(chat, body): (mid, e) for (chat, mid), (_, body, e) in acked.items()}
+    sent: dict[tuple[str, str], list[Event]] = defaultdict(list)
+    for e in events:
+        if e.op in ("chat.send", "chat.create"):
+            sent[e.args["chat"], e.args["body"]].append(e)
+    ds = _chat_deliveries(events)
+    ids_of_body: dict[tuple[str, str], dict[int, Event]] = defaultdict(dict)
+    for chat, mid, sender, body, e in ds:
+        ids_of_body[chat, body].setdefault(mid, e)
+        if (chat, mid) in acked:
+            a_sender, a_body, a = acked[chat, mid]
+            if (sender, body) != (a_sender, a_body):
+                found.add(f"chat {chat!r} id {mid}: got {sender!r}/{body!r}, acknowledged {a_sender!r}/{a_body!r}",
+                          a, e)
+        elif (chat, body) in acked_bodies:
+            mid2, a = acked_bodies[chat, body]
+            found.add(f"chat {chat!r}: body {body!r} got under id {mid}, acknowledged under id {mid2}", a, e)
+        elif (chat, body) not in sent:
+            found.add(f"chat {chat!r} id {mid}: body {body!r} was never sent to this chat", e)
+    for (chat, body), ids in ids_of_body.items():
+        if len(ids) > 1:
+            found.add(f"chat {chat!r}: one sent body {body!r} stored under ids {sorted(ids)}", *ids.values())
+    return found.result(len(ds))
+
+
+def chat_delivery_order(events: Sequence[Event]) -> RuleResult:
+    """On one Subscribe stream a chat's messages come in order without gaps (ids +1);
+    an explicit-ack stream starts right after the member's acknowledged position (never
+    before what it acked, never past what it may have acked) and carries no Gap; at the
+    end every explicit-ack member has received every acknowledged message."""
+    found = _Found("chat_delivery_order")
+    kids = _children(events)
+    acks: dict[tuple[str, str], list[Event]] = defaultdict(list)
+    for e in events:
+        if e.op == "chat.ack":
+            acks[e.args["user"], e.args["chat"]].append(e)
+    streams = [e for e in events if e.op == "chat.subscribe"]
+    received: dict[tuple[str, str], set[int]] = defaultdict(set)
+    caught_up: dict[str, bool] = {}
+    for s in streams:
+        user, explicit = s.args["user"], s.args["mode"] == "explicit"
+        last: dict[str, tuple[int, Event]] = {}
+        for k in kids.get(s.id, []):
+            if k.op == "chat.gap" and explicit:
+                found.add(f"{user}: explicit-ack stream got {k.args} with retention far above the messages sent", k)
+            if k.op == "chat.caught_up" and s.args.get("final"):
+                caught_up[user] = True
+            if k.op != "chat.deliver":
+                continue
+            chat, mid = k.args["chat"], k.args["message_id"]
+            received[user, chat].add(mid)
+            if chat in last:
+                prev, pe = last[chat]
+                if mid != prev + 1:
+                    found.add(f"{user} in {chat!r}: id {mid} followed id {prev} on one stream", pe, k)
+            elif explicit:
+                mine = acks.get((user, chat), [])
+                low = max((a.args["up_to"] for a in mine if a.ok and a.complete <= s.invoke), default=0)
+                high = max((a.args["up_to"] for a in mine if a.invoke < k.invoke), default=0)
+                if not low + 1 <= mid <= high + 1:
+                    found.add(f"{user} in {chat!r}: explicit-ack stream started at id {mid}; acked up to {low} "
+                              f"(maybe {high}) before", s, k)
+            last[chat] = (mid, k)
+    explicit_users = {s.args["user"] for s in streams if s.args["mode"] == "explicit"}
+    finals = {s.args["user"] for s in streams if s.args.get("final")}
+    sends = _sends(events)
+    for user in sorted(explicit_users):
+        if user not in finals:
+            continue  # no final read (the campaign reports why); nothing to compare with
+        if not caught_up.get(user):
+            found.add(f"{user}: the final explicit-ack subscription never reported caught_up",
+                      *[s for s in streams if s.args["user"] == user and s.args.get("final")])
+            continue
+        missing = [(chat, mid, e) for chat, mid, _, _, e in sends if mid not in received[user, chat]]
+        for chat, mid, e in missing[:MAX_REPORTED]:
+            found.add(f"{user} never received acknowledged message {mid} of {chat!r}", e)
+        if len(missing) > MAX_REPORTED:
+            found.add(f"{user}: {len(missing) - MAX_REPORTED} more acknowledged messages never received")
+    return found.result(len(streams))
+
+
+# ---------------------------------------------------------------- autocomplete
+
+
+def autocomplete_reads(events: Sequence[Event]) -> RuleResult:
+    """Reads of recent contacts and name indexes (which only grow here) show every
+    entry acknowledged before the read was invoked and nothing that was never written
+    before it completed; Suggest is in name order; counts lie between the two."""
+    found = _Found("autocomplete_reads")
+    # (kind, user or index) -> entry -> (first invocation of a write, first acknowledgement)
+    written: dict[tuple[str, str], dict[str, tuple[float, float]]] = defaultdict(dict)
+
+    def wrote(key: tuple[str, str], entry: str, e: Event) -> None:
+        inv, ack = written[key].get(entry, (float("inf"), float("inf")))
+        written[key][entry] = (min(inv, e.invoke), min(ack, e.complete if e.ok else float("inf")))
+
+    for e in events:
+        if e.op == "ac.add_recent":
+            wrote(("recent", e.args["user"]), e.args["contact"], e)
+        elif e.op == "ac.add_names":
+            for n in e.args["names"]:
+                wrote(("names", e.args["index"]), n, e)
+    checked = 0
+    for e in events:
+        if not e.ok:
+            continue
+        if e.op == "ac.suggest_recent":
+            key, got = ("recent", e.args["user"]), e.result["contacts"]
+        elif e.op == "ac.suggest":
+            key, got = ("names", e.args["index"]), e.result["names"]
+            if got != sorted(got):
+                found.add(f"suggest {e.args['index']!r} {e.args['prefix']!r}: not in name order", e)
+        elif e.op == "ac.count":
+            key, got = ("names", e.args["index"]), None
+        elif e.op == "ac.add_recent":
+            key, got = ("recent", e.args["user"]), None
+        else:
+            continue
+        checked += 1
+        prefix = e.args.get("prefix", "")
+        entries = {n: w for n, w in written[key].items() if n.startswith(prefix)}
+        must = {n for n, (_, ack) in entries.items() if ack < e.invoke}
+        may = {n for n, (inv, _) in entries.items() if inv < e.complete}
+        if e.op == "ac.count":
+            if not len(must) <= e.result["count"] <= len(may):
+                found.add(f"count {key[1]!r} {prefix!r} = {e.result['count']}, expected {len(must)}..{len(may)}", e)
+            continue
+        if e.op == "ac.add_recent":
+            must |= {e.args["contact"]}
+            if not len(must) <= e.result["size"] <= len(may):
+                found.add(f"add_recent {key[1]!r}: size {e.result['size']}, expected {len(must)}..{len(may)}", e)
+            continue
+        phantom = sorted(set(got) - may)
+        lost = sorted(must - set(got))
+        if phantom:
+            found.add(f"{e.op} {key[1]!r} {prefix!r}: {phantom[:5]} never written before the read completed "
+                      f"(or not matching the prefix)", e)
+        if lost:
+            found.add(f"{e.op} {key[1]!r} {prefix!r}: acknowledged {lost[:5]} missing ({len(lost)} in all)", e)
+    return found.result(checked)
+
+
+# ---------------------------------------------------------------- server logs
+
+LOG_MARKERS = ("unexpected error", "Traceback", "Task exception was never retrieved", "Exception in callback")
+
+
+def other_log_errors(logs: dict[str, str]) -> list[str]:
+    """ERROR-level log lines that server_logs_clean does not count (for the summary)."""
+    return [f"{name}: {line.strip()[:200]}" for name, text in sorted(logs.items()) for line in text.splitlines()
+            if " ERROR " in line and not any(m in line for m in LOG_MARKERS)]
+
+
+def server_logs_clean(logs: dict[str, str]) -> RuleResult:
+    """No server logged an unexpected error or a traceback."""
+    found = _Found("server_logs_clean")
+    for name, text in sorted(logs.items()):
+        lines = text.splitlines()
+        hits = [i for i, line in enumerate(lines) if any(m in line for m in LOG_MARKERS)]
+        for i in hits[:MAX_REPORTED]:
+            found.add(f"{name}:{i + 1}: " + " | ".join(line.strip() for line in lines[i:i + 12]))
+        if len(hits) > MAX_REPORTED:
+            found.add(f"{name}: {len(hits) - MAX_REPORTED} more such lines")
+    return found.result(len(logs))
+
+
+RULES: list[Callable[[Sequence[Event]], RuleResult]] = [
+    no_internal_or_unknown,
+    blocked_calls_answer_in_time,
+    calls_answered_by_deadline,
+    lock_mutual_exclusion,
+    lock_fencing_tokens_increase,
+    leases_not_lost_early,
+    semaphore_within_limit,
+    queue_tasks_settled,
+    queue_leases_exclusive,
+    queue_deliveries_match_enqueues,
+    chat_ids_unique_and_increasing,
+    chat_bodies_match,
+    chat_delivery_order,
+    autocomplete_reads,
+]
+
+
+def check(events: Sequence[Event], logs: dict[str, str] | None = None) -> list[RuleResult]:
+    results = [rule(events) for rule in RULES]
+    if logs is not None:
+        results.append(server_logs_clean(logs))
+    return results

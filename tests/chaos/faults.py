@@ -1,0 +1,251 @@
+"""The seeded fault schedule, the processes it is played against, and its player.
+
+``plan(seed, ...)`` decides everything with ``random.Random(seed)``: which faults, in
+which order, how long each lasts and how long the calm after it is. The same seed and
+settings give the same schedule; ``Fleet`` + ``play`` then execute it in order:
+
+- redis_kill:  Redis SIGKILLed, down for ``duration``, restarted on its port from its
+               append-only file (appendfsync always: nothing acknowledged is lost);
+- redis_pause: Redis SIGSTOPped for ``duration`` (past the server's 5 s socket timeout
+               in the long form), then SIGCONT;
+- link_cut:    every connection between the servers and Redis reset, and new ones
+               refused, for ``duration`` (support.TcpProxy);
+- server_kill: one concord-server SIGKILLed, restarted on its port after ``duration``.
+
+Every fault is healed in a ``finally`` (SIGCONT above all), and ``Fleet.heal`` puts
+back whatever a failure left broken. Only processes this module started are
+signalled, by their pid.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from support import RedisServer, ServerProcess, TcpProxy, backend_binary
+
+from .history import History
+
+KINDS = ("redis_kill", "redis_pause", "link_cut", "server_kill")
+SOCKET_TIMEOUT = 5.0  # how long the server waits for a Redis reply (redis_link.REPLY_TIMEOUT, was socket_timeout)
+LIVENESS = 5.0  # a server cut off this long counts as dead to the others (liveness_ms, waiters.py)
+# Seconds a fault costs on top of its duration (restarts), to size a schedule.
+OVERHEAD = {"redis_kill": 0.5, "redis_pause": 0.0, "link_cut": 0.0, "server_kill": 2.5}
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    duration: float  # seconds it lasts before it is healed
+    gap: float  # seconds of calm after healing
+    target: int = 0  # the server a server_kill kills
+
+    def describe(self) -> str:
+        what = f"{self.kind}(s{self.target})" if self.kind == "server_kill" else self.kind
+        return f"{what} {self.duration:.2f}s +{self.gap:.2f}s"
+
+
+def _duration(rng: random.Random, kind: str, long: bool, required_long: bool) -> float:
+    if kind == "redis_kill":
+        return round(rng.uniform(0.1, 1.5 if long else 0.8), 2)
+    if kind == "redis_pause":
+        if required_long or (long and rng.random() < 0.4):
+            return round(rng.uniform(SOCKET_TIMEOUT + 0.5, SOCKET_TIMEOUT + 2.5), 2)
+        return round(rng.uniform(0.8, 2.0), 2)
+    if kind == "link_cut":
+        if required_long or (long and rng.random() < 0.3):
+            return round(rng.uniform(LIVENESS + 0.5, LIVENESS + 2.5), 2)
+        return round(rng.uniform(0.3, 2.0), 2)
+    return round(rng.uniform(0.0, 1.0), 2)  # server_kill: down time before the restart
+
+
+def plan(seed: int, seconds: float, *, servers: int, minimum: dict[str, int], long: bool = False,
+         long_pauses: int = 0, long_cuts: int = 0) -> list[Fault]:
+    """At least ``minimum[kind]`` faults of each kind (``long_pauses`` of the pauses past
+    the socket timeout, ``long_cuts`` of the cuts past the liveness window), then random
+    ones until the schedule fills about ``seconds``; shuffled. Depends only on its
+    arguments."""
+    rng = random.Random(seed)
+    kinds = [k for k in KINDS for _ in range(minimum.get(k, 0))]
+    longs = Counter({"redis_pause": long_pauses, "link_cut": long_cuts})
+    faults = []
+    for kind in kinds:
+        required_long = longs[kind] > 0
+        longs[kind] -= 1
+        faults.append((kind, _duration(rng, kind, long, required_long)))
+
+    def cost(fs) -> float:
+        return sum(d + OVERHEAD[k] + (1.75 if long else 0.9) for k, d in fs)
+
+    weights = {"redis_kill": 4, "redis_pause": 2, "link_cut": 2, "server_kill": 1}
+    while cost(faults) < seconds:
+        kind = rng.choices(list(weights), list(weights.values()))[0]
+        faults.append((kind, _duration(rng, kind, long, False)))
+    rng.shuffle(faults)
+    return [Fault(kind, duration, round(rng.uniform(0.5, 3.0) if long else rng.uniform(0.3, 1.5), 2),
+                  rng.randrange(servers) if kind == "server_kill" else 0)
+            for kind, duration in faults]
+
+
+def counts(faults: list[Fault]) -> dict[str, int]:
+    c = Counter(f.kind for f in faults)
+    return {k: c.get(k, 0) for k in KINDS}
+
+
+SERVER_ARGS = (
+    "--log-level", "WARNING",
+    "--queue-retry-backoff", "0.05",
+    "--chat-max-messages", "1000000",
+    "--chat-max-bytes", str(1 << 30),
+    "--max-wait", "60",
+    "--shutdown-grace", "2",
+)
+
+
+class Fleet:
+    """One Redis (AOF, appendfsync always), a TcpProxy in front of it, and ``servers``
+    concord-server processes whose Redis URL is the proxy."""
+
+    def __init__(self, backend: str, workdir: Path, servers: int) -> None:
+        binary = backend_binary(backend)
+        assert binary, f"{backend} server not installed"
+        self.workdir = workdir
+        self.redis = RedisServer(binary, workdir / "redis")
+        self.proxy: TcpProxy | None = None
+        self.servers: list[ServerProcess] = []
+        self.logs = [workdir / f"server{i}.log" for i in range(servers)]
+        self.paused = False
+
+    def start(self) -> Fleet:
+        self.redis.start()
+        self.proxy = TcpProxy(self.redis.port).start()
+        for log in self.logs:
+            self.servers.append(ServerProcess("--redis-url", self.proxy.url, *SERVER_ARGS))
+            self.servers[-1].start(log)
+        return self
+
+    @property
+    def targets(self) -> list[str]:
+        return [s.target for s in self.servers]
+
+    # Each fault: inject, then heal (both blocking: run them in a thread).
+
+    def redis_kill(self) -> None:
+        self.redis.kill()
+
+    def redis_restart(self) -> None:
+        if self.redis.proc is None or self.redis.proc.poll() is not None:
+            self.redis.start()
+
+    def redis_pause(self) -> None:
+        assert self.redis.proc is not None
+        self.paused = True
+        os.kill(self.redis.proc.pid, signal.SIGSTOP)
+
+    def redis_resume(self) -> None:
+        if self.paused and self.redis.proc is not None and self.redis.proc.poll() is None:
+            os.kill(self.redis.proc.pid, signal.SIGCONT)
+        self.paused = False
+
+    def cut(self) -> None:
+        assert self.proxy is not None
+        self.proxy.cut()
+
+    def resume(self) -> None:
+        if self.proxy is not None:
+            self.proxy.resume()
+
+    def server_kill(self, i: int) -> None:
+        self.servers[i].kill()
+
+    def server_restart(self, i: int) -> None:
+        s = self.servers[i]
+        if s.proc is None or s.proc.poll() is not None:
+            s.start(self.logs[i])
+
+    def heal(self) -> None:
+        """Everything back up, whatever state a fault or a failure left."""
+        self.redis_resume()
+        self.resume()
+        self.redis_restart()
+        for i in range(len(self.servers)):
+            self.server_restart(i)
+
+    def stop(self) -> dict[str, int | None]:
+        """Stops everything (SIGCONT first); the servers' exit codes."""
+        codes: dict[str, int | None] = {}
+        try:
+            self.redis_resume()
+            self.resume()
+            for i, s in enumerate(self.servers):
+                try:
+                    codes[f"server{i}"] = s.stop(timeout=15)
+                except Exception as exc:  # noqa: BLE001 - reported, the rest still stops
+                    codes[f"server{i}"] = None
+                    s.kill()
+                    print(f"chaos: stopping server{i} failed: {exc}")
+        finally:
+            if self.proxy is not None:
+                self.proxy.stop()
+            self.redis.kill()
+        return codes
+
+    def log_texts(self) -> dict[str, str]:
+        return {log.name: log.read_text(errors="replace") if log.exists() else "" for log in self.logs}
+
+
+async def play(schedule: list[Fault], fleet: Fleet, history: History, done: list[dict], *,
+               warmup: float = 1.0) -> None:
+    """Executes the schedule in order, after ``warmup`` seconds of calm, appending what
+    was done (with times) to ``done``. Each fault is recorded as a ``fault`` event
+    spanning injection to healing."""
+    await asyncio.sleep(warmup)
+    for n, f in enumerate(schedule):
+        ev = history.invoke("faults", "fault", **asdict(f), n=n)
+        try:
+            if f.kind == "redis_kill":
+                await asyncio.to_thread(fleet.redis_kill)
+                await asyncio.sleep(f.duration)
+            elif f.kind == "redis_pause":
+                await asyncio.to_thread(fleet.redis_pause)
+                await asyncio.sleep(f.duration)
+            elif f.kind == "link_cut":
+                await asyncio.to_thread(fleet.cut)
+                await asyncio.sleep(f.duration)
+            elif f.kind == "server_kill":
+                await asyncio.to_thread(fleet.server_kill, f.target)
+                await asyncio.sleep(f.duration)
+            elif f.kind == "calm":  # no fault (a control run: the checker must find nothing)
+                await asyncio.sleep(f.duration)
+            else:
+                raise ValueError(f"unknown fault kind {f.kind!r}")
+        finally:
+            # Healing must happen even if this task is cancelled: shield the thread.
+            heal = asyncio.ensure_future(asyncio.to_thread(_heal_one, fleet, f))
+            try:
+                await asyncio.shield(heal)
+            except asyncio.CancelledError:
+                await heal
+                raise
+            except BaseException as exc:  # noqa: BLE001 - recorded, then the campaign stops
+                history.fail(ev, exc)
+                raise
+        history.ok(ev, {"healed": True})
+        done.append({**asdict(f), "at": ev.invoke, "healed": ev.complete})
+        await asyncio.sleep(f.gap)
+
+
+def _heal_one(fleet: Fleet, f: Fault) -> None:
+    if f.kind == "redis_kill":
+        fleet.redis_restart()
+    elif f.kind == "redis_pause":
+        fleet.redis_resume()
+    elif f.kind == "link_cut":
+        fleet.resume()
+    elif f.kind == "server_kill":
+        fleet.server_restart(f.target)

@@ -1,0 +1,412 @@
+"""The fault campaign's checker is itself tested: for each rule, a hand-built valid
+history (with indeterminate outcomes the rule must tolerate) passes every rule, and
+the same history with one injected violation fails that rule. Also: the fault
+schedule is a function of its seed.
+
+No servers here: histories are built with explicit times (History.record / note).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos import checker
+from chaos.faults import counts, plan
+from chaos.history import Event, History
+
+
+def passes_all(h: History) -> None:
+    bad = [v for r in checker.check(h.events, {"server0.log": "WARNING fine\n"}) for v in r.violations]
+    assert not bad, "\n".join(v.render({e.id: e for e in h.events}) for v in bad)
+
+
+def fails(rule, h: History, *needles: str) -> list[checker.Violation]:
+    result = rule(h.events)
+    assert result.violations, f"{result.rule} missed the injected violation"
+    text = " ".join(v.message for v in result.violations)
+    for n in needles:
+        assert n in text, text
+    return result.violations
+
+
+# ---------------------------------------------------------------- every service
+
+
+def test_no_internal_or_unknown():
+    h = History()
+    h.record("p", "lock.describe", 0.0, 0.1, ok={}, name="x")
+    h.record("p", "lock.describe", 0.2, 0.3, code="UNAVAILABLE", reason="REDIS_UNAVAILABLE", name="x")
+    h.record("p", "queue.ack", 0.2, 0.3, code="FAILED_PRECONDITION", reason="TASK_LEASE_NOT_HELD",
+             queue="q", task_id="1", lease="l")
+    passes_all(h)
+    # The client's gRPC library reporting a connection that died with its server process:
+    h.record("faults", "fault", 1.0, 2.0, ok={}, kind="server_kill", target=1, duration=0.5, gap=1.0)
+    h.record("p", "queue.consume", 0.5, 1.01, code="INTERNAL", server=1, queue="q", lease_ttl=1.0, prefetch=1)
+    stream = h.record("p", "queue.consume", 3.0, 3.5, code="INTERNAL", server=0, queue="q", lease_ttl=1.0, prefetch=1)
+    h.record("p", "queue.ack", 3.4, 3.5, code="INTERNAL", server=0, queue="q", task_id="1", lease="l", via="stream",
+             parent=stream.id)
+    for e in h.events[-2:]:  # grpc.aio's own status for a bidi call the server ended while the client wrote
+        e.message = checker.GRPC_CORE_INTERNAL
+    passes_all(h)
+    assert [e.op for e in checker.transport_errors(h.events)] == ["queue.consume"] * 2 + ["queue.ack"]
+    for code in ("INTERNAL", "UNKNOWN"):
+        bad = History()
+        bad.events = list(h.events)
+        bad.record("p", "chat.send", 0.4, 0.5, code=code, chat="c", sender="s", body="b")
+        fails(checker.no_internal_or_unknown, bad, code)
+    bad = History()  # sent by a server (it carries an ErrorInfo), even one about to be killed
+    bad.events = list(h.events)
+    bad.record("p", "queue.ack", 0.9, 1.05, code="INTERNAL", reason="INTERNAL", server=1, queue="q", task_id="1",
+               lease="l")
+    fails(checker.no_internal_or_unknown, bad, "INTERNAL")
+
+
+def _blocked(h: History, took: float, *, server: int = 0) -> Event:
+    return h.record("p", "lock.acquire", 10.0, 10.0 + took, ok={"acquired": False}, server=server, name="x",
+                    ttl=1.0, wait=1.0)
+
+
+def test_blocked_calls_answer_in_time():
+    h = History()
+    _blocked(h, 1.4)
+    h.record("p", "lock.acquire", 11.0, 13.0, ok={"acquired": False}, name="x", ttl=1.0, wait=0)  # not blocked
+    hold = h.record("p", "lock.hold", 12.0, 20.0, ok={"closed": True}, name="y", ttl=1.0, wait=0.5)
+    h.note("p", "lock.hold.event", parent=hold.id, at=12.9, kind="acquired", lease="l", token=1, expires=13.9)
+    h.note("p", "lock.hold.close", parent=hold.id, at=13.0)
+    late = History()
+    late.events = list(h.events)
+    _blocked(late, 1.3, server=1)
+    late.note("harness", "harness.lag", at=11.2, lag=0.6)  # the harness stalled: not the server's fault
+    _blocked(late, 6.0, server=2)
+    late.record("faults", "fault", 9.0, 12.0, ok={}, kind="server_kill", target=2, duration=1.0, gap=1.0)
+    passes_all(h)
+    passes_all(late)
+
+    bad = History()
+    bad.events = list(h.events)
+    _blocked(bad, 1.6)
+    fails(checker.blocked_calls_answer_in_time, bad, "after 1.60s")
+    bad = History()
+    bad.events = list(h.events)
+    hold = bad.record("p", "sem.hold", 30.0, 38.5, code="CLIENT_TIMEOUT", name="s", ttl=1.0, wait=0.5,
+                      limit=3, permits=1)
+    fails(checker.blocked_calls_answer_in_time, bad, "sem.hold")
+
+
+def test_calls_answered_by_deadline():
+    h = History()
+    h.record("p", "lock.hold", 0.0, 1.0, code="DEADLINE_EXCEEDED", reason="LOCK_WAIT_TIMEOUT", name="x", ttl=1.0,
+             wait=1.0)
+    h.record("p", "queue.ack", 0.0, 5.0, code="UNAVAILABLE", reason="REDIS_UNAVAILABLE", queue="q", task_id="1",
+             lease="l")
+    passes_all(h)
+    for code in ("DEADLINE_EXCEEDED", "CLIENT_TIMEOUT"):
+        bad = History()
+        bad.events = list(h.events)
+        bad.record("p", "queue.nack", 1.0, 9.0, code=code, queue="q", task_id="1", lease="l")
+        fails(checker.calls_answered_by_deadline, bad, code)
+
+
+def test_server_logs_clean():
+    assert checker.server_logs_clean({"s0.log": "WARNING Redis not reachable\n"}).ok
+    result = checker.server_logs_clean({"s0.log": "ERROR unexpected error in Acquire\nTraceback (most recent..."})
+    assert len(result.violations) == 2
+
+
+# ---------------------------------------------------------------- locks
+
+
+def _acquire(h, proc, name, invoke, complete, token, lease, ttl=1.0, wait=0.0):
+    return h.record(proc, "lock.acquire", invoke, complete, name=name, ttl=ttl, wait=wait,
+                    ok={"acquired": True, "lease": lease, "token": token, "expires": invoke + ttl + 0.01})
+
+
+def lock_history(*, second_token: int = 11, late_start: float = 2.3) -> History:
+    h = History()
+    _acquire(h, "p1", "L", 0.0, 0.01, 10, "a")
+    h.record("p1", "lock.refresh", 0.5, 0.51, ok={"expires": 1.51}, name="L", lease="a", ttl=1.0)
+    h.record("p1", "lock.release", 0.8, 0.81, ok=None, name="L", lease="a")
+    _acquire(h, "p2", "L", 0.2, 0.9, second_token, "b", wait=1.0)  # granted at the release
+    h.record("p2", "lock.release", 1.0, 1.4, code="UNAVAILABLE", name="L", lease="b")  # maybe released
+    h.record("p3", "lock.acquire", 0.3, 0.31, ok={"acquired": False}, name="L", ttl=1.0, wait=0.0)
+    h.record("p4", "lock.acquire", 1.1, 1.2, code="UNAVAILABLE", name="L", ttl=1.0, wait=0.0)  # maybe granted
+    hold = h.record("p5", "lock.hold", 1.0, 1.6, ok={"closed": True}, name="L", ttl=1.0, wait=1.0)
+    h.note("p5", "lock.hold.event", parent=hold.id, at=1.1, kind="acquired", lease="c", token=12, expires=2.1)
+    h.note("p5", "lock.hold.event", parent=hold.id, at=1.4, kind="refreshed", lease="", token=0, expires=2.4)
+    h.note("p5", "lock.hold.close", parent=hold.id, at=1.6)
+    _acquire(h, "p6", "L", 1.7, 1.71, 13, "d", ttl=0.5)  # never released: expires at 2.2 or later
+    h.record("p6", "lock.refresh", 2.25, 2.26, code="FAILED_PRECONDITION", reason="LOCK_NOT_HELD", name="L",
+             lease="d", ttl=0.5)  # after its TTL: fine
+    _acquire(h, "p7", "L", late_start, late_start + 0.01, 14, "e")
+    _acquire(h, "p8", "M", 0.0, 0.01, 1, "f")  # another lock: its own tokens
+    return h
+
+
+def test_lock_mutual_exclusion():
+    passes_all(lock_history())
+    v = fails(checker.lock_mutual_exclusion, lock_history(late_start=2.0), "tokens 13 and 14")
+    assert len(v) == 1
+
+
+def test_lock_mutual_exclusion_across_hold_streams():
+    h = lock_history()
+    _acquire(h, "p9", "L", 1.2, 1.3, 15, "g")  # while the Hold stream surely held it
+    fails(checker.lock_mutual_exclusion, h, "tokens 12 and 15")
+
+
+def test_lock_fencing_tokens_increase():
+    fails(checker.lock_fencing_tokens_increase, lock_history(second_token=9), "token 9 granted after token 10")
+    fails(checker.lock_fencing_tokens_increase, lock_history(second_token=14), "fencing token 14 granted twice")
+
+
+def test_leases_not_lost_early():
+    h = lock_history()
+    h.record("p2", "lock.refresh", 0.95, 0.96, code="FAILED_PRECONDITION", reason="LOCK_NOT_HELD", name="L",
+             lease="b", ttl=1.0)
+    fails(checker.leases_not_lost_early, h, "LOCK_NOT_HELD")
+    ok = lock_history()  # the same answer after a release was attempted is no violation
+    ok.record("p2", "lock.refresh", 1.45, 1.46, code="FAILED_PRECONDITION", reason="LOCK_NOT_HELD", name="L",
+              lease="b", ttl=1.0)
+    passes_all(ok)
+
+
+def test_answers_a_retrying_client_may_give_are_not_violations():
+    """With a client library that repeats calls on UNAVAILABLE, a release or ack told
+    "not held" may follow its own first try, and a call may use up its budget on
+    retries: those answers are "maybe happened", not violations. Refresh answers, and
+    stream settles (never repeated), are still checked."""
+    def with_client(h: History, retries: bool) -> History:
+        h.note("harness", "harness.client", at=0.0, retries=retries)
+        return h
+
+    release = lock_history()
+    release.record("p2", "lock.release", 0.95, 0.96, code="FAILED_PRECONDITION", reason="LOCK_NOT_HELD", name="L",
+                   lease="b")
+    fails(checker.leases_not_lost_early, with_client(release, False), "lock.release answered LOCK_NOT_HELD")
+    release.events = [e for e in release.events if e.op != "harness.client"]
+    passes_all(with_client(release, True))
+    refresh = lock_history()
+    refresh.record("p2", "lock.refresh", 0.95, 0.96, code="FAILED_PRECONDITION", reason="LOCK_NOT_HELD", name="L",
+                   lease="b", ttl=1.0)
+    fails(checker.leases_not_lost_early, with_client(refresh, True), "lock.refresh answered LOCK_NOT_HELD")
+
+    def ack_told_not_held(retries: bool) -> History:
+        h = with_client(queue_history(lost=True), retries)
+        h.record("w1", "queue.dequeue", 2.4, 2.41, queue="r", max=1, lease_ttl=1.0, wait=0.0, ok={"tasks": [
+            {"queue": "r", "task_id": "1", "lease": "M1", "attempt": 1, "payload": "R1", "max_attempts": 1,
+             "lease_expires": 3.4}]})
+        h.record("w1", "queue.ack", 2.5, 3.0, code="FAILED_PRECONDITION", reason="TASK_LEASE_NOT_HELD", queue="r",
+                 task_id="1", lease="M1")
+        return h
+
+    fails(checker.queue_tasks_settled, ack_told_not_held(False), "lost")
+    passes_all(ack_told_not_held(True))
+
+    budget = with_client(History(), True)
+    budget.record("p", "queue.ack", 0.0, 8.0, code="DEADLINE_EXCEEDED", queue="q", task_id="1", lease="l")
+    passes_all(budget)
+    budget.record("p", "queue.ack", 0.0, 8.0, code="CLIENT_TIMEOUT", queue="q", task_id="1", lease="l", via="stream")
+    fails(checker.calls_answered_by_deadline, budget, "queue.ack unanswered")
+
+
+# ---------------------------------------------------------------- semaphores
+
+
+def sem_history(*, third_at: float = 0.6) -> History:
+    h = History()
+
+    def acquire(proc, invoke, complete, permits, pid, ttl=1.0):
+        return h.record(proc, "sem.acquire", invoke, complete, name="S", limit=3, permits=permits, ttl=ttl, wait=1.0,
+                        ok={"acquired": True, "permit_id": pid, "expires": invoke + ttl})
+
+    acquire("p1", 0.0, 0.01, 2, "a")
+    h.record("p1", "sem.release", 0.5, 0.51, ok=None, name="S", permit_id="a")
+    acquire("p2", 0.1, 0.11, 1, "b")
+    acquire("p3", third_at - 0.2, third_at, 2, "c")
+    h.record("p4", "sem.acquire", 0.2, 0.3, code="UNAVAILABLE", name="S", limit=3, permits=2, ttl=1.0, wait=0.0)
+    hold = h.record("p5", "sem.hold", 1.2, 2.0, ok={"closed": True}, name="S", limit=3, permits=1, ttl=1.0,
+                    wait=1.0)
+    h.note("p5", "sem.hold.event", parent=hold.id, at=1.3, kind="acquired", permit_id="d", expires=2.3)
+    h.note("p5", "sem.hold.close", parent=hold.id, at=1.5)
+    return h
+
+
+def test_semaphore_within_limit():
+    passes_all(sem_history())
+    fails(checker.semaphore_within_limit, sem_history(third_at=0.3), "5 permits held")
+
+
+# ---------------------------------------------------------------- queues
+
+
+def queue_history(**inject: bool) -> History:
+    h = History()
+
+    def task(tid, lease, attempt, payload, max_attempts, expires):
+        return {"queue": "q", "task_id": tid, "lease": lease, "attempt": attempt, "payload": payload,
+                "max_attempts": max_attempts, "lease_expires": expires}
+
+    h.record("prod", "queue.enqueue", 0.0, 0.01, queue="q", ok={"task_ids": ["1", "2"]},
+             tasks=[{"payload": "P1", "max_attempts": 3}, {"payload": "P2", "max_attempts": 3}])
+    h.record("prod", "queue.enqueue", 0.02, 0.03, queue="q", code="UNAVAILABLE",
+             tasks=[{"payload": "P3", "max_attempts": 2}])  # took effect after all: task 3
+    h.record("prod", "queue.enqueue", 0.04, 0.05, queue="r", ok={"task_ids": ["1"]},
+             tasks=[{"payload": "R1", "max_attempts": 1}])  # task ids are per queue
+    payload1 = "P2" if inject.get("wrong_payload") else "P1"
+    h.record("w1", "queue.dequeue", 0.1, 0.11, queue="q", max=1, lease_ttl=1.0, wait=0.0,
+             ok={"tasks": [task("1", "L1", 1, payload1, 3, 1.1)]})
+    h.record("w1", "queue.ack", 0.2, 0.21, ok=None, queue="q", task_id="1", lease="L1")
+    if inject.get("acked_twice"):
+        h.record("w2", "queue.dequeue", 0.3, 0.31, queue="q", max=1, lease_ttl=1.0, wait=0.0,
+                 ok={"tasks": [task("1", "L9", 2, "P1", 3, 1.3)]})
+        h.record("w2", "queue.ack", 0.4, 0.41, ok=None, queue="q", task_id="1", lease="L9")
+    h.record("w1", "queue.dequeue", 0.3, 0.31, queue="q", max=1, lease_ttl=1.0, wait=0.0,
+             ok={"tasks": [task("2", "L2", 1, "P2", 3, 1.3)]})  # then "crashes": its lease runs out
+    stream = h.record("w2", "queue.consume", 1.0, 3.0, ok={"closed": "graceful"}, queue="q", lease_ttl=2.0,
+                      prefetch=1)
+    second_at = 1.05 if inject.get("overlap") else 1.5
+    h.note("w2", "queue.consume.task", parent=stream.id, at=second_at, **task("2", "L3", 2, "P2", 3, 3.5))
+    h.record("w2", "queue.nack", 1.6, 1.61, ok=None, queue="q", task_id="2", lease="L3", via="stream",
+             parent=stream.id)
+    h.note("w2", "queue.consume.close", parent=stream.id, at=2.9, how="graceful")
+    h.record("w1", "queue.dequeue", 2.0, 2.01, queue="q", max=2, lease_ttl=1.0, wait=0.5,
+             ok={"tasks": [task("2", "L4", 3, "P2", 3, 3.0), task("3", "L5", 1, "P3", 2, 3.0)]})
+    h.record("w1", "queue.nack", 2.1, 2.11, ok={"state": "dead"}, queue="q", task_id="2", lease="L4")
+    h.record("w1", "queue.ack", 2.2, 2.3, code="UNAVAILABLE", queue="q", task_id="3", lease="L5")  # maybe acked
+    if not inject.get("lost"):
+        h.record("w1", "queue.dequeue", 2.4, 2.41, queue="r", max=1, lease_ttl=1.0, wait=0.0,
+                 ok={"tasks": [{**task("1", "M1", 1, "R1", 1, 3.4), "queue": "r"}]})
+        h.record("w1", "queue.ack", 2.5, 2.51, ok=None, queue="r", task_id="1", lease="M1")
+    leased = 1 if inject.get("left_leased") else 0
+    for q, dead in (("q", ["2"]), ("r", [])):
+        h.record("final", "queue.final_dead", 5.0, 5.01, queue=q, ok={"task_ids": dead})
+        h.record("final", "queue.final_stats", 5.0, 5.01, queue=q,
+                 ok={"ready": 0, "delayed": 0, "leased": leased if q == "q" else 0, "dead": len(dead)})
+    return h
+
+
+def test_queue_tasks_settled():
+    passes_all(queue_history())
+    fails(checker.queue_tasks_settled, queue_history(acked_twice=True), "acked 2 times")
+    fails(checker.queue_tasks_settled, queue_history(lost=True), "('r', '1') (enqueue acknowledged) lost")
+    fails(checker.queue_tasks_settled, queue_history(left_leased=True), "left after the final drain")
+
+
+def test_queue_leases_exclusive():
+    fails(checker.queue_leases_exclusive, queue_history(overlap=True), "both held")
+    # A Consume push received after its lease ran out (attempt 1, late) was never surely
+    # held: no overlap with attempt 2 dequeued meanwhile.
+    late = History()
+    late.record("p", "queue.enqueue", 0.0, 0.01, queue="q", ok={"task_ids": ["1"]},
+                tasks=[{"payload": "P", "max_attempts": 3}])
+    stream = late.record("w1", "queue.consume", 0.1, 3.0, ok={"closed": "graceful"}, queue="q", lease_ttl=1.0,
+                         prefetch=1)
+    late.record("w2", "queue.dequeue", 1.2, 2.0, queue="q", max=1, lease_ttl=2.0, wait=1.0, ok={"tasks": [
+        {"queue": "q", "task_id": "1", "lease": "B", "attempt": 2, "payload": "P", "max_attempts": 3,
+         "lease_expires": 4.0}]})
+    late.note("w1", "queue.consume.task", parent=stream.id, at=2.01, queue="q", task_id="1", lease="A", attempt=1,
+              payload="P", max_attempts=3, lease_expires=1.15)
+    assert checker.queue_leases_exclusive(late.events).ok
+    late.note("w1", "queue.consume.task", parent=stream.id, at=2.02, queue="q", task_id="1", lease="C", attempt=3,
+              payload="P", max_attempts=3, lease_expires=4.0)
+    fails(checker.queue_leases_exclusive, late, "both held")
+
+
+def test_queue_deliveries_match_enqueues():
+    fails(checker.queue_deliveries_match_enqueues, queue_history(wrong_payload=True), "acknowledged with 'P1'")
+
+
+# ---------------------------------------------------------------- chat
+
+
+def chat_history(**inject: bool) -> History:
+    h = History()
+    h.record("setup", "chat.create", 0.0, 0.01, ok={"chat_id": "c", "message_id": 1}, chat="c", sender="s0",
+             recipients=["s1", "e0", "a0"], body="B1")
+    h.record("s0", "chat.send", 0.1, 0.11, ok={"message_id": 2}, chat="c", sender="s0", body="B2")
+    h.record("s1", "chat.send", 0.12, 0.2, ok={"message_id": 3}, chat="c", sender="s1", body="B3")
+    h.record("s1", "chat.send", 0.3, 0.4, code="UNAVAILABLE", chat="c", sender="s1", body="B4")  # became id 4
+    h.record("s0", "chat.send", 0.5, 0.51, ok={"message_id": 3 if inject.get("dup_id") else 5}, chat="c",
+             sender="s0", body="B5")
+    bodies = {1: ("s0", "B1"), 2: ("s0", "B2"), 3: ("s1", "B3"), 4: ("s1", "B4"), 5: ("s0", "B5")}
+    if inject.get("wrong_body"):
+        bodies[3] = ("s0", "B2")
+
+    def stream(user, mode, invoke, ids, *, final=False, ack=True, caught_up=False):
+        s = h.record(user, "chat.subscribe", invoke, invoke + 0.5, ok={"closed": True}, user=user, mode=mode,
+                     final=final)
+        t = invoke
+        for mid in ids:
+            t += 0.01
+            sender, body = bodies[mid]
+            h.note(user, "chat.deliver", parent=s.id, at=t, chat="c", message_id=mid, sender=sender, body=body)
+            if mode == "explicit" and ack:
+                h.record(user, "chat.ack", t + 0.001, t + 0.002, ok=None, user=user, chat="c", up_to=mid)
+        if caught_up:
+            h.note(user, "chat.caught_up", parent=s.id, at=t + 0.005)
+        return s
+
+    s1 = stream("e0", "explicit", 0.05, [1])
+    h.note("e0", "chat.deliver", parent=s1.id, at=0.15, chat="c", message_id=2, sender="s0", body="B2")  # not acked
+    first = [3, 4, 5] if inject.get("skip_unacked") else [2, 3, 4, 5]
+    stream("e0", "explicit", 0.6, [2, 3] if inject.get("lose_at_end") else first)
+    stream("e0", "explicit", 1.2, [], final=True, caught_up=True)
+    stream("a0", "auto", 0.05, [1, 2, 3, 5] if inject.get("gap_in_stream") else [1, 2, 3])
+    stream("a0", "auto", 0.7, [3, 4, 5])  # auto mode: the batch in flight comes again
+    h.record("final", "chat.history", 2.0, 2.01, chat="c", after=0, ok={"messages": [
+        {"message_id": mid, "sender": s, "body": b} for mid, (s, b) in bodies.items()]})
+    return h
+
+
+def test_chat_ids_unique_and_increasing():
+    passes_all(chat_history())
+    fails(checker.chat_ids_unique_and_increasing, chat_history(dup_id=True), "message id 3 acknowledged to two")
+
+
+def test_chat_bodies_match():
+    fails(checker.chat_bodies_match, chat_history(wrong_body=True), "acknowledged 's1'/'B3'")
+
+
+def test_chat_delivery_order():
+    fails(checker.chat_delivery_order, chat_history(gap_in_stream=True), "id 5 followed id 3")
+    fails(checker.chat_delivery_order, chat_history(skip_unacked=True), "started at id 3")
+    fails(checker.chat_delivery_order, chat_history(lose_at_end=True), "never received acknowledged message 5")
+
+
+# ---------------------------------------------------------------- autocomplete
+
+
+def ac_history(*, recent: list[str] | None = None, names: list[str] | None = None, count: int = 2) -> History:
+    h = History()
+    h.record("w", "ac.add_recent", 0.0, 0.01, ok={"size": 1}, user="u", contact="ab")
+    h.record("w", "ac.add_recent", 0.1, 0.2, code="UNAVAILABLE", user="u", contact="cd")  # maybe added
+    h.record("r", "ac.suggest_recent", 0.3, 0.31, ok={"contacts": ["cd", "ab"] if recent is None else recent},
+             user="u", prefix="")
+    h.record("w", "ac.add_names", 0.0, 0.01, ok={"added": 2}, index="i", names=["aa", "ab"])
+    h.record("r", "ac.suggest", 0.1, 0.11, ok={"names": ["aa", "ab"] if names is None else names}, index="i",
+             prefix="a")
+    h.record("r", "ac.count", 0.1, 0.11, ok={"count": count}, index="i", prefix="a")
+    return h
+
+
+def test_autocomplete_reads():
+    passes_all(ac_history())
+    passes_all(ac_history(recent=["ab"]))
+    fails(checker.autocomplete_reads, ac_history(recent=[]), "acknowledged ['ab'] missing")
+    fails(checker.autocomplete_reads, ac_history(recent=["ab", "zz"]), "['zz'] never written")
+    fails(checker.autocomplete_reads, ac_history(names=["ab", "aa"]), "not in name order")
+    fails(checker.autocomplete_reads, ac_history(count=3), "expected 2..2")
+
+
+# ---------------------------------------------------------------- the schedule
+
+
+@pytest.mark.parametrize("long", [False, True])
+def test_the_same_seed_gives_the_same_schedule(long):
+    minimum = {"redis_kill": 20 if long else 3, "redis_pause": 2, "link_cut": 2, "server_kill": 1}
+    a = plan(123, 60, servers=3, minimum=minimum, long=long, long_pauses=2 if long else 0)
+    assert a == plan(123, 60, servers=3, minimum=minimum, long=long, long_pauses=2 if long else 0)
+    assert a != plan(124, 60, servers=3, minimum=minimum, long=long, long_pauses=2 if long else 0)
+    assert all(counts(a)[k] >= n for k, n in minimum.items())
+    if long:
+        assert sum(f.kind == "redis_pause" and f.duration > 5.0 for f in a) >= 2
