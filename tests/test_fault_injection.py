@@ -245,6 +245,7 @@ def test_waiters_cut_off_past_their_liveness_still_get_the_resource_or_a_retryab
 def test_redis_replaced_by_an_empty_one_reports_holds_lost_and_fences_keep_increasing(backend, fresh_redis,
                                                                                      tmp_path, name):
     server = ServerProcess("--redis-url", fresh_redis.url).start(tmp_path / "server.log")
+    empty = RedisServer(backend_binary(backend), tmp_path / "empty", port=fresh_redis.port)
     try:
         with concord.Client(server.target, timeout=5) as client:
             names = [f"{name}:{i}" for i in range(3)]
@@ -266,7 +267,7 @@ def test_redis_replaced_by_an_empty_one_reports_holds_lost_and_fences_keep_incre
                         with client.lock(f"{name}:renewed", ttl=6) as lease:
                             handed_out.append(lease.fencing_token)
                             fresh_redis.kill()
-                            RedisServer(backend_binary(backend), tmp_path / "empty", port=fresh_redis.port).start()
+                            empty.start()
                             wait_until(lambda: lease.lost and permit.lost, timeout=30, message="holds found lost")
                             with pytest.raises(concord.LockNotHeld):
                                 lease.refresh()
@@ -282,6 +283,7 @@ def test_redis_replaced_by_an_empty_one_reports_holds_lost_and_fences_keep_incre
                 assert lease.fencing_token > max(handed_out), (n, lease.fencing_token, max(handed_out))
     finally:
         server.stop()
+        empty.stop()
 
 
 def test_everything_acknowledged_survives_redis_killed_with_sigkill(fresh_redis, tmp_path, name):

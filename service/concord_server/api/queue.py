@@ -231,6 +231,7 @@ class _ConsumeStream:
     async def run(self, requests) -> AsyncIterator[pb.ConsumeResponse]:
         reader = asyncio.create_task(self._read(requests))
         pusher = asyncio.create_task(self._push())
+        get: asyncio.Future[pb.ConsumeResponse] | None = None
         try:
             while True:
                 get = asyncio.ensure_future(self._out.get())
@@ -247,9 +248,11 @@ class _ConsumeStream:
                         yield self._out.get_nowait()
                     return
         finally:
+            if get is not None:  # the stream was closed while waiting: no task left pending
+                get.cancel()
             for t in (reader, pusher):
                 t.cancel()
-            await asyncio.gather(reader, pusher, return_exceptions=True)
+            await asyncio.gather(reader, pusher, *([get] if get is not None else []), return_exceptions=True)
             for (queue, task_id), lease in self._held.items():
                 self._queues.let_go(queue, task_id, lease, count_attempt=True, error="consumer stream ended")
 
