@@ -86,6 +86,26 @@ def test_a_server_killed_under_a_consume_stream_loses_no_task(redis_server, conc
         doomed.kill()
 
 
+async def test_an_ack_on_a_consume_stream_whose_server_died_is_a_concord_error(redis_server, tmp_path, name):
+    """The async consumer's ack after its stream ended says why (the stream's error),
+    not grpc's 'InvalidStateError: RPC already finished'."""
+    doomed = ServerProcess("--redis-url", redis_server.url).start(tmp_path / "doomed.log")
+    try:
+        async with concord.AsyncClient(doomed.target) as client:
+            await client.queue(name).put("t", 1)
+            consumer = client.queue(name).consume(lease_ttl=5)
+            async with consumer:
+                task = await anext(aiter(consumer))
+                doomed.kill()
+                with pytest.raises(concord.ConcordError):
+                    async for _ in consumer:  # the stream reports the dead server
+                        pass
+                with pytest.raises(concord.ConcordError):
+                    await consumer.ack(task)
+    finally:
+        doomed.kill()
+
+
 def test_a_killed_consumer_process_returns_its_tasks_at_once(concord_server, client, name):
     q = client.queue(name)
     ids = {r.task_id for r in q.put_many([concord.NewTask("t", i) for i in range(3)])}

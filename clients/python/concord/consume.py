@@ -177,14 +177,26 @@ class AsyncConsumer:
         if self._error is not None:
             raise self._error
 
+    async def _write(self, request: pb.ConsumeRequest) -> None:
+        """Sends on the stream; once it has ended (say its server died), the stream's
+        own error, not grpc's InvalidStateError: the server hands its tasks back."""
+        try:
+            await self._call.write(request)
+        except asyncio.InvalidStateError as exc:
+            raise self._error or Cancelled("the Consume stream ended") from exc
+        except grpc.RpcError as exc:
+            raise self._error or from_rpc_error(exc) from exc
+
     async def _send_settle(self, request: pb.ConsumeRequest, task_id: str) -> None:
         fut: asyncio.Future[pb.Settled] = asyncio.get_running_loop().create_future()
         self._pending[task_id] = fut
-        await self._call.write(request)
         try:
+            await self._write(request)
             _check(await asyncio.wait_for(fut, self._client.timeout))
         finally:
-            await self._call.write(_CREDIT)
+            self._pending.pop(task_id, None)
+            if not self._call.done():  # the task's credit comes back, settled or refused
+                await self._write(_CREDIT)
 
     async def ack(self, task: Task) -> None:
         await self._send_settle(_settle(task, False), task.task_id)
@@ -197,7 +209,7 @@ class AsyncConsumer:
 
     async def release(self, task: Task) -> None:
         await self._client.queue(task.queue).release(task)
-        await self._call.write(_CREDIT)
+        await self._write(_CREDIT)
 
     async def close(self) -> None:
         if self._closed or self._call is None:
