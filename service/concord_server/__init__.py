@@ -1,3 +1,5 @@
 """Concord server: coordination primitives over gRPC, kept in Redis."""
 
-__version__ = "0.1.0"
+# One version for the concord-server and concord-client distributions, defined in the
+# client package (which the server requires at exactly that version).
+from concord._version import __version__ as __version__

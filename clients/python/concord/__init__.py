@@ -15,6 +15,7 @@
 See concord.Client, concord.AsyncClient and concord.errors.
 """
 
+from ._version import __version__ as __version__
 from .chats import AsyncChat, AsyncSubscription, Chat, ChatMessage, ChatSummary, Gap, Subscription
 from .client import AsyncClient, Client
 from .completions import AsyncAutocomplete, Autocomplete, Suggestion, Suggestions
