@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
+import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -156,3 +159,96 @@ def test_errors_are_one_line_and_usage_is_exit_2(concord_server, unique):
 
     down = run(f"127.0.0.1:{free_port()}", "--timeout", "2", "lock", "list")
     assert down.returncode == 1 and "Traceback" not in down.stderr and down.stderr.count("\n") == 1
+
+
+def test_version():
+    done = run("", "--version")
+    assert (done.returncode, done.stdout.strip()) == (0, f"concord {concord.__version__}")
+
+
+def test_json_integers_are_numbers_and_tables_show_human_durations(concord_server, client, unique):
+    """protobuf's JSON writes 64-bit integers as strings ("fencing_token": "7") and
+    32-bit ones as numbers; the CLI writes every integer as a number."""
+    target = concord_server.target
+    lock = client.lock(f"{unique}:lock", ttl=90, owner="ops-test")
+    lease = lock.acquire()
+    client.queue(f"{unique}:q").put("email", b"x")
+    dead = client.queue(f"{unique}:dead")
+    dead.put("flaky", b"{}", max_attempts=1)
+    [task] = dead.get(lease_ttl=30)
+    dead.nack(task, "it broke")
+    chat_id = client.chat.create(f"{unique}-ann", [f"{unique}-bob"], "hello", chat_id=f"{unique}:chat")
+    try:
+        described = run_json(target, "lock", "describe", f"{unique}:lock")
+        assert described["fencing_token"] == lease.fencing_token and described["waiters"] == 0
+        stats = run_json(target, "queue", "describe", f"{unique}:q")
+        assert all(type(stats[k]) is int for k in ("ready", "delayed", "leased", "dead")), stats
+        assert [type(m["message_id"]) for m in run_json(target, "chat", "describe", chat_id)["messages"]] == [int]
+        [t] = run_json(target, "queue", "dead", f"{unique}:dead")
+        assert type(t["attempt"]) is int and type(t["max_attempts"]) is int, t
+
+        table = run(target, "lock", "describe", f"{unique}:lock").stdout
+        ttl = table.splitlines()[1].split()[4]  # NAME HELD OWNER FENCING_TOKEN TTL_REMAINING WAITERS
+        assert re.fullmatch(r"1m[0-3]?\ds", ttl), table  # of 90 s, not "89.873s"
+    finally:
+        lock.release(lease)
+    released = run_json(target, "lock", "force-release", f"{unique}:lock", "--yes")
+    assert released["released"] is False and type(released["fencing_token"]) is int
+
+
+def test_describe_says_when_there_is_nothing_to_show(concord_server, unique):
+    target = concord_server.target
+    for kind, text in [("lock", f"lock '{unique}:none' is not held (no holder, no waiters)"),
+                       ("semaphore", f"semaphore '{unique}:none' is not held (no holders, no waiters)"),
+                       ("queue", f"queue '{unique}:none' holds no tasks")]:
+        done = run(target, kind, "describe", f"{unique}:none")
+        assert (done.returncode, done.stdout.strip(), done.stderr) == (0, text, ""), (kind, done)
+    assert run_json(target, "lock", "describe", f"{unique}:none")["held"] is False
+    missing = run(target, "chat", "describe", f"{unique}:none")
+    assert missing.returncode == 1 and missing.stderr == f"concord: chat '{unique}:none' does not exist\n"
+
+
+def test_chat_describe_shows_the_latest_messages(concord_server, client, unique):
+    ann, bob = f"{unique}-ann", f"{unique}-bob"
+    chat_id = client.chat.create(ann, [bob], "message 0", chat_id=f"{unique}:chat")
+    for i in range(1, 15):
+        client.chat.send(chat_id, ann if i % 2 else bob, f"message {i}")
+    shown = run_json(concord_server.target, "chat", "describe", chat_id, "--limit", "3")
+    assert [m["body"] for m in shown["messages"]] == ["message 12", "message 13", "message 14"]
+    assert shown["last_id"] == shown["messages"][-1]["message_id"] == max(m.message_id for m in client.chat.history(
+        chat_id, limit=100))
+    table = run(concord_server.target, "chat", "describe", chat_id)
+    assert "message 14" in table.stdout and "message 4" not in table.stdout  # the latest 10 of 15
+
+
+def test_tail_shows_only_what_is_sent_after_it_starts(concord_server, client, unique):
+    """Old messages, unseen by the member or not, are history: tail prints none of them."""
+    target, ann, bob = concord_server.target, f"{unique}-ann", f"{unique}-bob"
+    chat_id = client.chat.create(ann, [bob], "old 0", chat_id=f"{unique}:chat")
+    for i in range(1, 5):
+        client.chat.send(chat_id, ann, f"old {i}")
+    proc = subprocess.Popen([*COMMAND, "--target", target, "chat", "tail", chat_id, "--as", bob],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+    try:
+        assert "tailing chat" in proc.stderr.readline()
+        client.chat.send(chat_id, ann, "new 1")
+        first = lines.get(timeout=30)
+        assert first.rstrip().endswith(f"{ann}: new 1"), first
+        assert lines.empty()
+    finally:
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: a clean exit
+        assert proc.wait(timeout=30) == 0
+
+
+def test_tail_refuses_a_non_member_at_once(concord_server, client, unique):
+    target = concord_server.target
+    chat_id = client.chat.create(f"{unique}-ann", [f"{unique}-bob"], "hello", chat_id=f"{unique}:chat")
+    began = time.monotonic()
+    stranger = run(target, "chat", "tail", chat_id, "--as", f"{unique}-eve")
+    assert time.monotonic() - began < TIMEOUT / 2
+    assert stranger.returncode == 1 and stranger.stderr.count("\n") == 1, stranger
+    assert "NOT_A_MEMBER" in stranger.stderr and f"'{unique}-eve' is not a member of chat" in stranger.stderr
+    nowhere = run(target, "chat", "tail", f"{unique}:none", "--as", f"{unique}-ann")
+    assert nowhere.returncode == 1 and "does not exist" in nowhere.stderr and nowhere.stderr.count("\n") == 1

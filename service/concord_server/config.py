@@ -1,7 +1,10 @@
 """Server settings: each one a --flag and a CONCORD_* environment variable.
 
 A flag beats its environment variable, which beats the default. ``concord-server
---help`` prints them all, generated from the fields below.
+--help`` prints them all, generated from the fields below. Durations are written
+``500ms``, ``30s``, ``1h``, ``1d`` (a bare number is seconds) and shown that way. A
+bad value stops start-up with one line naming the flag or variable it came from,
+exit status 2.
 """
 
 from __future__ import annotations
@@ -9,10 +12,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
+from . import __version__, durations
 from .keys import validate_prefix
 
 
@@ -35,18 +41,19 @@ class Settings:
     workers: int = _setting(1, "server processes sharing the listen port through SO_REUSEPORT")
     log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     max_message_size: int = _setting(4 * 1024 * 1024, "largest gRPC message accepted or sent, bytes")
-    shutdown_grace: float = _setting(10.0, "seconds that calls and streams get to finish on SIGTERM/SIGINT")
+    shutdown_grace: float = _setting(10.0, "how long calls and streams get to finish on SIGTERM/SIGINT", duration=True)
     redis_max_connections: int = _setting(16, "Redis connections per server process, pub/sub included")
-    max_ttl: float = _setting(86400.0, "largest lock or permit TTL a client may ask for, seconds")
-    max_wait: float = _setting(3600.0, "largest wait_timeout a client may ask for, seconds")
+    max_ttl: float = _setting(86400.0, "largest lock or permit TTL a client may ask for", duration=True)
+    max_wait: float = _setting(3600.0, "largest wait_timeout a client may ask for", duration=True)
     max_semaphore_limit: int = _setting(10_000, "largest semaphore limit a client may ask for")
     queue_max_payload: int = _setting(1024 * 1024, "largest task payload, bytes")
     queue_max_batch: int = _setting(1000, "most tasks one Enqueue adds or one Dequeue takes")
-    queue_retry_backoff: float = _setting(1.0, "first automatic retry delay of a failed task, seconds; "
-                                          "doubles per attempt, at most an hour")
+    queue_retry_backoff: float = _setting(1.0, "first automatic retry delay of a failed task; "
+                                          "doubles per attempt, at most an hour", duration=True)
     queue_priority_aging: float = _setting(0.0, "0: task priorities are strict (higher first, then FIFO). "
-                                           "Else seconds of waiting worth one priority step, so low "
-                                           "priorities cannot starve; use one value for all replicas")
+                                           "Else the waiting time worth one priority step, so low "
+                                           "priorities cannot starve; use one value for all replicas",
+                                           duration=True)
 
     chat_max_message_size: int = _setting(64 * 1024, "largest chat message body, bytes")
     chat_max_messages: int = _setting(10_000, "most messages a chat keeps; older unseen ones are dropped with a gap marker")
@@ -58,7 +65,8 @@ class Settings:
     file_chunk_size: int = _setting(256 * 1024, "bytes per stored file chunk (and per Download message)")
     file_group_bound: int = _setting(64 * 1024 * 1024, "uploads wait while a group's other files hold more than "
                                                        "this many bytes")
-    file_upload_lease: float = _setting(30.0, "seconds an upload may go without a chunk before it is dropped")
+    file_upload_lease: float = _setting(30.0, "how long an upload may go without a chunk before it is dropped",
+                                        duration=True)
 
     loop_stall_report: str | None = _setting(
         None,
@@ -100,35 +108,68 @@ class Settings:
     peer_max_streams: int = _setting(0, "streams one client connection may have open; 0: unlimited")
 
     def __post_init__(self) -> None:
-        validate_prefix(self.key_prefix)
-        if (self.tls_cert is None) != (self.tls_key is None) or (self.tls_client_ca and not self.tls_cert):
-            raise ValueError("--tls-cert and --tls-key go together; --tls-client-ca needs them")
-        if min(self.tenant_rate, self.tenant_burst, self.tenant_max_blocked, self.tenant_max_streams,
-               self.tenant_max_request_bytes, self.peer_rate, self.peer_burst, self.peer_max_blocked,
-               self.peer_max_streams) < 0:
-            raise ValueError("limits must not be negative")
-        if self.workers < 1:
-            raise ValueError("workers must be at least 1")
-        if self.queue_max_batch < 1 or self.queue_max_payload < 1:
-            raise ValueError("queue_max_batch and queue_max_payload must be positive")
-        if not 0 <= self.queue_priority_aging <= 86400 or not 0.001 <= self.queue_retry_backoff <= 3600:
-            raise ValueError("queue_priority_aging must be 0-86400 s and queue_retry_backoff 0.001-3600 s")
-        if min(self.chat_max_message_size, self.chat_max_messages, self.chat_max_members) < 1:
-            raise ValueError("chat limits must be positive")
-        if self.chat_max_bytes < self.chat_max_message_size:
-            raise ValueError("chat_max_bytes must be at least chat_max_message_size")
-        if not 1024 <= self.file_chunk_size <= self.max_message_size - 1024:
-            raise ValueError("file_chunk_size must be 1 KiB to max_message_size - 1 KiB")
-        if self.file_group_bound < 1 or not 0.1 <= self.file_upload_lease <= 3600:
-            raise ValueError("file_group_bound must be positive and file_upload_lease 0.1-3600 s")
-        if not 1 <= self.recent_contacts_max <= 10_000:
-            raise ValueError("recent_contacts_max must be 1-10000")
-        if self.metrics_listen is not None and not self.metrics_listen.rpartition(":")[2].isdigit():
-            raise ValueError("--metrics-listen must be host:port")
-        if self.redis_max_connections < 2:
-            raise ValueError("redis_max_connections must be at least 2 (one is pub/sub)")
-        if self.redis_cluster and not (self.redis_url or "").startswith(("redis://", "rediss://")):
-            raise ValueError("--redis-cluster needs a --redis-url redis:// or rediss:// naming a node of the cluster")
+        """Rejects a bad value with InvalidSetting naming the setting(s) at fault; a
+        problem's {field} placeholders become the flag or variable the user set."""
+
+        def check(ok: object, fields: str, problem: str) -> None:
+            if not ok:
+                raise InvalidSetting(fields.split(), problem)
+
+        try:
+            validate_prefix(self.key_prefix)
+        except ValueError as exc:
+            raise InvalidSetting(["key_prefix"], str(exc).removeprefix("key prefix ")) from None
+        check(self.redis_url is None or self.redis_url.startswith(("redis://", "rediss://", "unix://")),
+              "redis_url", "must start with redis://, rediss:// or unix://")
+        check(not self.redis_cluster or (self.redis_url or "").startswith(("redis://", "rediss://")),
+              "redis_cluster redis_url", "needs {redis_url} set to redis:// or rediss:// naming a node of the cluster")
+        check(self.workers >= 1, "workers", "must be at least 1")
+        check(self.shutdown_grace >= 0, "shutdown_grace", "must not be negative")
+        check(self.redis_max_connections >= 2, "redis_max_connections", "must be at least 2 (one is pub/sub)")
+        check(self.max_ttl >= 0.01, "max_ttl", "must be at least 10ms")
+        check(self.max_wait >= 0, "max_wait", "must not be negative")
+        check(self.max_semaphore_limit >= 1, "max_semaphore_limit", "must be at least 1")
+        check(self.queue_max_batch >= 1, "queue_max_batch", "must be at least 1")
+        check(self.queue_max_payload >= 1, "queue_max_payload", "must be at least 1 byte")
+        check(0 <= self.queue_priority_aging <= 86400, "queue_priority_aging", "must be 0 to 1d")
+        check(0.001 <= self.queue_retry_backoff <= 3600, "queue_retry_backoff", "must be 1ms to 1h")
+        check(self.chat_max_message_size >= 1, "chat_max_message_size", "must be at least 1 byte")
+        check(self.chat_max_messages >= 1, "chat_max_messages", "must be at least 1")
+        check(self.chat_max_members >= 1, "chat_max_members", "must be at least 1")
+        check(self.chat_max_bytes >= self.chat_max_message_size, "chat_max_bytes chat_max_message_size",
+              f"{{chat_max_bytes}} ({self.chat_max_bytes}) must be at least {{chat_max_message_size}} "
+              f"({self.chat_max_message_size})")
+        check(1 <= self.recent_contacts_max <= 10_000, "recent_contacts_max", "must be 1 to 10000")
+        check(1024 <= self.file_chunk_size <= self.max_message_size - 1024, "file_chunk_size max_message_size",
+              f"{{file_chunk_size}} ({self.file_chunk_size}) must be at least 1024 and at most "
+              f"{{max_message_size}} ({self.max_message_size}) - 1024")
+        check(self.file_group_bound >= 1, "file_group_bound", "must be at least 1 byte")
+        check(0.1 <= self.file_upload_lease <= 3600, "file_upload_lease", "must be 100ms to 1h")
+        check(self.metrics_listen is None or _host_port(self.metrics_listen), "metrics_listen", "must be host:port")
+        check(_host_port(self.listen), "listen", "must be host:port")
+        check((self.tls_cert is None) == (self.tls_key is None), "tls_cert tls_key",
+              "needs {tls_key} too" if self.tls_key is None else "needs {tls_cert} too")
+        check(not self.tls_client_ca or self.tls_cert, "tls_client_ca", "needs {tls_cert} and {tls_key}")
+        for name in ("tenant_rate", "tenant_burst", "tenant_max_blocked", "tenant_max_streams",
+                     "tenant_max_request_bytes", "peer_rate", "peer_burst", "peer_max_blocked", "peer_max_streams"):
+            check(getattr(self, name) >= 0, name, "must not be negative (0: unlimited)")
+
+
+def _host_port(text: str) -> bool:
+    host, sep, port = text.rpartition(":")
+    return bool(sep and host and port.isdigit() and int(port) < 65536)
+
+
+class InvalidSetting(ValueError):
+    """A setting's value is wrong. ``fields`` are the settings involved, the one to
+    blame first; ``problem`` may name others as ``{field}``, which load() turns into
+    the flag or variable the user set."""
+
+    def __init__(self, fields: Sequence[str], problem: str) -> None:
+        self.fields = list(fields)
+        self.problem = problem
+        names = {f.name: "--" + f.name.replace("_", "-") for f in dataclasses.fields(Settings)}
+        super().__init__(f"{names[self.fields[0]]}: {problem.format_map(names)}")
 
 
 _BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
@@ -138,45 +179,134 @@ def env_name(f: dataclasses.Field) -> str:
     return "CONCORD_" + f.name.upper()
 
 
+def flag_name(f: dataclasses.Field) -> str:
+    return "--" + f.name.replace("_", "-")
+
+
+def _shown(f: dataclasses.Field, value: object) -> str:
+    """A value as --help and messages show it: durations in human units."""
+    if f.metadata.get("duration") and isinstance(value, (int, float)):
+        return durations.human(value)
+    return str(value)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line, not the whole usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        fail(f"{message} (see {self.prog} --help)")
+
+
+def fail(message: str) -> NoReturn:
+    """One line on stderr naming what the user set, exit status 2 (a usage error)."""
+    print(f"concord-server: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="concord-server",
         description="Concord coordination service: locks, semaphores, task queues, group chat, autocomplete and file distribution over gRPC, kept in Redis.",
-        epilog="Every option can also be set by the environment variable named after it.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        epilog="Every option can also be set by the environment variable named after it. Durations take a "
+               "unit (500ms, 30s, 5m, 1h, 1d; a bare number is seconds).",
     )
+    p.add_argument("--version", action="version", version=f"concord-server {__version__}")
     for f in dataclasses.fields(Settings):
-        # A bool is a bare flag (--redis-cluster); its variable takes true/false.
-        kind = {"action": "store_const", "const": "true"} if isinstance(f.default, bool) else {
-            "choices": f.metadata.get("choices")}
+        # A bool is a bare flag (--redis-cluster); its variable takes true/false. Values are
+        # checked in load(), for flags and variables alike.
+        kind: dict[str, object] = {"action": "store_const", "const": "true"} if isinstance(f.default, bool) else {}
+        if f.metadata.get("choices"):
+            kind["metavar"] = "{" + ",".join(f.metadata["choices"]) + "}"
+        elif f.metadata.get("duration"):
+            kind["metavar"] = "DURATION"
+        default = "" if f.default is None or isinstance(f.default, bool) else f" (default: {_shown(f, f.default)})"
         p.add_argument(
-            "--" + f.name.replace("_", "-"),
+            flag_name(f),
             dest=f.name,
             default=argparse.SUPPRESS,
-            help=f"{f.metadata['help']} [env {env_name(f)}] (default: {f.default})",
+            help=f"{f.metadata['help']} [env {env_name(f)}]{default}",
             **kind,
         )
     return p
 
 
-def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.environ) -> Settings:
-    """Settings from flags, then CONCORD_* variables, then defaults."""
-    p = parser()
-    given = vars(p.parse_args(argv))
-    values: dict[str, object] = {}
-    for f in dataclasses.fields(Settings):
-        raw = given.get(f.name, environ.get(env_name(f)))
-        if raw is None or raw == "":
-            continue
-        kind = type(f.default) if f.default is not None else str
+def _convert(f: dataclasses.Field, raw: str) -> object:
+    """A flag's or variable's text as the field's type; ValueError says what was expected."""
+    if f.metadata.get("choices"):
+        for choice in f.metadata["choices"]:
+            if raw.lower() == choice.lower():
+                return choice
+        raise ValueError("expected one of " + ", ".join(f.metadata["choices"]))
+    if isinstance(f.default, bool):
+        if raw.lower() not in _BOOLS:
+            raise ValueError("expected true or false")
+        return _BOOLS[raw.lower()]
+    if f.metadata.get("duration"):
         try:
-            values[f.name] = _BOOLS[raw.lower()] if kind is bool else kind(raw)
-        except KeyError:
-            p.error(f"--{f.name.replace('_', '-')}: {env_name(f)} must be true or false, not {raw!r}")
+            return durations.parse(raw)
         except ValueError:
-            p.error(f"--{f.name.replace('_', '-')}: invalid value {raw!r}")
+            raise ValueError("expected a duration such as 500ms, 30s, 5m, 1h or 1d "
+                             "(a bare number is seconds)") from None
+    kind = type(f.default) if f.default is not None else str
+    if kind is int:
+        try:
+            return int(raw.replace("_", ""))
+        except ValueError:
+            raise ValueError("expected a whole number") from None
+    if kind is float:
+        try:
+            return float(raw)
+        except ValueError:
+            raise ValueError("expected a number") from None
+    return kind(raw)
+
+
+def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.environ) -> Settings:
+    """Settings from flags, then CONCORD_* variables, then defaults. A bad value ends
+    the process with one line naming the flag or variable it came from (exit 2)."""
+    given = vars(parser().parse_args(argv))
+    values: dict[str, object] = {}
+    origin: dict[str, tuple[str, str]] = {}  # field -> (flag or variable, raw text) the user set
+    for f in dataclasses.fields(Settings):
+        if f.name in given:
+            origin[f.name] = (flag_name(f), given[f.name])
+        elif environ.get(env_name(f), "") != "":
+            origin[f.name] = (env_name(f), environ[env_name(f)])
+        else:
+            continue
+        source, raw = origin[f.name]
+        try:
+            values[f.name] = _convert(f, raw)
+        except ValueError as exc:
+            fail(f"{source}: invalid value {raw!r}: {exc}")
     try:
         return Settings(**values)
-    except ValueError as exc:
-        p.error(str(exc))
-        raise  # unreachable: p.error exits
+    except InvalidSetting as exc:
+        fail(describe(exc, origin))
+
+
+def origin_of(name: str, value: object, argv: Sequence[str], environ: Mapping[str, str]) -> str:
+    """How the user set a (valid) setting, for a message about it: ``--listen
+    127.0.0.1:50051``, ``CONCORD_LISTEN=127.0.0.1:50051`` or ``--listen
+    127.0.0.1:50051 (the default)``."""
+    f = next(f for f in dataclasses.fields(Settings) if f.name == name)
+    if name in vars(parser().parse_args(argv)):
+        return f"{flag_name(f)} {_shown(f, value)}"
+    if environ.get(env_name(f), "") != "":
+        return f"{env_name(f)}={environ[env_name(f)]}"
+    return f"{flag_name(f)} {_shown(f, value)} (the default)"
+
+
+def describe(exc: InvalidSetting, origin: Mapping[str, tuple[str, str]]) -> str:
+    """The error as the user set things: ``CONCORD_WORKERS: invalid value '0': must be at
+    least 1``, blaming the first of exc.fields the user set."""
+    fields = {f.name: f for f in dataclasses.fields(Settings)}
+    blamed = next((name for name in exc.fields if name in origin), exc.fields[0])
+    names = {name: origin[name][0] if name in origin else flag_name(f) for name, f in fields.items()}
+    problem = exc.problem.format_map(names)
+    if blamed in origin:
+        source, raw = origin[blamed]
+        if isinstance(fields[blamed].default, bool) and source.startswith("--"):
+            return f"{source}: {problem}"  # a bare flag has no value to quote
+        return f"{source}: invalid value {raw!r}: {problem}"
+    return f"{flag_name(fields[blamed])} (default {_shown(fields[blamed], fields[blamed].default)}): {problem}"

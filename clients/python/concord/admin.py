@@ -5,9 +5,10 @@
     concord queue list | queue describe NAME | queue dead NAME | queue retry-dead NAME [TASK_ID...]
     concord chat list | chat describe CHAT | chat tail CHAT --as USER
 
-Tables by default, ``--json`` for scripts. The server is ``--target`` or
-$CONCORD_TARGET (default 127.0.0.1:50051). Exit codes: 0 ok, 1 error (one line on
-stderr, no traceback), 2 usage.
+Tables by default (durations in human units: 29.5s, 1h2m), ``--json`` for scripts
+(integers are JSON numbers, durations and times as protobuf's JSON mapping writes
+them: "29.500s"). The server is ``--target`` or $CONCORD_TARGET (default
+127.0.0.1:50051). Exit codes: 0 ok, 1 error (one line on stderr, no traceback), 2 usage.
 """
 
 from __future__ import annotations
@@ -15,16 +16,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import grpc
 from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+from ._version import __version__
 from .chat.v1 import chat_pb2
 from .client import DEFAULT_TARGET, Client
-from .errors import ConcordError, from_rpc_error
+from .errors import ConcordError, NotAMember, from_rpc_error
 from .lock.v1 import lock_pb2
 from .queue.v1 import queue_pb2
 from .semaphore.v1 import semaphore_pb2
@@ -34,13 +38,71 @@ class Failed(Exception):
     """An error worth one line to the operator (exit code 1)."""
 
 
+# GetHistory's before_id that is above every message id: the newest messages first.
+_NEWEST = 2**64 - 1
+
+_INT64 = {FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT64,
+          FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64}
+
+
 def _dict(message: Any) -> dict[str, Any]:
-    return json_format.MessageToDict(message, preserving_proto_field_name=True,
-                                      always_print_fields_with_no_presence=True)
+    """A message as JSON-ready data. protobuf writes 64-bit integers as strings
+    ("fencing_token": "7") and 32-bit ones as numbers ("waiters": 0); every integer
+    here is a number."""
+    d = json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                  always_print_fields_with_no_presence=True)
+    return _int64_numbers(message.DESCRIPTOR, d)
+
+
+def _int64_numbers(descriptor: Descriptor, d: dict[str, Any]) -> dict[str, Any]:
+    def fix(field: FieldDescriptor, value: Any) -> Any:
+        if field.type in _INT64:
+            return int(value)
+        if field.message_type is not None and not field.message_type.full_name.startswith("google.protobuf."):
+            return _int64_numbers(field.message_type, value)
+        return value
+
+    for f in descriptor.fields:
+        if f.name not in d:
+            continue
+        value = d[f.name]
+        if f.message_type is not None and f.message_type.GetOptions().map_entry:
+            value_field = f.message_type.fields_by_name["value"]
+            d[f.name] = {k: fix(value_field, v) for k, v in value.items()}
+        elif isinstance(value, list):  # a repeated field
+            d[f.name] = [fix(f, v) for v in value]
+        else:
+            d[f.name] = fix(f, value)
+    return d
+
+
+_JSON_DURATION = re.compile(r"-?\d+(?:\.\d+)?s")
+
+
+def human_duration(seconds: float) -> str:
+    """29.473 -> 29.5s, 0.25 -> 250ms, 3723 -> 1h2m3s, 86400 -> 1d."""
+    if seconds < 0:
+        return "-" + human_duration(-seconds)
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    if seconds < 60:
+        return f"{round(seconds, 1):g}s"
+    rest, parts = round(seconds), []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= size:
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+    return "".join(parts)
+
+
+def _cell(value: Any) -> str:
+    """A table cell: durations (protobuf JSON "29.473s") in human units."""
+    text = str(value)
+    return human_duration(float(text[:-1])) if _JSON_DURATION.fullmatch(text) else text
 
 
 def _table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    cells = [[str(r.get(c, "")) for c in columns] for r in rows]
+    cells = [[_cell(r.get(c, "")) for c in columns] for r in rows]
     widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
     lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip()]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
@@ -78,8 +140,11 @@ class Admin:
         self.list_names("locks", self.client._locks.ListLocks, lock_pb2.ListLocksRequest)
 
     def lock_describe(self, args: argparse.Namespace) -> None:
-        d = _dict(self.call(self.client._locks.Describe, lock_pb2.DescribeRequest(name=args.name)))
-        d = {"name": args.name, **d}
+        r = self.call(self.client._locks.Describe, lock_pb2.DescribeRequest(name=args.name))
+        d = {"name": args.name, **_dict(r)}
+        if not r.held and not r.waiters:  # a lock is its holder: there is nothing else to show
+            self.emit(d, f"lock {args.name!r} is not held (no holder, no waiters)")
+            return
         self.emit(d, _table([d], ["name", "held", "owner", "fencing_token", "ttl_remaining", "waiters"]))
 
     def lock_force_release(self, args: argparse.Namespace) -> None:
@@ -100,6 +165,9 @@ class Admin:
     def semaphore_describe(self, args: argparse.Namespace) -> None:
         r = self.call(self.client._semaphores.Describe, semaphore_pb2.DescribeRequest(name=args.name))
         d = {"name": args.name, **_dict(r)}
+        if not r.holders and not r.waiters:
+            self.emit(d, f"semaphore {args.name!r} is not held (no holders, no waiters)")
+            return
         text = _table([d], ["name", "limit", "held", "waiters"])
         if r.holders:
             text += "\n\n" + _table(d["holders"], list(d["holders"][0]))
@@ -111,7 +179,11 @@ class Admin:
         self.list_names("queues", self.client._queues.ListQueues, queue_pb2.ListQueuesRequest)
 
     def queue_describe(self, args: argparse.Namespace) -> None:
-        d = {"queue": args.name, **_dict(self.call(self.client._queues.Stats, queue_pb2.StatsRequest(queue=args.name)))}
+        r = self.call(self.client._queues.Stats, queue_pb2.StatsRequest(queue=args.name))
+        d = {"queue": args.name, **_dict(r)}
+        if not (r.ready or r.delayed or r.leased or r.dead):
+            self.emit(d, f"queue {args.name!r} holds no tasks")
+            return
         self.emit(d, _table([d], ["queue", "ready", "delayed", "leased", "dead", "oldest_ready_age"]))
 
     def queue_dead(self, args: argparse.Namespace) -> None:
@@ -131,33 +203,50 @@ class Admin:
     def chat_list(self, args: argparse.Namespace) -> None:
         self.list_names("chats", self.client._chats.ListAllChats, chat_pb2.ListAllChatsRequest)
 
+    def latest_messages(self, chat_id: str, limit: int) -> list[chat_pb2.ChatMessage]:
+        """The newest ``limit`` kept messages, oldest of them first (ChatNotFound if no such chat)."""
+        r = self.call(self.client._chats.GetHistory,
+                      chat_pb2.GetHistoryRequest(chat_id=chat_id, before_id=_NEWEST, limit=limit))
+        return sorted(r.messages, key=lambda m: m.message_id)
+
     def chat_describe(self, args: argparse.Namespace) -> None:
-        r = self.call(self.client._chats.GetHistory, chat_pb2.GetHistoryRequest(chat_id=args.chat_id, limit=args.limit))
-        messages = sorted((_message_dict(m) for m in r.messages), key=lambda m: m["message_id"])
+        messages = [_message_dict(m) for m in self.latest_messages(args.chat_id, args.limit)]
         d = {"chat_id": args.chat_id, "last_id": messages[-1]["message_id"] if messages else None,
              "messages": messages}
         text = f"chat {args.chat_id!r}, last message id {d['last_id']}; latest messages:\n"
         self.emit(d, text + (_table(messages, ["message_id", "sender", "sent_at", "body"]) if messages else "(none)"))
 
     def chat_tail(self, args: argparse.Namespace) -> None:
-        """New messages of one chat until Ctrl-C: a Subscribe as a member in explicit ack
-        mode, so tailing never marks anything seen for that member."""
-        latest = self.call(self.client._chats.GetHistory, chat_pb2.GetHistoryRequest(chat_id=args.chat_id, limit=1))
-        after = max((m.message_id for m in latest.messages), default=0)
-        # On stderr, so --json output stays one message per line.
-        print(f"tailing chat {args.chat_id!r} after message {after} (Ctrl-C to stop)", file=sys.stderr, flush=True)
-        for m in self._live_messages(args.user):
+        """Messages sent to one chat from now on, until Ctrl-C (like ``tail -f``): a
+        Subscribe as a member in explicit ack mode, so tailing never marks anything
+        seen for that member; what the chat held before is not printed."""
+        latest = self.latest_messages(args.chat_id, 1)
+        after = latest[-1].message_id if latest else 0
+        members_chats = self.call(self.client._chats.ListChats, chat_pb2.ListChatsRequest(user=args.user))
+        if args.chat_id not in {c.chat_id for c in members_chats.chats}:
+            # Subscribe would wait for this user's chats forever without a word.
+            raise NotAMember(f"{args.user!r} is not a member of chat {args.chat_id!r} (NOT_A_MEMBER); "
+                             "--as must name a member", reason="NOT_A_MEMBER")
+        for m in self._messages(args.user, ready=lambda: print(
+                # On stderr, so --json output stays one message per line.
+                f"tailing chat {args.chat_id!r}: messages after {after} (Ctrl-C to stop)", file=sys.stderr,
+                flush=True)):
             if m.chat_id == args.chat_id and m.message_id > after:
                 after = m.message_id
                 d = _message_dict(m)
                 self.emit(d, f"{d['message_id']}  {d['sent_at']}  {d['sender']}: {d['body']}")
 
-    def _live_messages(self, user: str) -> Iterator[chat_pb2.ChatMessage]:
+    def _messages(self, user: str, ready: Callable[[], None]) -> Iterator[chat_pb2.ChatMessage]:
+        """The user's messages, unseen ones first; ready() runs once the stream is live."""
         request = chat_pb2.SubscribeRequest(recipient=user, ack_mode=chat_pb2.ACK_MODE_EXPLICIT)
         call = self.client._chats.Subscribe(request)
+        live = False
         try:
             for response in call:
                 yield from response.messages
+                if response.caught_up and not live:
+                    live = True
+                    ready()
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
         finally:
@@ -181,6 +270,7 @@ def _confirm(prompt: str) -> bool:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="concord", description="Inspect and repair a Concord server.")
+    p.add_argument("--version", action="version", version=f"concord {__version__}")
     p.add_argument("--target", default=os.environ.get("CONCORD_TARGET", DEFAULT_TARGET),
                    help="host:port of the server (env CONCORD_TARGET; default %(default)s)")
     p.add_argument("--json", action="store_true", help="JSON output for scripts")
@@ -229,7 +319,7 @@ def parser() -> argparse.ArgumentParser:
     desc = command(chat, "describe", "chat_describe", "last message id and the latest messages")
     desc.add_argument("chat_id")
     desc.add_argument("--limit", type=int, default=10)
-    tail = command(chat, "tail", "chat_tail", "print new messages until Ctrl-C")
+    tail = command(chat, "tail", "chat_tail", "print messages sent from now on, until Ctrl-C")
     tail.add_argument("chat_id")
     tail.add_argument("--as", dest="user", required=True, help="a member to read as (nothing is marked seen)")
     return p

@@ -7,6 +7,7 @@ import re
 
 from google.protobuf import duration_pb2
 
+from ..durations import human_ms
 from ..errors import InvalidArgument
 
 MAX_NAME_BYTES = 256
@@ -60,7 +61,8 @@ def duration_ms(
         raise InvalidArgument(f"{field} is not a valid duration", field=field)
     ms = d.seconds * 1000 + d.nanos // 1_000_000
     if ms < minimum_ms or ms > maximum_ms:
-        raise InvalidArgument(f"{field} must be between {minimum_ms} ms and {maximum_ms} ms", field=field)
+        raise InvalidArgument(f"{field} must be between {human_ms(minimum_ms)} and {human_ms(maximum_ms)}",
+                              field=field)
     return ms
 
 
