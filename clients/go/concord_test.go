@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"concord/clients/go/concord"
-	lockv1 "concord/clients/go/gen/concord/lock/v1"
+	"go.concord.dev/concord"
+	lockv1 "go.concord.dev/concord/gen/concord/lock/v1"
 )
 
 // connect dials the live server named by CONCORD_ADDR. tests/test_polyglot.py
@@ -160,7 +160,7 @@ func TestUnlockReportsALostLease(t *testing.T) {
 		t.Fatal("renewal did not notice the lost lock")
 	}
 	err := lease.Unlock(within(t, 5*time.Second))
-	if !errors.Is(err, concord.ErrLost) || concord.Reason(err) != "LOCK_NOT_HELD" {
+	if !errors.Is(err, concord.ErrLost) || !errors.Is(err, concord.ErrLockNotHeld) || concord.Reason(err) != "LOCK_NOT_HELD" {
 		t.Fatalf("want ErrLost with reason LOCK_NOT_HELD, got %v (reason %q)", err, concord.Reason(err))
 	}
 }
@@ -172,9 +172,24 @@ func TestErrorsCarryCodeAndReason(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition || concord.Reason(err) != "LOCK_NOT_HELD" {
 		t.Fatalf("want FailedPrecondition/LOCK_NOT_HELD, got %v (reason %q)", err, concord.Reason(err))
 	}
+	var cerr *concord.Error
+	if !errors.As(err, &cerr) || cerr.Code != codes.FailedPrecondition || cerr.Metadata["name"] != name {
+		t.Fatalf("want a *concord.Error with the lock's name in its metadata, got %#v", err)
+	}
+	if !errors.Is(err, concord.ErrLockNotHeld) || errors.Is(err, concord.ErrPermitNotHeld) {
+		t.Fatalf("errors.Is should match ErrLockNotHeld only: %v", err)
+	}
 	_, err = c.Locks.Describe(within(t, 5*time.Second), &lockv1.DescribeRequest{Name: ""})
-	if status.Code(err) != codes.InvalidArgument || concord.Reason(err) != "INVALID_ARGUMENT" {
+	if status.Code(err) != codes.InvalidArgument || !errors.Is(err, concord.ErrInvalidArgument) {
 		t.Fatalf("want InvalidArgument/INVALID_ARGUMENT, got %v", err)
+	}
+	// A stream's failure is an *Error too.
+	hold, err := c.Locks.Hold(within(t, 5*time.Second), &lockv1.HoldRequest{Name: ""})
+	if err == nil {
+		_, err = hold.Recv()
+	}
+	if !errors.Is(err, concord.ErrInvalidArgument) {
+		t.Fatalf("Hold with no name: want INVALID_ARGUMENT, got %v", err)
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	lockv1 "concord/clients/go/gen/concord/lock/v1"
+	lockv1 "go.concord.dev/concord/gen/concord/lock/v1"
 )
 
 // Lease is a held lock. It renews itself every ttl/3 until Unlock.

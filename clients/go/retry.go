@@ -11,12 +11,12 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	autocompletev1 "concord/clients/go/gen/concord/autocomplete/v1"
-	chatv1 "concord/clients/go/gen/concord/chat/v1"
-	filesv1 "concord/clients/go/gen/concord/files/v1"
-	lockv1 "concord/clients/go/gen/concord/lock/v1"
-	queuev1 "concord/clients/go/gen/concord/queue/v1"
-	semaphorev1 "concord/clients/go/gen/concord/semaphore/v1"
+	autocompletev1 "go.concord.dev/concord/gen/concord/autocomplete/v1"
+	chatv1 "go.concord.dev/concord/gen/concord/chat/v1"
+	filesv1 "go.concord.dev/concord/gen/concord/files/v1"
+	lockv1 "go.concord.dev/concord/gen/concord/lock/v1"
+	queuev1 "go.concord.dev/concord/gen/concord/queue/v1"
+	semaphorev1 "go.concord.dev/concord/gen/concord/semaphore/v1"
 )
 
 // Retries: calls that are safe to repeat ride out short outages. A Client from

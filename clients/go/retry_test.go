@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	chatv1 "concord/clients/go/gen/concord/chat/v1"
-	queuev1 "concord/clients/go/gen/concord/queue/v1"
+	chatv1 "go.concord.dev/concord/gen/concord/chat/v1"
+	queuev1 "go.concord.dev/concord/gen/concord/queue/v1"
 )
 
 // redisUnavailable is the error the server sends while Redis is away.

@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	semaphorev1 "concord/clients/go/gen/concord/semaphore/v1"
+	semaphorev1 "go.concord.dev/concord/gen/concord/semaphore/v1"
 )
 
 // Permit is a held share of a semaphore. It renews itself every ttl/3 until Release.

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	queuev1 "concord/clients/go/gen/concord/queue/v1"
+	queuev1 "go.concord.dev/concord/gen/concord/queue/v1"
 )
 
 // Handler runs one task. Returning nil acks it; an error (or a panic) nacks it

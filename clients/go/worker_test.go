@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"concord/clients/go/concord"
-	queuev1 "concord/clients/go/gen/concord/queue/v1"
+	"go.concord.dev/concord"
+	queuev1 "go.concord.dev/concord/gen/concord/queue/v1"
 )
 
 func TestWorkerAcksRetriesAndDeadLetters(t *testing.T) {

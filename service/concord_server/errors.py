@@ -1,167 +1,231 @@
 """Domain errors raised by primitives and validation.
 
-They carry no gRPC types: each category names its status code as a plain string and
+They carry no gRPC types: each error names its status code as a plain string and
 api/status.py turns it into a grpc.StatusCode plus a google.rpc.ErrorInfo whose
-reason is ``reason``. Subclass a category to add a specific reason.
+reason is ``reason``. Reasons and their codes are declared once, in
+protos/concord/error/v1/error.proto (docs/errors.md): a class names its reason from
+the generated enum and takes its code from that table, and a class whose reason's
+code is not its category's (its base class's) fails at import. Subclass a category
+to add a specific reason, after adding the reason to error.proto.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from concord.error.v1 import error_pb2 as _table
+from concord.error.v1.error_pb2 import (
+    REASON_ALREADY_EXISTS,
+    REASON_CHAT_EXISTS,
+    REASON_CHAT_FULL,
+    REASON_CHAT_NOT_FOUND,
+    REASON_CORRUPT_FILE,
+    REASON_DEADLINE_EXCEEDED,
+    REASON_FAILED_PRECONDITION,
+    REASON_FILE_NOT_COMPLETE,
+    REASON_FILE_NOT_FOUND,
+    REASON_INTERNAL,
+    REASON_INVALID_ARGUMENT,
+    REASON_LINE_TOO_LONG,
+    REASON_LOCK_NOT_HELD,
+    REASON_LOCK_WAIT_TIMEOUT,
+    REASON_NAME_NOT_FOUND,
+    REASON_NOT_A_MEMBER,
+    REASON_NOT_A_WORKER,
+    REASON_NOT_FOUND,
+    REASON_OFFSET_OUT_OF_RANGE,
+    REASON_PERMISSION_DENIED,
+    REASON_PERMIT_NOT_HELD,
+    REASON_PERMITS_EXCEED_LIMIT,
+    REASON_REDIS_UNAVAILABLE,
+    REASON_RESOURCE_EXHAUSTED,
+    REASON_SEMAPHORE_WAIT_TIMEOUT,
+    REASON_TASK_LEASE_NOT_HELD,
+    REASON_TASK_LEASED,
+    REASON_TASK_NOT_FOUND,
+    REASON_UNAUTHENTICATED,
+)
+
+
+def reason_name(value: _table.Reason) -> str:
+    """A reason as it travels in an ErrorInfo: REASON_LOCK_NOT_HELD -> "LOCK_NOT_HELD"."""
+    return _table.Reason.Name(value).removeprefix("REASON_")
+
+
+def _statuses() -> dict[str, str]:
+    table = {}
+    for value in _table.Reason.DESCRIPTOR.values:
+        if value.number:
+            code = value.GetOptions().Extensions[_table.status]
+            table[value.name.removeprefix("REASON_")] = _table.Code.Name(code).removeprefix("CODE_")
+    return table
+
+
+STATUS: dict[str, str] = _statuses()
+"""Every reason of error.proto -> the name of its gRPC status code."""
+
 
 class ConcordError(Exception):
-    code = "INTERNAL"
-    reason = "INTERNAL"
+    reason = reason_name(REASON_INTERNAL)
+    code = STATUS[reason]
 
     def __init__(self, message: str, **metadata: str) -> None:
         super().__init__(message)
         self.message = message
         self.metadata = metadata
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "reason" not in cls.__dict__:
+            return
+        code = STATUS.get(cls.reason)
+        if code is None:
+            raise TypeError(f"{cls.__name__}: reason {cls.reason} is not in protos/concord/error/v1/error.proto")
+        category = cls.__mro__[1]
+        if category is not ConcordError and code != category.code:
+            raise TypeError(f"{cls.__name__}: error.proto gives {cls.reason} the code {code}, "
+                            f"but {category.__name__} is {category.code}")
+        cls.code = code
+
 
 class InvalidArgument(ConcordError):
-    code = "INVALID_ARGUMENT"
-    reason = "INVALID_ARGUMENT"
+    reason = reason_name(REASON_INVALID_ARGUMENT)
 
 
 class NotFound(ConcordError):
-    code = "NOT_FOUND"
-    reason = "NOT_FOUND"
+    reason = reason_name(REASON_NOT_FOUND)
 
 
 class FailedPrecondition(ConcordError):
-    code = "FAILED_PRECONDITION"
-    reason = "FAILED_PRECONDITION"
+    reason = reason_name(REASON_FAILED_PRECONDITION)
 
 
 class AlreadyExists(ConcordError):
-    code = "ALREADY_EXISTS"
-    reason = "ALREADY_EXISTS"
+    reason = reason_name(REASON_ALREADY_EXISTS)
 
 
 class PermissionDenied(ConcordError):
-    code = "PERMISSION_DENIED"
-    reason = "PERMISSION_DENIED"
+    reason = reason_name(REASON_PERMISSION_DENIED)
 
 
 class ResourceExhausted(ConcordError):
-    code = "RESOURCE_EXHAUSTED"
-    reason = "RESOURCE_EXHAUSTED"
+    reason = reason_name(REASON_RESOURCE_EXHAUSTED)
 
 
 class Unauthenticated(ConcordError):
     """No bearer token, or one the server does not know (auth.py)."""
 
-    code = "UNAUTHENTICATED"
-    reason = "UNAUTHENTICATED"
+    reason = reason_name(REASON_UNAUTHENTICATED)
 
 
 class LimitReached(ResourceExhausted):
-    """A per-tenant or per-connection limit (limits.py); ``retry_delay`` (seconds) goes
-    to the client as a google.rpc.RetryInfo, None when retrying cannot help."""
+    """A per-tenant or per-connection limit (limits.py): ``reason`` is one of
+    error.proto's RESOURCE_EXHAUSTED reasons (REASON_RATE_LIMITED...); ``retry_delay``
+    (seconds) goes to the client as a google.rpc.RetryInfo, None when retrying cannot help."""
 
-    def __init__(self, message: str, reason: str, retry_delay: float | None, **metadata: str) -> None:
+    def __init__(self, message: str, reason: _table.Reason, retry_delay: float | None, **metadata: str) -> None:
         super().__init__(message, **metadata)
-        self.reason = reason
+        self.reason = reason_name(reason)
+        if STATUS[self.reason] != self.code:
+            raise ValueError(f"{self.reason} is not a {self.code} reason in error.proto")
         self.retry_delay = retry_delay
 
 
 class Unavailable(ConcordError):
     """Redis could not be reached or is loading; the call may be retried."""
 
-    code = "UNAVAILABLE"
-    reason = "REDIS_UNAVAILABLE"
+    reason = reason_name(REASON_REDIS_UNAVAILABLE)
 
 
 class DeadlineExceeded(ConcordError):
-    code = "DEADLINE_EXCEEDED"
-    reason = "DEADLINE_EXCEEDED"
+    reason = reason_name(REASON_DEADLINE_EXCEEDED)
 
 
 class LockNotHeld(FailedPrecondition):
-    reason = "LOCK_NOT_HELD"
+    reason = reason_name(REASON_LOCK_NOT_HELD)
 
 
 class LockWaitTimeout(DeadlineExceeded):
-    reason = "LOCK_WAIT_TIMEOUT"
+    reason = reason_name(REASON_LOCK_WAIT_TIMEOUT)
 
 
 class PermitNotHeld(FailedPrecondition):
-    reason = "PERMIT_NOT_HELD"
+    reason = reason_name(REASON_PERMIT_NOT_HELD)
 
 
 class PermitsExceedLimit(FailedPrecondition):
     """The limit in force was lowered below what a queued request asks for."""
 
-    reason = "PERMITS_EXCEED_LIMIT"
+    reason = reason_name(REASON_PERMITS_EXCEED_LIMIT)
 
 
 class SemaphoreWaitTimeout(DeadlineExceeded):
-    reason = "SEMAPHORE_WAIT_TIMEOUT"
+    reason = reason_name(REASON_SEMAPHORE_WAIT_TIMEOUT)
 
 
 class TaskLeaseNotHeld(FailedPrecondition):
     """The lease expired, or the task was acked, nacked or released already."""
 
-    reason = "TASK_LEASE_NOT_HELD"
+    reason = reason_name(REASON_TASK_LEASE_NOT_HELD)
 
 
 class TaskNotFound(NotFound):
-    reason = "TASK_NOT_FOUND"
+    reason = reason_name(REASON_TASK_NOT_FOUND)
 
 
 class TaskLeased(FailedPrecondition):
     """Cancel of a task a worker holds: it is settled by its worker first."""
 
-    reason = "TASK_LEASED"
+    reason = reason_name(REASON_TASK_LEASED)
 
 
 class ChatNotFound(NotFound):
-    reason = "CHAT_NOT_FOUND"
+    reason = reason_name(REASON_CHAT_NOT_FOUND)
 
 
 class ChatExists(AlreadyExists):
-    reason = "CHAT_EXISTS"
+    reason = reason_name(REASON_CHAT_EXISTS)
 
 
 class NotAMember(PermissionDenied):
     """Sending to, acking in or leaving a chat one is not a member of."""
 
-    reason = "NOT_A_MEMBER"
+    reason = reason_name(REASON_NOT_A_MEMBER)
 
 
 class ChatFull(ResourceExhausted):
-    reason = "CHAT_FULL"
+    reason = reason_name(REASON_CHAT_FULL)
 
 
 class NameNotFound(NotFound):
-    reason = "NAME_NOT_FOUND"
+    reason = reason_name(REASON_NAME_NOT_FOUND)
 
 
 class FileNotFound(NotFound):
-    reason = "FILE_NOT_FOUND"
+    reason = reason_name(REASON_FILE_NOT_FOUND)
 
 
 class FileNotComplete(FailedPrecondition):
     """MarkDone before the upload finished and was announced."""
 
-    reason = "FILE_NOT_COMPLETE"
+    reason = reason_name(REASON_FILE_NOT_COMPLETE)
 
 
 class NotAWorker(FailedPrecondition):
     """MarkDone by someone the file was not announced to."""
 
-    reason = "NOT_A_WORKER"
+    reason = reason_name(REASON_NOT_A_WORKER)
 
 
 class CorruptFile(FailedPrecondition):
     """A gzip file whose data does not decompress."""
 
-    reason = "CORRUPT_FILE"
+    reason = reason_name(REASON_CORRUPT_FILE)
 
 
 class OffsetOutOfRange(InvalidArgument):
-    reason = "OFFSET_OUT_OF_RANGE"
+    reason = reason_name(REASON_OFFSET_OUT_OF_RANGE)
 
 
 class LineTooLong(FailedPrecondition):
-    reason = "LINE_TOO_LONG"
+    reason = reason_name(REASON_LINE_TOO_LONG)

@@ -21,6 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from concord.error.v1.error_pb2 import (
+    REASON_RATE_LIMITED,
+    REASON_REQUEST_TOO_LARGE,
+    REASON_TOO_MANY_BLOCKED_CALLS,
+    REASON_TOO_MANY_STREAMS,
+)
 
 from .api.guard import is_open_method, wrap
 from .errors import LimitReached
@@ -116,16 +122,16 @@ class Limiter:
         for kind, _, quota, usage in subjects:
             if streaming and quota.max_streams and usage.streams >= quota.max_streams:
                 raise LimitReached(f"{kind} has {usage.streams} open streams, its limit",
-                                   "TOO_MANY_STREAMS", CONCURRENCY_RETRY_DELAY, limit=str(quota.max_streams),
+                                   REASON_TOO_MANY_STREAMS, CONCURRENCY_RETRY_DELAY, limit=str(quota.max_streams),
                                    subject=kind)
             if blocking and quota.max_blocked and usage.blocked >= quota.max_blocked:
                 raise LimitReached(f"{kind} has {usage.blocked} calls waiting, its limit",
-                                   "TOO_MANY_BLOCKED_CALLS", CONCURRENCY_RETRY_DELAY,
+                                   REASON_TOO_MANY_BLOCKED_CALLS, CONCURRENCY_RETRY_DELAY,
                                    limit=str(quota.max_blocked), subject=kind)
         for kind, _, quota, usage in subjects:
             delay = usage.token_delay(quota)
             if delay:
-                raise LimitReached(f"{kind} request rate limit reached ({quota.rate:g}/s)", "RATE_LIMITED",
+                raise LimitReached(f"{kind} request rate limit reached ({quota.rate:g}/s)", REASON_RATE_LIMITED,
                                    delay, subject=kind)
         for _, _, quota, usage in subjects:  # taken only once every limit lets the call in
             usage.tokens -= quota.rate > 0
@@ -143,7 +149,7 @@ class Limiter:
         limit = self._tenant_quota(current_tenant.get() or "").max_request_bytes
         if limit and message.ByteSize() > limit:
             raise LimitReached(f"request of {message.ByteSize()} bytes is over the tenant's limit of {limit}",
-                               "REQUEST_TOO_LARGE", None, limit=str(limit))
+                               REASON_REQUEST_TOO_LARGE, None, limit=str(limit))
 
 
 async def sized(limiter: Limiter, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:

@@ -5,7 +5,7 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
-import { Client, duration, errorInfo, grpc } from '../src/index.js';
+import { Client, ConcordError, duration, errorInfo, grpc, protosDir, reasons } from '../src/index.js';
 
 const addr = process.env.CONCORD_ADDR;
 if (!addr && process.env.CI) throw new Error('CONCORD_ADDR is not set; CI must run these tests against a live server');
@@ -39,6 +39,16 @@ describe('concord over grpc-js', { skip }, () => {
     const err = await client.lock.release({ name, lease: got.lease }, soon()).then(() => null, (e) => e);
     assert.equal(err?.code, grpc.status.FAILED_PRECONDITION);
     assert.deepEqual(errorInfo(err), { reason: 'LOCK_NOT_HELD', domain: 'concord', metadata: { name } });
+    assert.ok(err instanceof ConcordError && err instanceof Error);
+    assert.deepEqual([err.status, err.reason, err.metadata], ['FAILED_PRECONDITION', 'LOCK_NOT_HELD', { name }]);
+    assert.ok(err.is('LOCK_NOT_HELD') && ConcordError.isReason(err, 'LOCK_NOT_HELD') && !err.is('PERMIT_NOT_HELD'));
+    assert.match(err.message, /^LOCK_NOT_HELD \(FAILED_PRECONDITION\): /);
+  });
+
+  test("a stream's failure is a ConcordError too", async () => {
+    const err = await drain(client.lock.hold({ name: '' }, soon())).then(() => null, (e) => e);
+    assert.ok(ConcordError.isReason(err, 'INVALID_ARGUMENT'), String(err));
+    assert.equal(err.code, grpc.status.INVALID_ARGUMENT);
   });
 
   test('tasks go through a queue with their payload', async () => {
@@ -92,5 +102,35 @@ describe('concord over grpc-js', { skip }, () => {
     const ids = stdout.trim().split('\n');
     const { tasks } = await client.queue.peek({ queue }, soon());
     assert.deepEqual(tasks.map((t) => [t.taskId, JSON.parse(t.payload)]), [[ids[0], { n: 1 }], [ids[1], { n: 2 }]]);
+  });
+});
+
+describe('without a server', () => {
+  test('the error table comes from error.proto', () => {
+    const table = reasons();
+    assert.deepEqual(table.LOCK_NOT_HELD, { code: grpc.status.FAILED_PRECONDITION, status: 'FAILED_PRECONDITION' });
+    assert.deepEqual(table.REDIS_UNAVAILABLE, { code: grpc.status.UNAVAILABLE, status: 'UNAVAILABLE' });
+    assert.throws(() => new ConcordError('x').is('LOCK_NOT_HLED'), /not a Concord error reason/);
+  });
+
+  test('protos that cannot be found are named, never a bare ENOENT', () => {
+    const saved = process.env.CONCORD_PROTOS;
+    process.env.CONCORD_PROTOS = '/nonexistent/protos';
+    try {
+      assert.throws(() => new Client('127.0.0.1:1'),
+        /CONCORD_PROTOS=\/nonexistent\/protos is not a directory of Concord's \.proto files/);
+    } finally {
+      if (saved === undefined) delete process.env.CONCORD_PROTOS;
+      else process.env.CONCORD_PROTOS = saved;
+    }
+    assert.throws(() => new Client('127.0.0.1:1', { protos: '/nonexistent' }), /the protos option \(\/nonexistent\)/);
+    assert.ok(protosDir().endsWith('protos'));
+  });
+
+  test('TLS options need their files, and both halves of a client certificate', () => {
+    assert.throws(() => new Client('127.0.0.1:1', { ca: '/nonexistent/ca.pem' }), /cannot read the CA file/);
+    assert.throws(() => new Client('127.0.0.1:1', { cert: Buffer.from('x') }), /needs both cert and key/);
+    new Client('127.0.0.1:1', { token: 'plaintext-is-fine' }).close();
+    new Client('127.0.0.1:1', { tls: true, token: 't' }).close();
   });
 });

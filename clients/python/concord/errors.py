@@ -2,27 +2,86 @@
 
 Every error the server sends carries a ``google.rpc.ErrorInfo`` whose ``reason``
 names it precisely (``LOCK_NOT_HELD``); the exception class follows the reason when
-one is defined here, else the status code.
+one is defined here, else the status code. Reasons and their status codes are
+declared once, in protos/concord/error/v1/error.proto (docs/errors.md): a class here
+names its reason from the generated enum (concord.error.v1) and takes its code from
+that table; a class whose reason's code is not its base class's fails at import.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 from google.rpc import error_details_pb2, status_pb2
 
+from .error.v1 import error_pb2 as _table
+from .error.v1.error_pb2 import (
+    REASON_CHAT_EXISTS,
+    REASON_CHAT_FULL,
+    REASON_CHAT_NOT_FOUND,
+    REASON_CORRUPT_FILE,
+    REASON_FILE_NOT_COMPLETE,
+    REASON_FILE_NOT_FOUND,
+    REASON_LINE_TOO_LONG,
+    REASON_LOCK_NOT_HELD,
+    REASON_LOCK_WAIT_TIMEOUT,
+    REASON_NAME_NOT_FOUND,
+    REASON_NOT_A_MEMBER,
+    REASON_NOT_A_WORKER,
+    REASON_OFFSET_OUT_OF_RANGE,
+    REASON_PERMIT_NOT_HELD,
+    REASON_PERMITS_EXCEED_LIMIT,
+    REASON_SEMAPHORE_WAIT_TIMEOUT,
+    REASON_TASK_LEASE_NOT_HELD,
+    REASON_TASK_LEASED,
+    REASON_TASK_NOT_FOUND,
+)
+
 _DETAILS_KEY = "grpc-status-details-bin"  # where grpcio-status puts google.rpc.Status
+
+
+def reason_name(value: _table.Reason) -> str:
+    """A reason as it travels in an ErrorInfo: REASON_LOCK_NOT_HELD -> "LOCK_NOT_HELD"."""
+    return _table.Reason.Name(value).removeprefix("REASON_")
+
+
+def _statuses() -> dict[str, grpc.StatusCode]:
+    table = {}
+    for value in _table.Reason.DESCRIPTOR.values:
+        if value.number:
+            code = _table.Code.Name(value.GetOptions().Extensions[_table.status]).removeprefix("CODE_")
+            table[value.name.removeprefix("REASON_")] = grpc.StatusCode[code]
+    return table
+
+
+STATUS: dict[str, grpc.StatusCode] = _statuses()
+"""Every reason the server may send -> its status code (error.proto, docs/errors.md)."""
 
 
 class ConcordError(Exception):
     """Base of every error raised by the client library."""
 
     code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+    reason: str = ""
+    """The ErrorInfo reason ("LOCK_NOT_HELD"); a class's own where it has one."""
 
     def __init__(self, message: str, *, reason: str = "", metadata: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.reason = reason
+        self.reason = reason or type(self).reason
         self.metadata = metadata or {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "reason" not in cls.__dict__:
+            return
+        code = STATUS.get(cls.reason)
+        if code is None:
+            raise TypeError(f"{cls.__name__}: reason {cls.reason} is not in protos/concord/error/v1/error.proto")
+        if code != cls.code:
+            raise TypeError(f"{cls.__name__}: error.proto gives {cls.reason} the code {code.name}, "
+                            f"not its base class's {cls.code.name}")
 
 
 class InvalidArgument(ConcordError):
@@ -74,6 +133,8 @@ class Internal(ConcordError):
 class LockNotHeld(FailedPrecondition):
     """The lease no longer holds the lock: it expired, or was released."""
 
+    reason = reason_name(REASON_LOCK_NOT_HELD)
+
 
 class LockLost(LockNotHeld):
     """The lock was lost while the ``with`` block ran: its work was not protected."""
@@ -82,9 +143,13 @@ class LockLost(LockNotHeld):
 class LockTimeout(DeadlineExceeded):
     """The lock was not free within the wait timeout."""
 
+    reason = reason_name(REASON_LOCK_WAIT_TIMEOUT)
+
 
 class PermitNotHeld(FailedPrecondition):
     """The permit is no longer held: it expired, or was released."""
+
+    reason = reason_name(REASON_PERMIT_NOT_HELD)
 
 
 class PermitLost(PermitNotHeld):
@@ -94,83 +159,107 @@ class PermitLost(PermitNotHeld):
 class PermitsExceedLimit(FailedPrecondition):
     """The semaphore's limit was lowered below the permits this request asked for."""
 
+    reason = reason_name(REASON_PERMITS_EXCEED_LIMIT)
+
 
 class SemaphoreTimeout(DeadlineExceeded):
     """The permits were not free within the wait timeout."""
+
+    reason = reason_name(REASON_SEMAPHORE_WAIT_TIMEOUT)
 
 
 class TaskLeaseNotHeld(FailedPrecondition):
     """The task's lease expired (it went back to the queue), or it was settled already."""
 
+    reason = reason_name(REASON_TASK_LEASE_NOT_HELD)
+
 
 class TaskNotFound(NotFound):
     """The queue has no task with that id."""
+
+    reason = reason_name(REASON_TASK_NOT_FOUND)
 
 
 class TaskLeased(FailedPrecondition):
     """The task is leased to a worker, so it cannot be cancelled now."""
 
+    reason = reason_name(REASON_TASK_LEASED)
+
 
 class ChatNotFound(NotFound):
     """No chat has that id (never created, or its last member left)."""
+
+    reason = reason_name(REASON_CHAT_NOT_FOUND)
 
 
 class ChatExists(AlreadyExists):
     """CreateChat with a chat_id that is taken."""
 
+    reason = reason_name(REASON_CHAT_EXISTS)
+
 
 class NotAMember(PermissionDenied):
     """Sending to, acking in or leaving a chat the user is not a member of."""
+
+    reason = reason_name(REASON_NOT_A_MEMBER)
 
 
 class ChatFull(ResourceExhausted):
     """The chat has the server's most members already."""
 
+    reason = reason_name(REASON_CHAT_FULL)
+
 
 class NameNotFound(NotFound):
     """The name index does not hold that name."""
+
+    reason = reason_name(REASON_NAME_NOT_FOUND)
 
 
 class FileNotFound(NotFound):
     """No such file: never uploaded, undone, or finished by every worker."""
 
+    reason = reason_name(REASON_FILE_NOT_FOUND)
+
 
 class FileNotComplete(FailedPrecondition):
     """MarkDone on a file still being uploaded."""
+
+    reason = reason_name(REASON_FILE_NOT_COMPLETE)
 
 
 class NotAWorker(FailedPrecondition):
     """MarkDone by someone the file was not announced to."""
 
+    reason = reason_name(REASON_NOT_A_WORKER)
+
 
 class CorruptFile(FailedPrecondition):
     """A gzip file whose data does not decompress."""
+
+    reason = reason_name(REASON_CORRUPT_FILE)
+
+
+class OffsetOutOfRange(InvalidArgument):
+    """A download's offset is past the end of the file."""
+
+    reason = reason_name(REASON_OFFSET_OUT_OF_RANGE)
 
 
 class LineTooLong(FailedPrecondition):
     """A line longer than the server sends in one message."""
 
+    reason = reason_name(REASON_LINE_TOO_LONG)
 
-_BY_REASON: dict[str, type[ConcordError]] = {
-    "LOCK_NOT_HELD": LockNotHeld,
-    "LOCK_WAIT_TIMEOUT": LockTimeout,
-    "PERMIT_NOT_HELD": PermitNotHeld,
-    "PERMITS_EXCEED_LIMIT": PermitsExceedLimit,
-    "SEMAPHORE_WAIT_TIMEOUT": SemaphoreTimeout,
-    "TASK_LEASE_NOT_HELD": TaskLeaseNotHeld,
-    "TASK_NOT_FOUND": TaskNotFound,
-    "TASK_LEASED": TaskLeased,
-    "CHAT_NOT_FOUND": ChatNotFound,
-    "CHAT_EXISTS": ChatExists,
-    "NOT_A_MEMBER": NotAMember,
-    "CHAT_FULL": ChatFull,
-    "NAME_NOT_FOUND": NameNotFound,
-    "FILE_NOT_FOUND": FileNotFound,
-    "FILE_NOT_COMPLETE": FileNotComplete,
-    "NOT_A_WORKER": NotAWorker,
-    "CORRUPT_FILE": CorruptFile,
-    "LINE_TOO_LONG": LineTooLong,
-}
+
+def _reason_classes(cls: type[ConcordError]) -> dict[str, type[ConcordError]]:
+    found = {cls.reason: cls} if cls.reason and "reason" in cls.__dict__ else {}
+    for sub in cls.__subclasses__():
+        found.update(_reason_classes(sub))
+    return found
+
+
+_BY_REASON: dict[str, type[ConcordError]] = _reason_classes(ConcordError)
 _BY_CODE: dict[grpc.StatusCode, type[ConcordError]] = {
     cls.code: cls
     for cls in (InvalidArgument, NotFound, AlreadyExists, FailedPrecondition, ResourceExhausted, Unavailable,
@@ -181,7 +270,9 @@ _BY_CODE: dict[grpc.StatusCode, type[ConcordError]] = {
 def from_reason(reason: str, message: str) -> ConcordError:
     """The typed exception for an error reported in a message (a Consume stream's
     Settled) rather than as a call's status."""
-    return _BY_REASON.get(reason, ConcordError)(message or reason, reason=reason)
+    code = STATUS.get(reason)
+    cls = _BY_REASON.get(reason) or (_BY_CODE.get(code, ConcordError) if code else ConcordError)
+    return cls(message or reason, reason=reason)
 
 
 def from_rpc_error(error: grpc.RpcError) -> ConcordError:

@@ -79,11 +79,10 @@ class _LockBase:
                         when(resp.expires_at) if resp.held else None)
 
     def _timeout_error(self) -> LockTimeout:
-        return LockTimeout(f"lock {self.name!r} was not acquired within {self.timeout}s", reason="LOCK_WAIT_TIMEOUT")
+        return LockTimeout(f"lock {self.name!r} was not acquired within {self.timeout}s")
 
     def _lost_error(self, lease: Lease) -> LockLost:
-        return LockLost(f"lock {self.name!r} was lost while held (fencing token {lease.fencing_token})",
-                        reason="LOCK_NOT_HELD")
+        return LockLost(f"lock {self.name!r} was lost while held (fencing token {lease.fencing_token})")
 
 
 class Lock(_LockBase, SyncHolder):

@@ -84,11 +84,10 @@ class _SemaphoreBase:
         return SemaphoreInfo(resp.limit, resp.held, holders, resp.waiters)
 
     def _timeout_error(self) -> SemaphoreTimeout:
-        return SemaphoreTimeout(f"semaphore {self.name!r} had no room within {self.timeout}s",
-                                reason="SEMAPHORE_WAIT_TIMEOUT")
+        return SemaphoreTimeout(f"semaphore {self.name!r} had no room within {self.timeout}s")
 
     def _lost_error(self, permit: Permit) -> PermitLost:
-        return PermitLost(f"semaphore {self.name!r}: the permit was lost while held", reason="PERMIT_NOT_HELD")
+        return PermitLost(f"semaphore {self.name!r}: the permit was lost while held")
 
 
 class Semaphore(_SemaphoreBase, SyncHolder):

@@ -11,8 +11,8 @@ import (
 	"log"
 	"time"
 
-	"concord/clients/go/concord"
-	chatv1 "concord/clients/go/gen/concord/chat/v1"
+	"go.concord.dev/concord"
+	chatv1 "go.concord.dev/concord/gen/concord/chat/v1"
 )
 
 func main() {

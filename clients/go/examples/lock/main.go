@@ -16,7 +16,7 @@ import (
 	"os"
 	"time"
 
-	"concord/clients/go/concord"
+	"go.concord.dev/concord"
 )
 
 func main() {

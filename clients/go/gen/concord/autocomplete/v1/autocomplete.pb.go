@@ -1080,8 +1080,8 @@ const file_concord_autocomplete_v1_autocomplete_proto_rawDesc = "" +
 	"\vRemoveNames\x12+.concord.autocomplete.v1.RemoveNamesRequest\x1a,.concord.autocomplete.v1.RemoveNamesResponse\x12q\n" +
 	"\x0eIncrementScore\x12..concord.autocomplete.v1.IncrementScoreRequest\x1a/.concord.autocomplete.v1.IncrementScoreResponse\x12\\\n" +
 	"\aSuggest\x12'.concord.autocomplete.v1.SuggestRequest\x1a(.concord.autocomplete.v1.SuggestResponse\x12V\n" +
-	"\x05Count\x12%.concord.autocomplete.v1.CountRequest\x1a&.concord.autocomplete.v1.CountResponseB\xed\x01\n" +
-	"\x1bcom.concord.autocomplete.v1B\x11AutocompleteProtoP\x01Z=concord/clients/go/gen/concord/autocomplete/v1;autocompletev1\xa2\x02\x03CAX\xaa\x02\x17Concord.Autocomplete.V1\xca\x02\x17Concord\\Autocomplete\\V1\xe2\x02#Concord\\Autocomplete\\V1\\GPBMetadata\xea\x02\x19Concord::Autocomplete::V1b\x06proto3"
+	"\x05Count\x12%.concord.autocomplete.v1.CountRequest\x1a&.concord.autocomplete.v1.CountResponseB\xf1\x01\n" +
+	"\x1bcom.concord.autocomplete.v1B\x11AutocompleteProtoP\x01ZAgo.concord.dev/concord/gen/concord/autocomplete/v1;autocompletev1\xa2\x02\x03CAX\xaa\x02\x17Concord.Autocomplete.V1\xca\x02\x17Concord\\Autocomplete\\V1\xe2\x02#Concord\\Autocomplete\\V1\\GPBMetadata\xea\x02\x19Concord::Autocomplete::V1b\x06proto3"
 
 var (
 	file_concord_autocomplete_v1_autocomplete_proto_rawDescOnce sync.Once

@@ -1420,8 +1420,8 @@ const file_concord_chat_v1_chat_proto_rawDesc = "" +
 	"\tListChats\x12!.concord.chat.v1.ListChatsRequest\x1a\".concord.chat.v1.ListChatsResponse\x12U\n" +
 	"\n" +
 	"GetHistory\x12\".concord.chat.v1.GetHistoryRequest\x1a#.concord.chat.v1.GetHistoryResponse\x12[\n" +
-	"\fListAllChats\x12$.concord.chat.v1.ListAllChatsRequest\x1a%.concord.chat.v1.ListAllChatsResponseB\xad\x01\n" +
-	"\x13com.concord.chat.v1B\tChatProtoP\x01Z-concord/clients/go/gen/concord/chat/v1;chatv1\xa2\x02\x03CCX\xaa\x02\x0fConcord.Chat.V1\xca\x02\x0fConcord\\Chat\\V1\xe2\x02\x1bConcord\\Chat\\V1\\GPBMetadata\xea\x02\x11Concord::Chat::V1b\x06proto3"
+	"\fListAllChats\x12$.concord.chat.v1.ListAllChatsRequest\x1a%.concord.chat.v1.ListAllChatsResponseB\xb1\x01\n" +
+	"\x13com.concord.chat.v1B\tChatProtoP\x01Z1go.concord.dev/concord/gen/concord/chat/v1;chatv1\xa2\x02\x03CCX\xaa\x02\x0fConcord.Chat.V1\xca\x02\x0fConcord\\Chat\\V1\xe2\x02\x1bConcord\\Chat\\V1\\GPBMetadata\xea\x02\x11Concord::Chat::V1b\x06proto3"
 
 var (
 	file_concord_chat_v1_chat_proto_rawDescOnce sync.Once

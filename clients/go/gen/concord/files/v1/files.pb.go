@@ -870,9 +870,9 @@ const file_concord_files_v1_files_proto_rawDesc = "" +
 	"\bDownload\x12!.concord.files.v1.DownloadRequest\x1a\".concord.files.v1.DownloadResponse0\x01\x12Q\n" +
 	"\bMarkDone\x12!.concord.files.v1.MarkDoneRequest\x1a\".concord.files.v1.MarkDoneResponse\x12T\n" +
 	"\tListFiles\x12\".concord.files.v1.ListFilesRequest\x1a#.concord.files.v1.ListFilesResponse\x12K\n" +
-	"\x06Finish\x12\x1f.concord.files.v1.FinishRequest\x1a .concord.files.v1.FinishResponseB\xb5\x01\n" +
+	"\x06Finish\x12\x1f.concord.files.v1.FinishRequest\x1a .concord.files.v1.FinishResponseB\xb9\x01\n" +
 	"\x14com.concord.files.v1B\n" +
-	"FilesProtoP\x01Z/concord/clients/go/gen/concord/files/v1;filesv1\xa2\x02\x03CFX\xaa\x02\x10Concord.Files.V1\xca\x02\x10Concord\\Files\\V1\xe2\x02\x1cConcord\\Files\\V1\\GPBMetadata\xea\x02\x12Concord::Files::V1b\x06proto3"
+	"FilesProtoP\x01Z3go.concord.dev/concord/gen/concord/files/v1;filesv1\xa2\x02\x03CFX\xaa\x02\x10Concord.Files.V1\xca\x02\x10Concord\\Files\\V1\xe2\x02\x1cConcord\\Files\\V1\\GPBMetadata\xea\x02\x12Concord::Files::V1b\x06proto3"
 
 var (
 	file_concord_files_v1_files_proto_rawDescOnce sync.Once

@@ -967,8 +967,8 @@ const file_concord_lock_v1_lock_proto_rawDesc = "" +
 	"\bDescribe\x12 .concord.lock.v1.DescribeRequest\x1a!.concord.lock.v1.DescribeResponse\x12E\n" +
 	"\x04Hold\x12\x1c.concord.lock.v1.HoldRequest\x1a\x1d.concord.lock.v1.HoldResponse0\x01\x12[\n" +
 	"\fForceRelease\x12$.concord.lock.v1.ForceReleaseRequest\x1a%.concord.lock.v1.ForceReleaseResponse\x12R\n" +
-	"\tListLocks\x12!.concord.lock.v1.ListLocksRequest\x1a\".concord.lock.v1.ListLocksResponseB\xad\x01\n" +
-	"\x13com.concord.lock.v1B\tLockProtoP\x01Z-concord/clients/go/gen/concord/lock/v1;lockv1\xa2\x02\x03CLX\xaa\x02\x0fConcord.Lock.V1\xca\x02\x0fConcord\\Lock\\V1\xe2\x02\x1bConcord\\Lock\\V1\\GPBMetadata\xea\x02\x11Concord::Lock::V1b\x06proto3"
+	"\tListLocks\x12!.concord.lock.v1.ListLocksRequest\x1a\".concord.lock.v1.ListLocksResponseB\xb1\x01\n" +
+	"\x13com.concord.lock.v1B\tLockProtoP\x01Z1go.concord.dev/concord/gen/concord/lock/v1;lockv1\xa2\x02\x03CLX\xaa\x02\x0fConcord.Lock.V1\xca\x02\x0fConcord\\Lock\\V1\xe2\x02\x1bConcord\\Lock\\V1\\GPBMetadata\xea\x02\x11Concord::Lock::V1b\x06proto3"
 
 var (
 	file_concord_lock_v1_lock_proto_rawDescOnce sync.Once

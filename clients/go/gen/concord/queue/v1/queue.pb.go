@@ -2321,9 +2321,9 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\bListDead\x12!.concord.queue.v1.ListDeadRequest\x1a\".concord.queue.v1.ListDeadResponse\x12T\n" +
 	"\tRetryDead\x12\".concord.queue.v1.RetryDeadRequest\x1a#.concord.queue.v1.RetryDeadResponse\x12W\n" +
 	"\n" +
-	"ListQueues\x12#.concord.queue.v1.ListQueuesRequest\x1a$.concord.queue.v1.ListQueuesResponseB\xb5\x01\n" +
+	"ListQueues\x12#.concord.queue.v1.ListQueuesRequest\x1a$.concord.queue.v1.ListQueuesResponseB\xb9\x01\n" +
 	"\x14com.concord.queue.v1B\n" +
-	"QueueProtoP\x01Z/concord/clients/go/gen/concord/queue/v1;queuev1\xa2\x02\x03CQX\xaa\x02\x10Concord.Queue.V1\xca\x02\x10Concord\\Queue\\V1\xe2\x02\x1cConcord\\Queue\\V1\\GPBMetadata\xea\x02\x12Concord::Queue::V1b\x06proto3"
+	"QueueProtoP\x01Z3go.concord.dev/concord/gen/concord/queue/v1;queuev1\xa2\x02\x03CQX\xaa\x02\x10Concord.Queue.V1\xca\x02\x10Concord\\Queue\\V1\xe2\x02\x1cConcord\\Queue\\V1\\GPBMetadata\xea\x02\x12Concord::Queue::V1b\x06proto3"
 
 var (
 	file_concord_queue_v1_queue_proto_rawDescOnce sync.Once

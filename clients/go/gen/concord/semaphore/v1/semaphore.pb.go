@@ -925,8 +925,8 @@ const file_concord_semaphore_v1_semaphore_proto_rawDesc = "" +
 	"\aRefresh\x12$.concord.semaphore.v1.RefreshRequest\x1a%.concord.semaphore.v1.RefreshResponse\x12Y\n" +
 	"\bDescribe\x12%.concord.semaphore.v1.DescribeRequest\x1a&.concord.semaphore.v1.DescribeResponse\x12O\n" +
 	"\x04Hold\x12!.concord.semaphore.v1.HoldRequest\x1a\".concord.semaphore.v1.HoldResponse0\x01\x12k\n" +
-	"\x0eListSemaphores\x12+.concord.semaphore.v1.ListSemaphoresRequest\x1a,.concord.semaphore.v1.ListSemaphoresResponseB\xd5\x01\n" +
-	"\x18com.concord.semaphore.v1B\x0eSemaphoreProtoP\x01Z7concord/clients/go/gen/concord/semaphore/v1;semaphorev1\xa2\x02\x03CSX\xaa\x02\x14Concord.Semaphore.V1\xca\x02\x14Concord\\Semaphore\\V1\xe2\x02 Concord\\Semaphore\\V1\\GPBMetadata\xea\x02\x16Concord::Semaphore::V1b\x06proto3"
+	"\x0eListSemaphores\x12+.concord.semaphore.v1.ListSemaphoresRequest\x1a,.concord.semaphore.v1.ListSemaphoresResponseB\xd9\x01\n" +
+	"\x18com.concord.semaphore.v1B\x0eSemaphoreProtoP\x01Z;go.concord.dev/concord/gen/concord/semaphore/v1;semaphorev1\xa2\x02\x03CSX\xaa\x02\x14Concord.Semaphore.V1\xca\x02\x14Concord\\Semaphore\\V1\xe2\x02 Concord\\Semaphore\\V1\\GPBMetadata\xea\x02\x16Concord::Semaphore::V1b\x06proto3"
 
 var (
 	file_concord_semaphore_v1_semaphore_proto_rawDescOnce sync.Once
