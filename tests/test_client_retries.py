@@ -1,6 +1,6 @@
 """Clients ride out short Redis outages: calls that are safe to repeat are retried
 while the server answers UNAVAILABLE, within the caller's own budget; calls that a
-repeat could do twice are not (concord._retry, clients/go/concord/retry.go).
+repeat could do twice are not (concord._retry, clients/go/retry.go).
 
 Each outage is real: the test's own Redis is SIGKILLed and started again on the same
 port with the same append-only file (appendfsync always, so an enqueued task
