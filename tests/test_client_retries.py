@@ -192,7 +192,7 @@ async def test_async_send_message_is_not_retried_and_retries_stop_at_the_budget(
 @pytest.mark.timeout(240)
 def test_go_lock_rides_out_a_redis_restart(fresh_redis, server, tmp_path):
     binary = tmp_path / "concord.test"
-    run([go(), "test", "-c", "-o", str(binary), "./concord"], cwd=GO_CLIENT, timeout=180)
+    run([go(), "test", "-c", "-o", str(binary), "."], cwd=GO_CLIENT, timeout=180)  # the package is the module root
     fresh_redis.kill()
     proc = subprocess.Popen([str(binary), "-test.run", "^TestLockRidesOutARedisRestart$", "-test.v", "-test.count=1"],
                             env={**os.environ, "CONCORD_OUTAGE_ADDR": server.target}, stdout=subprocess.PIPE,
