@@ -47,7 +47,7 @@ def _span_status_interceptor_class() -> type:
     from opentelemetry import trace
     from opentelemetry.trace import Status, StatusCode
 
-    from .metrics import wrap_handler
+    from .handlers import observe
 
     class SpanStatus(grpc.aio.ServerInterceptor):
         """Puts the call's final status on its span. The instrumentation sees
@@ -65,7 +65,7 @@ def _span_status_interceptor_class() -> type:
                 if code != "OK":
                     span.set_status(Status(StatusCode.ERROR, code))
 
-            return wrap_handler(handler, trace.get_current_span, end)
+            return observe(handler, trace.get_current_span, end)
 
     return SpanStatus
 

@@ -28,16 +28,11 @@ from concord.error.v1.error_pb2 import (
     REASON_TOO_MANY_STREAMS,
 )
 
-from .api.guard import is_open_method, wrap
-from .errors import LimitReached
-from .tenants import current as current_tenant
+from ..errors import LimitReached
+from ..tenants import current as current_tenant
+from .guard import wrap
+from .methods import BLOCKING_METHODS, is_open_method
 
-# Calls that may wait (and so hold a server slot) until something happens.
-BLOCKING_METHODS = frozenset({
-    "/concord.lock.v1.LockService/Acquire",
-    "/concord.semaphore.v1.SemaphoreService/Acquire",
-    "/concord.queue.v1.QueueService/Dequeue",
-})
 CONCURRENCY_RETRY_DELAY = 1.0  # seconds: a hint; blocked calls and streams end at unknown times
 _PRUNE_AT = 1024  # peers remembered before idle ones (full bucket, nothing open) are forgotten
 

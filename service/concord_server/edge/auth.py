@@ -38,11 +38,12 @@ from typing import Any
 
 import grpc
 
-from .api.guard import is_open_method, wrap
-from .errors import PermissionDenied, Unauthenticated
-from .keys import validate_tenant
+from ..errors import PermissionDenied, Unauthenticated
+from ..keys import validate_tenant
+from ..tenants import current as current_tenant
+from .guard import wrap
 from .limits import Limiter, LimitInterceptor, Quota
-from .tenants import current as current_tenant
+from .methods import is_open_method
 
 log = logging.getLogger(__name__)
 

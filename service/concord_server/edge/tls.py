@@ -6,7 +6,7 @@ from pathlib import Path
 
 import grpc
 
-from .config import Settings
+from ..config import Settings
 
 
 def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:

@@ -1,0 +1,37 @@
+"""What the edge needs to know about methods, said once: which are open to every
+caller (health, reflection) and which may block (derived from the protos)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from google.protobuf.descriptor import FileDescriptor
+
+from concord.autocomplete.v1 import autocomplete_pb2
+from concord.chat.v1 import chat_pb2
+from concord.files.v1 import files_pb2
+from concord.lock.v1 import lock_pb2
+from concord.queue.v1 import queue_pb2
+from concord.semaphore.v1 import semaphore_pb2
+
+OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+
+
+def is_open_method(method: str) -> bool:
+    """Health and reflection: Docker and grpcurl use them before anything else."""
+    return method.startswith(OPEN_SERVICES)
+
+
+def blocking_methods(files: Iterable[FileDescriptor]) -> frozenset[str]:
+    """The unary methods whose request has a ``wait_timeout``: they may wait (and so
+    hold a server slot) until something happens, as long as the client allows."""
+    return frozenset(
+        f"/{service.full_name}/{method.name}"
+        for file in files for service in file.services_by_name.values() for method in service.methods
+        if not method.client_streaming and not method.server_streaming
+        and "wait_timeout" in method.input_type.fields_by_name)
+
+
+# Lock and semaphore Acquire, Dequeue.
+BLOCKING_METHODS = blocking_methods(pb2.DESCRIPTOR for pb2 in (
+    lock_pb2, semaphore_pb2, queue_pb2, chat_pb2, autocomplete_pb2, files_pb2))
