@@ -93,8 +93,8 @@ def test_the_server_sends_exactly_the_reasons_of_the_table():
                 if "reason" in cls.__dict__ and cls.__module__ == server_errors.__name__}
     for reason, cls in by_class.items():
         assert TABLE.get(reason) == cls.code, f"{cls.__name__}: {reason} is {cls.code}, not {TABLE.get(reason)}"
-    # The limits name theirs (LimitReached takes the enum value) in limits.py.
-    limits = set(re.findall(r"\bREASON_([A-Z_]+)\b", (SERVER / "limits.py").read_text()))
+    # The limits name theirs (LimitReached takes the enum value) in edge/limits.py.
+    limits = set(re.findall(r"\bREASON_([A-Z_]+)\b", (SERVER / "edge" / "limits.py").read_text()))
     assert limits and all(TABLE[r] == "RESOURCE_EXHAUSTED" for r in limits)
     assert set(by_class) | limits == set(TABLE), (
         f"in error.proto but never sent: {sorted(set(TABLE) - set(by_class) - limits)}")

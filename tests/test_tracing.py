@@ -72,5 +72,5 @@ async def test_calls_become_server_spans(redis_server, name):
 
 def test_off_by_default():
     assert config.load([]).tracing is False
-    from concord_server import tracing
+    from concord_server.edge import tracing
     assert tracing.interceptors(config.load([])) == []

@@ -29,7 +29,7 @@ from .api.files import FileServicer
 from .api.lock import LockServicer
 from .api.queue import QueueServicer
 from .api.semaphore import SemaphoreServicer
-from . import auth, tenants, tls
+from . import tenants
 from .autopipeline import AutoPipeline
 from .cluster import ClusterBus, ClusterCommands
 from .config import Settings
@@ -37,7 +37,8 @@ from .doorbells import Doorbells
 from .keys import KeySpace
 from .gc_policy import GcPolicy
 from .loop_monitor import LoopMonitor, from_settings as start_loop_monitor
-from . import tracing
+from .edge import auth, tls, tracing
+from .edge.rpc_metrics import RpcMetrics
 from .metrics import Metrics
 from .notifications import NotificationBus
 from .primitives import autocomplete, chat, chat_feeds, files, lock, queue, semaphore
@@ -75,6 +76,20 @@ def server_options(settings: Settings) -> list[tuple[str, int]]:
         # Only --workers shares the port; otherwise a second server must fail to bind.
         ("grpc.so_reuseport", 1 if settings.workers > 1 else 0),
     ]
+
+
+@dataclass(frozen=True)
+class Primitives:
+    """What build() makes: every primitive over one key space (once, or once per
+    tenant: tenants.py)."""
+
+    locks: lock.Locks
+    semaphores: semaphore.Semaphores
+    queues: queue.Queues
+    chats: chat.Chats
+    feeds: chat_feeds.Feeds
+    autocomplete: autocomplete.Autocomplete
+    files: files.Files
 
 
 @dataclass
@@ -141,7 +156,7 @@ async def start(settings: Settings) -> Server:
     chat_bells = Doorbells(bus, broadcast=True, interval=10.0)  # each safety ring re-reads every chat
     keyspace, process_id = KeySpace(settings.key_prefix), secrets.token_hex(8)
 
-    def build(keyspace: KeySpace) -> tuple:  # once, or once per tenant (tenants.py)
+    def build(keyspace: KeySpace) -> Primitives:  # once, or once per tenant (tenants.py)
         locks = lock.Locks(commands, keyspace, waiters, process_id=process_id)
         semaphores = semaphore.Semaphores(commands, keyspace, waiters, process_id=process_id)
         queues = queue.Queues(commands, keyspace, doorbells,
@@ -155,10 +170,11 @@ async def start(settings: Settings) -> Server:
                               group_bound=settings.file_group_bound,
                               upload_lease_ms=int(settings.file_upload_lease * 1000),
                               max_line=settings.max_message_size // 2)
-        return locks, semaphores, queues, chats, feeds, completer, shipper
+        return Primitives(locks, semaphores, queues, chats, feeds, completer, shipper)
 
-    locks, semaphores, queues, chats, feeds, completer, shipper = tenants.route(
-        keyspace, build, tenanted=bool(settings.auth_tokens))
+    p = tenants.route(keyspace, build, tenanted=bool(settings.auth_tokens))
+    locks, semaphores, queues, chats, feeds = p.locks, p.semaphores, p.queues, p.chats, p.feeds
+    completer, shipper = p.autocomplete, p.files
     try:  # load scripts up front; a Redis that is down now is retried on first use
         for s in (*lock.SCRIPTS, *semaphore.SCRIPTS, *queue.SCRIPTS, *chat.SCRIPTS, *autocomplete.SCRIPTS,
                   *files.SCRIPTS):
@@ -169,7 +185,7 @@ async def start(settings: Settings) -> Server:
     monitor = start_loop_monitor(settings.loop_stall_report, settings.workers)
     observer = None
     if settings.metrics_listen:
-        observer = Metrics()
+        observer = Metrics(RpcMetrics)
         monitor = monitor or LoopMonitor(None).start()  # its stall readings are exported too
     interceptors = [*tracing.interceptors(settings), *([observer.interceptor] if observer else [])]
     auth_interceptor, security = auth.interceptors(settings)  # --auth-tokens, limits

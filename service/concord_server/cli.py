@@ -121,7 +121,7 @@ def _preflight(settings: config.Settings, argv: Sequence[str], environ: Mapping[
         if not os.access(settings.data_dir, os.W_OK | os.X_OK):
             config.fail(f"{who('data_dir', settings.data_dir)}: not writable")
     if settings.auth_tokens:
-        from .auth import load_tokens
+        from .edge.auth import load_tokens
 
         try:
             load_tokens(settings.auth_tokens)

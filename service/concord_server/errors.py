@@ -113,13 +113,13 @@ class ResourceExhausted(ConcordError):
 
 
 class Unauthenticated(ConcordError):
-    """No bearer token, or one the server does not know (auth.py)."""
+    """No bearer token, or one the server does not know (edge/auth.py)."""
 
     reason = reason_name(REASON_UNAUTHENTICATED)
 
 
 class LimitReached(ResourceExhausted):
-    """A per-tenant or per-connection limit (limits.py): ``reason`` is one of
+    """A per-tenant or per-connection limit (edge/limits.py): ``reason`` is one of
     error.proto's RESOURCE_EXHAUSTED reasons (REASON_RATE_LIMITED...); ``retry_delay``
     (seconds) goes to the client as a google.rpc.RetryInfo, None when retrying cannot help."""
 

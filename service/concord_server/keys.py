@@ -141,7 +141,7 @@ class KeySpace:
         self.prefix = validate_prefix(prefix)
 
     def tenant(self, tenant: str) -> KeySpace:
-        """The keys of one tenant (auth.py): ``{<prefix>@<tenant>:<kind>:<name>}``. A
+        """The keys of one tenant (edge/auth.py): ``{<prefix>@<tenant>:<kind>:<name>}``. A
         tenant's name has no ':', and the shared space puts ':' right after the prefix,
         so no two tenants, nor a tenant and the shared space, can build the same key."""
         space = KeySpace.__new__(KeySpace)

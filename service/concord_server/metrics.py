@@ -2,12 +2,9 @@
 
 Three sources:
 
-- ``RpcMetrics``, a grpc.aio server interceptor: every call, unary or streaming,
-  is counted when it ends, with its final status code, and timed. Calls that may
-  block (Lock/Semaphore Acquire, Dequeue) and streams can last minutes, so there
-  is one duration histogram whose buckets run from 0.5 ms to an hour, and a
-  ``type`` label (unary, blocking, server_stream, client_stream, bidi_stream) so a
-  latency panel can leave the waits out with ``type="unary"``.
+- ``edge/rpc_metrics.RpcMetrics``, the grpc.aio server interceptor that counts and
+  times every call (``Metrics(RpcMetrics)`` makes it over this registry); it notes
+  the queues that calls used in ``RecentQueues``.
 - Counters the rest of the server feeds: Redis failures (redis_client.FAILURES)
   and the lock/semaphore handoff latency (``observe_handoff``, which
   primitives/queueing.py calls through ``Waiters.on_handoff``).
@@ -28,13 +25,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-import grpc
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
@@ -48,52 +43,10 @@ from .waiters import Waiters
 
 log = logging.getLogger(__name__)
 
-# Unary methods that may wait for a resource as long as the client allows.
-BLOCKING = frozenset({
-    "/concord.lock.v1.LockService/Acquire",
-    "/concord.semaphore.v1.SemaphoreService/Acquire",
-    "/concord.queue.v1.QueueService/Dequeue",
-})
-QUEUE_SERVICE = "/concord.queue.v1.QueueService/"
-
-RPC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-               300.0, 900.0, 3600.0)
 # Handoffs are measured on the Redis clock's whole milliseconds (see observe_handoff).
 HANDOFF_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 SCRAPE_TIMEOUT = 2.0
 MAX_QUEUES = 1000  # queue depths are exported for at most this many recently used queues
-
-
-def _split(method: str) -> tuple[str, str]:
-    service, _, name = method.lstrip("/").rpartition("/")
-    return service, name
-
-
-def _kind(method: str, handler: grpc.RpcMethodHandler) -> str:
-    if handler.request_streaming and handler.response_streaming:
-        return "bidi_stream"
-    if handler.request_streaming:
-        return "client_stream"
-    if handler.response_streaming:
-        return "server_stream"
-    return "blocking" if method in BLOCKING else "unary"
-
-
-def _final_code(context: grpc.aio.ServicerContext, exc: BaseException | None) -> str:
-    """The status a call ended with, as gRPC will send it."""
-    if isinstance(exc, asyncio.CancelledError):
-        remaining = context.time_remaining()
-        return "DEADLINE_EXCEEDED" if remaining is not None and remaining <= 0 else "CANCELLED"
-    code = context.code()
-    if code is None or code == 0:
-        # Not set: a clean end is OK; an exception the servicer let through is UNKNOWN.
-        return "OK" if exc is None else "UNKNOWN"
-    if isinstance(code, grpc.StatusCode):
-        return code.name
-    for c in grpc.StatusCode:  # an int from the C core
-        if c.value[0] == code:
-            return c.name
-    return str(code)
 
 
 class RecentQueues:
@@ -115,98 +68,6 @@ class RecentQueues:
 
     def names(self) -> list[tuple[str, str]]:
         return list(self._names)
-
-
-class RpcMetrics(grpc.aio.ServerInterceptor):
-    def __init__(self, registry: CollectorRegistry, recent_queues: RecentQueues) -> None:
-        labels = ("service", "method", "type")
-        self.handled = Counter("concord_rpc_handled", "RPCs completed, by final status code",
-                               (*labels, "code"), registry=registry)
-        self.duration = Histogram("concord_rpc_duration_seconds",
-                                  "RPC duration from start to final status (streams: their whole life; "
-                                  "blocking: includes the wait)", (*labels, "code"),
-                                  buckets=RPC_BUCKETS, registry=registry)
-        self.in_flight = Gauge("concord_rpc_in_flight", "RPCs started and not yet completed", labels,
-                               registry=registry)
-        self.streams = Gauge("concord_streams_open", "streaming RPCs open now", ("service", "method"),
-                             registry=registry)
-        self._queues = recent_queues
-
-    async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Any],
-                                details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
-        handler = await continuation(details)
-        if handler is None:
-            return None
-        method = details.method
-        service, name = _split(method)
-        kind = _kind(method, handler)
-        labels = (service, name, kind)
-        queue_call = method.startswith(QUEUE_SERVICE)
-
-        def begin() -> float:
-            self.in_flight.labels(*labels).inc()
-            if kind.endswith("stream"):
-                self.streams.labels(service, name).inc()
-            return time.perf_counter()
-
-        def end(started: float, code: str, request: Any) -> None:
-            self.handled.labels(*labels, code).inc()
-            self.duration.labels(*labels, code).observe(time.perf_counter() - started)
-            self.in_flight.labels(*labels).dec()
-            if kind.endswith("stream"):
-                self.streams.labels(service, name).dec()
-            if queue_call and code == "OK" and request is not None:
-                self._queues.seen(_queue_names(request))
-
-        return wrap_handler(handler, begin, end)
-
-
-def wrap_handler(handler: grpc.RpcMethodHandler, begin: Callable[[], Any],
-                 end: Callable[[Any, str, Any], None]) -> grpc.RpcMethodHandler:
-    """The handler, with begin() called as a call starts and end(begin's result,
-    final status code name, the request or None for client streams) as it ends,
-    whatever its kind and however it ends."""
-    if handler.response_streaming:
-        inner_stream = handler.unary_stream or handler.stream_stream
-
-        async def streaming(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            started, exc = begin(), None
-            try:
-                result = inner_stream(request, context)
-                if hasattr(result, "__aiter__"):
-                    async for item in result:
-                        yield item
-                else:  # a coroutine that writes with context.write()
-                    await result
-            except BaseException as e:
-                exc = e
-                raise
-            finally:
-                end(started, _final_code(context, exc), None if handler.request_streaming else request)
-
-        return handler._replace(**{"unary_stream" if handler.unary_stream else "stream_stream": streaming})
-
-    inner = handler.unary_unary or handler.stream_unary
-
-    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        started, exc = begin(), None
-        try:
-            return await inner(request, context)
-        except BaseException as e:
-            exc = e
-            raise
-        finally:
-            end(started, _final_code(context, exc), None if handler.request_streaming else request)
-
-    return handler._replace(**{"unary_unary" if handler.unary_unary else "stream_unary": unary})
-
-
-def _queue_names(request: Any) -> list[str]:
-    names = getattr(request, "queues", None)
-    if names is not None and not isinstance(names, str):
-        return list(names)
-    name = getattr(request, "queue", None)
-    return [name] if isinstance(name, str) and name else []
 
 
 class _StateCollector:
@@ -295,14 +156,16 @@ class _StateCollector:
 
 
 class Metrics:
-    """The metrics of one server: its registry, the interceptor, the HTTP endpoint."""
+    """The metrics of one server: its registry, the RPC interceptor (made by ``interceptor``,
+    edge/rpc_metrics.RpcMetrics, over the registry and the recent queues), the scrape-time
+    gauges, the HTTP endpoint."""
 
-    def __init__(self) -> None:
+    def __init__(self, interceptor: Callable[[CollectorRegistry, RecentQueues], Any]) -> None:
         self.registry = CollectorRegistry()
         for c in (ProcessCollector, PlatformCollector, GCCollector):
             c(registry=self.registry)
         self.recent_queues = RecentQueues()
-        self.interceptor = RpcMetrics(self.registry, self.recent_queues)
+        self.interceptor = interceptor(self.registry, self.recent_queues)
         self.handoff = Histogram(
             "concord_handoff_seconds",
             "lock/semaphore handoff latency: from the grant in Redis (a release, withdraw or expiry freed the "
