@@ -113,34 +113,35 @@ class Admin:
     def __init__(self, client: Client, as_json: bool, out: Any = sys.stdout) -> None:
         self.client, self.as_json, self.out = client, as_json, out
 
-    def call(self, method: Callable[..., Any], request: Any) -> Any:
-        return self.client._call(method, request)
+    def call(self, service: str, method: str, request: Any) -> Any:
+        """One try of ``method`` of ``service`` (a proto package: "lock", "queue", ...)."""
+        return self.client._service(service).call(method, request)
 
     def emit(self, data: Any, text: str) -> None:
         print(json.dumps(data, ensure_ascii=False) if self.as_json else text, file=self.out, flush=True)
 
-    def names(self, method: Callable[..., Any], request_type: Any) -> list[str]:
+    def names(self, service: str, method: str, request_type: Any) -> list[str]:
         """Every page of a List* RPC; a SCAN may repeat a name, so they are deduplicated."""
         names: set[str] = set()
         token = ""
         while True:
-            page = self.call(method, request_type(page_token=token, page_size=1000))
+            page = self.call(service, method, request_type(page_token=token, page_size=1000))
             names.update(page.names)
             token = page.next_page_token
             if not token:
                 return sorted(names)
 
-    def list_names(self, kind: str, method: Callable[..., Any], request_type: Any) -> None:
-        names = self.names(method, request_type)
+    def list_names(self, kind: str, service: str, method: str, request_type: Any) -> None:
+        names = self.names(service, method, request_type)
         self.emit(names, "\n".join(names) if names else f"(no {kind})")
 
     # locks
 
     def lock_list(self, args: argparse.Namespace) -> None:
-        self.list_names("locks", self.client._locks.ListLocks, lock_pb2.ListLocksRequest)
+        self.list_names("locks", "lock", "ListLocks", lock_pb2.ListLocksRequest)
 
     def lock_describe(self, args: argparse.Namespace) -> None:
-        r = self.call(self.client._locks.Describe, lock_pb2.DescribeRequest(name=args.name))
+        r = self.call("lock", "Describe", lock_pb2.DescribeRequest(name=args.name))
         d = {"name": args.name, **_dict(r)}
         if not r.held and not r.waiters:  # a lock is its holder: there is nothing else to show
             self.emit(d, f"lock {args.name!r} is not held (no holder, no waiters)")
@@ -151,7 +152,7 @@ class Admin:
         if not args.yes and not _confirm(f"Force-release lock {args.name!r}? Its holder is not told and may "
                                          "still be writing; only fencing tokens protect you. [y/N] "):
             raise Failed("aborted: nothing changed")
-        r = self.call(self.client._locks.ForceRelease, lock_pb2.ForceReleaseRequest(name=args.name))
+        r = self.call("lock", "ForceRelease", lock_pb2.ForceReleaseRequest(name=args.name))
         d = {"name": args.name, **_dict(r)}
         text = (f"released lock {args.name!r} (was held by {r.owner!r}, fencing token {r.fencing_token})"
                 if r.released else f"lock {args.name!r} was not held")
@@ -160,10 +161,10 @@ class Admin:
     # semaphores
 
     def semaphore_list(self, args: argparse.Namespace) -> None:
-        self.list_names("semaphores", self.client._semaphores.ListSemaphores, semaphore_pb2.ListSemaphoresRequest)
+        self.list_names("semaphores", "semaphore", "ListSemaphores", semaphore_pb2.ListSemaphoresRequest)
 
     def semaphore_describe(self, args: argparse.Namespace) -> None:
-        r = self.call(self.client._semaphores.Describe, semaphore_pb2.DescribeRequest(name=args.name))
+        r = self.call("semaphore", "Describe", semaphore_pb2.DescribeRequest(name=args.name))
         d = {"name": args.name, **_dict(r)}
         if not r.holders and not r.waiters:
             self.emit(d, f"semaphore {args.name!r} is not held (no holders, no waiters)")
@@ -176,10 +177,10 @@ class Admin:
     # queues
 
     def queue_list(self, args: argparse.Namespace) -> None:
-        self.list_names("queues", self.client._queues.ListQueues, queue_pb2.ListQueuesRequest)
+        self.list_names("queues", "queue", "ListQueues", queue_pb2.ListQueuesRequest)
 
     def queue_describe(self, args: argparse.Namespace) -> None:
-        r = self.call(self.client._queues.Stats, queue_pb2.StatsRequest(queue=args.name))
+        r = self.call("queue", "Stats", queue_pb2.StatsRequest(queue=args.name))
         d = {"queue": args.name, **_dict(r)}
         if not (r.ready or r.delayed or r.leased or r.dead):
             self.emit(d, f"queue {args.name!r} holds no tasks")
@@ -187,25 +188,25 @@ class Admin:
         self.emit(d, _table([d], ["queue", "ready", "delayed", "leased", "dead", "oldest_ready_age"]))
 
     def queue_dead(self, args: argparse.Namespace) -> None:
-        r = self.call(self.client._queues.ListDead, queue_pb2.ListDeadRequest(queue=args.name, limit=args.limit))
+        r = self.call("queue", "ListDead", queue_pb2.ListDeadRequest(queue=args.name, limit=args.limit))
         tasks = [_dict(t) for t in r.tasks]
         rows = [{**t, "error": t.get("last_error", "")} for t in tasks]
         self.emit(tasks, _table(rows, ["task_id", "type", "attempt", "max_attempts", "error"]) if tasks
                   else f"(no dead tasks in {args.name!r})")
 
     def queue_retry_dead(self, args: argparse.Namespace) -> None:
-        r = self.call(self.client._queues.RetryDead,
+        r = self.call("queue", "RetryDead",
                       queue_pb2.RetryDeadRequest(queue=args.name, task_ids=args.task_ids, limit=args.limit))
         self.emit({"queue": args.name, "retried": r.retried}, f"retried {r.retried} dead task(s) of {args.name!r}")
 
     # chats
 
     def chat_list(self, args: argparse.Namespace) -> None:
-        self.list_names("chats", self.client._chats.ListAllChats, chat_pb2.ListAllChatsRequest)
+        self.list_names("chats", "chat", "ListAllChats", chat_pb2.ListAllChatsRequest)
 
     def latest_messages(self, chat_id: str, limit: int) -> list[chat_pb2.ChatMessage]:
         """The newest ``limit`` kept messages, oldest of them first (ChatNotFound if no such chat)."""
-        r = self.call(self.client._chats.GetHistory,
+        r = self.call("chat", "GetHistory",
                       chat_pb2.GetHistoryRequest(chat_id=chat_id, before_id=_NEWEST, limit=limit))
         return sorted(r.messages, key=lambda m: m.message_id)
 
@@ -222,7 +223,7 @@ class Admin:
         seen for that member; what the chat held before is not printed."""
         latest = self.latest_messages(args.chat_id, 1)
         after = latest[-1].message_id if latest else 0
-        members_chats = self.call(self.client._chats.ListChats, chat_pb2.ListChatsRequest(user=args.user))
+        members_chats = self.call("chat", "ListChats", chat_pb2.ListChatsRequest(user=args.user))
         if args.chat_id not in {c.chat_id for c in members_chats.chats}:
             # Subscribe would wait for this user's chats forever without a word.
             raise NotAMember(f"{args.user!r} is not a member of chat {args.chat_id!r} (NOT_A_MEMBER); "
@@ -239,7 +240,7 @@ class Admin:
     def _messages(self, user: str, ready: Callable[[], None]) -> Iterator[chat_pb2.ChatMessage]:
         """The user's messages, unseen ones first; ready() runs once the stream is live."""
         request = chat_pb2.SubscribeRequest(recipient=user, ack_mode=chat_pb2.ACK_MODE_EXPLICIT)
-        call = self.client._chats.Subscribe(request)
+        call = self.client._service("chat").open("Subscribe")(request)
         live = False
         try:
             for response in call:

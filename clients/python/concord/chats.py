@@ -129,10 +129,11 @@ class Chat:
 
     def __init__(self, client: Any) -> None:
         self.client = client
+        self._rpc = client._service("chat")
 
     def _call(self, method: str, request: Any) -> Any:
-        call = self.client._call_safe if method in _SAFE else self.client._call
-        return call(getattr(self.client._chats, method), request)
+        call = self._rpc.call_safe if method in _SAFE else self._rpc.call
+        return call(method, request)
 
     def create(self, sender: str, recipients: Sequence[str], message: str, *, chat_id: str = "") -> str:
         """A chat of sender + recipients, opened by the sender's message; returns its id."""
@@ -145,7 +146,7 @@ class Chat:
 
     def fetch_pending(self, recipient: str) -> Iterator[ChatMessage | Gap]:
         """Every unseen message across the recipient's chats, marked seen as received."""
-        call = self.client._chats.FetchPending(pb.FetchPendingRequest(recipient=recipient), timeout=self.client.timeout)
+        call = self._rpc.open("FetchPending")(pb.FetchPendingRequest(recipient=recipient), timeout=self.client.timeout)
         try:
             for resp in call:
                 yield from _items(resp)
@@ -154,7 +155,7 @@ class Chat:
 
     def subscribe(self, recipient: str, *, ack_mode: str = "auto") -> Subscription:
         """Pending messages, then live ones, until close()."""
-        return Subscription(self.client._chats.Subscribe(_subscribe_request(recipient, ack_mode)))
+        return Subscription(self._rpc.open("Subscribe")(_subscribe_request(recipient, ack_mode)))
 
     def ack(self, recipient: str, chat_id: str, up_to_id: int) -> None:
         self._call("Ack", pb.AckRequest(recipient=recipient, chat_id=chat_id, up_to_id=up_to_id))
@@ -217,10 +218,11 @@ class AsyncChat:
 
     def __init__(self, client: Any) -> None:
         self.client = client
+        self._rpc = client._service("chat")
 
     async def _call(self, method: str, request: Any) -> Any:
-        call = self.client._call_safe if method in _SAFE else self.client._call
-        return await call(getattr(self.client._chats, method), request)
+        call = self._rpc.call_safe if method in _SAFE else self._rpc.call
+        return await call(method, request)
 
     async def create(self, sender: str, recipients: Sequence[str], message: str, *, chat_id: str = "") -> str:
         return (await self._call("CreateChat", pb.CreateChatRequest(
@@ -231,7 +233,7 @@ class AsyncChat:
                                                                        body=body))).message_id
 
     async def fetch_pending(self, recipient: str) -> AsyncIterator[ChatMessage | Gap]:
-        call = self.client._chats.FetchPending(pb.FetchPendingRequest(recipient=recipient), timeout=self.client.timeout)
+        call = self._rpc.open("FetchPending")(pb.FetchPendingRequest(recipient=recipient), timeout=self.client.timeout)
         try:
             async for resp in call:
                 for item in _items(resp):
@@ -240,7 +242,7 @@ class AsyncChat:
             raise from_rpc_error(exc) from None
 
     def subscribe(self, recipient: str, *, ack_mode: str = "auto") -> AsyncSubscription:
-        return AsyncSubscription(self.client._chats.Subscribe(_subscribe_request(recipient, ack_mode)))
+        return AsyncSubscription(self._rpc.open("Subscribe")(_subscribe_request(recipient, ack_mode)))
 
     async def ack(self, recipient: str, chat_id: str, up_to_id: int) -> None:
         await self._call("Ack", pb.AckRequest(recipient=recipient, chat_id=chat_id, up_to_id=up_to_id))

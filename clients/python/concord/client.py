@@ -33,15 +33,47 @@ _CHANNEL_OPTIONS: list[tuple[str, Any]] = [
 ]
 
 
+class Service:
+    """One gRPC service of a connection (``client._service("lock")``): the whole of
+    what concord's modules use to call the server, besides ``client.timeout``.
+
+    ``method`` is the RPC's name ("Acquire"). On a Client each method returns the
+    response; on an AsyncClient, an awaitable. Errors are concord.errors types.
+    """
+
+    def __init__(self, connection: _Connection, stub: Any) -> None:
+        self._connection = connection
+        self._stub = stub
+
+    def call(self, method: str, request: Any) -> Any:
+        """One try: for calls that are not safe to repeat (see concord._retry)."""
+        return self._connection._call(getattr(self._stub, method), request)
+
+    def call_safe(self, method: str, request: Any, within: float | None = None) -> Any:
+        """A call safe to repeat, retried on UNAVAILABLE for up to ``within`` seconds
+        (default: the client's timeout)."""
+        return self._connection._call_safe(getattr(self._stub, method), request, within)
+
+    def wait_for(self, method: str, request_for: Any, timeout: float | None, result: Any) -> Any:
+        """A blocking call made of server-side waits that together last ``timeout``
+        (None: forever), each request built by ``request_for(wait)``, until
+        ``result(response)`` is not None; retried on UNAVAILABLE within the wait."""
+        return self._connection._wait_for(getattr(self._stub, method), request_for, timeout, result)
+
+    def open(self, method: str) -> Any:
+        """The stub's own callable, for streams and futures; the caller maps its
+        grpc.RpcError (errors.from_rpc_error) and sets its timeout."""
+        return getattr(self._stub, method)
+
+
 class _Connection:
     """The channel and stubs; Client and AsyncClient differ only in grpc vs grpc.aio.
 
-    Calls go through one of three methods: ``_call`` (one try), ``_call_safe``
-    (retried on UNAVAILABLE within the client's timeout) and ``_wait_for``: a
-    blocking call made of server-side waits that together last ``timeout`` (None:
-    forever), each request built by ``request_for(wait)``, until ``result(response)``
-    is not None; retried on UNAVAILABLE within what is left of the wait. Which
-    calls may be retried, and why, is in concord._retry.
+    concord's modules reach the server only through ``_service(name)`` (a Service:
+    call, call_safe, wait_for, open) and read ``timeout``. Behind it, calls go
+    through ``_call`` (one try), ``_call_safe`` (retried on UNAVAILABLE within the
+    client's timeout) and ``_wait_for`` (a blocking call, retried within its wait).
+    Which calls may be retried, and why, is in concord._retry.
     """
 
     _grpc: Any
@@ -85,6 +117,14 @@ class _Connection:
         self._chats = chat_pb2_grpc.ChatServiceStub(self._channel)
         self._autocomplete = autocomplete_pb2_grpc.AutocompleteServiceStub(self._channel)
         self._files = files_pb2_grpc.FileServiceStub(self._channel)
+        self._services = {name: Service(self, stub) for name, stub in (
+            ("lock", self._locks), ("semaphore", self._semaphores), ("queue", self._queues), ("chat", self._chats),
+            ("autocomplete", self._autocomplete), ("files", self._files))}
+
+    def _service(self, name: str) -> Service:
+        """The service of the proto package ``name``: lock, semaphore, queue, chat,
+        autocomplete or files."""
+        return self._services[name]
 
 
 class Client(_Connection):
@@ -162,7 +202,7 @@ class Client(_Connection):
         return retry(lambda: self._once(method, request, budget.left()), budget)
 
     def _wait_for(self, method: Any, request_for: Any, timeout: float | None, result: Any) -> Any:
-        """A blocking call (see _Connection's docstring); retried within its wait."""
+        """A blocking call (Service.wait_for); retried within its wait."""
         wait = Budget(timeout)
         while True:
             last = wait.left() <= WAIT_CHUNK

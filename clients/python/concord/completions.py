@@ -95,11 +95,12 @@ class Autocomplete:
 
     def __init__(self, client: Any) -> None:
         self.client = client
+        self._rpc = client._service("autocomplete")
 
     def _run(self, spec: tuple[str, Any, Callable[[Any], Any]]) -> Any:
         method, request, result = spec
-        call = self.client._call_safe if method in _SAFE else self.client._call
-        return result(call(getattr(self.client._autocomplete, method), request))
+        call = self._rpc.call_safe if method in _SAFE else self._rpc.call
+        return result(call(method, request))
 
     def add_recent(self, user: str, contact: str) -> int:
         """Moves contact to the front of user's recent contacts; returns how many there are."""
@@ -137,11 +138,12 @@ class AsyncAutocomplete:
 
     def __init__(self, client: Any) -> None:
         self.client = client
+        self._rpc = client._service("autocomplete")
 
     async def _run(self, spec: tuple[str, Any, Callable[[Any], Any]]) -> Any:
         method, request, result = spec
-        call = self.client._call_safe if method in _SAFE else self.client._call
-        return result(await call(getattr(self.client._autocomplete, method), request))
+        call = self._rpc.call_safe if method in _SAFE else self._rpc.call
+        return result(await call(method, request))
 
     async def add_recent(self, user: str, contact: str) -> int:
         return await self._run(_Requests.add_recent(user, contact))

@@ -26,7 +26,7 @@ import grpc
 from ._convert import duration
 from .errors import Cancelled, ConcordError, from_reason, from_rpc_error
 from .queue.v1 import queue_pb2 as pb
-from .queues import Task, task_from, truncate_error
+from .tasks import Task, task_from, truncate_error
 
 _END = object()
 
@@ -59,9 +59,10 @@ class Consumer:
 
     def __init__(self, client: Any, queues: Sequence[str], *, lease_ttl: float = 30.0, prefetch: int = 1) -> None:
         self._client = client
+        self._rpc = client._service("queue")
         self._requests: queue.Queue[Any] = queue.Queue()
         self._requests.put(_start(queues, lease_ttl, prefetch))
-        self._call = client._queues.Consume(iter(self._requests.get, _END))
+        self._call = self._rpc.open("Consume")(iter(self._requests.get, _END))
         self._tasks: queue.Queue[Any] = queue.Queue()
         self._pending: dict[str, concurrent.futures.Future[pb.Settled]] = {}
         self._error: ConcordError | None = None
@@ -134,6 +135,7 @@ class AsyncConsumer:
 
     def __init__(self, client: Any, queues: Sequence[str], *, lease_ttl: float = 30.0, prefetch: int = 1) -> None:
         self._client = client
+        self._rpc = client._service("queue")
         self._start = _start(queues, lease_ttl, prefetch)
         self._call: Any = None
         self._tasks: asyncio.Queue[Any] = asyncio.Queue()
@@ -144,7 +146,7 @@ class AsyncConsumer:
 
     async def _open(self) -> None:
         if self._call is None:
-            self._call = self._client._queues.Consume()
+            self._call = self._rpc.open("Consume")()
             await self._call.write(self._start)
             self._reader = asyncio.create_task(self._read())
 

@@ -89,10 +89,11 @@ class Files:
 
     def __init__(self, client: Any) -> None:
         self.client = client
+        self._rpc = client._service("files")
 
     def _call(self, method: str, request: Any) -> Any:
-        call = self.client._call_safe if method == "ListFiles" else self.client._call  # the one read (concord._retry)
-        return call(getattr(self.client._files, method), request)
+        call = self._rpc.call_safe if method == "ListFiles" else self._rpc.call  # the one read (concord._retry)
+        return call(method, request)
 
     def upload(self, source: str | os.PathLike | IO[bytes] | Iterable[bytes], group: str, *, sender: str,
                name: str | None = None) -> Uploaded:
@@ -103,7 +104,7 @@ class Files:
             name = Path(source).name if isinstance(source, (str, os.PathLike)) else "upload"
         header = pb.UploadRequest(header=pb.UploadHeader(group=group, sender=sender, name=name))
         try:
-            r = self.client._files.Upload(_requests(header, _pieces(source)))
+            r = self._rpc.open("Upload")(_requests(header, _pieces(source)))
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
         return Uploaded(r.file_id, r.size, r.gzip, r.message_id)
@@ -121,7 +122,7 @@ class Files:
 
     def _stream(self, request: pb.DownloadRequest) -> Iterator[pb.DownloadResponse]:
         try:
-            yield from self.client._files.Download(request)
+            yield from self._rpc.open("Download")(request)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 

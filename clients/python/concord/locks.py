@@ -59,6 +59,7 @@ class _LockBase:
 
     def __init__(self, client: Any, name: str, *, ttl: float = 30.0, timeout: float | None = None, owner: str = "") -> None:
         self.client = client
+        self._rpc = client._service("lock")
         self.name = name
         self.ttl = ttl
         self.timeout = timeout
@@ -94,22 +95,22 @@ class Lock(_LockBase, SyncHolder):
         Returns the Lease, or None if the lock stayed taken. Does not renew.
         Rides out a Redis outage shorter than the timeout (see concord._retry).
         """
-        return self.client._wait_for(self.client._locks.Acquire, self._acquire_request, timeout, self._lease)
+        return self._rpc.wait_for("Acquire", self._acquire_request, timeout, self._lease)
 
     def release(self, lease: Lease) -> None:
         """Frees the lock. Raises LockNotHeld if the lease no longer holds it."""
-        self.client._call_safe(self.client._locks.Release, pb.ReleaseRequest(name=self.name, lease=lease.token))
+        self._rpc.call_safe("Release", pb.ReleaseRequest(name=self.name, lease=lease.token))
 
     def refresh(self, lease: Lease, ttl: float | None = None, *, within: float | None = None) -> Lease:
         """Resets the lock's TTL (default: the lock's ttl). Raises LockNotHeld if lost.
         within: seconds to keep retrying while UNAVAILABLE (default: the client's timeout)."""
-        resp = self.client._call_safe(self.client._locks.Refresh, self._refresh_request(lease, ttl), within)
+        resp = self._rpc.call_safe("Refresh", self._refresh_request(lease, ttl), within)
         lease.expires_at = when(resp.expires_at)
         return lease
 
     def describe(self) -> LockInfo:
         """Who holds the lock, until when, and how many wait for it."""
-        return self._info(self.client._call_safe(self.client._locks.Describe, pb.DescribeRequest(name=self.name)))
+        return self._info(self._rpc.call_safe("Describe", pb.DescribeRequest(name=self.name)))
 
 
 class AsyncLock(_LockBase, AsyncHolder):
@@ -117,16 +118,15 @@ class AsyncLock(_LockBase, AsyncHolder):
 
     async def acquire(self, timeout: float | None = 0) -> Lease | None:
         """Takes the lock, waiting up to ``timeout`` seconds (0: try once, None: forever)."""
-        return await self.client._wait_for(self.client._locks.Acquire, self._acquire_request, timeout, self._lease)
+        return await self._rpc.wait_for("Acquire", self._acquire_request, timeout, self._lease)
 
     async def release(self, lease: Lease) -> None:
-        await self.client._call_safe(self.client._locks.Release, pb.ReleaseRequest(name=self.name, lease=lease.token))
+        await self._rpc.call_safe("Release", pb.ReleaseRequest(name=self.name, lease=lease.token))
 
     async def refresh(self, lease: Lease, ttl: float | None = None, *, within: float | None = None) -> Lease:
-        resp = await self.client._call_safe(self.client._locks.Refresh, self._refresh_request(lease, ttl), within)
+        resp = await self._rpc.call_safe("Refresh", self._refresh_request(lease, ttl), within)
         lease.expires_at = when(resp.expires_at)
         return lease
 
     async def describe(self) -> LockInfo:
-        return self._info(await self.client._call_safe(self.client._locks.Describe,
-                                                       pb.DescribeRequest(name=self.name)))
+        return self._info(await self._rpc.call_safe("Describe", pb.DescribeRequest(name=self.name)))

@@ -23,16 +23,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from ._convert import duration, seconds, when
+from .consume import AsyncConsumer, Consumer
 from .queue.v1 import queue_pb2 as pb
-
-_STATES = {pb.TASK_STATE_READY: "ready", pb.TASK_STATE_DELAYED: "delayed", pb.TASK_STATE_LEASED: "leased",
-           pb.TASK_STATE_DEAD: "dead"}
-_STATE_VALUES = {v: k for k, v in _STATES.items()}
+from .tasks import STATE_NAMES, STATE_VALUES, Task, task_from, truncate_error
 
 
 def encode_payload(payload: Any) -> bytes:
@@ -90,49 +88,6 @@ class NackResult:
     retry_at: datetime
 
 
-@dataclass(eq=False)
-class Task:
-    """A task; when it came from get/dequeue/consume, it is leased to you until
-    ``lease_expires_at``: settle it with ack(), nack(), release(), or extend()."""
-
-    queue: str
-    task_id: str
-    type: str
-    payload: bytes
-    priority: int
-    state: str
-    attempt: int
-    max_attempts: int
-    lease: str
-    lease_expires_at: datetime | None
-    enqueued_at: datetime
-    ready_at: datetime
-    last_error: str
-    _settler: Any = field(default=None, repr=False)
-
-    def json(self) -> Any:
-        """The payload decoded as JSON."""
-        return json.loads(self.payload)
-
-    def ack(self) -> Any:
-        return self._settler.ack(self)
-
-    def nack(self, error: str = "", *, retry_delay: float | None = None) -> Any:
-        return self._settler.nack(self, error, retry_delay=retry_delay)
-
-    def extend(self, lease_ttl: float) -> Any:
-        return self._settler.extend(self, lease_ttl)
-
-    def release(self) -> Any:
-        return self._settler.release(self)
-
-
-def task_from(m: pb.Task, settler: Any) -> Task:
-    return Task(m.queue, m.task_id, m.type, m.payload, m.priority, _STATES.get(m.state, "unknown"), m.attempt,
-                m.max_attempts, m.lease, when(m.lease_expires_at) if m.HasField("lease_expires_at") else None,
-                when(m.enqueued_at), when(m.ready_at), m.last_error, settler)
-
-
 def dequeue_request(queues: Sequence[str], max_tasks: int, lease_ttl: float, wait: float) -> pb.DequeueRequest:
     return pb.DequeueRequest(queues=list(queues), max_tasks=max_tasks, lease_ttl=duration(lease_ttl),
                              wait_timeout=duration(wait))
@@ -145,16 +100,10 @@ def _nack_request(task: Task, error: str, retry_delay: float | None) -> pb.NackR
     return r
 
 
-def truncate_error(error: str, limit: int = 4096) -> str:
-    """The server keeps at most 4096 bytes of an error; keep the end (a traceback's
-    last lines say the most)."""
-    data = error.encode()
-    return error if len(data) <= limit else data[-limit:].decode(errors="ignore")
-
-
 class _QueueBase:
     def __init__(self, client: Any, name: str) -> None:
         self.client = client
+        self._rpc = client._service("queue")
         self.name = name
 
     def _enqueue(self, tasks: Iterable[NewTask]) -> tuple[Any, pb.EnqueueRequest]:
@@ -162,13 +111,13 @@ class _QueueBase:
         every task has a dedupe key, so that a repeat cannot add a second task."""
         request = pb.EnqueueRequest(queue=self.name, tasks=[t.message() for t in tasks])
         safe = all(t.dedupe_key for t in request.tasks)
-        return (self.client._call_safe if safe else self.client._call), request
+        return (self._rpc.call_safe if safe else self._rpc.call), request
 
     def _settle(self, task: Task) -> dict[str, str]:
         return {"queue": task.queue, "task_id": task.task_id, "lease": task.lease}
 
     def _peek_request(self, state: str, limit: int) -> pb.PeekRequest:
-        return pb.PeekRequest(queue=self.name, state=_STATE_VALUES[state], limit=limit)
+        return pb.PeekRequest(queue=self.name, state=STATE_VALUES[state], limit=limit)
 
     @staticmethod
     def _stats(r: pb.StatsResponse) -> QueueStats:
@@ -188,7 +137,7 @@ class Queue(_QueueBase):
     def put_many(self, tasks: Iterable[NewTask]) -> list[Enqueued]:
         """Enqueues a batch atomically: all or none."""
         call, request = self._enqueue(tasks)
-        resp = call(self.client._queues.Enqueue, request)
+        resp = call("Enqueue", request)
         return [Enqueued(r.task_id, r.duplicate) for r in resp.results]
 
     def get(self, max_tasks: int = 1, *, lease_ttl: float = 30.0, timeout: float | None = 0) -> list[Task]:
@@ -198,58 +147,54 @@ class Queue(_QueueBase):
 
     def ack(self, task: Task) -> None:
         """Finishes the task. Raises TaskLeaseNotHeld if the lease expired first."""
-        self.client._call_safe(self.client._queues.Ack, pb.AckRequest(**self._settle(task)))
+        self._rpc.call_safe("Ack", pb.AckRequest(**self._settle(task)))
 
     def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None) -> NackResult:
         """A failed attempt: retried after retry_delay (None: exponential backoff) or dead-lettered."""
-        r = self.client._call_safe(self.client._queues.Nack, _nack_request(task, error, retry_delay))
-        return NackResult(_STATES.get(r.state, "unknown"), when(r.retry_at))
+        r = self._rpc.call_safe("Nack", _nack_request(task, error, retry_delay))
+        return NackResult(STATE_NAMES.get(r.state, "unknown"), when(r.retry_at))
 
     def extend(self, task: Task, lease_ttl: float) -> Task:
         """Resets the lease to lease_ttl seconds from now."""
-        r = self.client._call_safe(self.client._queues.ExtendLease,
-                                   pb.ExtendLeaseRequest(**self._settle(task), lease_ttl=duration(lease_ttl)))
+        r = self._rpc.call_safe("ExtendLease",
+                                pb.ExtendLeaseRequest(**self._settle(task), lease_ttl=duration(lease_ttl)))
         task.lease_expires_at = when(r.lease_expires_at)
         return task
 
     def release(self, task: Task) -> None:
         """Hands the task back, ready at once, the attempt not counted."""
-        self.client._call_safe(self.client._queues.Release, pb.ReleaseRequest(**self._settle(task)))
+        self._rpc.call_safe("Release", pb.ReleaseRequest(**self._settle(task)))
 
-    def consume(self, *, lease_ttl: float = 30.0, prefetch: int = 1) -> Any:
+    def consume(self, *, lease_ttl: float = 30.0, prefetch: int = 1) -> Consumer:
         """A stream of tasks pushed by the server, at most ``prefetch`` unsettled at
         once; see :class:`concord.consume.Consumer`."""
-        from .consume import Consumer
-
         return Consumer(self.client, [self.name], lease_ttl=lease_ttl, prefetch=prefetch)
 
     def stats(self) -> QueueStats:
-        return self._stats(self.client._call_safe(self.client._queues.Stats, pb.StatsRequest(queue=self.name)))
+        return self._stats(self._rpc.call_safe("Stats", pb.StatsRequest(queue=self.name)))
 
     def peek(self, state: str = "ready", limit: int = 100) -> list[Task]:
         """Tasks in one state ("ready" in dequeue order, "delayed", "leased"), not leased to you."""
-        r = self.client._call_safe(self.client._queues.Peek, self._peek_request(state, limit))
+        r = self._rpc.call_safe("Peek", self._peek_request(state, limit))
         return [task_from(t, None) for t in r.tasks]
 
     def cancel(self, task_id: str) -> None:
         """Deletes a ready, delayed or dead task. TaskNotFound / TaskLeased otherwise."""
-        self.client._call(self.client._queues.Cancel, pb.CancelRequest(queue=self.name, task_id=task_id))
+        self._rpc.call("Cancel", pb.CancelRequest(queue=self.name, task_id=task_id))
 
     def purge(self, *, include_dead: bool = False) -> int:
         """Deletes every ready and delayed task (and dead ones); returns how many."""
-        r = self.client._call(self.client._queues.Purge, pb.PurgeRequest(queue=self.name, include_dead=include_dead))
+        r = self._rpc.call("Purge", pb.PurgeRequest(queue=self.name, include_dead=include_dead))
         return r.deleted
 
     def dead(self, limit: int = 100, offset: int = 0) -> list[Task]:
         """Dead-lettered tasks, oldest death first, with their last_error."""
-        r = self.client._call_safe(self.client._queues.ListDead,
-                                   pb.ListDeadRequest(queue=self.name, limit=limit, offset=offset))
+        r = self._rpc.call_safe("ListDead", pb.ListDeadRequest(queue=self.name, limit=limit, offset=offset))
         return [task_from(t, None) for t in r.tasks]
 
     def retry_dead(self, task_ids: Sequence[str] = (), *, limit: int = 1000) -> int:
         """Makes dead tasks ready again with fresh attempts (none named: the oldest ``limit``)."""
-        r = self.client._call(self.client._queues.RetryDead,
-                              pb.RetryDeadRequest(queue=self.name, task_ids=list(task_ids), limit=limit))
+        r = self._rpc.call("RetryDead", pb.RetryDeadRequest(queue=self.name, task_ids=list(task_ids), limit=limit))
         return r.retried
 
 
@@ -261,73 +206,69 @@ class AsyncQueue(_QueueBase):
 
     async def put_many(self, tasks: Iterable[NewTask]) -> list[Enqueued]:
         call, request = self._enqueue(tasks)
-        resp = await call(self.client._queues.Enqueue, request)
+        resp = await call("Enqueue", request)
         return [Enqueued(r.task_id, r.duplicate) for r in resp.results]
 
     async def get(self, max_tasks: int = 1, *, lease_ttl: float = 30.0, timeout: float | None = 0) -> list[Task]:
         return await self.client.dequeue([self.name], max_tasks, lease_ttl=lease_ttl, timeout=timeout)
 
     async def ack(self, task: Task) -> None:
-        await self.client._call_safe(self.client._queues.Ack, pb.AckRequest(**self._settle(task)))
+        await self._rpc.call_safe("Ack", pb.AckRequest(**self._settle(task)))
 
     async def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None) -> NackResult:
-        r = await self.client._call_safe(self.client._queues.Nack, _nack_request(task, error, retry_delay))
-        return NackResult(_STATES.get(r.state, "unknown"), when(r.retry_at))
+        r = await self._rpc.call_safe("Nack", _nack_request(task, error, retry_delay))
+        return NackResult(STATE_NAMES.get(r.state, "unknown"), when(r.retry_at))
 
     async def extend(self, task: Task, lease_ttl: float) -> Task:
-        r = await self.client._call_safe(self.client._queues.ExtendLease,
-                                         pb.ExtendLeaseRequest(**self._settle(task), lease_ttl=duration(lease_ttl)))
+        r = await self._rpc.call_safe("ExtendLease",
+                                      pb.ExtendLeaseRequest(**self._settle(task), lease_ttl=duration(lease_ttl)))
         task.lease_expires_at = when(r.lease_expires_at)
         return task
 
     async def release(self, task: Task) -> None:
-        await self.client._call_safe(self.client._queues.Release, pb.ReleaseRequest(**self._settle(task)))
+        await self._rpc.call_safe("Release", pb.ReleaseRequest(**self._settle(task)))
 
-    def consume(self, *, lease_ttl: float = 30.0, prefetch: int = 1) -> Any:
+    def consume(self, *, lease_ttl: float = 30.0, prefetch: int = 1) -> AsyncConsumer:
         """``async for task in queue.consume():``; see :class:`concord.consume.AsyncConsumer`."""
-        from .consume import AsyncConsumer
-
         return AsyncConsumer(self.client, [self.name], lease_ttl=lease_ttl, prefetch=prefetch)
 
     async def stats(self) -> QueueStats:
-        return self._stats(await self.client._call_safe(self.client._queues.Stats, pb.StatsRequest(queue=self.name)))
+        return self._stats(await self._rpc.call_safe("Stats", pb.StatsRequest(queue=self.name)))
 
     async def peek(self, state: str = "ready", limit: int = 100) -> list[Task]:
-        r = await self.client._call_safe(self.client._queues.Peek, self._peek_request(state, limit))
+        r = await self._rpc.call_safe("Peek", self._peek_request(state, limit))
         return [task_from(t, None) for t in r.tasks]
 
     async def cancel(self, task_id: str) -> None:
-        await self.client._call(self.client._queues.Cancel, pb.CancelRequest(queue=self.name, task_id=task_id))
+        await self._rpc.call("Cancel", pb.CancelRequest(queue=self.name, task_id=task_id))
 
     async def purge(self, *, include_dead: bool = False) -> int:
-        r = await self.client._call(self.client._queues.Purge,
-                                    pb.PurgeRequest(queue=self.name, include_dead=include_dead))
+        r = await self._rpc.call("Purge", pb.PurgeRequest(queue=self.name, include_dead=include_dead))
         return r.deleted
 
     async def dead(self, limit: int = 100, offset: int = 0) -> list[Task]:
-        r = await self.client._call_safe(self.client._queues.ListDead,
-                                         pb.ListDeadRequest(queue=self.name, limit=limit, offset=offset))
+        r = await self._rpc.call_safe("ListDead", pb.ListDeadRequest(queue=self.name, limit=limit, offset=offset))
         return [task_from(t, None) for t in r.tasks]
 
     async def retry_dead(self, task_ids: Sequence[str] = (), *, limit: int = 1000) -> int:
-        r = await self.client._call(self.client._queues.RetryDead,
-                                    pb.RetryDeadRequest(queue=self.name, task_ids=list(task_ids), limit=limit))
+        r = await self._rpc.call("RetryDead",
+                                 pb.RetryDeadRequest(queue=self.name, task_ids=list(task_ids), limit=limit))
         return r.retried
 
 
 def _dequeue_args(client: Any, queues: Sequence[str], max_tasks: int, lease_ttl: float, timeout: float | None
                   ) -> tuple[Any, ...]:
-    """_wait_for's arguments for a dequeue: done once a response carries tasks."""
+    """Service.wait_for's arguments for a dequeue: done once a response carries tasks."""
     def tasks(resp: pb.DequeueResponse) -> list[Task] | None:
         return [task_from(t, client.queue(t.queue)) for t in resp.tasks] or None
 
-    return client._queues.Dequeue, lambda wait: dequeue_request(queues, max_tasks, lease_ttl, wait), timeout, tasks
+    return "Dequeue", lambda wait: dequeue_request(queues, max_tasks, lease_ttl, wait), timeout, tasks
 
 
 def dequeue_sync(client: Any, queues: Sequence[str], max_tasks: int, lease_ttl: float, timeout: float | None) -> list[Task]:
-    return client._wait_for(*_dequeue_args(client, queues, max_tasks, lease_ttl, timeout)) or []
+    return client._service("queue").wait_for(*_dequeue_args(client, queues, max_tasks, lease_ttl, timeout)) or []
 
 
 async def dequeue_async(client: Any, queues: Sequence[str], max_tasks: int, lease_ttl: float,
                         timeout: float | None) -> list[Task]:
-    return await client._wait_for(*_dequeue_args(client, queues, max_tasks, lease_ttl, timeout)) or []
+    return await client._service("queue").wait_for(*_dequeue_args(client, queues, max_tasks, lease_ttl, timeout)) or []

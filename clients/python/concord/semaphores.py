@@ -61,6 +61,7 @@ class _SemaphoreBase:
     def __init__(self, client: Any, name: str, *, limit: int, permits: int = 1, ttl: float = 30.0,
                  timeout: float | None = None, owner: str = "") -> None:
         self.client = client
+        self._rpc = client._service("semaphore")
         self.name = name
         self.limit = limit
         self.permits = permits
@@ -97,43 +98,36 @@ class Semaphore(_SemaphoreBase, SyncHolder):
         """Takes the permits, waiting up to ``timeout`` seconds (0: try once, None:
         forever). Returns the Permit, or None if there was no room. Does not renew.
         Rides out a Redis outage shorter than the timeout (see concord._retry)."""
-        return self.client._wait_for(self.client._semaphores.Acquire, self._acquire_request, timeout, self._permit)
+        return self._rpc.wait_for("Acquire", self._acquire_request, timeout, self._permit)
 
     def release(self, permit: Permit) -> None:
         """Returns the permits. Raises PermitNotHeld if they were already lost."""
-        self.client._call_safe(self.client._semaphores.Release,
-                               pb.ReleaseRequest(name=self.name, permit_id=permit.permit_id))
+        self._rpc.call_safe("Release", pb.ReleaseRequest(name=self.name, permit_id=permit.permit_id))
 
     def refresh(self, permit: Permit, ttl: float | None = None, *, within: float | None = None) -> Permit:
         """Resets the permit's TTL (default: the semaphore's ttl). Raises PermitNotHeld if lost.
         within: seconds to keep retrying while UNAVAILABLE (default: the client's timeout)."""
-        permit.expires_at = when(self.client._call_safe(self.client._semaphores.Refresh,
-                                                        self._refresh_request(permit, ttl), within).expires_at)
+        permit.expires_at = when(self._rpc.call_safe("Refresh", self._refresh_request(permit, ttl), within).expires_at)
         return permit
 
     def describe(self) -> SemaphoreInfo:
         """The limit in force, the holders and how many wait."""
-        return self._info(self.client._call_safe(self.client._semaphores.Describe,
-                                                 pb.DescribeRequest(name=self.name)))
+        return self._info(self._rpc.call_safe("Describe", pb.DescribeRequest(name=self.name)))
 
 
 class AsyncSemaphore(_SemaphoreBase, AsyncHolder):
     """A semaphore name on an :class:`~concord.AsyncClient`; use ``async with``."""
 
     async def acquire(self, timeout: float | None = 0) -> Permit | None:
-        return await self.client._wait_for(self.client._semaphores.Acquire, self._acquire_request, timeout,
-                                           self._permit)
+        return await self._rpc.wait_for("Acquire", self._acquire_request, timeout, self._permit)
 
     async def release(self, permit: Permit) -> None:
-        await self.client._call_safe(self.client._semaphores.Release,
-                                     pb.ReleaseRequest(name=self.name, permit_id=permit.permit_id))
+        await self._rpc.call_safe("Release", pb.ReleaseRequest(name=self.name, permit_id=permit.permit_id))
 
     async def refresh(self, permit: Permit, ttl: float | None = None, *, within: float | None = None) -> Permit:
-        resp = await self.client._call_safe(self.client._semaphores.Refresh, self._refresh_request(permit, ttl),
-                                            within)
+        resp = await self._rpc.call_safe("Refresh", self._refresh_request(permit, ttl), within)
         permit.expires_at = when(resp.expires_at)
         return permit
 
     async def describe(self) -> SemaphoreInfo:
-        return self._info(await self.client._call_safe(self.client._semaphores.Describe,
-                                                       pb.DescribeRequest(name=self.name)))
+        return self._info(await self._rpc.call_safe("Describe", pb.DescribeRequest(name=self.name)))

@@ -32,7 +32,8 @@ from typing import Any
 import grpc
 
 from .errors import ConcordError, TaskLeaseNotHeld, from_rpc_error
-from .queues import Task, dequeue_request, task_from
+from .queues import dequeue_request
+from .tasks import Task, task_from
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class Worker:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.client = client
+        self._rpc = client._service("queue")
         self.queues = list(queues)
         self.concurrency = concurrency
         self.lease_ttl = lease_ttl
@@ -121,7 +123,7 @@ class Worker:
         """One server-side wait of up to a second for tasks. stop() cancels it; tasks
         that raced the cancel are handed back by the server."""
         request = dequeue_request(self.queues, max_tasks, self.lease_ttl, 1.0)
-        call = self._fetching = self.client._queues.Dequeue.future(request, timeout=1.0 + self.client.timeout)
+        call = self._fetching = self._rpc.open("Dequeue").future(request, timeout=1.0 + self.client.timeout)
         if self._stopping.is_set():
             call.cancel()
         try:

@@ -16,8 +16,6 @@ from .convert import duration, timestamp, wait_budget_ms
 from .holding import ACQUIRED, LOST, hold_events
 from .status import rpc
 
-MIN_TTL_MS = 10
-
 
 class LockServicer(lock_pb2_grpc.LockServiceServicer):
     def __init__(self, locks: Locks, settings: Settings) -> None:
@@ -27,7 +25,7 @@ class LockServicer(lock_pb2_grpc.LockServiceServicer):
 
     def _acquire_args(self, request: pb.AcquireRequest | pb.HoldRequest, context) -> tuple[str, int, int, str]:
         name = v.name(request.name)
-        ttl = v.duration_ms(request, "ttl", minimum_ms=MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
+        ttl = v.duration_ms(request, "ttl", minimum_ms=v.MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
         wait = v.duration_ms(request, "wait_timeout", minimum_ms=0, maximum_ms=self._max_wait_ms, required=False)
         owner = v.label(request.owner, "owner") or context.peer()
         return name, ttl, wait_budget_ms(wait, context), owner
@@ -50,7 +48,7 @@ class LockServicer(lock_pb2_grpc.LockServiceServicer):
     @rpc
     async def Refresh(self, request: pb.RefreshRequest, context) -> pb.RefreshResponse:
         name, lease = v.name(request.name), v.token(request.lease, "lease")
-        ttl = v.duration_ms(request, "ttl", minimum_ms=MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
+        ttl = v.duration_ms(request, "ttl", minimum_ms=v.MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
         grant = await self._locks.refresh(name, lease, ttl)
         return pb.RefreshResponse(expires_at=timestamp(grant.expires_at_ms))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
 
@@ -10,12 +9,11 @@ from concord.queue.v1 import queue_pb2 as pb
 from concord.queue.v1 import queue_pb2_grpc
 
 from ..config import Settings
-from ..errors import ConcordError, InvalidArgument
+from ..errors import InvalidArgument
 from ..primitives.queue import DEFAULT_MAX_ATTEMPTS, MAX_PRIORITY, NewTask, Queues, TaskRecord
 from . import validation as v
+from .consume import ConsumeStream, next_request
 from .convert import duration, timestamp, wait_budget_ms
-from .decoding import Undecodable
-from .lock import MIN_TTL_MS
 from .status import rpc
 
 log = logging.getLogger(__name__)
@@ -28,7 +26,6 @@ MAX_ATTEMPTS = 100
 DEFAULT_LIST = 100
 MAX_LIST = 1000
 MAX_RETRY_DEAD = 10_000
-CONSUME_WAIT_MS = 30_000  # a Consume stream's waits, re-armed until it ends
 
 _STATES = {"ready": pb.TASK_STATE_READY, "delayed": pb.TASK_STATE_DELAYED, "leased": pb.TASK_STATE_LEASED,
            "dead": pb.TASK_STATE_DEAD}
@@ -91,7 +88,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
     def _lease_ms(self, request) -> int:
         if not request.HasField("lease_ttl"):
             return DEFAULT_LEASE_MS
-        return v.duration_ms(request, "lease_ttl", minimum_ms=MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
+        return v.duration_ms(request, "lease_ttl", minimum_ms=v.MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
 
     def _settle_args(self, request) -> tuple[str, str, str]:
         return v.name(request.queue, "queue"), v.token(request.task_id, "task_id"), v.token(request.lease, "lease")
@@ -146,7 +143,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
     @rpc
     async def ExtendLease(self, request: pb.ExtendLeaseRequest, context) -> pb.ExtendLeaseResponse:
         args = self._settle_args(request)
-        lease = v.duration_ms(request, "lease_ttl", minimum_ms=MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
+        lease = v.duration_ms(request, "lease_ttl", minimum_ms=v.MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
         return pb.ExtendLeaseResponse(lease_expires_at=timestamp(await self._queues.extend(*args, lease)))
 
     @rpc
@@ -196,97 +193,12 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
 
     @rpc
     async def Consume(self, request_iterator, context) -> AsyncIterator[pb.ConsumeResponse]:
-        start = await _next_request(request_iterator)
+        start = await next_request(request_iterator)
         if start is None or start.WhichOneof("kind") != "start":
             raise InvalidArgument("the first Consume request must be `start`", field="start")
         queues = self._queues_field(start.start.queues)
         lease = self._lease_ms(start.start)
-        stream = _ConsumeStream(self, queues, lease, start.start.credits)
+        stream = ConsumeStream(self._queues, queues, lease, start.start.credits, max_batch=self._max_batch,
+                               read_settle=self._settle_args, read_nack=self._nack_args, encode=task_message)
         async for response in stream.run(request_iterator):
             yield response
-
-
-async def _next_request(requests) -> pb.ConsumeRequest | None:
-    request = await anext(requests, None)
-    if isinstance(request, Undecodable):
-        raise InvalidArgument(f"request could not be parsed: {request.reason}")
-    return request
-
-
-class _ConsumeStream:
-    """One Consume call: pushes tasks while credits last, settles what the client
-    sends, and hands back every task it still holds when the stream ends."""
-
-    def __init__(self, servicer: QueueServicer, queues: list[str], lease_ms: int, credits: int) -> None:
-        self._servicer = servicer
-        self._queues = servicer._queues
-        self._names = queues
-        self._lease_ms = lease_ms
-        self._credits = credits
-        self._credited = asyncio.Event()
-        self._held: dict[tuple[str, str], str] = {}  # (queue, task id) -> lease
-        self._out: asyncio.Queue[pb.ConsumeResponse] = asyncio.Queue()
-        self._ended = asyncio.Event()
-
-    async def run(self, requests) -> AsyncIterator[pb.ConsumeResponse]:
-        reader = asyncio.create_task(self._read(requests))
-        pusher = asyncio.create_task(self._push())
-        get: asyncio.Future[pb.ConsumeResponse] | None = None
-        try:
-            while True:
-                get = asyncio.ensure_future(self._out.get())
-                done, _ = await asyncio.wait({get, reader, pusher}, return_when=asyncio.FIRST_COMPLETED)
-                if get in done:
-                    yield get.result()
-                    continue
-                get.cancel()
-                for t in (reader, pusher):
-                    if t in done and t.exception() is not None:
-                        raise t.exception()
-                if reader in done:  # the client half-closed: finish what is queued, then end
-                    while not self._out.empty():
-                        yield self._out.get_nowait()
-                    return
-        finally:
-            if get is not None:  # the stream was closed while waiting: no task left pending
-                get.cancel()
-            for t in (reader, pusher):
-                t.cancel()
-            await asyncio.gather(reader, pusher, *([get] if get is not None else []), return_exceptions=True)
-            for (queue, task_id), lease in self._held.items():
-                self._queues.let_go(queue, task_id, lease, count_attempt=True, error="consumer stream ended")
-
-    async def _read(self, requests) -> None:
-        while (request := await _next_request(requests)) is not None:
-            kind = request.WhichOneof("kind")
-            if kind == "credit":
-                self._credits += request.credit
-                self._credited.set()
-            elif kind == "settle":
-                self._out.put_nowait(pb.ConsumeResponse(settled=await self._settle(request.settle)))
-            else:
-                raise InvalidArgument("`start` may only be the first Consume request", field="start")
-
-    async def _settle(self, s: pb.Settle) -> pb.Settled:
-        try:
-            queue, task_id, lease = self._servicer._settle_args(s)
-            if s.failed:
-                await self._queues.nack(queue, task_id, lease, *self._servicer._nack_args(s))
-            else:
-                await self._queues.ack(queue, task_id, lease)
-            self._held.pop((queue, task_id), None)
-            return pb.Settled(task_id=s.task_id)
-        except ConcordError as exc:
-            return pb.Settled(task_id=s.task_id, error_reason=exc.reason, error_message=exc.message)
-
-    async def _push(self) -> None:
-        while True:
-            while self._credits <= 0:
-                self._credited.clear()
-                await self._credited.wait()
-            tasks = await self._queues.dequeue(self._names, min(self._credits, self._servicer._max_batch),
-                                               self._lease_ms, CONSUME_WAIT_MS)
-            for t in tasks:
-                self._held[(t.queue, t.task_id)] = t.lease
-                self._credits -= 1
-                self._out.put_nowait(pb.ConsumeResponse(task=task_message(t)))

@@ -15,7 +15,6 @@ from ..primitives.semaphore import Semaphores
 from . import validation as v
 from .convert import duration, timestamp, wait_budget_ms
 from .holding import ACQUIRED, LOST, hold_events
-from .lock import MIN_TTL_MS
 from .status import rpc
 
 
@@ -30,7 +29,7 @@ class SemaphoreServicer(semaphore_pb2_grpc.SemaphoreServiceServicer):
         name = v.name(request.name)
         limit = v.count(request.limit, "limit", minimum=1, maximum=self._max_limit)
         permits = v.count(request.permits or 1, "permits", minimum=1, maximum=limit)
-        ttl = v.duration_ms(request, "ttl", minimum_ms=MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
+        ttl = v.duration_ms(request, "ttl", minimum_ms=v.MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
         wait = v.duration_ms(request, "wait_timeout", minimum_ms=0, maximum_ms=self._max_wait_ms, required=False)
         owner = v.label(request.owner, "owner") or context.peer()
         return name, limit, permits, ttl, wait_budget_ms(wait, context), owner
@@ -55,7 +54,7 @@ class SemaphoreServicer(semaphore_pb2_grpc.SemaphoreServiceServicer):
     @rpc
     async def Refresh(self, request: pb.RefreshRequest, context) -> pb.RefreshResponse:
         name, permit_id = v.name(request.name), v.token(request.permit_id, "permit_id")
-        ttl = v.duration_ms(request, "ttl", minimum_ms=MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
+        ttl = v.duration_ms(request, "ttl", minimum_ms=v.MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
         return pb.RefreshResponse(expires_at=timestamp(await self._sems.refresh(name, permit_id, ttl)))
 
     @rpc

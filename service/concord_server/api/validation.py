@@ -11,6 +11,7 @@ from ..durations import human_ms
 from ..errors import InvalidArgument
 
 MAX_NAME_BYTES = 256
+MIN_TTL_MS = 10  # the shortest lock/semaphore TTL or task lease
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
