@@ -1,12 +1,17 @@
 """Lua scripts: loaded from lua/ once, run with EVALSHA, reloaded after a Redis restart.
 
-A script file may begin with ``--! include other.lua`` lines; those files are
-prepended, which is how the lock scripts share their helpers.
+Entry scripts live in lua/; a script file may begin with ``--! include other.lua``
+lines, naming helper files in lua/include/ (shared helpers, and status.lua: the
+reply statuses of statuses.py) that are prepended, in order.
 
 Every script declares the shape of its reply (reply_shapes.py) beside its name, and
 every reply is checked against it here, before any caller reads it: a reply of the
 wrong shape fails the call UNAVAILABLE, drops the connection it came on, and is
-logged at ERROR with the script's name.
+logged at ERROR with the script's name. A script is also declared with a
+``decode`` (the reply -> a NamedTuple with named fields, say); ``Script.run`` hands
+its callers that typed value, so a reply's positions are read in one place, beside
+the script's name, and primitives read fields by name. Calling the script itself
+gives the checked wire reply (what tests poke at).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from importlib import resources
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from redis.client import NEVER_DECODE
@@ -37,18 +43,21 @@ class Commands(Protocol):
         """Drops the connection (to the node serving key) that a bad reply came on."""
 
 
-def _read(name: str) -> str:
-    return resources.files(__package__).joinpath("lua", name).read_text(encoding="utf-8")
+def _read(name: str, *folder: str) -> str:
+    return resources.files(__package__).joinpath("lua", *folder, name).read_text(encoding="utf-8")
 
 
 class Script:
     """``raw`` scripts return bytes untouched (task payloads); others decode UTF-8."""
 
-    def __init__(self, name: str, reply: Shape, raw: bool = False) -> None:
+    def __init__(self, name: str, reply: Shape, raw: bool = False,
+                 decode: Callable[[Any], Any] | None = None) -> None:
         body = _read(name)
-        parts = [_read(line[len(_INCLUDE) :].strip()) for line in body.splitlines() if line.startswith(_INCLUDE)]
+        parts = [_read(line[len(_INCLUDE) :].strip(), "include")
+                 for line in body.splitlines() if line.startswith(_INCLUDE)]
         self.name = name
         self.reply = reply
+        self.decode = decode
         self._options = {NEVER_DECODE: True} if raw else {}
         self.source = "\n".join([*parts, body])
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
@@ -64,6 +73,11 @@ class Script:
         if not self.reply.fits(reply):
             self._misfit(redis, keys, reply)
         return reply
+
+    async def run(self, redis: Commands, keys: list[str], args: list[Any]) -> Any:
+        """The reply, shape checked, then decoded as declared (unchanged with no decode)."""
+        reply = await self(redis, keys, args)
+        return reply if self.decode is None else self.decode(reply)
 
     def _misfit(self, redis: Commands, keys: list[str], reply: Any) -> None:
         shown = repr(reply)
@@ -81,12 +95,13 @@ class Script:
 _SCRIPTS: dict[str, Script] = {}
 
 
-def script(name: str, reply: Shape, raw: bool = False) -> Script:
-    """The registered script for lua/<name>, whose replies have the shape ``reply``;
-    each file is read and hashed once."""
+def script(name: str, reply: Shape, raw: bool = False, decode: Callable[[Any], Any] | None = None) -> Script:
+    """The registered script for lua/<name>, whose replies have the shape ``reply``
+    (and are handed over as ``decode(reply)`` when given); each file is read and
+    hashed once."""
     if name in _SCRIPTS:
         raise ValueError(f"script {name} is declared twice")
-    s = _SCRIPTS[name] = Script(name, reply, raw)
+    s = _SCRIPTS[name] = Script(name, reply, raw, decode)
     return s
 
 

@@ -2,14 +2,15 @@
 -- KEYS: see chat_common.lua
 -- ARGV[4] sender   ARGV[5] first message body   ARGV[6..] members (the sender included)
 -- Returns {0} if the chat exists, else {1, message id, sent ms}.
+--! include status.lua
 --! include common.lua
 --! include chat_common.lua
 if redis.call('EXISTS', KEYS[3]) == 1 then
-  return {0}
+  return {CREATE.TAKEN}
 end
 for i = 6, #ARGV do
   redis.call('ZADD', KEYS[1], 0, ARGV[i])
 end
 redis.call('HSET', KEYS[3], 'seq', 0, 'bytes', 0)
 local now_ms = clock()
-return {1, append(ARGV[4], ARGV[5], now_ms), now_ms}
+return {CREATE.CREATED, append(ARGV[4], ARGV[5], now_ms), now_ms}

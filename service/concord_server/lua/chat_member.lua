@@ -8,9 +8,10 @@
 --          remaining members have seen are deleted
 -- Returns {-1} no such chat, {0} not a member (ack, leave), {-2} full (join), else
 -- {1, the member's seen id (ack, join) or 1 if the chat was deleted (leave)}.
+--! include status.lua
 --! include chat_common.lua
 if redis.call('EXISTS', KEYS[3]) == 0 then
-  return {-1}
+  return {CHAT.NO_SUCH_CHAT}
 end
 local action, user = ARGV[4], ARGV[5]
 local seen = redis.call('ZSCORE', KEYS[1], user)
@@ -18,15 +19,15 @@ local seq = tonumber(redis.call('HGET', KEYS[3], 'seq'))
 if action == 'join' then
   if not seen then
     if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[6]) then
-      return {-2}
+      return {CHAT.FULL}
     end
     redis.call('ZADD', KEYS[1], seq, user)
     seen = seq
   end
-  return {1, tonumber(seen)}
+  return {CHAT.OK, tonumber(seen)}
 end
 if not seen then
-  return {0}
+  return {CHAT.NOT_A_MEMBER}
 end
 if action == 'ack' then
   local up_to = math.min(tonumber(ARGV[6]), seq)
@@ -35,12 +36,12 @@ if action == 'ack' then
     seen = up_to
     drop_seen()
   end
-  return {1, tonumber(seen)}
+  return {CHAT.OK, tonumber(seen)}
 end
 redis.call('ZREM', KEYS[1], user)
 if redis.call('ZCARD', KEYS[1]) == 0 then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-  return {1, 1}
+  return {CHAT.OK, 1}
 end
 drop_seen()
-return {1, 0}
+return {CHAT.OK, 0}

@@ -8,13 +8,14 @@
 -- whichever is later: what they have all seen is not pending for any of them.
 -- Returns {-1} no such chat, else {1, last id, first kept id, k, seen id of user 1
 -- (-1: not a member), ..., seen id of user k, then id, sender, body, sent ms per message}.
+--! include status.lua
 --! include chat_common.lua
 if redis.call('EXISTS', KEYS[3]) == 0 then
-  return {-1}
+  return {CHAT.NO_SUCH_CHAT}
 end
 local seq = tonumber(redis.call('HGET', KEYS[3], 'seq'))
 local k = #ARGV - 6
-local reply = {1, seq, first_id(seq), k}
+local reply = {CHAT.OK, seq, first_id(seq), k}
 local lowest = nil
 for i = 7, #ARGV do
   local seen = redis.call('ZSCORE', KEYS[1], ARGV[i])

@@ -2,13 +2,14 @@
 -- KEYS: see chat_common.lua
 -- ARGV[4] sender   ARGV[5] body
 -- Returns {-1} no such chat, {0} the sender is not a member, else {1, message id, sent ms}.
+--! include status.lua
 --! include common.lua
 --! include chat_common.lua
 if redis.call('EXISTS', KEYS[3]) == 0 then
-  return {-1}
+  return {CHAT.NO_SUCH_CHAT}
 end
 if not redis.call('ZSCORE', KEYS[1], ARGV[4]) then
-  return {0}
+  return {CHAT.NOT_A_MEMBER}
 end
 local now_ms = clock()
-return {1, append(ARGV[4], ARGV[5], now_ms), now_ms}
+return {CHAT.OK, append(ARGV[4], ARGV[5], now_ms), now_ms}

@@ -3,21 +3,22 @@
 -- ARGV[3] n   ARGV[4] worker
 -- Returns -1 no such file, -2 not announced yet, 0 not one of its workers,
 -- 1 recorded (or recorded before), 2 recorded and the file deleted.
+--! include status.lua
 --! include common.lua
 --! include files_common.lua
 local n, worker = ARGV[3], ARGV[4]
 local state = redis.call('HGET', fkey(n, 'meta'), 'state')
 if not state then
-  return -1
+  return DONE.NO_SUCH_FILE
 elseif state ~= 'complete' then
-  return -2
+  return DONE.NOT_COMPLETE
 end
 if redis.call('SREM', fkey(n, 'pending'), worker) == 0 then
-  return redis.call('SISMEMBER', fkey(n, 'done'), worker)
+  return redis.call('SISMEMBER', fkey(n, 'done'), worker) == 1 and DONE.RECORDED or DONE.NOT_A_WORKER
 end
 redis.call('SADD', fkey(n, 'done'), worker)
 if redis.call('SCARD', fkey(n, 'pending')) == 0 then
   delete_file(n)
-  return 2
+  return DONE.DELETED
 end
-return 1
+return DONE.RECORDED

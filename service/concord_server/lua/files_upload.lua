@@ -8,6 +8,7 @@
 --                (the lease is renewed); -1 the upload is gone (lease ran out)
 --   complete  ARGV[4] n  ARGV[5..] workers -> 1, or -1 if the upload is gone
 --   abort     ARGV[4] n -> 1: deleted (the uploader failed before the announcement)
+--! include status.lua
 --! include common.lua
 --! include files_common.lua
 local action = ARGV[3]
@@ -19,7 +20,7 @@ if action == 'begin' then
     'chunk_size', ARGV[7], 'state', 'uploading', 'gzip', 0, 'created', now_ms,
     'lease_until', now_ms + tonumber(ARGV[8]))
   redis.call('ZADD', KEYS[1], now_ms, n)
-  return 1
+  return UPLOAD.STORED
 end
 local n = ARGV[4]
 local meta = fkey(n, 'meta')
@@ -27,10 +28,10 @@ if action == 'abort' then  -- the uploader failed before announcing: whatever st
   if redis.call('EXISTS', meta) == 1 then
     delete_file(n)
   end
-  return 1
+  return UPLOAD.STORED
 end
 if redis.call('HGET', meta, 'state') ~= 'uploading' then
-  return -1
+  return UPLOAD.DROPPED
 end
 if action == 'append' then
   local chunk = ARGV[5]
@@ -38,7 +39,7 @@ if action == 'append' then
   local held = tonumber(redis.call('GET', KEYS[2]) or '0')
   local mine = tonumber(redis.call('HGET', meta, 'size'))
   if held > mine and held + #chunk > tonumber(ARGV[6]) then
-    return 0
+    return UPLOAD.OVER_BOUND
   end
   local index = redis.call('HINCRBY', meta, 'chunks', 1) - 1
   redis.call('HSET', fkey(n, 'chunks'), index, chunk)
@@ -48,7 +49,7 @@ if action == 'append' then
     redis.call('HSET', meta, 'gzip', 1)
   end
   redis.call('SPUBLISH', CHANNEL, 'chunk ' .. n)
-  return 1
+  return UPLOAD.STORED
 end
 -- complete
 for i = 5, #ARGV do
@@ -56,4 +57,4 @@ for i = 5, #ARGV do
 end
 redis.call('HSET', meta, 'state', 'complete')
 redis.call('SPUBLISH', CHANNEL, 'complete ' .. n)
-return 1
+return UPLOAD.STORED

@@ -7,6 +7,7 @@
 --   status 1  acquired; ms = the lock's TTL
 --   status 0  held by another, not queued; ms = holder's remaining TTL
 --   status 2  queued; ms = holder's remaining TTL (when to look again)
+--! include status.lua
 --! include common.lua
 --! include waiting.lua
 --! include lock_common.lua
@@ -20,16 +21,16 @@ if not holder then
   grant_next(now_ms, now_us)
   holder = redis.call('HGET', KEYS[1], 'lease')
   if not holder then
-    return {1, grant(lease, owner, ttl, now_us), ttl, now_ms}
+    return {ACQUIRE.ACQUIRED, grant(lease, owner, ttl, now_us), ttl, now_ms}
   end
 end
 if holder == lease then
   -- A retried call (reply lost) whose lease already holds the lock.
-  return {1, tonumber(redis.call('HGET', KEYS[1], 'fence')), redis.call('PTTL', KEYS[1]), now_ms}
+  return {ACQUIRE.ACQUIRED, tonumber(redis.call('HGET', KEYS[1], 'fence')), redis.call('PTTL', KEYS[1]), now_ms}
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if wait <= 0 then
-  return {0, 0, pttl, now_ms}
+  return {ACQUIRE.BUSY, 0, pttl, now_ms}
 end
 
 enqueue(Q, lease, now_ms, now_us, wait, proc, liveness, 1, ttl, owner)
@@ -40,4 +41,4 @@ for i = 2, 4 do
     redis.call('PEXPIRE', KEYS[i], keep)
   end
 end
-return {2, 0, pttl, now_ms}
+return {ACQUIRE.QUEUED, 0, pttl, now_ms}

@@ -4,15 +4,16 @@
 -- KEYS: see lock_common.lua
 -- ARGV: only the common two
 -- Returns {1, fence, owner} the holder removed; {0} nobody held the lock.
+--! include status.lua
 --! include common.lua
 --! include waiting.lua
 --! include lock_common.lua
 local fence = redis.call('HGET', KEYS[1], 'fence')
 if not fence then
-  return {0}
+  return {HELD.NOT_HELD}
 end
 local owner = redis.call('HGET', KEYS[1], 'owner') or ''
 redis.call('DEL', KEYS[1])
 local now_ms, now_us = clock()
 grant_next(now_ms, now_us)
-return {1, tonumber(fence), owner}
+return {HELD.HELD, tonumber(fence), owner}

@@ -2,12 +2,13 @@
 -- KEYS: see lock_common.lua
 -- ARGV[3] lease   ARGV[4] ttl ms
 -- Returns {1, fence, now_ms} refreshed, {0} the lease does not hold the lock.
+--! include status.lua
 --! include common.lua
 --! include waiting.lua
 --! include lock_common.lua
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[3] then
-  return {0}
+  return {HELD.NOT_HELD}
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 local now_ms = clock()
-return {1, tonumber(redis.call('HGET', KEYS[1], 'fence')), now_ms}
+return {HELD.HELD, tonumber(redis.call('HGET', KEYS[1], 'fence')), now_ms}

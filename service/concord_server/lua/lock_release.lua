@@ -2,13 +2,14 @@
 -- KEYS: see lock_common.lua
 -- ARGV[3] lease
 -- Returns 1 released, 0 the lease does not hold the lock.
+--! include status.lua
 --! include common.lua
 --! include waiting.lua
 --! include lock_common.lua
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[3] then
-  return 0
+  return HELD.NOT_HELD
 end
 redis.call('DEL', KEYS[1])
 local now_ms, now_us = clock()
 grant_next(now_ms, now_us)
-return 1
+return HELD.HELD

@@ -4,6 +4,7 @@
 -- ARGV[3] lease   ARGV[4] '1' = release a grant that arrived, '0' = keep it
 -- Returns {0} left the queue; {1, fence, pttl, now_ms} had been granted and keeps it;
 --         {2} had been granted and released it; {-1} neither queued nor holding.
+--! include status.lua
 --! include common.lua
 --! include waiting.lua
 --! include lock_common.lua
@@ -15,14 +16,14 @@ if redis.call('ZREM', KEYS[2], lease) == 1 then
     grant_next(now_ms, now_us)
   end
   tidy(Q)
-  return {0}
+  return {WITHDRAW.LEFT_QUEUE}
 end
 if redis.call('HGET', KEYS[1], 'lease') ~= lease then
-  return {-1}
+  return {WITHDRAW.NOT_WAITING}
 end
 if ARGV[4] == '1' then
   redis.call('DEL', KEYS[1])
   grant_next(now_ms, now_us)
-  return {2}
+  return {WITHDRAW.PASSED_ON}
 end
-return {1, tonumber(redis.call('HGET', KEYS[1], 'fence')), redis.call('PTTL', KEYS[1]), now_ms}
+return {WITHDRAW.KEPT, tonumber(redis.call('HGET', KEYS[1], 'fence')), redis.call('PTTL', KEYS[1]), now_ms}

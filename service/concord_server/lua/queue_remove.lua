@@ -3,6 +3,7 @@
 -- ARGV[4] what: cancel | purge | purge_with_dead   ARGV[5] task id (cancel) or batch size (purge)
 -- Returns for cancel 1 deleted, 0 no such task, -1 leased (not deleted);
 -- for purge {deleted, 1 if more remain (call again) else 0}.
+--! include status.lua
 --! include common.lua
 --! include queue_common.lua
 local now_ms = clock()
@@ -13,15 +14,15 @@ if what == 'cancel' then
   local id = ARGV[5]
   local state = redis.call('HGET', task_key(id), 'state')
   if not state then
-    return 0
+    return CANCEL.NO_SUCH_TASK
   elseif state == 'leased' then
-    return -1
+    return CANCEL.LEASED
   end
   for _, key in ipairs(from[state]) do
     redis.call('ZREM', key, id)
   end
   finish(id)
-  return 1
+  return CANCEL.CANCELLED
 end
 local budget = tonumber(ARGV[5])
 local deleted = 0

@@ -11,6 +11,7 @@
 -- Returns {0} when the lease does not hold the task; else {1, state, at_ms} where
 -- state is ready|delayed|dead|done|leased and at_ms is when it is ready (or, for
 -- extend, when the lease now expires).
+--! include status.lua
 --! include common.lua
 --! include queue_common.lua
 local id, lease, action = ARGV[4], ARGV[5], ARGV[6]
@@ -20,32 +21,32 @@ local k = task_key(id)
 local state, held, att, max, prio = unpack(redis.call('HMGET', k, 'state', 'lease', 'att', 'max', 'prio'))
 if state ~= 'leased' or held ~= lease then
   announce(ready)
-  return {0}
+  return {HELD.NOT_HELD}
 end
 local reply
 if action == 'extend' then
   local until_ms = now_ms + tonumber(ARGV[7])
   redis.call('ZADD', KEYS[4], until_ms, id)
-  reply = {1, 'leased', until_ms}
+  reply = {HELD.HELD, 'leased', until_ms}
 else
   redis.call('ZREM', KEYS[4], id)
   att, max, prio = tonumber(att), tonumber(max), tonumber(prio)
   if action == 'ack' then
     finish(id)
-    reply = {1, 'done', now_ms}
+    reply = {HELD.HELD, 'done', now_ms}
   elseif action == 'release' then
     redis.call('HSET', k, 'att', att - 1)
     redis.call('HDEL', k, 'lease')
     make_ready(id, now_ms, prio)
     ready = ready + 1
-    reply = {1, 'ready', now_ms}
+    reply = {HELD.HELD, 'ready', now_ms}
   else
     if ARGV[8] ~= '' then
       redis.call('HSET', k, 'err', ARGV[8])
     end
     if att >= max then
       kill(id, ARGV[8], now_ms)
-      reply = {1, 'dead', now_ms}
+      reply = {HELD.HELD, 'dead', now_ms}
     else
       redis.call('HDEL', k, 'lease')
       local delay = 0
@@ -59,11 +60,11 @@ else
         redis.call('ZADD', KEYS[3], fmt(now_ms + delay), id)
         redis.call('HSET', k, 'state', 'delayed', 'ready', fmt(now_ms + delay))
         announce_due(delay)
-        reply = {1, 'delayed', now_ms + delay}
+        reply = {HELD.HELD, 'delayed', now_ms + delay}
       else
         make_ready(id, now_ms, prio)
         ready = ready + 1
-        reply = {1, 'ready', now_ms}
+        reply = {HELD.HELD, 'ready', now_ms}
       end
     end
   end

@@ -9,6 +9,7 @@
 --   status 2  queued; ms as for 0
 -- The limit passed by the latest Acquire is the one in force: a lower one evicts
 -- nobody (grants wait until the held permits fit), a higher one admits waiters now.
+--! include status.lua
 --! include common.lua
 --! include waiting.lua
 --! include semaphore_common.lua
@@ -19,17 +20,17 @@ local now_ms, now_us = clock()
 local expires = redis.call('ZSCORE', KEYS[1], id)
 if expires then
   -- A retried call (reply lost) whose permits were already granted.
-  return {1, tonumber(expires) - now_ms, now_ms}
+  return {ACQUIRE.ACQUIRED, tonumber(expires) - now_ms, now_ms}
 end
 redis.call('HSET', KEYS[6], 'limit', limit)
 local held = grant_next(now_ms, sweep(now_ms))
 if redis.call('ZCARD', KEYS[3]) == 0 and held + permits <= limit then
   grant(id, permits, ttl, owner, now_ms, held)
-  return {1, ttl, now_ms}
+  return {ACQUIRE.ACQUIRED, ttl, now_ms}
 end
 if wait <= 0 then
-  return {0, next_expiry(now_ms), now_ms}
+  return {ACQUIRE.BUSY, next_expiry(now_ms), now_ms}
 end
 enqueue(Q, id, now_ms, now_us, wait, proc, liveness, permits, ttl, owner)
 keep_for(wait + liveness)
-return {2, next_expiry(now_ms), now_ms}
+return {ACQUIRE.QUEUED, next_expiry(now_ms), now_ms}

@@ -2,13 +2,14 @@
 -- KEYS: see semaphore_common.lua
 -- ARGV[2] permit id
 -- Returns 1 released, 0 the permit is not held (released, or expired).
+--! include status.lua
 --! include common.lua
 --! include waiting.lua
 --! include semaphore_common.lua
 local now_ms = clock()
 local held = sweep(now_ms)
 if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then
-  return 0
+  return HELD.NOT_HELD
 end
 grant_next(now_ms, release(ARGV[2], held))
-return 1
+return HELD.HELD

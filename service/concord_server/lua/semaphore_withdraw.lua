@@ -5,6 +5,7 @@
 -- Returns {0} left the queue; {1, remaining ms, now_ms} had been granted and keeps it;
 --         {2} had been granted and released it; {-1} neither queued nor holding;
 --         {-2} a lowered limit had failed it (its FAILED record is gone now).
+--! include status.lua
 --! include common.lua
 --! include waiting.lua
 --! include semaphore_common.lua
@@ -16,14 +17,14 @@ redis.call('HDEL', KEYS[4], id)
 if redis.call('ZREM', KEYS[3], id) == 1 then
   grant_next(now_ms, held)  -- it may have been the head holding others back
   tidy(Q)
-  return {0}
+  return {WITHDRAW.LEFT_QUEUE}
 end
 local expires = redis.call('ZSCORE', KEYS[1], id)
 if not expires then
-  return {failed and -2 or -1}
+  return {failed and WITHDRAW.FAILED or WITHDRAW.NOT_WAITING}
 end
 if ARGV[3] == '1' then
   grant_next(now_ms, release(id, held))
-  return {2}
+  return {WITHDRAW.PASSED_ON}
 end
-return {1, tonumber(expires) - now_ms, now_ms}
+return {WITHDRAW.KEPT, tonumber(expires) - now_ms, now_ms}

@@ -22,18 +22,55 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from ..errors import ChatExists, ChatFull, ChatNotFound, NotAMember
 from ..keys import ChatKeys, KeySpace
 from ..redis_client import command
 from ..reply_shapes import Codes, Either, INT, STR, Seq, Tagged, Tup
 from ..scripts import Commands, script
+from ..statuses import CHAT, CREATE
 from .listing import scan_names
 
-_CREATE = script("chat_create.lua", Tagged({0: Tup(), 1: Tup(INT, INT)}))
-_SEND = script("chat_send.lua", Tagged({-1: Tup(), 0: Tup(), 1: Tup(INT, INT)}))
-_READ = script("chat_read.lua", Tagged({-1: Tup(), 1: Seq(INT, INT, INT, each=(Either(INT, STR),))}))
-_MEMBER = script("chat_member.lua", Tagged({-1: Tup(), 0: Tup(), -2: Tup(), 1: Tup(INT)}))
+# Each script's reply, by name: the shape is checked, then decoded here and only here.
+
+
+class SentReply(NamedTuple):
+    status: int  # chat_create: CREATE.*; chat_send: CHAT.*
+    message_id: int = 0
+    sent_ms: int = 0
+
+
+class ReadReply(NamedTuple):
+    status: int  # CHAT.OK or CHAT.NO_SUCH_CHAT
+    last: int = 0
+    first: int = 0
+    seen: list[int] = []  # per user asked about: its seen id, -1 if not a member
+    messages: list[Any] = []  # id, sender, body, sent ms, ...
+
+
+class MemberReply(NamedTuple):
+    status: int  # CHAT.*
+    value: int = 0  # ack, join: the member's seen id; leave: 1 if the chat was deleted
+
+
+def _read_reply(r: list[Any]) -> ReadReply:
+    if r[0] != CHAT.OK:
+        return ReadReply(r[0])
+    k = r[3]
+    return ReadReply(r[0], r[1], r[2], r[4:4 + k], r[4 + k:])
+
+
+_CREATE = script("chat_create.lua", Tagged({CREATE.TAKEN: Tup(), CREATE.CREATED: Tup(INT, INT)}),
+                 decode=lambda r: SentReply(*r))
+_SEND = script("chat_send.lua", Tagged({CHAT.NO_SUCH_CHAT: Tup(), CHAT.NOT_A_MEMBER: Tup(), CHAT.OK: Tup(INT, INT)}),
+               decode=lambda r: SentReply(*r))
+_READ = script("chat_read.lua",
+               Tagged({CHAT.NO_SUCH_CHAT: Tup(), CHAT.OK: Seq(INT, INT, INT, each=(Either(INT, STR),))}),
+               decode=_read_reply)
+_MEMBER = script("chat_member.lua", Tagged({CHAT.NO_SUCH_CHAT: Tup(), CHAT.NOT_A_MEMBER: Tup(), CHAT.FULL: Tup(),
+                                            CHAT.OK: Tup(INT)}),
+                 decode=lambda r: MemberReply(*r))
 _INDEX = script("chat_index.lua", Codes(0, 1))
 _SEEN = script("chat_seen.lua", INT)
 
@@ -100,7 +137,7 @@ class Chats:
         self._max_members = max_members
 
     def _run(self, s, k: ChatKeys, *args: object):
-        return s(self._redis, k.keys, [k.channel, *self._retention, *args])
+        return s.run(self._redis, k.keys, [k.channel, *self._retention, *args])
 
     async def _index(self, user: str, action: str, chat_id: str) -> None:
         u = self._keys.user(user)
@@ -118,8 +155,8 @@ class Chats:
             cid = chat_id or str(await command(self._redis, "INCR", self._keys.chat_ids))
             await asyncio.gather(*(self._index(m, "add", cid) for m in members))
             reply = await self._run(_CREATE, self._keys.chat(cid), sender, body, *members)
-            if reply[0] == 1:
-                return cid, reply[1]
+            if reply.status == CREATE.CREATED:
+                return cid, reply.message_id
             if chat_id:
                 raise ChatExists(f"chat {chat_id!r} exists already", chat_id=chat_id)
             # A user-chosen id took this number: take the next one.
@@ -127,8 +164,8 @@ class Chats:
     async def send(self, chat_id: str, sender: str, body: str) -> tuple[int, int]:
         """(message id, sent ms on the Redis clock)."""
         reply = await self._run(_SEND, self._keys.chat(chat_id), sender, body)
-        _check(reply[0], chat_id, sender)
-        return reply[1], reply[2]
+        _check(reply.status, chat_id, sender)
+        return reply.message_id, reply.sent_ms
 
     async def read_for(self, chat_id: str, users: Sequence[str], after: int, count: int = READ_BATCH
                        ) -> list[ChatView | None]:
@@ -136,15 +173,14 @@ class Chats:
         after ``after`` or after the user's seen id, whichever is later (one script for all of them);
         None for a user who is not a member or when the chat is gone."""
         reply = await self._run(_READ, self._keys.chat(chat_id), after, count, READ_BYTES, *users)
-        if reply[0] != 1:
+        if reply.status != CHAT.OK:
             return [None] * len(users)
-        _, last, first, k, *rest = reply
-        flat = rest[k:]
+        last, first, flat = reply.last, reply.first, reply.messages
         messages = [Message(chat_id, int(flat[i]), flat[i + 1], flat[i + 2], int(flat[i + 3]))
                     for i in range(0, len(flat), 4)]
         return [None if seen < 0 else ChatView(chat_id, seen, last, first,
                                                 [m for m in messages if m.message_id > max(after, seen)])
-                for seen in rest[:k]]
+                for seen in reply.seen]
 
     async def read(self, chat_id: str, user: str, after: int = -1, count: int = READ_BATCH) -> ChatView | None:
         """The member's view and up to count messages after ``after`` or its seen id,
@@ -172,27 +208,27 @@ class Chats:
     async def ack(self, user: str, chat_id: str, up_to: int) -> int:
         """Marks messages up to up_to seen; returns the member's seen id."""
         reply = await self._run(_MEMBER, self._keys.chat(chat_id), "ack", user, up_to)
-        _check(reply[0], chat_id, user)
-        return reply[1]
+        _check(reply.status, chat_id, user)
+        return reply.value
 
     async def join(self, chat_id: str, user: str) -> int:
         """Adds the member at the latest message; returns its seen id."""
         await self._index(user, "add", chat_id)
         reply = await self._run(_MEMBER, self._keys.chat(chat_id), "join", user, self._max_members)
-        if reply[0] < 0:
+        if reply.status in (CHAT.NO_SUCH_CHAT, CHAT.FULL):
             await self._index(user, "remove", chat_id)
-        if reply[0] == -2:
+        if reply.status == CHAT.FULL:
             raise ChatFull(f"chat {chat_id!r} has {self._max_members} members already", chat_id=chat_id)
-        _check(reply[0], chat_id, user)
-        return reply[1]
+        _check(reply.status, chat_id, user)
+        return reply.value
 
     async def leave(self, chat_id: str, user: str) -> bool:
         """Removes the member; True when it was the last and the chat is deleted."""
         reply = await self._run(_MEMBER, self._keys.chat(chat_id), "leave", user, 0)
-        if reply[0] != 0:  # gone or left: either way it is no chat of theirs
+        if reply.status != CHAT.NOT_A_MEMBER:  # gone or left: either way it is no chat of theirs
             await self._index(user, "remove", chat_id)
-        _check(reply[0], chat_id, user)
-        return reply[1] == 1
+        _check(reply.status, chat_id, user)
+        return reply.value == 1
 
     async def views(self, user: str, chats: Iterable[str], cursors: dict[str, int] | None = None,
                     count: int = READ_BATCH) -> list[ChatView]:
@@ -215,9 +251,9 @@ class Chats:
 
 
 def _check(status: int, chat_id: str, user: str) -> None:
-    if status == -1:
+    if status == CHAT.NO_SUCH_CHAT:
         raise ChatNotFound(f"chat {chat_id!r} does not exist", chat_id=chat_id)
-    if status == 0:
+    if status == CHAT.NOT_A_MEMBER:
         raise NotAMember(f"{user!r} is not a member of chat {chat_id!r}", chat_id=chat_id, user=user)
 
 

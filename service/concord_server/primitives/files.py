@@ -44,11 +44,12 @@ from ..keys import FileGroupKeys, KeySpace
 from ..redis_client import command
 from ..reply_shapes import Codes, Either, INT, NIL, STR, Seq, Tup
 from ..scripts import Commands, script
+from ..statuses import DONE, UPLOAD
 from .chat import Chats
 from .queueing import Releaser
 
-_UPLOAD = script("files_upload.lua", Codes(-1, 0, 1))
-_DONE = script("files_done.lua", Codes(-2, -1, 0, 1, 2))
+_UPLOAD = script("files_upload.lua", Codes(*UPLOAD.codes()))
+_DONE = script("files_done.lua", Codes(*DONE.codes()))
 _READ = script("files_read.lua", Either(Tup(), Seq(STR, STR, STR, STR, each=(STR,))), raw=True)
 _LIST = script("files_list.lua", Seq(INT, each=(Either(STR, INT, NIL),)))
 
@@ -146,7 +147,7 @@ class Files:
                 if pending:
                     first = first or bytes(pending)
                     size += await self._append(k, n, bytes(pending), freed)
-            if await self._run(_UPLOAD, k, "complete", n, *workers) != 1:
+            if await self._run(_UPLOAD, k, "complete", n, *workers) != UPLOAD.STORED:
                 raise Unavailable(f"upload of {name!r} took too long between chunks and was dropped")
             message_id, _ = await self._chats.send(group, sender, announcement(fid, name, size))
             return Uploaded(fid, size, first[:2] == b"\x1f\x8b", message_id)
@@ -159,9 +160,9 @@ class Files:
         while True:
             freed.arm()
             stored = await self._run(_UPLOAD, k, "append", n, chunk, self._bound, self._lease_ms)
-            if stored == 1:
+            if stored == UPLOAD.STORED:
                 return len(chunk)
-            if stored == -1:
+            if stored == UPLOAD.DROPPED:
                 raise Unavailable("the upload was dropped: its lease ran out between chunks")
             # Over the bound: wait for a file to be freed, renewing the lease meanwhile.
             await freed.wait(self._lease_ms / 3000)
@@ -227,13 +228,13 @@ class Files:
         """True when this was the last worker and the file was deleted."""
         group, n = parse_file_id(fid)
         result = await self._run(_DONE, self._keys.file_group(group), n, worker)
-        if result == -1:
+        if result == DONE.NO_SUCH_FILE:
             raise FileNotFound(f"file {fid!r} does not exist (or every worker finished it)", file_id=fid)
-        if result == -2:
+        if result == DONE.NOT_COMPLETE:
             raise FileNotComplete(f"file {fid!r} is still being uploaded", file_id=fid)
-        if result == 0:
+        if result == DONE.NOT_A_WORKER:
             raise NotAWorker(f"{worker!r} is not one of the workers file {fid!r} was sent to", file_id=fid)
-        return result == 2
+        return result == DONE.DELETED
 
     async def list(self, group: str) -> tuple[list[FileInfo], int]:
         """The group's files and the bytes they hold."""

@@ -16,22 +16,75 @@ import secrets
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 from functools import partial
+from typing import NamedTuple
 
 from ..errors import LockNotHeld
 from ..keys import KeySpace, LockKeys
 from ..reply_shapes import ANY, Codes, INT, STR, Seq, Tagged, Tup
 from ..scripts import Commands, script
+from ..statuses import ACQUIRE, HELD, WITHDRAW
 from ..waiters import PollResult, Waiters
 from .listing import scan_names
 from .queueing import Releaser, acquire_queued, answer_within, keep_alive
 
-_ACQUIRE = script("lock_acquire.lua", Tup(Codes(0, 1, 2), INT, INT, INT))
-_RELEASE = script("lock_release.lua", Codes(0, 1))
-_REFRESH = script("lock_refresh.lua", Tagged({0: Tup(), 1: Tup(INT, INT)}))
-_WITHDRAW = script("lock_withdraw.lua", Tagged({0: Tup(), -1: Tup(), 2: Tup(), 1: Tup(INT, INT, INT)}))
-_POLL = script("lock_poll.lua", Seq(STR, INT, INT, INT, each=(STR,)))
-_DESCRIBE = script("lock_describe.lua", Tup(Codes(0, 1), STR, INT, INT, INT, INT))
-_FORCE_RELEASE = script("lock_force_release.lua", Tagged({0: Tup(), 1: Tup(ANY, ANY)}))
+# Each script's reply, by name: the shape is checked, then decoded here and only here.
+
+
+class AcquireReply(NamedTuple):
+    status: int  # ACQUIRE.*
+    fence: int
+    ms: int  # ACQUIRED: the lock's TTL; else the holder's remaining TTL
+    now_ms: int
+
+
+class RefreshReply(NamedTuple):
+    status: int  # HELD.*
+    fence: int = 0
+    now_ms: int = 0
+
+
+class WithdrawReply(NamedTuple):
+    status: int  # WITHDRAW.*
+    fence: int = 0  # KEPT: the grant's fence, remaining TTL and the clock
+    pttl_ms: int = 0
+    now_ms: int = 0
+
+
+class PollReply(NamedTuple):
+    holder: str  # the holder's lease, or ''
+    fence: int
+    pttl_ms: int
+    now_ms: int
+    dropped: list[str]  # the leases asked about that are neither queued nor holding
+
+
+class DescribeReply(NamedTuple):
+    held: int  # 0/1
+    owner: str
+    fence: int
+    pttl_ms: int
+    waiters: int
+    now_ms: int
+
+
+class ForceReleaseReply(NamedTuple):
+    status: int  # HELD.*
+    fence: int = 0  # HELD: the removed holder's
+    owner: str = ""
+
+
+_ACQUIRE = script("lock_acquire.lua", Tup(Codes(*ACQUIRE.codes()), INT, INT, INT), decode=AcquireReply._make)
+_RELEASE = script("lock_release.lua", Codes(*HELD.codes()))
+_REFRESH = script("lock_refresh.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(INT, INT)}),
+                  decode=lambda r: RefreshReply(*r))
+_WITHDRAW = script("lock_withdraw.lua",
+                   Tagged({WITHDRAW.LEFT_QUEUE: Tup(), WITHDRAW.NOT_WAITING: Tup(), WITHDRAW.PASSED_ON: Tup(),
+                           WITHDRAW.KEPT: Tup(INT, INT, INT)}),
+                   decode=lambda r: WithdrawReply(*r))
+_POLL = script("lock_poll.lua", Seq(STR, INT, INT, INT, each=(STR,)), decode=lambda r: PollReply(*r[:4], r[4:]))
+_DESCRIBE = script("lock_describe.lua", Tup(Codes(0, 1), STR, INT, INT, INT, INT), decode=DescribeReply._make)
+_FORCE_RELEASE = script("lock_force_release.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(ANY, ANY)}),
+                        decode=lambda r: ForceReleaseReply(*r))
 
 SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE, _FORCE_RELEASE)
 
@@ -83,7 +136,7 @@ class Locks:
         self._releaser = Releaser()
 
     def _run(self, s, k: LockKeys, *args: object):
-        return s(self._redis, k.keys, [k.channel, self._fence_retention_ms, *args])
+        return s.run(self._redis, k.keys, [k.channel, self._fence_retention_ms, *args])
 
     async def acquire(self, name: str, ttl_ms: int, wait_ms: int, owner: str) -> Grant | None:
         """The lock's grant, or None if it was not free within wait_ms (0 = try once)."""
@@ -91,18 +144,16 @@ class Locks:
         lease = secrets.token_hex(16)
         if wait_ms <= 0:
             async with answer_within(0, partial(self.let_go, name, lease, ttl_ms)):
-                status, fence, ms, now = await self._run(_ACQUIRE, k, lease, ttl_ms, owner, 0, self._process_id, 0)
-            return Grant(lease, fence, now + ms) if status == 1 else None
+                r = await self._run(_ACQUIRE, k, lease, ttl_ms, owner, 0, self._process_id, 0)
+            return Grant(lease, r.fence, r.now_ms + r.ms) if r.status == ACQUIRE.ACQUIRED else None
 
         async def attempt() -> tuple[Grant | None, int, int]:
-            status, fence, ms, now = await self._run(
-                _ACQUIRE, k, lease, ttl_ms, owner, wait_ms, self._process_id, self._liveness_ms
-            )
-            return (Grant(lease, fence, now + ms) if status == 1 else None), ms, now
+            r = await self._run(_ACQUIRE, k, lease, ttl_ms, owner, wait_ms, self._process_id, self._liveness_ms)
+            return (Grant(lease, r.fence, r.now_ms + r.ms) if r.status == ACQUIRE.ACQUIRED else None), r.ms, r.now_ms
 
         async def give_up() -> Grant | None:
             kept = await self._run(_WITHDRAW, k, lease, 0)
-            return Grant(lease, kept[1], kept[3] + kept[2]) if kept[0] == 1 else None
+            return Grant(lease, kept.fence, kept.now_ms + kept.pttl_ms) if kept.status == WITHDRAW.KEPT else None
 
         return await acquire_queued(
             self._waiters, k.channel, lease, partial(self._poll, k), wait_ms,
@@ -115,25 +166,25 @@ class Locks:
 
     async def release(self, name: str, lease: str) -> None:
         k = self._keys.lock(name)
-        if await self._run(_RELEASE, k, lease) != 1:
+        if await self._run(_RELEASE, k, lease) != HELD.HELD:
             raise LockNotHeld(f"lock {name!r} is not held by this lease", name=name)
 
     async def refresh(self, name: str, lease: str, ttl_ms: int) -> Grant:
         k = self._keys.lock(name)
         reply = await self._run(_REFRESH, k, lease, ttl_ms)
-        if reply[0] != 1:
+        if reply.status != HELD.HELD:
             raise LockNotHeld(f"lock {name!r} is not held by this lease", name=name)
-        return Grant(lease, reply[1], reply[2] + ttl_ms)
+        return Grant(lease, reply.fence, reply.now_ms + ttl_ms)
 
     async def describe(self, name: str) -> LockState:
-        held, owner, fence, pttl, waiters, now = await self._run(_DESCRIBE, self._keys.lock(name))
-        return LockState(held == 1, owner, fence, max(pttl, 0), waiters, now)
+        r = await self._run(_DESCRIBE, self._keys.lock(name))
+        return LockState(r.held == 1, r.owner, r.fence, max(r.pttl_ms, 0), r.waiters, r.now_ms)
 
     async def force_release(self, name: str) -> tuple[str, int] | None:
         """An operator's release, whoever holds the lock: (owner, fencing token) of the
         holder removed, or None when nobody held it. The next waiter gets it."""
         reply = await self._run(_FORCE_RELEASE, self._keys.lock(name))
-        return (reply[2], reply[1]) if reply[0] == 1 else None
+        return (reply.owner, reply.fence) if reply.status == HELD.HELD else None
 
     async def names(self, page_token: str, count: int) -> tuple[list[str], str]:
         """A page of the locks that are held or have waiters (listing.scan_names)."""
@@ -155,9 +206,9 @@ class Locks:
         await self._releaser.drain(timeout)
 
     async def _poll(self, k: LockKeys, queued: Collection[str]) -> PollResult:
-        holder, fence, pttl, now, *dropped = await self._run(_POLL, k, self._process_id, self._liveness_ms, *queued)
-        granted = {holder: f"{fence} {now + pttl}"} if holder else {}
-        return PollResult(granted, (pttl + 1) / 1000 if pttl > 0 else None, dropped)
+        r = await self._run(_POLL, k, self._process_id, self._liveness_ms, *queued)
+        granted = {r.holder: f"{r.fence} {r.now_ms + r.pttl_ms}"} if r.holder else {}
+        return PollResult(granted, (r.pttl_ms + 1) / 1000 if r.pttl_ms > 0 else None, r.dropped)
 
 
 def _grant_from(lease: str, payload: str) -> Grant:

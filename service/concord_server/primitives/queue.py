@@ -21,24 +21,69 @@ import asyncio
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..doorbells import Doorbells
 from ..errors import TaskLeased, TaskLeaseNotHeld, TaskNotFound
 from ..keys import KeySpace, QueueKeys
 from ..reply_shapes import Codes, Either, INT, Maybe, STR, Seq, Tagged, Tup
 from ..scripts import Commands, script
+from ..statuses import CANCEL, HELD
 from .listing import scan_names
 from .queueing import Releaser, answer_within
 
 # One task as queue_common.lua's task_reply gives it: its id, then eleven fields (nil if unset).
 TASK = Tup(STR, *[Maybe(STR)] * 11)
 
-_ENQUEUE = script("queue_enqueue.lua", Seq(each=(STR, Codes(0, 1))))
-_DEQUEUE = script("queue_dequeue.lua", Seq(INT, INT, INT, each=(TASK,)), raw=True)
-_SETTLE = script("queue_settle.lua", Tagged({0: Tup(), 1: Tup(STR, INT)}))
-_INSPECT = script("queue_inspect.lua", Either(Tup(INT, INT, INT, INT, INT), Seq(each=(TASK,))), raw=True)
-_REMOVE = script("queue_remove.lua", Either(Codes(-1, 0, 1), Tup(INT, Codes(0, 1))))
+# Each script's reply, by name: the shape is checked, then decoded here and only here.
+
+
+class EnqueueReply(NamedTuple):
+    added: list[tuple[str, bool]]  # per task: (task id, True if its dedupe key named an existing one)
+
+
+class DequeueReply(NamedTuple):
+    now_ms: int
+    next_change_ms: int  # until the clock changes the queue (-1: never)
+    ready_left: int
+    tasks: list[list[Any]]  # each as TASK
+
+
+class SettleReply(NamedTuple):
+    status: int  # HELD.*
+    state: str = ""  # HELD: ready | delayed | dead | done | leased
+    at_ms: int = 0
+
+
+class StatsReply(NamedTuple):
+    ready: int
+    delayed: int
+    leased: int
+    dead: int
+    oldest_ready_age_ms: int  # -1: nothing ready
+
+
+class PurgeReply(NamedTuple):
+    deleted: int
+    more: int  # 1: call again
+
+
+def _inspect_reply(r: list[Any]) -> StatsReply | list[list[Any]]:
+    """stats: StatsReply; a state's tasks: the list of TASKs (never five ints)."""
+    return StatsReply._make(r) if len(r) == 5 and all(isinstance(x, int) for x in r) else r
+
+
+_ENQUEUE = script("queue_enqueue.lua", Seq(each=(STR, Codes(0, 1))),
+                  decode=lambda r: EnqueueReply([(r[i], r[i + 1] == 1) for i in range(0, len(r), 2)]))
+_DEQUEUE = script("queue_dequeue.lua", Seq(INT, INT, INT, each=(TASK,)), raw=True,
+                  decode=lambda r: DequeueReply(*r[:3], r[3:]))
+_SETTLE = script("queue_settle.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(STR, INT)}),
+                 decode=lambda r: SettleReply(*r))
+_INSPECT = script("queue_inspect.lua", Either(Tup(INT, INT, INT, INT, INT), Seq(each=(TASK,))), raw=True,
+                  decode=_inspect_reply)
+# cancel: a CANCEL status; purge: PurgeReply
+_REMOVE = script("queue_remove.lua", Either(Codes(*CANCEL.codes()), Tup(INT, Codes(0, 1))),
+                 decode=lambda r: PurgeReply(*r) if isinstance(r, list) else r)
 _RETRY_DEAD = script("queue_retry_dead.lua", INT)
 
 SCRIPTS = (_ENQUEUE, _DEQUEUE, _SETTLE, _INSPECT, _REMOVE, _RETRY_DEAD)
@@ -137,7 +182,7 @@ class Queues:
         self._releaser = Releaser()
 
     def _run(self, s, k: QueueKeys, *args: object):
-        return s(self._redis, k.keys, [k.channel, k.task_prefix, self._weight, *args])
+        return s.run(self._redis, k.keys, [k.channel, k.task_prefix, self._weight, *args])
 
     async def enqueue(self, queue: str, tasks: Sequence[NewTask]) -> list[Enqueued]:
         """Adds all tasks atomically; a task whose dedupe key is taken names the first one."""
@@ -148,7 +193,7 @@ class Queues:
                      -1 if t.run_at_ms is None else t.run_at_ms, k.dedupe(t.dedupe_key) if t.dedupe_key else "",
                      t.dedupe_window_ms, t.max_attempts]
         reply = await self._run(_ENQUEUE, k, *args)
-        return [Enqueued(reply[i], reply[i + 1] == 1) for i in range(0, len(reply), 2)]
+        return [Enqueued(task_id, duplicate) for task_id, duplicate in reply.added]
 
     async def dequeue(self, queues: Sequence[str], max_tasks: int, lease_ms: int, wait_ms: int) -> list[TaskRecord]:
         """Leases up to max_tasks ready tasks, from the queues in the order given,
@@ -214,10 +259,9 @@ class Queues:
                 break
             k = self._keys.queue(queue)
             reply = await self._run(_DEQUEUE, k, max_tasks - len(tasks), lease_ms, secrets.token_hex(12))
-            _, next_change, left, *leased = reply
-            tasks += [_record(queue, f) for f in leased]
-            rechecks.append(int(next_change))
-            if left > 0 and leased:
+            tasks += [_record(queue, f) for f in reply.tasks]
+            rechecks.append(int(reply.next_change_ms))
+            if reply.ready_left > 0 and reply.tasks:
                 busy.append(k.channel)
         return tasks, rechecks, busy
 
@@ -230,10 +274,10 @@ class Queues:
     async def _settle(self, queue: str, task_id: str, lease: str, action: str, ms: int = -1, error: str = "") -> Outcome:
         k = self._keys.queue(queue)
         reply = await self._run(_SETTLE, k, task_id, lease, action, ms, error, self._backoff_ms, BACKOFF_CAP_MS)
-        if reply[0] != 1:
+        if reply.status != HELD.HELD:
             raise TaskLeaseNotHeld(f"task {task_id!r} of queue {queue!r} is not leased with this lease "
                                    "(it expired, or the task was settled)", queue=queue, task_id=task_id)
-        return Outcome(reply[1], reply[2])
+        return Outcome(reply.state, reply.at_ms)
 
     async def ack(self, queue: str, task_id: str, lease: str) -> None:
         await self._settle(queue, task_id, lease, "ack")
@@ -268,8 +312,8 @@ class Queues:
                                 page_token, count)
 
     async def stats(self, queue: str) -> QueueStats:
-        ready, delayed, leased, dead, age = await self._run(_INSPECT, self._keys.queue(queue), "stats", 0, 0)
-        return QueueStats(ready, delayed, leased, dead, max(0, age))
+        r = await self._run(_INSPECT, self._keys.queue(queue), "stats", 0, 0)
+        return QueueStats(r.ready, r.delayed, r.leased, r.dead, max(0, r.oldest_ready_age_ms))
 
     async def peek(self, queue: str, state: str, limit: int, offset: int = 0) -> list[TaskRecord]:
         """Up to limit tasks in one state, in that state's order (ready: Dequeue
@@ -280,9 +324,9 @@ class Queues:
 
     async def cancel(self, queue: str, task_id: str) -> None:
         result = await self._run(_REMOVE, self._keys.queue(queue), "cancel", task_id)
-        if result == 0:
+        if result == CANCEL.NO_SUCH_TASK:
             raise TaskNotFound(f"queue {queue!r} has no task {task_id!r}", queue=queue, task_id=task_id)
-        if result == -1:
+        if result == CANCEL.LEASED:
             raise TaskLeased(f"task {task_id!r} is leased to a worker; it can be cancelled once settled",
                              queue=queue, task_id=task_id)
 
@@ -292,9 +336,9 @@ class Queues:
         k = self._keys.queue(queue)
         total = 0
         while True:
-            deleted, more = await self._run(_REMOVE, k, "purge_with_dead" if include_dead else "purge", PURGE_BATCH)
-            total += deleted
-            if not more:
+            r = await self._run(_REMOVE, k, "purge_with_dead" if include_dead else "purge", PURGE_BATCH)
+            total += r.deleted
+            if not r.more:
                 return total
 
     async def retry_dead(self, queue: str, task_ids: Sequence[str], limit: int) -> int:

@@ -20,21 +20,63 @@ import secrets
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 from functools import partial
+from typing import Any, NamedTuple
 
 from ..errors import PermitNotHeld, PermitsExceedLimit
 from ..keys import KeySpace, SemaphoreKeys
 from ..reply_shapes import Codes, Either, INT, STR, Seq, Tagged, Tup
 from ..scripts import Commands, script
+from ..statuses import ACQUIRE, HELD, WITHDRAW
 from ..waiters import PollResult, Waiters
 from .listing import scan_names
 from .queueing import Releaser, acquire_queued, answer_within, keep_alive
 
-_ACQUIRE = script("semaphore_acquire.lua", Tup(Codes(0, 1, 2), INT, INT))
-_RELEASE = script("semaphore_release.lua", Codes(0, 1))
-_REFRESH = script("semaphore_refresh.lua", Tagged({0: Tup(), 1: Tup(INT)}))
-_WITHDRAW = script("semaphore_withdraw.lua", Tagged({0: Tup(), -1: Tup(), -2: Tup(), 2: Tup(), 1: Tup(INT, INT)}))
-_POLL = script("semaphore_poll.lua", Seq(INT, INT, INT, each=(Either(STR, INT),)))
-_DESCRIBE = script("semaphore_describe.lua", Seq(INT, INT, INT, each=(STR, STR, INT, INT)))
+# Each script's reply, by name: the shape is checked, then decoded here and only here.
+
+
+class AcquireReply(NamedTuple):
+    status: int  # ACQUIRE.*
+    ms: int  # ACQUIRED: the permit's remaining TTL; else until the first holder expires (-1: none)
+    now_ms: int
+
+
+class RefreshReply(NamedTuple):
+    status: int  # HELD.*
+    expires_at_ms: int = 0
+
+
+class WithdrawReply(NamedTuple):
+    status: int  # WITHDRAW.*
+    pttl_ms: int = 0  # KEPT: the permit's remaining TTL and the clock
+    now_ms: int = 0
+
+
+class PollReply(NamedTuple):
+    next_ms: int  # until the first holder expires
+    now_ms: int
+    dropped: list[str]  # the ids asked about that are neither queued nor holding
+    granted: list[Any]  # id, expires ms (or -1: a lowered limit failed it), ...
+
+
+class DescribeReply(NamedTuple):
+    limit: int
+    now_ms: int
+    waiters: int
+    holders: list[Any]  # id, owner, permits, ttl ms, ...
+
+
+_ACQUIRE = script("semaphore_acquire.lua", Tup(Codes(*ACQUIRE.codes()), INT, INT), decode=AcquireReply._make)
+_RELEASE = script("semaphore_release.lua", Codes(*HELD.codes()))
+_REFRESH = script("semaphore_refresh.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(INT)}),
+                  decode=lambda r: RefreshReply(*r))
+_WITHDRAW = script("semaphore_withdraw.lua",
+                   Tagged({WITHDRAW.LEFT_QUEUE: Tup(), WITHDRAW.NOT_WAITING: Tup(), WITHDRAW.FAILED: Tup(),
+                           WITHDRAW.PASSED_ON: Tup(), WITHDRAW.KEPT: Tup(INT, INT)}),
+                   decode=lambda r: WithdrawReply(*r))
+_POLL = script("semaphore_poll.lua", Seq(INT, INT, INT, each=(Either(STR, INT),)),
+               decode=lambda r: PollReply(r[0], r[1], r[3:3 + r[2]], r[3 + r[2]:]))
+_DESCRIBE = script("semaphore_describe.lua", Seq(INT, INT, INT, each=(STR, STR, INT, INT)),
+                   decode=lambda r: DescribeReply(*r[:3], r[3:]))
 
 SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE)
 
@@ -81,7 +123,7 @@ class Semaphores:
         self._releaser = Releaser()
 
     def _run(self, s, k: SemaphoreKeys, *args: object):
-        return s(self._redis, k.keys, [k.channel, *args])
+        return s.run(self._redis, k.keys, [k.channel, *args])
 
     async def acquire(
         self, name: str, limit: int, permits: int, ttl_ms: int, wait_ms: int, owner: str
@@ -92,12 +134,14 @@ class Semaphores:
         args = (permit_id, permits, limit, ttl_ms, owner)
         if wait_ms <= 0:
             async with answer_within(0, partial(self.let_go, name, permit_id, ttl_ms)):
-                status, ms, now = await self._run(_ACQUIRE, k, *args, 0, self._process_id, 0)
-            return Permit(permit_id, permits, now + ms) if status == 1 else None
+                r = await self._run(_ACQUIRE, k, *args, 0, self._process_id, 0)
+            return Permit(permit_id, permits, r.now_ms + r.ms) if r.status == ACQUIRE.ACQUIRED else None
 
         async def attempt() -> tuple[Permit | None, int, int]:
-            status, ms, now = await self._run(_ACQUIRE, k, *args, wait_ms, self._process_id, self._liveness_ms)
-            return (Permit(permit_id, permits, now + ms), 0, now) if status == 1 else (None, ms, now)
+            r = await self._run(_ACQUIRE, k, *args, wait_ms, self._process_id, self._liveness_ms)
+            if r.status == ACQUIRE.ACQUIRED:
+                return Permit(permit_id, permits, r.now_ms + r.ms), 0, r.now_ms
+            return None, r.ms, r.now_ms
 
         def granted(payload: str) -> Permit:
             expires = int(payload)
@@ -110,9 +154,9 @@ class Semaphores:
 
         async def give_up() -> Permit | None:
             kept = await self._run(_WITHDRAW, k, permit_id, 0)
-            if kept[0] == -2:  # failed before the timeout, though neither notice reached us
+            if kept.status == WITHDRAW.FAILED:  # failed before the timeout, though neither notice reached us
                 return granted("-1")
-            return Permit(permit_id, permits, kept[2] + kept[1]) if kept[0] == 1 else None
+            return Permit(permit_id, permits, kept.now_ms + kept.pttl_ms) if kept.status == WITHDRAW.KEPT else None
 
         return await acquire_queued(
             self._waiters, k.channel, permit_id, partial(self._poll, k), wait_ms,
@@ -122,20 +166,21 @@ class Semaphores:
         )
 
     async def release(self, name: str, permit_id: str) -> None:
-        if await self._run(_RELEASE, self._keys.semaphore(name), permit_id) != 1:
+        if await self._run(_RELEASE, self._keys.semaphore(name), permit_id) != HELD.HELD:
             raise PermitNotHeld(f"semaphore {name!r}: permit is not held", name=name)
 
     async def refresh(self, name: str, permit_id: str, ttl_ms: int) -> int:
         """Resets the permit's TTL; returns its new expiry (Redis clock, ms)."""
         reply = await self._run(_REFRESH, self._keys.semaphore(name), permit_id, ttl_ms)
-        if reply[0] != 1:
+        if reply.status != HELD.HELD:
             raise PermitNotHeld(f"semaphore {name!r}: permit is not held", name=name)
-        return reply[1]
+        return reply.expires_at_ms
 
     async def describe(self, name: str) -> SemaphoreState:
-        limit, now, waiting, *flat = await self._run(_DESCRIBE, self._keys.semaphore(name))
+        r = await self._run(_DESCRIBE, self._keys.semaphore(name))
+        flat = r.holders
         holders = [Holder(flat[i], flat[i + 1], flat[i + 2], flat[i + 3]) for i in range(0, len(flat), 4)]
-        return SemaphoreState(limit, holders, waiting, now)
+        return SemaphoreState(r.limit, holders, r.waiters, r.now_ms)
 
     async def names(self, page_token: str, count: int) -> tuple[list[str], str]:
         """A page of the semaphores that have holders or waiters (listing.scan_names)."""
@@ -159,8 +204,8 @@ class Semaphores:
         await self._releaser.drain(timeout)
 
     async def _poll(self, k: SemaphoreKeys, queued: Collection[str]) -> PollResult:
-        next_ms, now, n, *rest = await self._run(_POLL, k, self._process_id, self._liveness_ms, *queued)
+        r = await self._run(_POLL, k, self._process_id, self._liveness_ms, *queued)
         # flat: the holders, then the queued ids a lowered limit failed ("-1", as notified)
-        dropped, flat = rest[:n], rest[n:]
+        flat = r.granted
         granted = {flat[i]: str(int(float(flat[i + 1]))) for i in range(0, len(flat), 2)}
-        return PollResult(granted, (next_ms + 1) / 1000 if next_ms > 0 else None, dropped)
+        return PollResult(granted, (r.next_ms + 1) / 1000 if r.next_ms > 0 else None, r.dropped)
