@@ -1,17 +1,13 @@
-"""Redis Cluster: every command goes to the primary serving its key's slot.
+"""Redis Cluster commands: every command goes to the primary serving its key's slot.
 
 redis-py's RedisCluster keeps the slot map (discovery from any node, auth, TLS,
-MOVED bookkeeping); this module adds the routing the hot path needs on top of it.
-
-- ``ClusterCommands`` is AutoPipeline's interface over one AutoPipeline per primary:
-  EVALSHA goes by its first key (all keys of a script share a hash tag, so one
-  slot), a plain command by its key, SCRIPT LOAD to every primary. MOVED updates
-  the map and the command is retried once on the new owner; ASK is answered on
-  the importing node after ASKING; a connection error re-reads the whole map in
-  the background. The standalone path never comes here.
-- ``ClusterBus`` is NotificationBus's interface over one NotificationBus (one
-  pub/sub connection) per node: a shard channel is subscribed on the node serving
-  its slot, and moves when that changes.
+MOVED bookkeeping); ``ClusterCommands`` adds the routing the hot path needs on top
+of it, with AutoPipeline's interface over one AutoPipeline (one redis_link.Link) per
+primary: EVALSHA goes by its first key (all keys of a script share a hash tag, so
+one slot), a plain command by its key, SCRIPT LOAD to every primary. MOVED updates
+the map and the command is retried once on the new owner; ASK is answered on the
+importing node after ASKING; a connection error re-reads the whole map in the
+background. The standalone path never comes here. Pub/sub routing: cluster/bus.py.
 """
 
 from __future__ import annotations
@@ -28,11 +24,8 @@ from redis.exceptions import AskError, MovedError, RedisClusterException, RedisE
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .autopipeline import AutoPipeline
-from .errors import ConcordError
-from .notifications import NotificationBus
-from .redis_client import unavailable_on_redis_errors
-from .redis_link import Endpoint
+from ..autopipeline import AutoPipeline
+from ..redis_link import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -210,119 +203,3 @@ class ClusterCommands:
         for pipe in self._pipes.values():
             await pipe.aclose()
         self._pipes.clear()
-
-
-class ClusterBus:
-    """Shard channels on the nodes serving their slots; same interface as NotificationBus.
-
-    A node bus reports what may mean a channel lives elsewhere now: the server
-    dropping a subscription (its slot moved), a refused SSUBSCRIBE (MOVED) or a lost
-    connection. Each report re-reads the slot map; after every change of the map,
-    channels whose owner changed are forgotten on the old node (which no longer
-    holds them) and subscribed on the new one, whose confirmation makes their
-    owners re-check what they may have missed.
-    """
-
-    def __init__(self, commands: ClusterCommands) -> None:
-        self._commands = commands
-        self._nodes: dict[str, NotificationBus] = {}
-        self._subs: dict[str, tuple[Callable[[str], None], Callable[[], None]]] = {}
-        self._homes: dict[str, str | None] = {}  # channel -> node it is subscribed on (None: nowhere)
-        self._order = asyncio.Lock()  # subscribe, unsubscribe and moves one at a time
-        self._moving: asyncio.Task[None] | None = None
-        self._again = False
-        self._retry: asyncio.TimerHandle | None = None
-        self._closed = False
-        commands.add_listener(self._rehome_soon)
-
-    # Same outcome reporting as NotificationBus (it only calls self.subscribe).
-    subscribe_reporting = NotificationBus.subscribe_reporting
-
-    async def subscribe(self, channel: str, on_message: Callable[[str], None], on_subscribed: Callable[[], None]) -> None:
-        async with self._order:
-            with unavailable_on_redis_errors():
-                await self._commands.start()
-                node = self._commands.owner(channel)
-            self._subs[channel] = (on_message, on_subscribed)
-            self._homes[channel] = node.name
-            try:
-                await self._bus(node).subscribe(channel, on_message, on_subscribed)
-            except BaseException:
-                self._subs.pop(channel, None)
-                self._homes.pop(channel, None)
-                raise
-
-    async def unsubscribe(self, channel: str) -> None:
-        async with self._order:
-            self._subs.pop(channel, None)
-            home = self._homes.pop(channel, None)
-            if home in self._nodes:
-                await self._nodes[home].unsubscribe(channel)
-
-    def _bus(self, node: ClusterNode) -> NotificationBus:
-        bus = self._nodes.get(node.name)
-        if bus is None:
-            name = node.name
-            bus = self._nodes[name] = NotificationBus(self._commands.endpoint.at(node.host, node.port),
-                                                      on_displaced=lambda c: self._displaced(name, c))
-        return bus
-
-    def _displaced(self, node_name: str, cause: str | BaseException) -> None:
-        log.debug("notifications on %s displaced: %r", node_name, cause)
-        if isinstance(cause, str) and self._homes.get(cause) == node_name:
-            # The node dropped this subscription: resubscribe wherever the map says.
-            self._nodes[node_name].forget(cause)
-            self._homes[cause] = None
-        self._commands.refresh()
-
-    def _rehome_soon(self) -> None:
-        if self._closed:
-            return
-        if self._moving is not None and not self._moving.done():
-            self._again = True
-            return
-        self._moving = asyncio.create_task(self._rehome(), name="concord-cluster-rehome")
-
-    async def _rehome(self) -> None:
-        while True:
-            self._again = False
-            homeless = False
-            async with self._order:
-                for channel, (on_message, on_subscribed) in list(self._subs.items()):
-                    try:
-                        owner = self._commands.owner(channel)
-                    except RedisClusterException:  # slot not covered right now
-                        homeless = True
-                        continue
-                    home = self._homes.get(channel)
-                    if home == owner.name:
-                        continue
-                    if home in self._nodes:
-                        self._nodes[home].forget(channel)  # that node no longer serves the slot
-                    self._homes[channel] = None
-                    try:
-                        await self._bus(owner).subscribe(channel, on_message, on_subscribed)
-                    except ConcordError as exc:
-                        log.warning("moving notifications of %s to %s failed: %s", channel, owner.name, exc)
-                        homeless = True
-                    else:
-                        self._homes[channel] = owner.name
-                        log.debug("notifications of %s moved from %s to %s", channel, home, owner.name)
-            if homeless and not self._closed:
-                # Try again after the next read of the map (this one may predate the move).
-                if self._retry is not None:
-                    self._retry.cancel()
-                self._retry = asyncio.get_running_loop().call_later(1.0, self._commands.refresh)
-            if not self._again:
-                return
-
-    async def close(self) -> None:
-        self._closed = True
-        if self._retry is not None:
-            self._retry.cancel()
-        if self._moving is not None:
-            self._moving.cancel()
-            await asyncio.gather(self._moving, return_exceptions=True)
-        for bus in self._nodes.values():
-            await bus.close()
-        self._nodes.clear()
