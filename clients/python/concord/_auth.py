@@ -1,9 +1,11 @@
 """TLS and bearer-token plumbing for Client and AsyncClient.
 
-Over TLS the token travels as gRPC call credentials (set on every call by gRPC
-itself). gRPC refuses call credentials on a plaintext channel, so there an
-interceptor adds ``authorization: Bearer <token>`` to every call instead (for a
-server on localhost or behind a TLS-terminating proxy).
+The token travels as ``authorization: Bearer <token>`` metadata that an
+interceptor adds to every call, over TLS and over plaintext alike (a server on
+localhost or behind a TLS-terminating proxy). Not as gRPC call credentials: gRPC
+refuses those on plaintext, and closing a channel whose call credentials are a
+Python metadata plugin can deadlock in grpc core (the plugin's destroy callback
+wants the GIL that Channel.close holds; grpc/grpc#42247), which hung a test run.
 """
 
 from __future__ import annotations
@@ -24,12 +26,9 @@ def read_pem(value: Pem | None) -> bytes | None:
     return Path(value).read_bytes()
 
 
-def tls_credentials(root_certificates: Pem | None, client_cert: Pem | None, client_key: Pem | None,
-                    token: str | None) -> grpc.ChannelCredentials:
-    creds = grpc.ssl_channel_credentials(read_pem(root_certificates), read_pem(client_key), read_pem(client_cert))
-    if token:
-        creds = grpc.composite_channel_credentials(creds, grpc.access_token_call_credentials(token))
-    return creds
+def tls_credentials(root_certificates: Pem | None, client_cert: Pem | None,
+                    client_key: Pem | None) -> grpc.ChannelCredentials:
+    return grpc.ssl_channel_credentials(read_pem(root_certificates), read_pem(client_key), read_pem(client_cert))
 
 
 def _with_token(metadata: Any, token: str) -> list[tuple[str, str]]:

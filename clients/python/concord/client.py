@@ -99,18 +99,18 @@ class _Connection:
         self.timeout = timeout
         opts = [*_CHANNEL_OPTIONS, *options]
         if credentials is None and (tls or root_certificates is not None or client_cert is not None):
-            credentials = tls_credentials(root_certificates, client_cert, client_key, token)
-        elif credentials is not None and token:
-            credentials = grpc.composite_channel_credentials(credentials, grpc.access_token_call_credentials(token))
-        if credentials is not None:
-            self._channel = self._grpc.secure_channel(target, credentials, options=opts)
-        elif not token:
-            self._channel = self._grpc.insecure_channel(target, options=opts)
-        elif self._grpc is grpc:  # plaintext: gRPC refuses call credentials, an interceptor adds the token
-            self._channel = grpc.intercept_channel(grpc.insecure_channel(target, options=opts), SyncToken(token))
+            credentials = tls_credentials(root_certificates, client_cert, client_key)
+        # The token goes in by interceptor on either kind of channel (see _auth.py).
+        if self._grpc is grpc:
+            channel = (grpc.secure_channel(target, credentials, options=opts) if credentials is not None
+                       else grpc.insecure_channel(target, options=opts))
+            self._channel = grpc.intercept_channel(channel, SyncToken(token)) if token else channel
         else:
-            self._channel = grpc.aio.insecure_channel(target, options=opts,
-                                                      interceptors=aio_token_interceptors(token))
+            interceptors = aio_token_interceptors(token) if token else None
+            self._channel = (
+                grpc.aio.secure_channel(target, credentials, options=opts, interceptors=interceptors)
+                if credentials is not None
+                else grpc.aio.insecure_channel(target, options=opts, interceptors=interceptors))
         self._locks = lock_pb2_grpc.LockServiceStub(self._channel)
         self._semaphores = semaphore_pb2_grpc.SemaphoreServiceStub(self._channel)
         self._queues = queue_pb2_grpc.QueueServiceStub(self._channel)
