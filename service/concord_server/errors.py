@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from concord.error.v1 import error_pb2 as _table
+from concord.reasons import CODE_NAMES, reason_name
 from concord.error.v1.error_pb2 import (
     REASON_ALREADY_EXISTS,
     REASON_CHAT_EXISTS,
@@ -47,21 +48,7 @@ from concord.error.v1.error_pb2 import (
 )
 
 
-def reason_name(value: _table.Reason) -> str:
-    """A reason as it travels in an ErrorInfo: REASON_LOCK_NOT_HELD -> "LOCK_NOT_HELD"."""
-    return _table.Reason.Name(value).removeprefix("REASON_")
-
-
-def _statuses() -> dict[str, str]:
-    table = {}
-    for value in _table.Reason.DESCRIPTOR.values:
-        if value.number:
-            code = value.GetOptions().Extensions[_table.status]
-            table[value.name.removeprefix("REASON_")] = _table.Code.Name(code).removeprefix("CODE_")
-    return table
-
-
-STATUS: dict[str, str] = _statuses()
+STATUS: dict[str, str] = CODE_NAMES
 """Every reason of error.proto -> the name of its gRPC status code."""
 
 

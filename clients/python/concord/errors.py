@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 from google.rpc import error_details_pb2, status_pb2
 
-from .error.v1 import error_pb2 as _table
+from .reasons import CODE_NAMES, reason_name
 from .error.v1.error_pb2 import (
     REASON_CHAT_EXISTS,
     REASON_CHAT_FULL,
@@ -41,21 +41,7 @@ from .error.v1.error_pb2 import (
 _DETAILS_KEY = "grpc-status-details-bin"  # where grpcio-status puts google.rpc.Status
 
 
-def reason_name(value: _table.Reason) -> str:
-    """A reason as it travels in an ErrorInfo: REASON_LOCK_NOT_HELD -> "LOCK_NOT_HELD"."""
-    return _table.Reason.Name(value).removeprefix("REASON_")
-
-
-def _statuses() -> dict[str, grpc.StatusCode]:
-    table = {}
-    for value in _table.Reason.DESCRIPTOR.values:
-        if value.number:
-            code = _table.Code.Name(value.GetOptions().Extensions[_table.status]).removeprefix("CODE_")
-            table[value.name.removeprefix("REASON_")] = grpc.StatusCode[code]
-    return table
-
-
-STATUS: dict[str, grpc.StatusCode] = _statuses()
+STATUS: dict[str, grpc.StatusCode] = {reason: grpc.StatusCode[code] for reason, code in CODE_NAMES.items()}
 """Every reason the server may send -> its status code (error.proto, docs/errors.md)."""
 
 
