@@ -23,7 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
 from concord_server.autopipeline import AutoPipeline
-from concord_server.doorbells import Doorbells
+from concord_server.wakeups.doorbells import Doorbells
 from concord_server.embedded_valkey import free_port, valkey_binary
 from concord_server.keys import KeySpace
 from concord_server.notifications import NotificationBus
@@ -33,7 +33,7 @@ from concord_server.primitives.lock import Locks
 from concord_server.primitives.queue import Queues
 from concord_server.primitives.semaphore import Semaphores
 from concord_server.redis_link import Endpoint
-from concord_server.waiters import Waiters
+from concord_server.wakeups.waiters import Waiters
 
 BACKENDS = ["valkey", "redis"]
 VALIDATION_PREFIX = "validation"  # the validation_server fixture's keys, so "nothing written" is exact

@@ -220,4 +220,4 @@ async def test_rechecks_due_at_once_can_be_armed_twice(queues, name):
 
 
 async def _bell(queues, name):
-    return queues._doorbells.bell(queues._keys.queue(name).channel)
+    return queues._doorbells.listeners.get(queues._keys.queue(name).channel)

@@ -107,13 +107,13 @@ async def test_a_queued_request_above_a_lowered_limit_fails(sems, name):
 
 
 async def test_a_failure_whose_notification_is_lost_is_reported_by_the_poll(sems, redis_async, name, monkeypatch):
-    from concord_server.waiters import WaitGroup
+    from concord_server.wakeups.waiters import WaitGroup
 
     # Pub/sub may drop the "-1", or publish it before the waiter's process subscribed:
     # here every notification is lost, so only the poll can tell the waiter it failed.
     # Taking it for a waiter dropped as dead would queue it again with its own limit,
     # which would then be in force and grant it.
-    monkeypatch.setattr(WaitGroup, "_on_message", lambda self, data: None)
+    monkeypatch.setattr(WaitGroup, "on_message", lambda self, data: None)
     await _a_queued_request_above_a_lowered_limit_fails(sems, name)
     state = await sems.describe(name)
     assert state.limit == 2 and state.held == 0 and state.waiters == 0

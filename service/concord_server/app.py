@@ -33,7 +33,7 @@ from . import tenants
 from .autopipeline import AutoPipeline
 from .cluster import ClusterBus, ClusterCommands
 from .config import Settings
-from .doorbells import Doorbells
+from .wakeups.doorbells import Doorbells
 from .keys import KeySpace
 from .gc_policy import GcPolicy
 from .loop_monitor import LoopMonitor, from_settings as start_loop_monitor
@@ -45,7 +45,7 @@ from .primitives import autocomplete, chat, chat_feeds, files, lock, queue, sema
 from .redis_health import RedisHealth
 from .redis_client import connect_cluster
 from .redis_link import Endpoint
-from .waiters import Waiters
+from .wakeups.waiters import Waiters
 
 log = logging.getLogger(__name__)
 

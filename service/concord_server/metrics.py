@@ -7,9 +7,9 @@ Three sources:
   the queues that calls used in ``RecentQueues``.
 - Counters the rest of the server feeds: Redis failures (redis_client.FAILURES)
   and the lock/semaphore handoff latency (``observe_handoff``, which
-  primitives/queueing.py calls through ``Waiters.on_handoff``).
+  primitives/fifo_acquire.py calls through ``Waiters.on_handoff``).
 - ``_StateCollector``: gauges read at scrape time from the structures that hold
-  them (waiters.py, doorbells.py, the loop monitor) and the depths of the queues
+  them (wakeups/, the loop monitor) and the depths of the queues
   this process served recently. The scrape runs on the HTTP server's thread; those
   structures belong to the event loop, so it hands one coroutine to the loop
   (``run_coroutine_threadsafe``) that reads everything, the queue depths in one
@@ -36,10 +36,10 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from . import redis_client, tenants
-from .doorbells import Doorbells
 from .loop_monitor import BOUNDS as LOOP_BOUNDS
 from .loop_monitor import LoopMonitor
-from .waiters import Waiters
+from .wakeups.doorbells import Doorbells
+from .wakeups.waiters import Waiters
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +88,8 @@ class _StateCollector:
         reading: dict[str, Any] = {
             "waiters": {"lock_semaphore": self._waiters.waiting(), "queue": self._doorbells.waiting(),
                         "chat_file": self._chat_bells.waiting()},
-            "channels": {"lock_semaphore": len(self._waiters.groups), "queue": len(self._doorbells.bells),
-                         "chat_file": len(self._chat_bells.bells)},
+            "channels": {"lock_semaphore": len(self._waiters.listeners), "queue": len(self._doorbells.listeners),
+                         "chat_file": len(self._chat_bells.listeners)},
             "loop": self._monitor.reading() if self._monitor is not None else None,
         }
         names = self._recent.names()

@@ -25,11 +25,11 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from redis.exceptions import RedisError, ResponseError
 
-from .errors import ConcordError, Unavailable
+from .errors import Unavailable
 from .redis_client import count_failure
 from .redis_link import Endpoint, Link
 
@@ -37,6 +37,21 @@ log = logging.getLogger(__name__)
 
 _QUIET = 5.0  # the keeper pings after at most this long without a message
 _BACKOFF = (0.05, 1.0)  # first and longest wait between attempts to reconnect
+
+
+class Bus(Protocol):
+    """What blocked calls need of pub/sub (wakeups/listener.py): NotificationBus on
+    one Redis, cluster.ClusterBus on a Redis Cluster."""
+
+    async def subscribe(self, channel: str, on_message: Callable[[str], None],
+                        on_subscribed: Callable[[], None]) -> None:
+        """Starts delivering the channel's messages; on_subscribed fires on each
+        confirmation, including after a reconnect. Raises ConcordError when the
+        channel cannot even be listed (shutting down; cluster: no slot map)."""
+
+    async def unsubscribe(self, channel: str) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 @dataclass
@@ -69,21 +84,6 @@ class NotificationBus:
             link.send(("SSUBSCRIBE", channel))
         if self._keeper is None or self._keeper.done():
             self._keeper = asyncio.create_task(self._keep(), name=f"concord-notifications {self._endpoint.name}")
-
-    async def subscribe_reporting(self, channel: str, on_message: Callable[[str], None],
-                                  on_subscribed: Callable[[], None], subscribed: asyncio.Future[None],
-                                  wanted: Callable[[], bool] = lambda: False) -> bool:
-        """subscribe(), with the outcome reported through ``subscribed`` (which the
-        blocked calls await) rather than raised: True once the channel is listed.
-        ``wanted`` is not consulted: a channel listed during an outage is subscribed
-        by the next connection, and waits ride the outage out."""
-        try:
-            await self.subscribe(channel, on_message, on_subscribed)
-        except BaseException as exc:
-            subscribed.set_exception(exc if isinstance(exc, ConcordError) else ConcordError(str(exc)))
-            return False
-        subscribed.set_result(None)
-        return True
 
     async def unsubscribe(self, channel: str) -> None:
         self._subs.pop(channel, None)

@@ -1,6 +1,6 @@
 """Redis Cluster notifications: shard channels on the nodes serving their slots.
 
-``ClusterBus`` has NotificationBus's interface over one NotificationBus (one pub/sub
+``ClusterBus`` is a notifications.Bus over one NotificationBus (one pub/sub
 Link) per node: a shard channel is subscribed on the node serving its slot, and
 moves when that changes (the slot map is ClusterCommands', cluster/commands.py).
 """
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 class ClusterBus:
-    """Shard channels on the nodes serving their slots; same interface as NotificationBus.
+    """Shard channels on the nodes serving their slots (a notifications.Bus).
 
     A node bus reports what may mean a channel lives elsewhere now: the server
     dropping a subscription (its slot moved), a refused SSUBSCRIBE (MOVED) or a lost
@@ -44,9 +44,6 @@ class ClusterBus:
         self._retry: asyncio.TimerHandle | None = None
         self._closed = False
         commands.add_listener(self._rehome_soon)
-
-    # Same outcome reporting as NotificationBus (it only calls self.subscribe).
-    subscribe_reporting = NotificationBus.subscribe_reporting
 
     async def subscribe(self, channel: str, on_message: Callable[[str], None], on_subscribed: Callable[[], None]) -> None:
         async with self._order:

@@ -26,9 +26,9 @@ import logging
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 
-from ..doorbells import Doorbells
 from ..errors import Unavailable
 from ..keys import KeySpace
+from ..wakeups.doorbells import Doorbells
 from .chat import CAUGHT_UP, Batch, Chats, ChatView, Event, Gap
 
 log = logging.getLogger(__name__)

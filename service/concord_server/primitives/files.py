@@ -28,7 +28,6 @@ import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from ..doorbells import Doorbells, Watch
 from ..errors import (
     CorruptFile,
     FileNotComplete,
@@ -45,8 +44,9 @@ from ..redis_client import command
 from ..reply_shapes import Codes, Either, INT, NIL, STR, Seq, Tup
 from ..scripts import Commands, script
 from ..statuses import DONE, UPLOAD
+from ..wakeups.doorbells import Doorbells, Watch
 from .chat import Chats
-from .queueing import Releaser
+from .letting_go import Releaser
 
 _UPLOAD = script("files_upload.lua", Codes(*UPLOAD.codes()))
 _DONE = script("files_done.lua", Codes(*DONE.codes()))

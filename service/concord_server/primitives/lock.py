@@ -13,7 +13,7 @@ Imports no grpc: api/lock.py maps its errors to status codes.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Awaitable, Collection
 from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple
@@ -23,9 +23,10 @@ from ..keys import KeySpace, LockKeys
 from ..reply_shapes import ANY, Codes, INT, STR, Seq, Tagged, Tup
 from ..scripts import Commands, script
 from ..statuses import ACQUIRE, HELD, WITHDRAW
-from ..waiters import PollResult, Waiters
+from ..wakeups.waiters import PollResult, Waiters
+from .fifo_acquire import Attempt, acquire_queued, keep_alive
+from .letting_go import Releaser
 from .listing import scan_names
-from .queueing import Releaser, acquire_queued, answer_within, keep_alive
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
 
@@ -141,28 +142,8 @@ class Locks:
     async def acquire(self, name: str, ttl_ms: int, wait_ms: int, owner: str) -> Grant | None:
         """The lock's grant, or None if it was not free within wait_ms (0 = try once)."""
         k = self._keys.lock(name)
-        lease = secrets.token_hex(16)
-        if wait_ms <= 0:
-            async with answer_within(0, partial(self.let_go, name, lease, ttl_ms)):
-                r = await self._run(_ACQUIRE, k, lease, ttl_ms, owner, 0, self._process_id, 0)
-            return Grant(lease, r.fence, r.now_ms + r.ms) if r.status == ACQUIRE.ACQUIRED else None
-
-        async def attempt() -> tuple[Grant | None, int, int]:
-            r = await self._run(_ACQUIRE, k, lease, ttl_ms, owner, wait_ms, self._process_id, self._liveness_ms)
-            return (Grant(lease, r.fence, r.now_ms + r.ms) if r.status == ACQUIRE.ACQUIRED else None), r.ms, r.now_ms
-
-        async def give_up() -> Grant | None:
-            kept = await self._run(_WITHDRAW, k, lease, 0)
-            return Grant(lease, kept.fence, kept.now_ms + kept.pttl_ms) if kept.status == WITHDRAW.KEPT else None
-
-        return await acquire_queued(
-            self._waiters, k.channel, lease, partial(self._poll, k), wait_ms,
-            attempt=attempt,
-            granted=partial(_grant_from, lease),
-            give_up=give_up,
-            let_go=partial(self.let_go, name, lease, wait_ms + ttl_ms),
-            granted_ms=lambda g: g.expires_at_ms - ttl_ms, primitive="lock",
-        )
+        claim = _LockClaim(self, name, k, k.channel, secrets.token_hex(16), ttl_ms, wait_ms, owner)
+        return await acquire_queued(self._waiters, claim, wait_ms)
 
     async def release(self, name: str, lease: str) -> None:
         k = self._keys.lock(name)
@@ -192,7 +173,7 @@ class Locks:
 
     def keep_alive(self, name: str, grant: Grant, ttl_ms: int) -> AsyncIterator[Grant]:
         """Refreshes the lock every ttl/3 and yields each renewed grant; ends when the
-        lock is lost (see queueing.keep_alive)."""
+        lock is lost (see fifo_acquire.keep_alive)."""
         return keep_alive(partial(self.refresh, name, grant.lease, ttl_ms), LockNotHeld, ttl_ms)
 
     def let_go(self, name: str, lease: str, within_ms: int) -> None:
@@ -211,6 +192,40 @@ class Locks:
         return PollResult(granted, (r.pttl_ms + 1) / 1000 if r.pttl_ms > 0 else None, r.dropped)
 
 
-def _grant_from(lease: str, payload: str) -> Grant:
-    fence, expires_ms = payload.split()
-    return Grant(lease, int(fence), int(expires_ms))
+@dataclass
+class _LockClaim:
+    """One Acquire's claim on a lock (fifo_acquire.Claim); its token is the lease."""
+
+    locks: Locks
+    name: str
+    k: LockKeys
+    channel: str
+    token: str
+    ttl_ms: int
+    wait_ms: int
+    owner: str
+    primitive: str = "lock"
+
+    async def attempt(self) -> Attempt[Grant]:
+        locks, waits = self.locks, self.wait_ms > 0
+        r = await locks._run(_ACQUIRE, self.k, self.token, self.ttl_ms, self.owner, max(self.wait_ms, 0),
+                             locks._process_id, locks._liveness_ms if waits else 0)
+        return Attempt(self._grant(r.fence, r.now_ms + r.ms) if r.status == ACQUIRE.ACQUIRED else None,
+                       r.ms, r.now_ms)
+
+    def granted(self, payload: str) -> Grant:
+        fence, expires_ms = payload.split()
+        return self._grant(int(fence), int(expires_ms))
+
+    async def give_up(self) -> Grant | None:
+        kept = await self.locks._run(_WITHDRAW, self.k, self.token, 0)
+        return self._grant(kept.fence, kept.now_ms + kept.pttl_ms) if kept.status == WITHDRAW.KEPT else None
+
+    def let_go(self) -> None:
+        self.locks.let_go(self.name, self.token, max(self.wait_ms, 0) + self.ttl_ms)
+
+    def poll(self, queued: Collection[str]) -> Awaitable[PollResult]:
+        return self.locks._poll(self.k, queued)
+
+    def _grant(self, fence: int, expires_at_ms: int) -> Grant:
+        return Grant(self.token, fence, expires_at_ms)

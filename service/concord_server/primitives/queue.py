@@ -6,7 +6,7 @@ alone changes (due delayed tasks become ready; expired leases, whose workers die
 make their tasks ready for the next attempt), so no sweeper process is needed and
 every answer reflects the queue as of Redis's "now".
 
-A Dequeue that finds nothing waits on the queues' doorbells (doorbells.py): scripts
+A Dequeue that finds nothing waits on the queues' doorbells (wakeups/doorbells.py): scripts
 that make tasks ready publish how many, and the scripts' replies say when the clock
 will next change the queue, so a waiting worker claims a delayed task within a
 millisecond or two of its time, with no polling sleep. An uncontended enqueue, and
@@ -23,14 +23,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ..doorbells import Doorbells
 from ..errors import TaskLeased, TaskLeaseNotHeld, TaskNotFound
 from ..keys import KeySpace, QueueKeys
 from ..reply_shapes import Codes, Either, INT, Maybe, STR, Seq, Tagged, Tup
 from ..scripts import Commands, script
 from ..statuses import CANCEL, HELD
+from ..wakeups.doorbells import Doorbells
+from .letting_go import Releaser, answer_within
 from .listing import scan_names
-from .queueing import Releaser, answer_within
 
 # One task as queue_common.lua's task_reply gives it: its id, then eleven fields (nil if unset).
 TASK = Tup(STR, *[Maybe(STR)] * 11)
@@ -214,26 +214,21 @@ class Queues:
                     tasks, rechecks, busy = await self._claim(queues, max_tasks, lease_ms)
                     if tasks:
                         break
-                    self._arm(queues, rechecks)
+                    self._doorbells.after_claim(changes=self._changes(queues, rechecks))
                     left = deadline - loop.time()
                     if left <= 0 or not await watch.wait(left):
                         break
-        for channel in busy:  # tasks are left: wake the next local waiter, if any
-            bell = self._doorbells.bell(channel)
-            if bell is not None:
-                bell.ring()
-        if tasks:  # the claim's news for the local waiters: the next due task, these leases
-            self._arm(queues, rechecks)
-            leased = sorted({t.queue for t in tasks})
-            self._arm(leased, [lease_ms] * len(leased))
+        # The claim's news for the other local waiters: ready tasks are left in `busy`
+        # (the next waiter there claims them); when the clock next changes each queue,
+        # and when these leases end if nobody settles them.
+        changes = self._changes(queues, rechecks) + self._changes(sorted({t.queue for t in tasks}),
+                                                                  [lease_ms] * len(tasks)) if tasks else []
+        self._doorbells.after_claim(ready=busy, changes=changes)
         return tasks
 
-    def _arm(self, queues, ms_until_change) -> None:
-        """Tells the local waiters of each queue when the clock next changes it."""
-        for queue, ms in zip(queues, ms_until_change):
-            bell = self._doorbells.bell(self._keys.queue(queue).channel) if ms >= 0 else None
-            if bell is not None:
-                bell.recheck_in(ms / 1000)
+    def _changes(self, queues: Sequence[str], ms_until_change: Sequence[int]) -> list[tuple[str, float]]:
+        """(channel, seconds) for each queue whose next change by the clock is known (ms >= 0)."""
+        return [(self._keys.queue(q).channel, ms / 1000) for q, ms in zip(queues, ms_until_change) if ms >= 0]
 
     async def _claim(self, queues: Sequence[str], max_tasks: int, lease_ms: int
                      ) -> tuple[list[TaskRecord], list[int], list[str]]:

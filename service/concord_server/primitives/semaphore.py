@@ -4,7 +4,7 @@ each holder with its own TTL, all-or-none grants of several permits.
 Every state change is one Lua script (lua/semaphore_*.lua) on the Redis server
 clock, and all of a semaphore's keys share one hash tag. Taking free permits is one
 round trip; a caller that must wait joins the FIFO queue in the same script and
-waits on a future (primitives/queueing.py), woken when a release, an expiry or a
+waits on a future (primitives/fifo_acquire.py), woken when a release, an expiry or a
 raised limit admits it. The book's three semaphores (basic, fair, fair with a lock)
 collapse into this one: counting and queueing happen in one atomic script, so it
 cannot overshoot, and it reads only the Redis clock, so host clock skew is moot.
@@ -17,9 +17,8 @@ request for more permits than a lowered limit fails with PermitsExceedLimit.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Awaitable, Collection
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, NamedTuple
 
 from ..errors import PermitNotHeld, PermitsExceedLimit
@@ -27,9 +26,10 @@ from ..keys import KeySpace, SemaphoreKeys
 from ..reply_shapes import Codes, Either, INT, STR, Seq, Tagged, Tup
 from ..scripts import Commands, script
 from ..statuses import ACQUIRE, HELD, WITHDRAW
-from ..waiters import PollResult, Waiters
+from ..wakeups.waiters import PollResult, Waiters
+from .fifo_acquire import Attempt, acquire_queued, keep_alive
+from .letting_go import Releaser
 from .listing import scan_names
-from .queueing import Releaser, acquire_queued, answer_within, keep_alive
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
 
@@ -130,40 +130,8 @@ class Semaphores:
     ) -> Permit | None:
         """The permit, or None if ``permits`` did not fit within wait_ms (0 = try once)."""
         k = self._keys.semaphore(name)
-        permit_id = secrets.token_hex(16)
-        args = (permit_id, permits, limit, ttl_ms, owner)
-        if wait_ms <= 0:
-            async with answer_within(0, partial(self.let_go, name, permit_id, ttl_ms)):
-                r = await self._run(_ACQUIRE, k, *args, 0, self._process_id, 0)
-            return Permit(permit_id, permits, r.now_ms + r.ms) if r.status == ACQUIRE.ACQUIRED else None
-
-        async def attempt() -> tuple[Permit | None, int, int]:
-            r = await self._run(_ACQUIRE, k, *args, wait_ms, self._process_id, self._liveness_ms)
-            if r.status == ACQUIRE.ACQUIRED:
-                return Permit(permit_id, permits, r.now_ms + r.ms), 0, r.now_ms
-            return None, r.ms, r.now_ms
-
-        def granted(payload: str) -> Permit:
-            expires = int(payload)
-            if expires < 0:
-                raise PermitsExceedLimit(
-                    f"semaphore {name!r}: the limit in force was lowered below the {permits} permits asked for",
-                    name=name,
-                )
-            return Permit(permit_id, permits, expires)
-
-        async def give_up() -> Permit | None:
-            kept = await self._run(_WITHDRAW, k, permit_id, 0)
-            if kept.status == WITHDRAW.FAILED:  # failed before the timeout, though neither notice reached us
-                return granted("-1")
-            return Permit(permit_id, permits, kept.now_ms + kept.pttl_ms) if kept.status == WITHDRAW.KEPT else None
-
-        return await acquire_queued(
-            self._waiters, k.channel, permit_id, partial(self._poll, k), wait_ms,
-            attempt=attempt, granted=granted, give_up=give_up,
-            let_go=partial(self.let_go, name, permit_id, wait_ms + ttl_ms),
-            granted_ms=lambda p: p.expires_at_ms - ttl_ms, primitive="semaphore",
-        )
+        claim = _PermitClaim(self, name, k, k.channel, secrets.token_hex(16), ttl_ms, wait_ms, owner, limit, permits)
+        return await acquire_queued(self._waiters, claim, wait_ms)
 
     async def release(self, name: str, permit_id: str) -> None:
         if await self._run(_RELEASE, self._keys.semaphore(name), permit_id) != HELD.HELD:
@@ -188,7 +156,7 @@ class Semaphores:
 
     def keep_alive(self, name: str, permit: Permit, ttl_ms: int) -> AsyncIterator[Permit]:
         """Refreshes every ttl/3 and yields each renewed permit; ends when the permit is
-        lost (see queueing.keep_alive)."""
+        lost (see fifo_acquire.keep_alive)."""
 
         async def refresh() -> Permit:
             return Permit(permit.permit_id, permit.permits, await self.refresh(name, permit.permit_id, ttl_ms))
@@ -209,3 +177,52 @@ class Semaphores:
         flat = r.granted
         granted = {flat[i]: str(int(float(flat[i + 1]))) for i in range(0, len(flat), 2)}
         return PollResult(granted, (r.next_ms + 1) / 1000 if r.next_ms > 0 else None, r.dropped)
+
+
+@dataclass
+class _PermitClaim:
+    """One Acquire's claim on a semaphore (fifo_acquire.Claim); its token is the permit id."""
+
+    sems: Semaphores
+    name: str
+    k: SemaphoreKeys
+    channel: str
+    token: str
+    ttl_ms: int
+    wait_ms: int
+    owner: str
+    limit: int
+    permits: int
+    primitive: str = "semaphore"
+
+    async def attempt(self) -> Attempt[Permit]:
+        sems, waits = self.sems, self.wait_ms > 0
+        r = await sems._run(_ACQUIRE, self.k, self.token, self.permits, self.limit, self.ttl_ms, self.owner,
+                            max(self.wait_ms, 0), sems._process_id, sems._liveness_ms if waits else 0)
+        if r.status == ACQUIRE.ACQUIRED:
+            return Attempt(self._permit(r.now_ms + r.ms), 0, r.now_ms)
+        return Attempt(None, r.ms, r.now_ms)
+
+    def granted(self, payload: str) -> Permit:
+        expires = int(payload)
+        if expires < 0:
+            raise PermitsExceedLimit(
+                f"semaphore {self.name!r}: the limit in force was lowered below the {self.permits} permits asked for",
+                name=self.name,
+            )
+        return self._permit(expires)
+
+    async def give_up(self) -> Permit | None:
+        kept = await self.sems._run(_WITHDRAW, self.k, self.token, 0)
+        if kept.status == WITHDRAW.FAILED:  # failed before the timeout, though neither notice reached us
+            return self.granted("-1")
+        return self._permit(kept.now_ms + kept.pttl_ms) if kept.status == WITHDRAW.KEPT else None
+
+    def let_go(self) -> None:
+        self.sems.let_go(self.name, self.token, max(self.wait_ms, 0) + self.ttl_ms)
+
+    def poll(self, queued: Collection[str]) -> Awaitable[PollResult]:
+        return self.sems._poll(self.k, queued)
+
+    def _permit(self, expires_at_ms: int) -> Permit:
+        return Permit(self.token, self.permits, expires_at_ms)

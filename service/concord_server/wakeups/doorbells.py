@@ -26,37 +26,44 @@ import contextlib
 import itertools
 import logging
 import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 
-from .errors import Unavailable
-from .notifications import NotificationBus
+from ..errors import Unavailable
+from ..notifications import Bus
+from .listener import Listener, Listeners
 
 log = logging.getLogger(__name__)
 
 
-class Doorbell:
+class Doorbell(Listener):
+    """The local watches on one channel, in arrival order; a message rings some or all."""
+
+    _registry: Doorbells
+
     def __init__(self, registry: Doorbells, channel: str) -> None:
-        self._registry = registry
-        self.channel = channel
         self._waiting: dict[int, Watch] = {}  # arrival order
-        loop = asyncio.get_running_loop()
-        self.subscribed: asyncio.Future[None] = loop.create_future()
-        self.subscribed.add_done_callback(lambda f: f.cancelled() or f.exception())
         self._timer: asyncio.Handle | None = None
         self._timer_at: float | None = None  # loop time the timer rings at
-        self._changed = asyncio.Event()
-        self._idle_since = loop.time()
-        self._task = asyncio.create_task(self._run(), name=f"doorbell {channel}")
+        super().__init__(registry, channel)
+        self._next_ring = self._beat_after()
 
     def add(self, waiter: int, watch: Watch) -> None:
         if not self._waiting:
-            self._changed.set()  # ends the idle linger: safety rings start
+            # The safety rings start a beat from now, not from before an idle spell.
+            self._next_ring = self._beat_after()
+            self.wake()  # ends the idle linger
         self._waiting[waiter] = watch
 
     def discard(self, waiter: int) -> None:
         self._waiting.pop(waiter, None)
         if not self._waiting:
-            self._idle_since = asyncio.get_running_loop().time()
+            self.idle()
+
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def watches(self) -> Iterable[Watch]:
+        return self._waiting.values()
 
     def ring(self, n: int = 1) -> None:
         """Wakes the n longest-waiting calls that are not awake already."""
@@ -71,7 +78,13 @@ class Doorbell:
         for watch in self._waiting.values():
             watch.rang(self.channel)
 
-    def _on_message(self, data: str) -> None:
+    def shut(self) -> None:
+        self.ring_all()  # each woken watch finds the registry closed: UNAVAILABLE
+
+    def on_subscribed(self) -> None:
+        self.ring_all()
+
+    def on_message(self, data: str) -> None:
         if self._registry.broadcast:
             self.ring_all()
             return
@@ -103,44 +116,23 @@ class Doorbell:
         self._timer_at = None
         self.ring()
 
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        if not await self._registry.bus.subscribe_reporting(self.channel, self._on_message, self.ring_all,
-                                                            self.subscribed, wanted=lambda: bool(self._waiting)):
-            self._registry.forget(self)
-            return
-        interval = self._registry.interval
+    def _beat_after(self) -> float:
+        """Jittered, so the process's doorbells do not all ring at once."""
+        return asyncio.get_running_loop().time() + self._registry.interval * random.uniform(0.75, 1.25)
 
-        def beat() -> float:  # jittered, so the process's doorbells do not all ring at once
-            return loop.time() + interval * random.uniform(0.75, 1.25)
+    def next_beat(self, now: float) -> float:
+        return max(0.0, self._next_ring - now)
 
-        next_ring = beat()
-        try:
-            while True:
-                now = loop.time()
-                if self._waiting:
-                    # The safety ring, on a fixed beat however often waiters come and
-                    # go: a lost message cannot strand a waiter for long.
-                    if now >= next_ring:
-                        self.ring_all() if self._registry.broadcast else self.ring()
-                        next_ring = beat()
-                    timeout = next_ring - now
-                else:
-                    idle = now - self._idle_since
-                    if idle >= self._registry.linger:
-                        break
-                    timeout = self._registry.linger - idle
-                self._changed.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(timeout):
-                        await self._changed.wait()  # a waiter arrived after an idle spell
-                        if next_ring < loop.time():
-                            next_ring = beat()
-        finally:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._registry.forget(self)
-            await self._registry.bus.unsubscribe(self.channel)
+    async def beat(self) -> None:
+        # The safety ring, on a fixed beat however often waiters come and go: a lost
+        # message cannot strand a waiter for long.
+        if asyncio.get_running_loop().time() >= self._next_ring:
+            self.ring_all() if self._registry.broadcast else self.ring()
+            self._next_ring = self._beat_after()
+
+    def stopping(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 class Watch:
@@ -175,34 +167,30 @@ class Watch:
         return True
 
 
-class Doorbells:
+class Doorbells(Listeners[Doorbell]):
     """The process's doorbells, one per wake-up channel.
 
     ``broadcast`` doorbells ring every waiter on each message (chat: every subscriber
     wants every message); the others ring as many waiters as the message says
     (queues: n tasks ready, n claimants)."""
 
-    def __init__(self, bus: NotificationBus, interval: float = 1.0, linger: float = 10.0,
+    def __init__(self, bus: Bus, interval: float = 1.0, linger: float = 10.0,
                  broadcast: bool = False) -> None:
-        self.bus = bus
+        super().__init__(bus, interval, linger)
         self.broadcast = broadcast
-        self.interval = interval
-        self.linger = linger
-        self.bells: dict[str, Doorbell] = {}
-        self.closed = False
         self._ids = itertools.count()
+
+    def _new(self, channel: str) -> Doorbell:
+        return Doorbell(self, channel)
 
     @contextlib.asynccontextmanager
     async def watch(self, channels: Sequence[str]) -> AsyncIterator[Watch]:
         """Registers a waiter at each channel's doorbell and waits until all of them
         are subscribed, so a task that becomes ready after this is never missed."""
-        if self.closed:
-            raise Unavailable("server is shutting down")
+        self.check_open()
         waiter, watch = next(self._ids), Watch(self)
         for channel in channels:
-            bell = self.bells.get(channel)
-            if bell is None:
-                bell = self.bells[channel] = Doorbell(self, channel)
+            bell = self.listen(channel)
             bell.add(waiter, watch)
             watch.bells.append(bell)
         try:
@@ -213,25 +201,17 @@ class Doorbells:
             for bell in watch.bells:
                 bell.discard(waiter)
 
+    def after_claim(self, ready: Iterable[str] = (), changes: Iterable[tuple[str, float]] = ()) -> None:
+        """What a claim learned, for this process's other waiters: each channel in
+        ``ready`` still has ready tasks (ring its next waiter); each (channel, seconds)
+        in ``changes`` changes by itself that soon (ring one waiter then)."""
+        for channel in ready:
+            if (bell := self.listeners.get(channel)) is not None:
+                bell.ring()
+        for channel, seconds in changes:
+            if (bell := self.listeners.get(channel)) is not None:
+                bell.recheck_in(seconds)
+
     def waiting(self) -> int:
         """Calls waiting now at any of the doorbells, each counted once (metrics)."""
-        return len({id(w) for bell in self.bells.values() for w in bell._waiting.values()})
-
-    def bell(self, channel: str) -> Doorbell | None:
-        return self.bells.get(channel)
-
-    def close(self) -> None:
-        """Wakes every blocked call; each then ends with UNAVAILABLE."""
-        self.closed = True
-        for bell in list(self.bells.values()):
-            bell.ring_all()
-
-    async def aclose(self) -> None:
-        tasks = [b._task for b in self.bells.values()]
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    def forget(self, bell: Doorbell) -> None:
-        if self.bells.get(bell.channel) is bell:
-            del self.bells[bell.channel]
+        return len({id(w) for bell in self.listeners.values() for w in bell.watches()})

@@ -28,8 +28,9 @@ import logging
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
-from .errors import ConcordError, Unavailable
-from .notifications import NotificationBus
+from ..errors import ConcordError, Unavailable
+from ..notifications import Bus
+from .listener import Listener, Listeners
 
 log = logging.getLogger(__name__)
 
@@ -50,20 +51,17 @@ class PollResult:
 Poll = Callable[[Collection[str]], Awaitable[PollResult]]
 
 
-class WaitGroup:
+class WaitGroup(Listener):
+    """The local tickets on one channel; a message names the token it grants."""
+
+    _registry: Waiters
+
     def __init__(self, registry: Waiters, channel: str, poll: Poll) -> None:
-        self._registry = registry
-        self.channel = channel
         self._poll = poll
         self._futures: dict[str, asyncio.Future[str]] = {}
         self._queued: set[str] = set()  # tokens waiting now, which the queue in Redis must hold
-        loop = asyncio.get_running_loop()
-        self.subscribed: asyncio.Future[None] = loop.create_future()
-        self.subscribed.add_done_callback(lambda f: f.cancelled() or f.exception())
-        self._wake = asyncio.Event()
         self._recheck_at: float | None = None
-        self._idle_since = loop.time()
-        self._task = asyncio.create_task(self._run(), name=f"waitgroup {channel}")
+        super().__init__(registry, channel)
 
     def add(self, token: str, future: asyncio.Future[str]) -> None:
         self._futures[token] = future
@@ -79,60 +77,40 @@ class WaitGroup:
         self._futures.pop(token, None)
         self._queued.discard(token)
         if not self._futures:
-            self._idle_since = asyncio.get_running_loop().time()
-
-    def poke(self) -> None:
-        self._wake.set()
+            self.idle()
 
     def recheck_in(self, seconds: float) -> None:
         at = asyncio.get_running_loop().time() + seconds
         if self._recheck_at is None or at < self._recheck_at:
             self._recheck_at = at
-            self._wake.set()
+            self.wake()
 
-    def fail_all(self, exc: Exception) -> None:
+    def waiting(self) -> int:
+        return len(self._futures)
+
+    def shut(self) -> None:
         for fut in self._futures.values():
             if not fut.done():
-                fut.set_exception(exc)
+                fut.set_exception(Unavailable("server is shutting down"))
 
     def _resolve(self, token: str, payload: str) -> None:
         fut = self._futures.get(token)
         if fut is not None and not fut.done():
             fut.set_result(payload)
 
-    def _on_message(self, data: str) -> None:
+    def on_message(self, data: str) -> None:
         token, _, payload = data.partition(" ")
         self._resolve(token, payload)
 
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        if not await self._registry.bus.subscribe_reporting(self.channel, self._on_message, self.poke, self.subscribed,
-                                                            wanted=lambda: bool(self._futures)):
-            self._registry.forget(self)
-            return
-        try:
-            while True:
-                now = loop.time()
-                if not self._futures:
-                    if now - self._idle_since >= self._registry.linger:
-                        break
-                    timeout = self._registry.linger - (now - self._idle_since)
-                else:
-                    timeout = self._registry.interval
-                    if self._recheck_at is not None:
-                        timeout = max(0.0, min(timeout, self._recheck_at - now))
-                try:
-                    await asyncio.wait_for(self._wake.wait(), timeout)
-                except TimeoutError:
-                    pass
-                self._wake.clear()
-                if self._futures:
-                    await self._poll_once(loop)
-        finally:
-            self._registry.forget(self)
-            await self._registry.bus.unsubscribe(self.channel)
+    def on_subscribed(self) -> None:
+        self.wake()
 
-    async def _poll_once(self, loop: asyncio.AbstractEventLoop) -> None:
+    def next_beat(self, now: float) -> float:
+        if self._recheck_at is None:
+            return self._registry.interval
+        return max(0.0, min(self._registry.interval, self._recheck_at - now))
+
+    async def beat(self) -> None:
         self._recheck_at = None
         try:
             result = await self._poll(list(self._queued))
@@ -146,7 +124,7 @@ class WaitGroup:
             if token in self._queued and fut is not None and not fut.done():
                 fut.set_exception(Dropped(token))
         if result.recheck_in is not None:
-            self._recheck_at = loop.time() + result.recheck_in
+            self._recheck_at = asyncio.get_running_loop().time() + result.recheck_in
 
 
 class Ticket:
@@ -157,12 +135,11 @@ class Ticket:
         self._channel = channel
         self._token = token
         self._poll = poll
-        if registry.closed:
-            raise Unavailable("server is shutting down")
+        registry.check_open()
         self.future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         # Join an existing group now, before the caller's script runs, so a grant
         # published right after it cannot slip past.
-        self._group = registry.groups.get(channel)
+        self._group = registry.listeners.get(channel)
         if self._group is not None:
             self._group.add(token, self.future)
 
@@ -172,9 +149,9 @@ class Ticket:
         (queue again, then wait again)."""
         group = self._group
         if group is None:
-            group = self._group = self._registry.join(self._channel, self._poll)
+            group = self._group = self._registry.listen(self._channel, self._poll)
             group.add(self._token, self.future)
-            group.poke()  # the script ran before we joined: look once
+            group.wake()  # the script ran before we joined: look once
         elif self.future.done() and isinstance(self.future.exception(), Dropped):  # queued again since
             self.future = asyncio.get_running_loop().create_future()
             group.add(self._token, self.future)
@@ -198,44 +175,20 @@ class Ticket:
             self._group.discard(self._token)
 
 
-class Waiters:
-    """The process's registry of WaitGroups, one per wake-up channel."""
+class Waiters(Listeners[WaitGroup]):
+    """The process's WaitGroups, one per wake-up channel."""
 
-    def __init__(self, bus: NotificationBus, interval: float = 1.0, linger: float = 10.0) -> None:
-        self.bus = bus
-        self.interval = interval  # heartbeat and safety re-check period
-        self.linger = linger  # keep an idle subscription this long: handoff loops reuse it
-        self.groups: dict[str, WaitGroup] = {}
-        self.closed = False
+    def __init__(self, bus: Bus, interval: float = 1.0, linger: float = 10.0) -> None:
+        super().__init__(bus, interval, linger)
         # Told (primitive, seconds) when a queued acquire is granted (metrics.py).
         self.on_handoff: Callable[[str, float], None] | None = None
 
     def waiting(self) -> int:
         """Tickets waiting now, in all groups (metrics)."""
-        return sum(len(g._futures) for g in self.groups.values())
-
-    def close(self) -> None:
-        """Ends every blocked call with UNAVAILABLE so its client can retry elsewhere."""
-        self.closed = True
-        for group in list(self.groups.values()):
-            group.fail_all(Unavailable("server is shutting down"))
-
-    async def aclose(self) -> None:
-        """Stops every group's task (and so its subscription); after close()."""
-        tasks = [g._task for g in self.groups.values()]
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        return sum(g.waiting() for g in self.listeners.values())
 
     def ticket(self, channel: str, token: str, poll: Poll) -> Ticket:
         return Ticket(self, channel, token, poll)
 
-    def join(self, channel: str, poll: Poll) -> WaitGroup:
-        group = self.groups.get(channel)
-        if group is None:
-            group = self.groups[channel] = WaitGroup(self, channel, poll)
-        return group
-
-    def forget(self, group: WaitGroup) -> None:
-        if self.groups.get(group.channel) is group:
-            del self.groups[group.channel]
+    def _new(self, channel: str, poll: Poll) -> WaitGroup:
+        return WaitGroup(self, channel, poll)

@@ -1,0 +1,128 @@
+"""FIFO waiting for locks and semaphores, and keeping what was granted.
+
+One script tries to take the resource and, failing that, joins its FIFO queue: the
+uncontended path is that one round trip. A queued caller then waits on a ticket
+(wakeups/waiters.py) for the grant's notification. On timeout it leaves the queue,
+keeping a grant that raced the timeout. If the caller goes away or Redis fails
+mid-way, it lets go in the background (letting_go.py): leaves the queue or passes
+on whatever reached it. A caller dropped from the queue as dead while its process
+could not reach Redis queues again (at the back) for the rest of its wait.
+
+A primitive takes part through a ``Claim``: one caller's claim, which knows its
+scripts; ``acquire_queued`` drives it the same way for every primitive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from typing import Generic, NamedTuple, Protocol, TypeVar
+
+from ..errors import Unavailable
+from ..wakeups.waiters import Dropped, PollResult, Waiters
+from .letting_go import answer_within
+
+
+class Held(Protocol):
+    @property
+    def expires_at_ms(self) -> int: ...  # Redis clock
+
+
+G = TypeVar("G", bound=Held)
+T = TypeVar("T")
+
+
+class Attempt(NamedTuple, Generic[G]):
+    """The outcome of one run of the acquire script."""
+
+    grant: G | None  # None: queued
+    recheck_ms: int  # ms until the resource may free itself by the clock (a TTL ends), or -1
+    now_ms: int  # the Redis clock when it ran
+
+
+class Claim(Protocol[G]):
+    """One caller's claim on a lock or semaphore: what acquire_queued needs of it."""
+
+    primitive: str  # "lock", "semaphore": the handoff metric's label
+    channel: str  # the resource's wake-up channel
+    token: str  # names the caller in the resource's queue and in grant notifications
+    ttl_ms: int
+
+    async def attempt(self) -> Attempt[G]:
+        """Runs the acquire script: granted, or queued (waiting only if wait_ms > 0)."""
+
+    def granted(self, payload: str) -> G:
+        """The grant a notification (or the poll) carried; may raise the primitive's
+        error when the payload says the wait failed."""
+
+    async def give_up(self) -> G | None:
+        """Leaves the queue at the wait's end; returns a grant that raced it."""
+
+    def let_go(self) -> None:
+        """Leaves the queue or releases, in the background (the call is going away)."""
+
+    async def poll(self, queued: Collection[str]) -> PollResult:
+        """The resource's poll script (waiters.Poll)."""
+
+
+async def acquire_queued(waiters: Waiters, claim: Claim[G], wait_ms: int) -> G | None:
+    """The grant, or None if the resource was not free within wait_ms (0 = try once)."""
+    if wait_ms <= 0:
+        async with answer_within(0, claim.let_go):
+            return (await claim.attempt()).grant
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_ms / 1000
+    with waiters.ticket(claim.channel, claim.token, claim.poll) as ticket:
+        async with answer_within(wait_ms, claim.let_go):
+            while True:
+                grant, recheck_ms, queued_ms = await claim.attempt()
+                if grant is not None:
+                    return grant
+                queued_at = loop.time()
+                try:
+                    payload = await ticket.wait(max(0.0, deadline - loop.time()),
+                                                recheck_in=(recheck_ms + 1) / 1000 if recheck_ms > 0 else None)
+                except Dropped:
+                    if loop.time() < deadline:
+                        continue
+                    payload = None
+                if payload is None:
+                    return await claim.give_up()
+                grant = claim.granted(payload)
+                if waiters.on_handoff is not None:
+                    granted_ms = grant.expires_at_ms - claim.ttl_ms
+                    waiters.on_handoff(claim.primitive, _handoff(queued_ms, queued_at, granted_ms, loop.time()))
+                return grant
+
+
+def _handoff(queued_ms: int, queued_at: float, granted_ms: int, resumed_at: float) -> float:
+    """Seconds from the grant in Redis to the waiter resuming here, without comparing
+    two machines' clocks: the time waited here less the time Redis kept the waiter
+    queued (both clocks measure only an interval). Redis whole ms make it +-1 ms;
+    the acquire reply's travel time is not counted."""
+    return max(0.0, (resumed_at - queued_at) - (granted_ms - queued_ms) / 1000)
+
+
+async def keep_alive(refresh: Callable[[], Awaitable[T]], not_held: type[Exception], ttl_ms: int) -> AsyncIterator[T]:
+    """Calls refresh() every ttl/3 and yields each result; returns when the hold is
+    lost: refresh raised ``not_held``, or Redis could not confirm a refresh before the
+    TTL, counted from before the last confirmed one was sent, ran out."""
+    loop = asyncio.get_running_loop()
+    period = ttl_ms / 3000
+    valid_until = loop.time() + ttl_ms / 1000
+    delay = period
+    while True:
+        await asyncio.sleep(delay)
+        sent = loop.time()
+        try:
+            renewed = await refresh()
+        except not_held:
+            return
+        except Unavailable:
+            if loop.time() >= valid_until:
+                return
+            delay = min(period, max(0.01, (valid_until - loop.time()) / 4))
+            continue
+        valid_until = sent + ttl_ms / 1000
+        delay = period
+        yield renewed
