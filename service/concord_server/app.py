@@ -14,12 +14,12 @@ import redis.asyncio as aioredis
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
-from concord.autocomplete.v1 import autocomplete_pb2, autocomplete_pb2_grpc
-from concord.chat.v1 import chat_pb2, chat_pb2_grpc
-from concord.files.v1 import files_pb2, files_pb2_grpc
-from concord.lock.v1 import lock_pb2, lock_pb2_grpc
-from concord.queue.v1 import queue_pb2, queue_pb2_grpc
-from concord.semaphore.v1 import semaphore_pb2, semaphore_pb2_grpc
+from concord.autocomplete.v1 import autocomplete_pb2_grpc
+from concord.chat.v1 import chat_pb2_grpc
+from concord.files.v1 import files_pb2_grpc
+from concord.lock.v1 import lock_pb2_grpc
+from concord.queue.v1 import queue_pb2_grpc
+from concord.semaphore.v1 import semaphore_pb2_grpc
 
 from .api.decoding import add_servicer
 from .api.status import calls_in_progress
@@ -37,7 +37,8 @@ from .wakeups.doorbells import Doorbells
 from .keys import KeySpace
 from .gc_policy import GcPolicy
 from .loop_monitor import LoopMonitor, from_settings as start_loop_monitor
-from .edge import auth, tls, tracing
+from .edge import auth, tls, tracing, undecodable
+from .edge.methods import SERVICES
 from .edge.rpc_metrics import RpcMetrics
 from .metrics import Metrics
 from .notifications import NotificationBus
@@ -49,14 +50,7 @@ from .wakeups.waiters import Waiters
 
 log = logging.getLogger(__name__)
 
-SERVICE_NAMES = (
-    lock_pb2.DESCRIPTOR.services_by_name["LockService"].full_name,
-    semaphore_pb2.DESCRIPTOR.services_by_name["SemaphoreService"].full_name,
-    queue_pb2.DESCRIPTOR.services_by_name["QueueService"].full_name,
-    chat_pb2.DESCRIPTOR.services_by_name["ChatService"].full_name,
-    autocomplete_pb2.DESCRIPTOR.services_by_name["AutocompleteService"].full_name,
-    files_pb2.DESCRIPTOR.services_by_name["FileService"].full_name,
-)
+SERVICE_NAMES = tuple(SERVICES.values())  # Concord's own, as the protos name them (edge/methods.py)
 
 
 def server_options(settings: Settings) -> list[tuple[str, int]]:
@@ -199,10 +193,10 @@ async def start(settings: Settings) -> Server:
                  AutocompleteServicer(completer, settings))
     add_servicer(server, files_pb2_grpc.add_FileServiceServicer_to_server, FileServicer(shipper))
     health_servicer = health.aio.HealthServicer()
-    add_servicer(server, health_pb2_grpc.add_HealthServicer_to_server, health_servicer, reject_undecodable=True)
+    add_servicer(server, health_pb2_grpc.add_HealthServicer_to_server, health_servicer, wrap=undecodable.reject)
     add_servicer(server, reflection_pb2_grpc.add_ServerReflectionServicer_to_server, reflection.aio.ReflectionServicer(
         (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME)),
-        reject_undecodable=True)
+        wrap=undecodable.reject)
     # SERVING or NOT_SERVING as Redis answers now, so the first answer is true; then it follows Redis.
     redis_health = await RedisHealth(commands, health_servicer, SERVICE_NAMES).start()
     port = tls.add_port(server, settings)  # TLS with --tls-cert

@@ -43,19 +43,10 @@ from ..keys import validate_tenant
 from ..tenants import current as current_tenant
 from .guard import wrap
 from .limits import Limiter, LimitInterceptor, Quota
-from .methods import is_open_method
+from .methods import SERVICES, is_open_method
 
 log = logging.getLogger(__name__)
 
-# Short names a token file may use in `services`.
-SERVICES = {
-    "lock": "concord.lock.v1.LockService",
-    "semaphore": "concord.semaphore.v1.SemaphoreService",
-    "queue": "concord.queue.v1.QueueService",
-    "chat": "concord.chat.v1.ChatService",
-    "autocomplete": "concord.autocomplete.v1.AutocompleteService",
-    "files": "concord.files.v1.FileService",
-}
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
-"""What the edge needs to know about methods, said once: which are open to every
-caller (health, reflection) and which may block (derived from the protos)."""
+"""What the edge needs to know about services and methods, said once and derived
+from the protos: Concord's services (full names, and the short names a token file
+may use), which methods are open to every caller (health, reflection) and which
+may block."""
 
 from __future__ import annotations
 
@@ -32,6 +34,11 @@ def blocking_methods(files: Iterable[FileDescriptor]) -> frozenset[str]:
         and "wait_timeout" in method.input_type.fields_by_name)
 
 
+_FILES = tuple(pb2.DESCRIPTOR for pb2 in (lock_pb2, semaphore_pb2, queue_pb2, chat_pb2, autocomplete_pb2, files_pb2))
+
+# Short name (the proto package's: "lock" for concord.lock.v1) -> full service name.
+SERVICES = {file.package.split(".")[1]: service.full_name
+            for file in _FILES for service in file.services_by_name.values()}
+
 # Lock and semaphore Acquire, Dequeue.
-BLOCKING_METHODS = blocking_methods(pb2.DESCRIPTOR for pb2 in (
-    lock_pb2, semaphore_pb2, queue_pb2, chat_pb2, autocomplete_pb2, files_pb2))
+BLOCKING_METHODS = blocking_methods(_FILES)
