@@ -12,6 +12,7 @@ import functools
 import inspect
 import logging
 from collections.abc import Callable
+from types import TracebackType
 from typing import Any
 
 import grpc
@@ -62,6 +63,27 @@ def calls_in_progress() -> int:
     return _in_progress
 
 
+class _Call:
+    """One call of a servicer method: counted while it runs, and whatever it raises
+    ends it with a status (AbortError: the status is already set)."""
+
+    __slots__ = ("_context", "_name")
+
+    def __init__(self, context: grpc.aio.ServicerContext, name: str) -> None:
+        self._context, self._name = context, name
+
+    async def __aenter__(self) -> None:
+        global _in_progress
+        _in_progress += 1
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        global _in_progress
+        _in_progress -= 1
+        if isinstance(exc, Exception) and not isinstance(exc, grpc.aio.AbortError):
+            await _abort(self._context, exc, self._name)  # raises AbortError
+
+
 def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
     """Maps a servicer method's exceptions to statuses; works for unary and streaming."""
     name = method.__qualname__
@@ -69,33 +91,17 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
 
         @functools.wraps(method)
         async def stream(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
-            global _in_progress
-            _in_progress += 1
-            try:
+            async with _Call(context, name):
                 _check_decoded(request)
                 async for item in method(self, request, context):
                     yield item
-            except grpc.aio.AbortError:
-                raise
-            except Exception as exc:
-                await _abort(context, exc, name)
-            finally:
-                _in_progress -= 1
 
         return stream
 
     @functools.wraps(method)
     async def unary(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        global _in_progress
-        _in_progress += 1
-        try:
+        async with _Call(context, name):
             _check_decoded(request)
             return await method(self, request, context)
-        except grpc.aio.AbortError:
-            raise
-        except Exception as exc:
-            await _abort(context, exc, name)
-        finally:
-            _in_progress -= 1
 
     return unary

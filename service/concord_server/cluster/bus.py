@@ -18,6 +18,7 @@ from ..errors import ConcordError
 from ..notifications import NotificationBus
 from ..redis_client import unavailable_on_redis_errors
 from .commands import ClusterCommands
+from .rerun import Rerun
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +40,9 @@ class ClusterBus:
         self._subs: dict[str, tuple[Callable[[str], None], Callable[[], None]]] = {}
         self._homes: dict[str, str | None] = {}  # channel -> node it is subscribed on (None: nowhere)
         self._order = asyncio.Lock()  # subscribe, unsubscribe and moves one at a time
-        self._moving: asyncio.Task[None] | None = None
-        self._again = False
+        self._mover = Rerun(self._rehome, "concord-cluster-rehome")
         self._retry: asyncio.TimerHandle | None = None
-        self._closed = False
-        commands.add_listener(self._rehome_soon)
+        commands.add_listener(self._mover.request)
 
     async def subscribe(self, channel: str, on_message: Callable[[str], None], on_subscribed: Callable[[], None]) -> None:
         async with self._order:
@@ -82,54 +81,40 @@ class ClusterBus:
             self._homes[cause] = None
         self._commands.refresh()
 
-    def _rehome_soon(self) -> None:
-        if self._closed:
-            return
-        if self._moving is not None and not self._moving.done():
-            self._again = True
-            return
-        self._moving = asyncio.create_task(self._rehome(), name="concord-cluster-rehome")
-
     async def _rehome(self) -> None:
-        while True:
-            self._again = False
-            homeless = False
-            async with self._order:
-                for channel, (on_message, on_subscribed) in list(self._subs.items()):
-                    try:
-                        owner = self._commands.owner(channel)
-                    except RedisClusterException:  # slot not covered right now
-                        homeless = True
-                        continue
-                    home = self._homes.get(channel)
-                    if home == owner.name:
-                        continue
-                    if home in self._nodes:
-                        self._nodes[home].forget(channel)  # that node no longer serves the slot
-                    self._homes[channel] = None
-                    try:
-                        await self._bus(owner).subscribe(channel, on_message, on_subscribed)
-                    except ConcordError as exc:
-                        log.warning("moving notifications of %s to %s failed: %s", channel, owner.name, exc)
-                        homeless = True
-                    else:
-                        self._homes[channel] = owner.name
-                        log.debug("notifications of %s moved from %s to %s", channel, home, owner.name)
-            if homeless and not self._closed:
-                # Try again after the next read of the map (this one may predate the move).
-                if self._retry is not None:
-                    self._retry.cancel()
-                self._retry = asyncio.get_running_loop().call_later(1.0, self._commands.refresh)
-            if not self._again:
-                return
+        """Moves each channel whose slot's owner changed to its new node."""
+        homeless = False
+        async with self._order:
+            for channel, (on_message, on_subscribed) in list(self._subs.items()):
+                try:
+                    owner = self._commands.owner(channel)
+                except RedisClusterException:  # slot not covered right now
+                    homeless = True
+                    continue
+                home = self._homes.get(channel)
+                if home == owner.name:
+                    continue
+                if home in self._nodes:
+                    self._nodes[home].forget(channel)  # that node no longer serves the slot
+                self._homes[channel] = None
+                try:
+                    await self._bus(owner).subscribe(channel, on_message, on_subscribed)
+                except ConcordError as exc:
+                    log.warning("moving notifications of %s to %s failed: %s", channel, owner.name, exc)
+                    homeless = True
+                else:
+                    self._homes[channel] = owner.name
+                    log.debug("notifications of %s moved from %s to %s", channel, home, owner.name)
+        if homeless and not self._mover.closed:
+            # Try again after the next read of the map (this one may predate the move).
+            if self._retry is not None:
+                self._retry.cancel()
+            self._retry = asyncio.get_running_loop().call_later(1.0, self._commands.refresh)
 
     async def close(self) -> None:
-        self._closed = True
+        await self._mover.close()
         if self._retry is not None:
             self._retry.cancel()
-        if self._moving is not None:
-            self._moving.cancel()
-            await asyncio.gather(self._moving, return_exceptions=True)
         for bus in self._nodes.values():
             await bus.close()
         self._nodes.clear()

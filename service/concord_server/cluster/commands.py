@@ -26,6 +26,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..autopipeline import AutoPipeline
 from ..redis_link import Endpoint
+from .rerun import Rerun
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +49,7 @@ class ClusterCommands:
         self._pipes: dict[str, AutoPipeline] = {}  # node name -> its pipeline
         self._started = False
         self._starting = asyncio.Lock()
-        self._refreshing: asyncio.Task[None] | None = None
-        self._again = False
-        self._closed = False
+        self._refresher = Rerun(self._reread, "concord-cluster-refresh", gap=_REFRESH_GAP)
         self._listeners: list[Callable[[], None]] = []
         self._watchers: list[Callable[[BaseException], None]] = []
 
@@ -121,30 +120,20 @@ class ClusterCommands:
 
     def refresh(self) -> None:
         """Re-reads the slot map in the background; requests during a read coalesce into one more."""
-        if self._closed:
-            return
-        if self._refreshing is not None and not self._refreshing.done():
-            self._again = True
-            return
-        self._refreshing = asyncio.create_task(self._reread(), name="concord-cluster-refresh")
+        self._refresher.request()
 
     async def _reread(self) -> None:
-        while True:
-            self._again = False
-            try:
-                if self._started:
-                    await self.cluster.nodes_manager.initialize()
-                else:
-                    await self.start()
-            except (RedisError, RedisClusterException) as exc:
-                log.warning("reading the Redis Cluster slot map failed: %s", exc)
+        try:
+            if self._started:
+                await self.cluster.nodes_manager.initialize()
             else:
-                log.debug("Redis Cluster slot map read: primaries %s",
-                          ", ".join(n.name for n in self.cluster.get_primaries()))
-                self._notify()
-            if not self._again:
-                return
-            await asyncio.sleep(_REFRESH_GAP)
+                await self.start()
+        except (RedisError, RedisClusterException) as exc:
+            log.warning("reading the Redis Cluster slot map failed: %s", exc)
+        else:
+            log.debug("Redis Cluster slot map read: primaries %s",
+                      ", ".join(n.name for n in self.cluster.get_primaries()))
+            self._notify()
 
     def _notify(self) -> None:
         for on_change in self._listeners:
@@ -196,10 +185,7 @@ class ClusterCommands:
         return reply
 
     async def aclose(self) -> None:
-        self._closed = True
-        if self._refreshing is not None:
-            self._refreshing.cancel()
-            await asyncio.gather(self._refreshing, return_exceptions=True)
+        await self._refresher.close()
         for pipe in self._pipes.values():
             await pipe.aclose()
         self._pipes.clear()

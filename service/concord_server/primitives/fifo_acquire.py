@@ -8,19 +8,24 @@ mid-way, it lets go in the background (letting_go.py): leaves the queue or passe
 on whatever reached it. A caller dropped from the queue as dead while its process
 could not reach Redis queues again (at the back) for the rest of its wait.
 
-A primitive takes part through a ``Claim``: one caller's claim, which knows its
-scripts; ``acquire_queued`` drives it the same way for every primitive.
+A primitive takes part as a ``FifoPrimitive`` and through a ``Claim``: one caller's
+claim, which runs the primitive's scripts; ``acquire_queued`` drives it the same
+way for every primitive.
 """
 
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
-from typing import Generic, NamedTuple, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
 from ..errors import Unavailable
+from ..keys import KeySpace
+from ..scripts import Commands
 from ..wakeups.waiters import Dropped, PollResult, Waiters
-from .letting_go import answer_within
+from .letting_go import Releaser, answer_within
 
 
 class Held(Protocol):
@@ -40,29 +45,73 @@ class Attempt(NamedTuple, Generic[G]):
     now_ms: int  # the Redis clock when it ran
 
 
-class Claim(Protocol[G]):
-    """One caller's claim on a lock or semaphore: what acquire_queued needs of it."""
+class FifoPrimitive:
+    """What a primitive whose callers queue in Redis keeps (Locks, Semaphores).
 
-    primitive: str  # "lock", "semaphore": the handoff metric's label
+    ``process_id`` names this process in the queues it joins; it proves it is alive
+    by polling every ``waiters.interval`` seconds while it has waiters, and its
+    waiters are skipped once it has been silent for ``liveness_ms``."""
+
+    def __init__(self, redis: Commands, keyspace: KeySpace, waiters: Waiters, *, process_id: str,
+                 liveness_ms: int = 5000) -> None:
+        self._redis = redis
+        self._keys = keyspace
+        self._waiters = waiters
+        self._process_id = process_id
+        self._liveness_ms = liveness_ms
+        self._releaser = Releaser()
+
+    def _waiting_args(self, wait_ms: int) -> tuple[int, str, int]:
+        """An acquire script's last ARGV: wait ms (0 = try once), this process, its liveness window."""
+        return max(wait_ms, 0), self._process_id, self._liveness_ms if wait_ms > 0 else 0
+
+    @abstractmethod
+    def let_go(self, name: str, token: str, within_ms: int) -> None:
+        """Releases or leaves the queue in the background (letting_go.Releaser)."""
+
+    @abstractmethod
+    async def _poll(self, k: Any, queued: Collection[str]) -> PollResult:
+        """The resource's poll script (waiters.Poll)."""
+
+    async def drain(self, timeout: float) -> None:
+        """Waits (up to timeout) for background releases to reach Redis; used at shutdown."""
+        await self._releaser.drain(timeout)
+
+
+@dataclass
+class Claim(ABC, Generic[G]):
+    """One caller's claim on a lock or semaphore: what acquire_queued needs of it.
+    The primitive implements the three steps that run its own scripts."""
+
+    primitive: ClassVar[str]  # "lock", "semaphore": the handoff metric's label
+    of: FifoPrimitive
+    name: str
+    k: Any  # the resource's keys
     channel: str  # the resource's wake-up channel
     token: str  # names the caller in the resource's queue and in grant notifications
     ttl_ms: int
+    wait_ms: int
+    owner: str
 
+    @abstractmethod
     async def attempt(self) -> Attempt[G]:
         """Runs the acquire script: granted, or queued (waiting only if wait_ms > 0)."""
 
+    @abstractmethod
     def granted(self, payload: str) -> G:
         """The grant a notification (or the poll) carried; may raise the primitive's
         error when the payload says the wait failed."""
 
+    @abstractmethod
     async def give_up(self) -> G | None:
         """Leaves the queue at the wait's end; returns a grant that raced it."""
 
     def let_go(self) -> None:
         """Leaves the queue or releases, in the background (the call is going away)."""
+        self.of.let_go(self.name, self.token, max(self.wait_ms, 0) + self.ttl_ms)
 
-    async def poll(self, queued: Collection[str]) -> PollResult:
-        """The resource's poll script (waiters.Poll)."""
+    def poll(self, queued: Collection[str]) -> Awaitable[PollResult]:
+        return self.of._poll(self.k, queued)
 
 
 async def acquire_queued(waiters: Waiters, claim: Claim[G], wait_ms: int) -> G | None:

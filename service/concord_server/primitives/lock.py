@@ -13,7 +13,7 @@ Imports no grpc: api/lock.py maps its errors to status codes.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Collection
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple
@@ -24,8 +24,7 @@ from ..reply_shapes import ANY, Codes, INT, STR, Seq, Tagged, Tup
 from ..scripts import Commands, script
 from ..statuses import ACQUIRE, HELD, WITHDRAW
 from ..wakeups.waiters import PollResult, Waiters
-from .fifo_acquire import Attempt, acquire_queued, keep_alive
-from .letting_go import Releaser
+from .fifo_acquire import Attempt, Claim, FifoPrimitive, acquire_queued, keep_alive
 from .listing import scan_names
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
@@ -107,34 +106,19 @@ class LockState:
     now_ms: int
 
 
-class Locks:
-    """The lock primitive of one server process.
+class Locks(FifoPrimitive):
+    """The lock primitive of one server process (see FifoPrimitive for process_id and
+    liveness_ms).
 
-    ``process_id`` names this process in the queues it joins; it proves it is alive
-    by polling every ``waiters.interval`` seconds while it has waiters, and its
-    waiters are skipped once it has been silent for ``liveness_ms``.
     ``fence_retention_ms`` is how long the last fencing token is remembered after the
     lock's last grant; past it, tokens still increase because they are at least the
     Redis clock in microseconds.
     """
 
-    def __init__(
-        self,
-        redis: Commands,
-        keyspace: KeySpace,
-        waiters: Waiters,
-        *,
-        process_id: str,
-        liveness_ms: int = 5000,
-        fence_retention_ms: int = 7 * 86_400_000,
-    ) -> None:
-        self._redis = redis
-        self._keys = keyspace
-        self._waiters = waiters
-        self._process_id = process_id
-        self._liveness_ms = liveness_ms
+    def __init__(self, redis: Commands, keyspace: KeySpace, waiters: Waiters, *, process_id: str,
+                 liveness_ms: int = 5000, fence_retention_ms: int = 7 * 86_400_000) -> None:
+        super().__init__(redis, keyspace, waiters, process_id=process_id, liveness_ms=liveness_ms)
         self._fence_retention_ms = fence_retention_ms
-        self._releaser = Releaser()
 
     def _run(self, s, k: LockKeys, *args: object):
         return s.run(self._redis, k.keys, [k.channel, self._fence_retention_ms, *args])
@@ -182,34 +166,21 @@ class Locks:
         k = self._keys.lock(name)
         self._releaser.let_go(lambda: self._run(_WITHDRAW, k, lease, 1), within_ms, k.holder)
 
-    async def drain(self, timeout: float) -> None:
-        """Waits (up to timeout) for background releases to reach Redis; used at shutdown."""
-        await self._releaser.drain(timeout)
-
     async def _poll(self, k: LockKeys, queued: Collection[str]) -> PollResult:
         r = await self._run(_POLL, k, self._process_id, self._liveness_ms, *queued)
         granted = {r.holder: f"{r.fence} {r.now_ms + r.pttl_ms}"} if r.holder else {}
         return PollResult(granted, (r.pttl_ms + 1) / 1000 if r.pttl_ms > 0 else None, r.dropped)
 
 
-@dataclass
-class _LockClaim:
-    """One Acquire's claim on a lock (fifo_acquire.Claim); its token is the lease."""
+class _LockClaim(Claim[Grant]):
+    """One Acquire's claim on a lock; its token is the lease."""
 
-    locks: Locks
-    name: str
-    k: LockKeys
-    channel: str
-    token: str
-    ttl_ms: int
-    wait_ms: int
-    owner: str
-    primitive: str = "lock"
+    primitive = "lock"
+    of: Locks
 
     async def attempt(self) -> Attempt[Grant]:
-        locks, waits = self.locks, self.wait_ms > 0
-        r = await locks._run(_ACQUIRE, self.k, self.token, self.ttl_ms, self.owner, max(self.wait_ms, 0),
-                             locks._process_id, locks._liveness_ms if waits else 0)
+        r = await self.of._run(_ACQUIRE, self.k, self.token, self.ttl_ms, self.owner,
+                               *self.of._waiting_args(self.wait_ms))
         return Attempt(self._grant(r.fence, r.now_ms + r.ms) if r.status == ACQUIRE.ACQUIRED else None,
                        r.ms, r.now_ms)
 
@@ -218,14 +189,8 @@ class _LockClaim:
         return self._grant(int(fence), int(expires_ms))
 
     async def give_up(self) -> Grant | None:
-        kept = await self.locks._run(_WITHDRAW, self.k, self.token, 0)
+        kept = await self.of._run(_WITHDRAW, self.k, self.token, 0)
         return self._grant(kept.fence, kept.now_ms + kept.pttl_ms) if kept.status == WITHDRAW.KEPT else None
-
-    def let_go(self) -> None:
-        self.locks.let_go(self.name, self.token, max(self.wait_ms, 0) + self.ttl_ms)
-
-    def poll(self, queued: Collection[str]) -> Awaitable[PollResult]:
-        return self.locks._poll(self.k, queued)
 
     def _grant(self, fence: int, expires_at_ms: int) -> Grant:
         return Grant(self.token, fence, expires_at_ms)

@@ -17,18 +17,17 @@ request for more permits than a lowered limit fails with PermitsExceedLimit.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Collection
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..errors import PermitNotHeld, PermitsExceedLimit
-from ..keys import KeySpace, SemaphoreKeys
+from ..keys import SemaphoreKeys
 from ..reply_shapes import Codes, Either, INT, STR, Seq, Tagged, Tup
-from ..scripts import Commands, script
+from ..scripts import script
 from ..statuses import ACQUIRE, HELD, WITHDRAW
-from ..wakeups.waiters import PollResult, Waiters
-from .fifo_acquire import Attempt, acquire_queued, keep_alive
-from .letting_go import Releaser
+from ..wakeups.waiters import PollResult
+from .fifo_acquire import Attempt, Claim, FifoPrimitive, acquire_queued, keep_alive
 from .listing import scan_names
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
@@ -108,19 +107,9 @@ class SemaphoreState:
         return sum(h.permits for h in self.holders)
 
 
-class Semaphores:
-    """The semaphore primitive of one server process (see Locks for the meaning of
+class Semaphores(FifoPrimitive):
+    """The semaphore primitive of one server process (see FifoPrimitive for
     process_id and liveness_ms)."""
-
-    def __init__(
-        self, redis: Commands, keyspace: KeySpace, waiters: Waiters, *, process_id: str, liveness_ms: int = 5000
-    ) -> None:
-        self._redis = redis
-        self._keys = keyspace
-        self._waiters = waiters
-        self._process_id = process_id
-        self._liveness_ms = liveness_ms
-        self._releaser = Releaser()
 
     def _run(self, s, k: SemaphoreKeys, *args: object):
         return s.run(self._redis, k.keys, [k.channel, *args])
@@ -168,9 +157,6 @@ class Semaphores:
         k = self._keys.semaphore(name)
         self._releaser.let_go(lambda: self._run(_WITHDRAW, k, permit_id, 1), within_ms, k.holders)
 
-    async def drain(self, timeout: float) -> None:
-        await self._releaser.drain(timeout)
-
     async def _poll(self, k: SemaphoreKeys, queued: Collection[str]) -> PollResult:
         r = await self._run(_POLL, k, self._process_id, self._liveness_ms, *queued)
         # flat: the holders, then the queued ids a lowered limit failed ("-1", as notified)
@@ -180,25 +166,17 @@ class Semaphores:
 
 
 @dataclass
-class _PermitClaim:
-    """One Acquire's claim on a semaphore (fifo_acquire.Claim); its token is the permit id."""
+class _PermitClaim(Claim[Permit]):
+    """One Acquire's claim on a semaphore; its token is the permit id."""
 
-    sems: Semaphores
-    name: str
-    k: SemaphoreKeys
-    channel: str
-    token: str
-    ttl_ms: int
-    wait_ms: int
-    owner: str
+    primitive = "semaphore"
+    of: Semaphores
     limit: int
     permits: int
-    primitive: str = "semaphore"
 
     async def attempt(self) -> Attempt[Permit]:
-        sems, waits = self.sems, self.wait_ms > 0
-        r = await sems._run(_ACQUIRE, self.k, self.token, self.permits, self.limit, self.ttl_ms, self.owner,
-                            max(self.wait_ms, 0), sems._process_id, sems._liveness_ms if waits else 0)
+        r = await self.of._run(_ACQUIRE, self.k, self.token, self.permits, self.limit, self.ttl_ms, self.owner,
+                               *self.of._waiting_args(self.wait_ms))
         if r.status == ACQUIRE.ACQUIRED:
             return Attempt(self._permit(r.now_ms + r.ms), 0, r.now_ms)
         return Attempt(None, r.ms, r.now_ms)
@@ -213,16 +191,10 @@ class _PermitClaim:
         return self._permit(expires)
 
     async def give_up(self) -> Permit | None:
-        kept = await self.sems._run(_WITHDRAW, self.k, self.token, 0)
+        kept = await self.of._run(_WITHDRAW, self.k, self.token, 0)
         if kept.status == WITHDRAW.FAILED:  # failed before the timeout, though neither notice reached us
             return self.granted("-1")
         return self._permit(kept.now_ms + kept.pttl_ms) if kept.status == WITHDRAW.KEPT else None
-
-    def let_go(self) -> None:
-        self.sems.let_go(self.name, self.token, max(self.wait_ms, 0) + self.ttl_ms)
-
-    def poll(self, queued: Collection[str]) -> Awaitable[PollResult]:
-        return self.sems._poll(self.k, queued)
 
     def _permit(self, expires_at_ms: int) -> Permit:
         return Permit(self.token, self.permits, expires_at_ms)
