@@ -12,7 +12,7 @@ from ..errors import ChatFull, InvalidArgument
 from ..primitives.chat import Batch, Chats, Event, Gap, Message
 from ..primitives.chat_feeds import Feeds
 from . import validation as v
-from .convert import timestamp
+from .convert import name_page, timestamp
 from .status import rpc
 
 DEFAULT_HISTORY = 100
@@ -46,8 +46,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
 
     @rpc
     async def ListAllChats(self, request: pb.ListAllChatsRequest, context) -> pb.ListAllChatsResponse:
-        names, next_token = await self._chats.names(*v.page(request.page_token, request.page_size))
-        return pb.ListAllChatsResponse(names=names, next_page_token=next_token)
+        return await name_page(self._chats.names, request, pb.ListAllChatsResponse)
 
     @rpc
     async def CreateChat(self, request: pb.CreateChatRequest, context) -> pb.CreateChatResponse:

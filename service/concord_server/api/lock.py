@@ -12,7 +12,7 @@ from ..config import Settings
 from ..errors import LockWaitTimeout
 from ..primitives.lock import Locks
 from . import validation as v
-from .convert import duration, timestamp, wait_budget_ms
+from .convert import duration, name_page, timestamp, wait_budget_ms
 from .holding import ACQUIRED, LOST, hold_events
 from .status import rpc
 
@@ -75,8 +75,7 @@ class LockServicer(lock_pb2_grpc.LockServiceServicer):
 
     @rpc
     async def ListLocks(self, request: pb.ListLocksRequest, context) -> pb.ListLocksResponse:
-        names, next_token = await self._locks.names(*v.page(request.page_token, request.page_size))
-        return pb.ListLocksResponse(names=names, next_page_token=next_token)
+        return await name_page(self._locks.names, request, pb.ListLocksResponse)
 
     @rpc
     async def Hold(self, request: pb.HoldRequest, context):

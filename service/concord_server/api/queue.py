@@ -13,7 +13,7 @@ from ..errors import InvalidArgument
 from ..primitives.queue import DEFAULT_MAX_ATTEMPTS, MAX_PRIORITY, NewTask, Queues, TaskRecord
 from . import validation as v
 from .consume import ConsumeStream, next_request
-from .convert import duration, timestamp, wait_budget_ms
+from .convert import duration, name_page, timestamp, wait_budget_ms
 from .status import rpc
 
 log = logging.getLogger(__name__)
@@ -108,8 +108,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
 
     @rpc
     async def ListQueues(self, request: pb.ListQueuesRequest, context) -> pb.ListQueuesResponse:
-        names, next_token = await self._queues.names(*v.page(request.page_token, request.page_size))
-        return pb.ListQueuesResponse(names=names, next_page_token=next_token)
+        return await name_page(self._queues.names, request, pb.ListQueuesResponse)
 
     @rpc
     async def Enqueue(self, request: pb.EnqueueRequest, context) -> pb.EnqueueResponse:

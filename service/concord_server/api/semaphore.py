@@ -13,7 +13,7 @@ from ..config import Settings
 from ..errors import SemaphoreWaitTimeout
 from ..primitives.semaphore import Semaphores
 from . import validation as v
-from .convert import duration, timestamp, wait_budget_ms
+from .convert import duration, name_page, timestamp, wait_budget_ms
 from .holding import ACQUIRED, LOST, hold_events
 from .status import rpc
 
@@ -36,8 +36,7 @@ class SemaphoreServicer(semaphore_pb2_grpc.SemaphoreServiceServicer):
 
     @rpc
     async def ListSemaphores(self, request: pb.ListSemaphoresRequest, context) -> pb.ListSemaphoresResponse:
-        names, next_token = await self._sems.names(*v.page(request.page_token, request.page_size))
-        return pb.ListSemaphoresResponse(names=names, next_page_token=next_token)
+        return await name_page(self._sems.names, request, pb.ListSemaphoresResponse)
 
     @rpc
     async def Acquire(self, request: pb.AcquireRequest, context) -> pb.AcquireResponse:
