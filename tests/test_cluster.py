@@ -61,7 +61,8 @@ def test_listing_pages_through_every_primary(redis_cluster, client, name):
     assert len({redis_cluster.owner(KeySpace(PREFIX).lock(n).holder).port for n in names}) == 3
     listed, token, pages = set(), "", 0
     while True:
-        page = client._locks.ListLocks(lock_pb2.ListLocksRequest(page_token=token, page_size=1000), timeout=10)
+        page = client._service("lock").open("ListLocks")(
+            lock_pb2.ListLocksRequest(page_token=token, page_size=1000), timeout=10)
         listed |= set(page.names)
         pages += 1
         token = page.next_page_token

@@ -168,7 +168,7 @@ def _peak(target: str, conn: redis.Redis, files: list[bytes], bound: int, tag: s
     processed: dict[str, int] = {}
 
     def worker(name: str) -> None:
-        def on_line(file: concord.distribution.Announced, line: concord.distribution.Line) -> None:
+        def on_line(file: concord.files.Announced, line: concord.files.Line) -> None:
             if line.offset >= file.size:  # its last line: hold the file a while before MarkDone
                 time.sleep(WORKER_DELAY)
 

@@ -36,6 +36,7 @@ import grpc
 
 import concord
 from concord._convert import duration
+from concord.client import Service
 from concord.lock.v1 import lock_pb2
 from concord.semaphore.v1 import semaphore_pb2
 
@@ -241,12 +242,12 @@ class Workloads:
             if kind == "lock":
                 name = rng.choice(self.locks)
                 args = dict(name=name, ttl=ttl, wait=wait)
-                call = c._locks.Hold(lock_pb2.HoldRequest(name=name, ttl=duration(ttl), wait_timeout=duration(wait),
-                                                          owner=proc))
+                call = c._service("lock").open("Hold")(lock_pb2.HoldRequest(
+                    name=name, ttl=duration(ttl), wait_timeout=duration(wait), owner=proc))
             else:
                 name, permits = rng.choice(self.sems), rng.choice([1, 2])
                 args = dict(name=name, ttl=ttl, wait=wait, limit=SEM_LIMIT, permits=permits)
-                call = c._semaphores.Hold(semaphore_pb2.HoldRequest(
+                call = c._service("semaphore").open("Hold")(semaphore_pb2.HoldRequest(
                     name=name, limit=SEM_LIMIT, permits=permits, ttl=duration(ttl), wait_timeout=duration(wait),
                     owner=proc))
             ok = await self._hold(proc, kind, srv, call, wait, rng.uniform(0.1, 1.5), args)
@@ -615,7 +616,7 @@ class Workloads:
 def client_retries() -> bool:
     """Whether this concord client library retries calls on UNAVAILABLE (concord._retry):
     the checker then reads some answers differently (checker.RETRIED_OPS)."""
-    return hasattr(concord.AsyncClient, "_call_safe")
+    return hasattr(Service, "call_safe")
 
 
 async def lag_monitor(history: History, stop: asyncio.Event, period: float = 0.05, threshold: float = 0.02) -> None:

@@ -16,10 +16,9 @@ See concord.Client, concord.AsyncClient and concord.errors.
 """
 
 from ._version import __version__ as __version__
+from .autocomplete import AsyncAutocomplete, Autocomplete, Suggestion, Suggestions
 from .chats import AsyncChat, AsyncSubscription, Chat, ChatMessage, ChatSummary, Gap, Subscription
 from .client import AsyncClient, Client
-from .completions import AsyncAutocomplete, Autocomplete, Suggestion, Suggestions
-from .distribution import Announced, FileInfo, Files, Line, Uploaded
 from .errors import (
     AlreadyExists,
     ChatExists,
@@ -53,6 +52,7 @@ from .errors import (
     TaskNotFound,
     Unavailable,
 )
+from .files import Announced, FileInfo, Files, Line, Uploaded
 from .locks import AsyncLock, Lease, Lock, LockInfo
 from .queues import AsyncQueue, Enqueued, NackResult, NewTask, Queue, QueueStats, Task
 from .semaphores import AsyncSemaphore, Permit, Semaphore, SemaphoreInfo

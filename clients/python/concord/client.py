@@ -9,13 +9,13 @@ import grpc
 
 from ._auth import Pem, SyncToken, aio_token_interceptors, tls_credentials
 from ._retry import WAIT_CHUNK, Budget, retry, retry_async
+from .autocomplete import AsyncAutocomplete, Autocomplete
 from .autocomplete.v1 import autocomplete_pb2_grpc
 from .chat.v1 import chat_pb2_grpc
 from .chats import AsyncChat, Chat
-from .completions import AsyncAutocomplete, Autocomplete
-from .distribution import Files
-from .files.v1 import files_pb2_grpc
 from .errors import from_rpc_error
+from .files import Files
+from .files.v1 import files_pb2_grpc
 from .lock.v1 import lock_pb2_grpc
 from .locks import AsyncLock, Lock
 from .queue.v1 import queue_pb2_grpc
@@ -111,15 +111,13 @@ class _Connection:
                 grpc.aio.secure_channel(target, credentials, options=opts, interceptors=interceptors)
                 if credentials is not None
                 else grpc.aio.insecure_channel(target, options=opts, interceptors=interceptors))
-        self._locks = lock_pb2_grpc.LockServiceStub(self._channel)
-        self._semaphores = semaphore_pb2_grpc.SemaphoreServiceStub(self._channel)
-        self._queues = queue_pb2_grpc.QueueServiceStub(self._channel)
-        self._chats = chat_pb2_grpc.ChatServiceStub(self._channel)
-        self._autocomplete = autocomplete_pb2_grpc.AutocompleteServiceStub(self._channel)
-        self._files = files_pb2_grpc.FileServiceStub(self._channel)
-        self._services = {name: Service(self, stub) for name, stub in (
-            ("lock", self._locks), ("semaphore", self._semaphores), ("queue", self._queues), ("chat", self._chats),
-            ("autocomplete", self._autocomplete), ("files", self._files))}
+        self._services = {name: Service(self, stub(self._channel)) for name, stub in (
+            ("lock", lock_pb2_grpc.LockServiceStub),
+            ("semaphore", semaphore_pb2_grpc.SemaphoreServiceStub),
+            ("queue", queue_pb2_grpc.QueueServiceStub),
+            ("chat", chat_pb2_grpc.ChatServiceStub),
+            ("autocomplete", autocomplete_pb2_grpc.AutocompleteServiceStub),
+            ("files", files_pb2_grpc.FileServiceStub))}
 
     def _service(self, name: str) -> Service:
         """The service of the proto package ``name``: lock, semaphore, queue, chat,
@@ -150,12 +148,12 @@ class Client(_Connection):
 
     @property
     def autocomplete(self) -> Autocomplete:
-        """Recent contacts and name indexes (concord.completions)."""
+        """Recent contacts and name indexes (concord.autocomplete)."""
         return Autocomplete(self)
 
     @property
     def files(self) -> Files:
-        """File distribution to a chat's members (concord.distribution)."""
+        """File distribution to a chat's members (concord.files)."""
         return Files(self)
 
     def lock(self, name: str, *, ttl: float = 30.0, timeout: float | None = None, owner: str = "") -> Lock:
