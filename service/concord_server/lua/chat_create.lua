@@ -1,7 +1,7 @@
 -- chat_create.lua: a new chat with its members and a first message from the sender.
 -- KEYS: see chat_common.lua
 -- ARGV[4] sender   ARGV[5] first message body   ARGV[6..] members (the sender included)
--- Returns {0} if the chat exists, else {1, message id, sent ms}.
+-- Returns {CREATE.TAKEN} the chat exists, else {CREATE.CREATED, message id, sent ms}.
 --! include status.lua
 --! include common.lua
 --! include chat_common.lua

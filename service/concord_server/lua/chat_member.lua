@@ -6,8 +6,8 @@
 --   join   a new member starts at the last message (an existing one keeps its place)
 --   leave  removes the member; the last one out deletes the chat, else messages all
 --          remaining members have seen are deleted
--- Returns {-1} no such chat, {0} not a member (ack, leave), {-2} full (join), else
--- {1, the member's seen id (ack, join) or 1 if the chat was deleted (leave)}.
+-- Returns {CHAT.NO_SUCH_CHAT}, {CHAT.NOT_A_MEMBER} (ack, leave), {CHAT.FULL} (join), else
+-- {CHAT.OK, the member's seen id (ack, join), or 1 if the chat was deleted else 0 (leave)}.
 --! include status.lua
 --! include chat_common.lua
 if redis.call('EXISTS', KEYS[3]) == 0 then

@@ -6,7 +6,7 @@
 -- that reaches it is the last one read)   ARGV[7..] users
 -- Reads start after ARGV[4] or after the lowest seen id of the users who are members,
 -- whichever is later: what they have all seen is not pending for any of them.
--- Returns {-1} no such chat, else {1, last id, first kept id, k, seen id of user 1
+-- Returns {CHAT.NO_SUCH_CHAT}, else {CHAT.OK, last id, first kept id, k, seen id of user 1
 -- (-1: not a member), ..., seen id of user k, then id, sender, body, sent ms per message}.
 --! include status.lua
 --! include chat_common.lua

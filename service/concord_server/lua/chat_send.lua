@@ -1,7 +1,8 @@
 -- chat_send.lua: append a message from a member.
 -- KEYS: see chat_common.lua
 -- ARGV[4] sender   ARGV[5] body
--- Returns {-1} no such chat, {0} the sender is not a member, else {1, message id, sent ms}.
+-- Returns {CHAT.NO_SUCH_CHAT}, {CHAT.NOT_A_MEMBER} (the sender), else
+-- {CHAT.OK, message id, sent ms}.
 --! include status.lua
 --! include common.lua
 --! include chat_common.lua

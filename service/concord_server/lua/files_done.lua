@@ -1,8 +1,9 @@
 -- files_done.lua: a worker finished a file; the last one deletes it.
 -- KEYS: see files_common.lua
 -- ARGV[3] n   ARGV[4] worker
--- Returns -1 no such file, -2 not announced yet, 0 not one of its workers,
--- 1 recorded (or recorded before), 2 recorded and the file deleted.
+-- Returns DONE.RECORDED (or recorded before), DONE.DELETED (recorded, and it was the
+-- last worker: the file is deleted), DONE.NOT_A_WORKER, DONE.NO_SUCH_FILE, or
+-- DONE.NOT_COMPLETE (not announced yet).
 --! include status.lua
 --! include common.lua
 --! include files_common.lua

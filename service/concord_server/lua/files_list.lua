@@ -1,5 +1,6 @@
 -- files_list.lua: a group's files, oldest first, after sweeping dead uploads.
 -- KEYS: see files_common.lua
+-- ARGV: only the common two
 -- Returns {held bytes, then per file: n, name, size, state, gzip, created ms, pending count,
 -- pending workers...}.
 --! include common.lua

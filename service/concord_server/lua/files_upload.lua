@@ -2,12 +2,14 @@
 -- KEYS: see files_common.lua
 -- ARGV[3] action
 --   begin     ARGV[4] n (a new file number)  ARGV[5] name  ARGV[6] sender  ARGV[7] chunk size
---             ARGV[8] lease ms -> 1
+--             ARGV[8] lease ms
 --   append    ARGV[4] n  ARGV[5] chunk  ARGV[6] bound (bytes)  ARGV[7] lease ms
---             -> 1 stored; 0 wait: the group's other files hold more than the bound
---                (the lease is renewed); -1 the upload is gone (lease ran out)
---   complete  ARGV[4] n  ARGV[5..] workers -> 1, or -1 if the upload is gone
---   abort     ARGV[4] n -> 1: deleted (the uploader failed before the announcement)
+--   complete  ARGV[4] n  ARGV[5..] workers
+--   abort     ARGV[4] n: deletes it (the uploader failed before the announcement)
+-- Returns UPLOAD.STORED (begin, append, complete; abort: deleted);
+--   UPLOAD.OVER_BOUND (append): wait, the group's other files hold more than the bound
+--                     (the lease is renewed);
+--   UPLOAD.DROPPED (append, complete): the upload is gone (its lease ran out).
 --! include status.lua
 --! include common.lua
 --! include files_common.lua

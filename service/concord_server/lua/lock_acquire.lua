@@ -4,9 +4,9 @@
 -- ARGV[3] lease   ARGV[4] ttl ms   ARGV[5] owner
 -- ARGV[6] wait ms (0 = try once)   ARGV[7] server process id   ARGV[8] liveness ms
 -- Returns {status, fence, ms, now_ms}:
---   status 1  acquired; ms = the lock's TTL
---   status 0  held by another, not queued; ms = holder's remaining TTL
---   status 2  queued; ms = holder's remaining TTL (when to look again)
+--   ACQUIRE.ACQUIRED  ms = the lock's TTL
+--   ACQUIRE.BUSY      held by another, not queued; ms = holder's remaining TTL
+--   ACQUIRE.QUEUED    ms = holder's remaining TTL (when to look again)
 --! include status.lua
 --! include common.lua
 --! include waiting.lua

@@ -1,5 +1,6 @@
 -- lock_describe.lua: the lock's state, counting only live waiters. Writes nothing.
 -- KEYS: see lock_common.lua
+-- ARGV: only the common two
 -- Returns {held 0/1, owner, fence, pttl ms, live waiters, now_ms}
 --! include common.lua
 --! include waiting.lua

@@ -3,7 +3,7 @@
 -- next grant's fencing token is higher, as always.
 -- KEYS: see lock_common.lua
 -- ARGV: only the common two
--- Returns {1, fence, owner} the holder removed; {0} nobody held the lock.
+-- Returns {HELD.HELD, fence, owner} of the holder removed; {HELD.NOT_HELD} nobody held it.
 --! include status.lua
 --! include common.lua
 --! include waiting.lua

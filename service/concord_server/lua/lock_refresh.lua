@@ -1,7 +1,7 @@
 -- lock_refresh.lua: reset the TTL of a held lock.
 -- KEYS: see lock_common.lua
 -- ARGV[3] lease   ARGV[4] ttl ms
--- Returns {1, fence, now_ms} refreshed, {0} the lease does not hold the lock.
+-- Returns {HELD.HELD, fence, now_ms} refreshed; {HELD.NOT_HELD} the lease does not hold the lock.
 --! include status.lua
 --! include common.lua
 --! include waiting.lua

@@ -1,7 +1,7 @@
 -- lock_release.lua: free the lock if the lease holds it and hand it to the next waiter.
 -- KEYS: see lock_common.lua
 -- ARGV[3] lease
--- Returns 1 released, 0 the lease does not hold the lock.
+-- Returns HELD.HELD released; HELD.NOT_HELD the lease does not hold the lock.
 --! include status.lua
 --! include common.lua
 --! include waiting.lua

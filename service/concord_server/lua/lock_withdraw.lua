@@ -2,8 +2,9 @@
 -- A grant can race the give-up; the caller decides whether to keep it or pass it on.
 -- KEYS: see lock_common.lua
 -- ARGV[3] lease   ARGV[4] '1' = release a grant that arrived, '0' = keep it
--- Returns {0} left the queue; {1, fence, pttl, now_ms} had been granted and keeps it;
---         {2} had been granted and released it; {-1} neither queued nor holding.
+-- Returns {WITHDRAW.LEFT_QUEUE}; {WITHDRAW.KEPT, fence, pttl, now_ms} had been granted
+-- and keeps it; {WITHDRAW.PASSED_ON} had been granted and released it;
+-- {WITHDRAW.NOT_WAITING} neither queued nor holding.
 --! include status.lua
 --! include common.lua
 --! include waiting.lua

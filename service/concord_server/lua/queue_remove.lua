@@ -1,7 +1,7 @@
 -- queue_remove.lua: delete tasks that no worker holds.
 -- KEYS: see queue_common.lua
 -- ARGV[4] what: cancel | purge | purge_with_dead   ARGV[5] task id (cancel) or batch size (purge)
--- Returns for cancel 1 deleted, 0 no such task, -1 leased (not deleted);
+-- Returns for cancel CANCEL.CANCELLED (deleted), CANCEL.NO_SUCH_TASK or CANCEL.LEASED (not deleted);
 -- for purge {deleted, 1 if more remain (call again) else 0}.
 --! include status.lua
 --! include common.lua

@@ -8,7 +8,7 @@
 --   release  give it back ready now, the attempt not counted
 --   abandon  give it back ready now, the attempt counted (its consumer went away)
 --   extend   the lease ends ARGV[7] ms from now
--- Returns {0} when the lease does not hold the task; else {1, state, at_ms} where
+-- Returns {HELD.NOT_HELD} when the lease does not hold the task; else {HELD.HELD, state, at_ms} where
 -- state is ready|delayed|dead|done|leased and at_ms is when it is ready (or, for
 -- extend, when the lease now expires).
 --! include status.lua

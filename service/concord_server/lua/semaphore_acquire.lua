@@ -4,9 +4,9 @@
 -- ARGV[2] permit id   ARGV[3] permits   ARGV[4] limit   ARGV[5] ttl ms   ARGV[6] owner
 -- ARGV[7] wait ms (0 = try once)   ARGV[8] server process id   ARGV[9] liveness ms
 -- Returns {status, ms, now_ms}:
---   status 1  acquired; ms = the permit's remaining TTL
---   status 0  no room, not queued; ms = until the first holder expires (-1: none)
---   status 2  queued; ms as for 0
+--   ACQUIRE.ACQUIRED  ms = the permit's remaining TTL
+--   ACQUIRE.BUSY      no room, not queued; ms = until the first holder expires (-1: none)
+--   ACQUIRE.QUEUED    ms as for BUSY
 -- The limit passed by the latest Acquire is the one in force: a lower one evicts
 -- nobody (grants wait until the held permits fit), a higher one admits waiters now.
 --! include status.lua

@@ -1,5 +1,6 @@
 -- semaphore_describe.lua: the limit in force, live holders and live waiters. Writes nothing.
 -- KEYS: see semaphore_common.lua
+-- ARGV: only the common one
 -- Returns {limit, now_ms, live waiters, id1, owner1, permits1, remaining_ms1, ...}
 --! include common.lua
 --! include waiting.lua

@@ -1,7 +1,7 @@
 -- semaphore_refresh.lua: reset a holder's TTL (an expired permit stays expired).
 -- KEYS: see semaphore_common.lua
 -- ARGV[2] permit id   ARGV[3] ttl ms
--- Returns {1, expires_at_ms} refreshed, {0} the permit is not held.
+-- Returns {HELD.HELD, expires_at_ms} refreshed; {HELD.NOT_HELD} the permit is not held.
 --! include status.lua
 --! include common.lua
 --! include waiting.lua

@@ -1,7 +1,7 @@
 -- semaphore_release.lua: return a holder's permits and admit the waiters that now fit.
 -- KEYS: see semaphore_common.lua
 -- ARGV[2] permit id
--- Returns 1 released, 0 the permit is not held (released, or expired).
+-- Returns HELD.HELD released; HELD.NOT_HELD the permit is not held (released, or expired).
 --! include status.lua
 --! include common.lua
 --! include waiting.lua

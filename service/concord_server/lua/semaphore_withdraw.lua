@@ -2,9 +2,10 @@
 -- A grant can race the give-up; the caller decides whether to keep it or pass it on.
 -- KEYS: see semaphore_common.lua
 -- ARGV[2] permit id   ARGV[3] '1' = release a grant that arrived, '0' = keep it
--- Returns {0} left the queue; {1, remaining ms, now_ms} had been granted and keeps it;
---         {2} had been granted and released it; {-1} neither queued nor holding;
---         {-2} a lowered limit had failed it (its FAILED record is gone now).
+-- Returns {WITHDRAW.LEFT_QUEUE}; {WITHDRAW.KEPT, remaining ms, now_ms} had been granted
+-- and keeps it; {WITHDRAW.PASSED_ON} had been granted and released it;
+-- {WITHDRAW.NOT_WAITING} neither queued nor holding; {WITHDRAW.FAILED} a lowered
+-- limit had failed it (its FAILED record is gone now).
 --! include status.lua
 --! include common.lua
 --! include waiting.lua

@@ -27,6 +27,7 @@ import asyncio
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import NameNotFound
 from ..keys import KeySpace, NameIndexKeys
@@ -34,11 +35,28 @@ from ..redis_client import command
 from ..reply_shapes import Codes, INT, Maybe, STR, Seq
 from ..scripts import Commands, Script, script
 
+# Each script's reply, by name: the shape is checked, then decoded here and only here.
+
+
+class IncrementReply(NamedTuple):
+    found: bool  # False: the index does not hold the name
+    score: float = 0.0  # its new score
+
+
+class BestReply(NamedTuple):
+    truncated: bool  # the score scan stopped early (names_best.lua)
+    members: list[bytes]  # best first
+    scores: list[bytes]  # each member's stored score (minus its score)
+
+
 _RECENT_ADD = script("recent_add.lua", INT)
 _NAMES_ADD = script("names_add.lua", INT)
 _NAMES_REMOVE = script("names_remove.lua", INT)
-_NAMES_INCREMENT = script("names_increment.lua", Maybe(STR))
-_NAMES_BEST = script("names_best.lua", Seq(Codes(0, 1), each=(STR, STR)), raw=True)
+_NAMES_INCREMENT = script("names_increment.lua", Maybe(STR),
+                          decode=lambda r: IncrementReply(False) if r is None else IncrementReply(True, 0.0 - float(r)))
+# Slices, not a loop: the pairs are read in suggest_best's one pass.
+_NAMES_BEST = script("names_best.lua", Seq(Codes(0, 1), each=(STR, STR)), raw=True,
+                     decode=lambda r: BestReply(r[0] == 1, r[1::2], r[2::2]))
 
 SCRIPTS = (_RECENT_ADD, _NAMES_ADD, _NAMES_REMOVE, _NAMES_INCREMENT, _NAMES_BEST)
 
@@ -156,11 +174,11 @@ class Autocomplete:
         return await self._in_slices(_NAMES_REMOVE, index, [member(n) for n in names], 1)
 
     async def increment(self, index: str, name: str, delta: float) -> float:
-        stored = await _NAMES_INCREMENT(self._redis, self._index(index).keys,
-                                        [*self._bounds, member(name), repr(float(delta))])
-        if stored is None:
+        reply = await _NAMES_INCREMENT.run(self._redis, self._index(index).keys,
+                                           [*self._bounds, member(name), repr(float(delta))])
+        if not reply.found:
             raise NameNotFound(f"index {index!r} has no name {name!r}", index=index)
-        return 0.0 - float(stored)
+        return reply.score
 
     async def suggest(self, index: str, prefix: str, limit: int) -> list[Suggestion]:
         """Names starting with prefix, in normalized-name order, with their scores."""
@@ -176,10 +194,10 @@ class Autocomplete:
         """The best-scored names starting with prefix, and whether the search was
         cut short (see names_best.lua)."""
         low, high = prefix_range(prefix)
-        truncated, *flat = await _NAMES_BEST(
+        best = await _NAMES_BEST.run(
             self._redis, self._index(index).keys,
             [*self._bounds, low, high, _key(prefix) if prefix else b"", limit, self._score_scan])
-        return [Suggestion(name_of(flat[i]), 0.0 - float(flat[i + 1])) for i in range(0, len(flat), 2)], truncated == 1
+        return [Suggestion(name_of(m), 0.0 - float(s)) for m, s in zip(best.members, best.scores)], best.truncated
 
     async def count(self, index: str, prefix: str = "") -> int:
         low, high = prefix_range(prefix)

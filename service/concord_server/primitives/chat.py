@@ -46,7 +46,7 @@ class ReadReply(NamedTuple):
     last: int = 0
     first: int = 0
     seen: list[int] = []  # per user asked about: its seen id, -1 if not a member
-    messages: list[Any] = []  # id, sender, body, sent ms, ...
+    messages: list[tuple[int, str, str, str]] = []  # (id, sender, body, sent ms), in id order
 
 
 class MemberReply(NamedTuple):
@@ -58,7 +58,8 @@ def _read_reply(r: list[Any]) -> ReadReply:
     if r[0] != CHAT.OK:
         return ReadReply(r[0])
     k = r[3]
-    return ReadReply(r[0], r[1], r[2], r[4:4 + k], r[4 + k:])
+    flat = r[4 + k:]  # grouped by zip over slices (no per-message Python step)
+    return ReadReply(r[0], r[1], r[2], r[4:4 + k], list(zip(flat[::4], flat[1::4], flat[2::4], flat[3::4])))
 
 
 _CREATE = script("chat_create.lua", Tagged({CREATE.TAKEN: Tup(), CREATE.CREATED: Tup(INT, INT)}),
@@ -175,9 +176,9 @@ class Chats:
         reply = await self._run(_READ, self._keys.chat(chat_id), after, count, READ_BYTES, *users)
         if reply.status != CHAT.OK:
             return [None] * len(users)
-        last, first, flat = reply.last, reply.first, reply.messages
-        messages = [Message(chat_id, int(flat[i]), flat[i + 1], flat[i + 2], int(flat[i + 3]))
-                    for i in range(0, len(flat), 4)]
+        last, first = reply.last, reply.first
+        messages = [Message(chat_id, int(message_id), sender, body, int(sent_ms))
+                    for message_id, sender, body, sent_ms in reply.messages]
         return [None if seen < 0 else ChatView(chat_id, seen, last, first,
                                                 [m for m in messages if m.message_id > max(after, seen)])
                 for seen in reply.seen]

@@ -27,6 +27,7 @@ import json
 import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from ..errors import (
     CorruptFile,
@@ -48,10 +49,54 @@ from ..wakeups.doorbells import Doorbells, Watch
 from .chat import Chats
 from .letting_go import Releaser
 
+# Each script's reply, by name: the shape is checked, then decoded here and only here.
+
+
+class ReadReply(NamedTuple):
+    state: str  # uploading | complete
+    size: int
+    chunk_size: int
+    gzip: bool
+    chunks: list[bytes]  # from the first index asked for, as many as are stored
+
+
+def _read_reply(r: list[bytes]) -> ReadReply | None:
+    """None: no such file."""
+    if not r:
+        return None
+    return ReadReply(r[0].decode(), int(r[1]), int(r[2]), r[3] == b"1", r[4:])
+
+
+class ListedFile(NamedTuple):
+    n: str  # the file number
+    name: str
+    size: int
+    state: str  # uploading | complete
+    gzip: bool
+    created_ms: int
+    pending: list[str]  # its workers that have not marked it done
+
+
+class ListReply(NamedTuple):
+    held: int  # bytes the group's files hold
+    files: list[ListedFile]  # oldest first
+
+
+def _list_reply(r: list[Any]) -> ListReply:
+    files, i = [], 1
+    while i < len(r):
+        n, name, size, state, gzip, created, count = r[i:i + 7]
+        count = int(count)
+        files.append(ListedFile(n, name, int(size), state, gzip == "1", int(created), r[i + 7:i + 7 + count]))
+        i += 7 + count
+    return ListReply(r[0], files)
+
+
 _UPLOAD = script("files_upload.lua", Codes(*UPLOAD.codes()))
 _DONE = script("files_done.lua", Codes(*DONE.codes()))
-_READ = script("files_read.lua", Either(Tup(), Seq(STR, STR, STR, STR, each=(STR,))), raw=True)
-_LIST = script("files_list.lua", Seq(INT, each=(Either(STR, INT, NIL),)))
+_READ = script("files_read.lua", Either(Tup(), Seq(STR, STR, STR, STR, each=(STR,))), raw=True,
+               decode=_read_reply)
+_LIST = script("files_list.lua", Seq(INT, each=(Either(STR, INT, NIL),)), decode=_list_reply)
 
 SCRIPTS = (_UPLOAD, _DONE, _READ, _LIST)
 
@@ -114,7 +159,7 @@ class Files:
         self._releaser = Releaser()
 
     def _run(self, s, k: FileGroupKeys, *args: object):
-        return s(self._redis, k.keys, [k.channel, k.prefix, *args])
+        return s.run(self._redis, k.keys, [k.channel, k.prefix, *args])
 
     # -- upload ------------------------------------------------------------------
 
@@ -169,14 +214,12 @@ class Files:
 
     # -- download ----------------------------------------------------------------
 
-    async def _read(self, k: FileGroupKeys, n: str, first: int, count: int
-                    ) -> tuple[str, int, int, bool, list[bytes]]:
-        """(state, size, chunk size, gzip, up to count chunks from index first)."""
+    async def _read(self, k: FileGroupKeys, n: str, first: int, count: int) -> ReadReply:
+        """The file's state and up to count chunks from index first."""
         reply = await self._run(_READ, k, n, first, count)
-        if not reply:
+        if reply is None:
             raise FileNotFound(f"file {n} of group {k.files} does not exist (or every worker finished it)")
-        state, size, chunk_size, gzip, *chunks = reply
-        return state.decode(), int(size), int(chunk_size), gzip == b"1", chunks
+        return reply
 
     async def chunks(self, fid: str, offset: int) -> AsyncIterator[tuple[bytes, int]]:
         """The stored bytes from offset, as (data, offset just past it), following an
@@ -186,16 +229,19 @@ class Files:
         async for piece in self._follow(k, n, offset, await self._read(k, n, 0, 0)):
             yield piece
 
-    async def _follow(self, k: FileGroupKeys, n: str, offset: int, meta: tuple) -> AsyncIterator[tuple[bytes, int]]:
+    async def _follow(self, k: FileGroupKeys, n: str, offset: int, meta: ReadReply
+                      ) -> AsyncIterator[tuple[bytes, int]]:
         """chunks(), given the file's state as read before (no second read to start)."""
-        state, size, chunk_size, _, _ = meta
-        if offset > size and state == "complete":
-            raise OffsetOutOfRange(f"offset {offset} is past the end of the file ({size} bytes)", field="from_offset")
+        chunk_size = meta.chunk_size
+        if offset > meta.size and meta.state == "complete":
+            raise OffsetOutOfRange(f"offset {offset} is past the end of the file ({meta.size} bytes)",
+                                   field="from_offset")
         async with self._bells.watch([k.channel]) as watch:
             while True:
                 watch.arm()
                 index = offset // chunk_size
-                state, size, _, _, chunks = await self._read(k, n, index, READ_CHUNKS)
+                r = await self._read(k, n, index, READ_CHUNKS)
+                state, size, chunks = r.state, r.size, r.chunks
                 for chunk in chunks:
                     start = offset - index * chunk_size
                     if start < len(chunk):
@@ -214,7 +260,7 @@ class Files:
         group, n = parse_file_id(fid)
         k = self._keys.file_group(group)
         meta = await self._read(k, n, 0, 0)
-        if not meta[3]:  # plain text
+        if not meta.gzip:  # plain text
             async for batch in _split_lines(self._follow(k, n, offset, meta), offset, self._max_line):
                 yield batch
             return
@@ -238,14 +284,9 @@ class Files:
 
     async def list(self, group: str) -> tuple[list[FileInfo], int]:
         """The group's files and the bytes they hold."""
-        held, *flat = await self._run(_LIST, self._keys.file_group(group))
-        files, i = [], 0
-        while i < len(flat):
-            n, name, size, state, gzip, created, count = flat[i:i + 7]
-            pending = flat[i + 7:i + 7 + int(count)]
-            files.append(FileInfo(file_id(group, n), name, int(size), state, gzip == "1", sorted(pending), int(created)))
-            i += 7 + int(count)
-        return files, held
+        reply = await self._run(_LIST, self._keys.file_group(group))
+        return [FileInfo(file_id(group, f.n), f.name, f.size, f.state, f.gzip, sorted(f.pending), f.created_ms)
+                for f in reply.files], reply.held
 
     async def finish(self, group: str, sender: str) -> int:
         """Sends the group the closing marker; returns its message id."""
