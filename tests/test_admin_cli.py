@@ -124,6 +124,16 @@ def test_dead_tasks_are_shown_and_retried(concord_server, client, unique):
     assert run_json(target, "queue", "dead", f"{unique}:q") == []
 
 
+def test_queue_pause_and_resume(concord_server, client, unique):
+    target, q = concord_server.target, client.queue(f"{unique}:pq")
+    assert run_json(target, "queue", "pause", f"{unique}:pq") == {"queue": f"{unique}:pq", "paused": True,
+                                                                 "was_paused": False}
+    assert q.stats().paused
+    assert "paused" in run(target, "queue", "describe", f"{unique}:pq").stdout
+    resumed = run(target, "queue", "resume", f"{unique}:pq")
+    assert resumed.returncode == 0 and "resumed" in resumed.stdout and not q.stats().paused
+
+
 def test_tail_prints_messages_sent_after_it_starts(concord_server, client, unique):
     target, ann, bob = concord_server.target, f"{unique}-ann", f"{unique}-bob"
     chat_id = client.chat.create(ann, [bob], "before the tail", chat_id=f"{unique}:chat")

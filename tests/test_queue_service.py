@@ -215,3 +215,59 @@ async def test_async_queue_and_consume(aclient, name):
     assert t.task_id == other and t.task_id not in ids
     await t.ack()
     assert (await q.stats()).ready == 0
+
+
+def test_a_paused_queue_leases_nothing_while_tasks_arrive_and_resume_wakes_every_waiter(concord_server, queue, name):
+    assert queue.pause() is False and queue.pause() is True  # pausing twice changes nothing
+    got: list[str] = []
+    lock = threading.Lock()
+    clients = [concord.Client(concord_server.target) for _ in range(4)]
+    streams = [c.queue(name).consume(prefetch=2) for c in clients[:3]]
+
+    def consume(tasks: concord.Consumer) -> None:
+        with tasks:
+            for task in tasks:
+                task.ack()
+                with lock:
+                    got.append(task.task_id)
+
+    def blocked_get() -> None:
+        try:
+            tasks = clients[3].queue(name).get(timeout=30)
+        except concord.ConcordError:  # its client was closed once the consumers took every task
+            return
+        for task in tasks:
+            task.ack()
+            with lock:
+                got.append(task.task_id)
+
+    workers = [threading.Thread(target=consume, args=(stream,), daemon=True) for stream in streams]
+    workers.append(threading.Thread(target=blocked_get, daemon=True))
+    for w in workers:
+        w.start()
+    ids = [r.task_id for r in queue.put_many([concord.NewTask("p", i) for i in range(6)])]
+    assert queue.get() == []  # try once
+    assert queue.get(timeout=0.5) == []  # a blocked get waits out its timeout
+    stats = queue.stats()
+    assert stats.paused and (stats.ready, stats.leased) == (6, 0) and got == []
+
+    assert queue.resume() is True and queue.stats().paused is False
+    wait_until(lambda: sorted(got) == sorted(ids), timeout=20, message="every task leased once after resume")
+    assert queue.resume() is False
+    for stream in streams:
+        stream.close()
+    for w in workers:
+        w.join(5)
+    for c in clients:
+        c.close()
+
+
+async def test_async_pause_and_resume(aclient, name):
+    q = aclient.queue(name)
+    assert await q.pause() is False
+    await q.put("a")
+    waiting = asyncio.create_task(q.get(timeout=20))
+    assert await q.get(timeout=0.3) == [] and (await q.stats()).paused
+    assert await q.resume() is True
+    (task,) = await waiting
+    await task.ack()

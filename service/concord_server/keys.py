@@ -72,13 +72,14 @@ class QueueKeys(NamedTuple):
     leased: str  # zset: task id -> lease expiry ms
     dead: str  # zset: task id -> died-at ms
     seq: str  # string: last task number handed out
+    paused: str  # string: "1" while the queue is paused (nothing is leased)
     channel: str  # shard channel: "<n>" when n tasks became ready
     task_prefix: str  # + task id: hash with the task's fields
     dedupe_prefix: str  # + dedupe key: string -> the task id holding that key
 
     @property
     def keys(self) -> list[str]:
-        return [self.ready, self.since, self.delayed, self.leased, self.dead, self.seq]
+        return [self.ready, self.since, self.delayed, self.leased, self.dead, self.seq, self.paused]
 
     def dedupe(self, key: str) -> str:
         return self.dedupe_prefix + key
@@ -206,4 +207,4 @@ class KeySpace:
     def queue(self, name: str) -> QueueKeys:
         t = self.tag("queue", name)
         return QueueKeys(f"{t}:ready", f"{t}:since", f"{t}:delayed", f"{t}:leased", f"{t}:dead", f"{t}:seq",
-                         f"{t}:wake", f"{t}:task:", f"{t}:dedupe:")
+                         f"{t}:paused", f"{t}:wake", f"{t}:task:", f"{t}:dedupe:")

@@ -1219,6 +1219,18 @@ export declare namespace concord.queue.v1 {
     listQueues(request: concord.queue.v1.ListQueuesRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.ListQueuesResponse__Output>;
     /** listQueues, by its name in the .proto file. */
     ListQueues(request: concord.queue.v1.ListQueuesRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.ListQueuesResponse__Output>;
+    /**
+     * PauseQueue stops leasing: Dequeue and Consume get no task from the queue (blocked
+     * ones keep waiting) while tasks keep arriving; leased tasks are settled as usual.
+     * Stats says paused. Pausing a paused queue changes nothing.
+     */
+    pauseQueue(request: concord.queue.v1.PauseQueueRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.PauseQueueResponse__Output>;
+    /** pauseQueue, by its name in the .proto file. */
+    PauseQueue(request: concord.queue.v1.PauseQueueRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.PauseQueueResponse__Output>;
+    /** ResumeQueue leases again, waking blocked Dequeues and Consume streams at once. */
+    resumeQueue(request: concord.queue.v1.ResumeQueueRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.ResumeQueueResponse__Output>;
+    /** resumeQueue, by its name in the .proto file. */
+    ResumeQueue(request: concord.queue.v1.ResumeQueueRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.ResumeQueueResponse__Output>;
   }
 
   /** TaskState is where a task is in its life. */
@@ -1548,6 +1560,8 @@ export declare namespace concord.queue.v1 {
     dead?: number | string;
     /** How long the longest-waiting ready task has been ready; zero when none is. */
     oldestReadyAge?: google.protobuf.Duration | null;
+    /** PauseQueue was called and ResumeQueue not since: nothing is leased. */
+    paused?: boolean;
   }
   interface StatsResponse__Output {
     ready: string;
@@ -1556,6 +1570,8 @@ export declare namespace concord.queue.v1 {
     dead: string;
     /** How long the longest-waiting ready task has been ready; zero when none is. */
     oldestReadyAge: google.protobuf.Duration__Output | null;
+    /** PauseQueue was called and ResumeQueue not since: nothing is leased. */
+    paused: boolean;
   }
 
   interface PeekRequest {
@@ -1676,6 +1692,38 @@ export declare namespace concord.queue.v1 {
     names: (string)[];
     /** Empty on the last page. */
     nextPageToken: string;
+  }
+
+  interface PauseQueueRequest {
+    queue?: string;
+  }
+  interface PauseQueueRequest__Output {
+    queue: string;
+  }
+
+  interface PauseQueueResponse {
+    /** Whether the queue was already paused. */
+    wasPaused?: boolean;
+  }
+  interface PauseQueueResponse__Output {
+    /** Whether the queue was already paused. */
+    wasPaused: boolean;
+  }
+
+  interface ResumeQueueRequest {
+    queue?: string;
+  }
+  interface ResumeQueueRequest__Output {
+    queue: string;
+  }
+
+  interface ResumeQueueResponse {
+    /** Whether the queue was paused. */
+    wasPaused?: boolean;
+  }
+  interface ResumeQueueResponse__Output {
+    /** Whether the queue was paused. */
+    wasPaused: boolean;
   }
 }
 

@@ -183,9 +183,19 @@ class Admin:
         r = self.call("queue", "Stats", queue_pb2.StatsRequest(queue=args.name))
         d = {"queue": args.name, **_dict(r)}
         if not (r.ready or r.delayed or r.leased or r.dead):
-            self.emit(d, f"queue {args.name!r} holds no tasks")
+            self.emit(d, f"queue {args.name!r} holds no tasks" + (" (paused)" if r.paused else ""))
             return
-        self.emit(d, _table([d], ["queue", "ready", "delayed", "leased", "dead", "oldest_ready_age"]))
+        self.emit(d, _table([d], ["queue", "ready", "delayed", "leased", "dead", "oldest_ready_age", "paused"]))
+
+    def queue_pause(self, args: argparse.Namespace) -> None:
+        was = self.call("queue", "PauseQueue", queue_pb2.PauseQueueRequest(queue=args.name)).was_paused
+        self.emit({"queue": args.name, "paused": True, "was_paused": was},
+                  f"queue {args.name!r} {'was already' if was else 'is now'} paused")
+
+    def queue_resume(self, args: argparse.Namespace) -> None:
+        was = self.call("queue", "ResumeQueue", queue_pb2.ResumeQueueRequest(queue=args.name)).was_paused
+        self.emit({"queue": args.name, "paused": False, "was_paused": was},
+                  f"queue {args.name!r} {'resumed' if was else 'was not paused'}")
 
     def queue_dead(self, args: argparse.Namespace) -> None:
         r = self.call("queue", "ListDead", queue_pb2.ListDeadRequest(queue=args.name, limit=args.limit))
@@ -306,7 +316,9 @@ def parser() -> argparse.ArgumentParser:
 
     queue = kinds.add_parser("queue", help="task queues").add_subparsers(dest="action", required=True)
     command(queue, "list", "queue_list", "queues holding tasks")
-    command(queue, "describe", "queue_describe", "task counts by state").add_argument("name")
+    command(queue, "describe", "queue_describe", "task counts by state, and whether it is paused").add_argument("name")
+    command(queue, "pause", "queue_pause", "stop leasing tasks (they keep arriving)").add_argument("name")
+    command(queue, "resume", "queue_resume", "lease again, waking waiting workers").add_argument("name")
     dead = command(queue, "dead", "queue_dead", "dead-lettered tasks")
     dead.add_argument("name")
     dead.add_argument("--limit", type=int, default=100)

@@ -80,6 +80,7 @@ class QueueStats:
     leased: int
     dead: int
     oldest_ready_age: float  # seconds the longest-waiting ready task has waited
+    paused: bool = False  # pause() was called and resume() not since
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ class _QueueBase:
 
     @staticmethod
     def _stats(r: pb.StatsResponse) -> QueueStats:
-        return QueueStats(r.ready, r.delayed, r.leased, r.dead, seconds(r.oldest_ready_age))
+        return QueueStats(r.ready, r.delayed, r.leased, r.dead, seconds(r.oldest_ready_age), r.paused)
 
 
 class Queue(_QueueBase):
@@ -172,6 +173,15 @@ class Queue(_QueueBase):
 
     def stats(self) -> QueueStats:
         return self._stats(self._rpc.call_safe("Stats", pb.StatsRequest(queue=self.name)))
+
+    def pause(self) -> bool:
+        """Stops leasing: get() and consumers wait, put() goes on. Returns whether it
+        was paused already. Safe to repeat, so retried while UNAVAILABLE."""
+        return self._rpc.call_safe("PauseQueue", pb.PauseQueueRequest(queue=self.name)).was_paused
+
+    def resume(self) -> bool:
+        """Leases again, waking waiting workers at once; returns whether it was paused."""
+        return self._rpc.call_safe("ResumeQueue", pb.ResumeQueueRequest(queue=self.name)).was_paused
 
     def peek(self, state: str = "ready", limit: int = 100) -> list[Task]:
         """Tasks in one state ("ready" in dequeue order, "delayed", "leased"), not leased to you."""
@@ -234,6 +244,12 @@ class AsyncQueue(_QueueBase):
 
     async def stats(self) -> QueueStats:
         return self._stats(await self._rpc.call_safe("Stats", pb.StatsRequest(queue=self.name)))
+
+    async def pause(self) -> bool:
+        return (await self._rpc.call_safe("PauseQueue", pb.PauseQueueRequest(queue=self.name))).was_paused
+
+    async def resume(self) -> bool:
+        return (await self._rpc.call_safe("ResumeQueue", pb.ResumeQueueRequest(queue=self.name))).was_paused
 
     async def peek(self, state: str = "ready", limit: int = 100) -> list[Task]:
         r = await self._rpc.call_safe("Peek", self._peek_request(state, limit))

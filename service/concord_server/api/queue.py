@@ -107,6 +107,14 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
     # -- RPCs -------------------------------------------------------------------
 
     @rpc
+    async def PauseQueue(self, request: pb.PauseQueueRequest, context) -> pb.PauseQueueResponse:
+        return pb.PauseQueueResponse(was_paused=await self._queues.pause(v.name(request.queue, "queue"), True))
+
+    @rpc
+    async def ResumeQueue(self, request: pb.ResumeQueueRequest, context) -> pb.ResumeQueueResponse:
+        return pb.ResumeQueueResponse(was_paused=await self._queues.pause(v.name(request.queue, "queue"), False))
+
+    @rpc
     async def ListQueues(self, request: pb.ListQueuesRequest, context) -> pb.ListQueuesResponse:
         return await name_page(self._queues.names, request, pb.ListQueuesResponse)
 
@@ -154,7 +162,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
     async def Stats(self, request: pb.StatsRequest, context) -> pb.StatsResponse:
         s = await self._queues.stats(v.name(request.queue, "queue"))
         return pb.StatsResponse(ready=s.ready, delayed=s.delayed, leased=s.leased, dead=s.dead,
-                                oldest_ready_age=duration(s.oldest_ready_age_ms))
+                                oldest_ready_age=duration(s.oldest_ready_age_ms), paused=s.paused)
 
     @rpc
     async def Peek(self, request: pb.PeekRequest, context) -> pb.PeekResponse:

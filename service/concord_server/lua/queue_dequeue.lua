@@ -2,11 +2,14 @@
 -- KEYS: see queue_common.lua
 -- ARGV[4] most tasks   ARGV[5] lease ms   ARGV[6] lease token prefix (random, per call)
 -- Returns {now_ms, ms until the clock changes the queue (-1: never), ready tasks left,
---          task 1 (see task_reply), task 2, ...}
+--          task 1 (see task_reply), task 2, ...}; while paused, no task and 0 left.
 --! include common.lua
 --! include queue_common.lua
 local now_ms = clock()
 local became_ready = sweep(now_ms)
+if paused() then
+  return {now_ms, next_change(now_ms), 0}
+end
 local lease_ms = tonumber(ARGV[5])
 local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[4]) - 1)
 local tasks = {}

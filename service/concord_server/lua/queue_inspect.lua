@@ -1,7 +1,8 @@
 -- queue_inspect.lua: counts, or a page of tasks in one state, after the clock's changes.
 -- KEYS: see queue_common.lua
 -- ARGV[4] what: stats | ready | delayed | leased | dead   ARGV[5] offset   ARGV[6] limit
--- Returns for stats {ready, delayed, leased, dead, age of the oldest ready task ms (-1: none)};
+-- Returns for stats {ready, delayed, leased, dead, age of the oldest ready task ms (-1: none),
+--   paused 0/1};
 -- otherwise {task 1 (see task_reply), task 2, ...} in that state's order.
 --! include common.lua
 --! include queue_common.lua
@@ -12,7 +13,7 @@ if what == 'stats' then
   local oldest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
   local age = oldest[2] and math.max(0, now_ms - tonumber(oldest[2])) or -1
   return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[4]),
-    redis.call('ZCARD', KEYS[5]), age}
+    redis.call('ZCARD', KEYS[5]), age, paused() and 1 or 0}
 end
 local key = ({ready = KEYS[1], delayed = KEYS[3], leased = KEYS[4], dead = KEYS[5]})[what]
 local offset = tonumber(ARGV[5])

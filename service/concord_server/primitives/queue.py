@@ -61,6 +61,7 @@ class StatsReply(NamedTuple):
     leased: int
     dead: int
     oldest_ready_age_ms: int  # -1: nothing ready
+    paused: int  # 0/1
 
 
 class PurgeReply(NamedTuple):
@@ -69,8 +70,8 @@ class PurgeReply(NamedTuple):
 
 
 def _inspect_reply(r: list[Any]) -> StatsReply | list[list[Any]]:
-    """stats: StatsReply; a state's tasks: the list of TASKs (never five ints)."""
-    return StatsReply._make(r) if len(r) == 5 and all(isinstance(x, int) for x in r) else r
+    """stats: StatsReply; a state's tasks: the list of TASKs (never six ints)."""
+    return StatsReply._make(r) if len(r) == 6 and all(isinstance(x, int) for x in r) else r
 
 
 _ENQUEUE = script("queue_enqueue.lua", Seq(each=(STR, Codes(0, 1))),
@@ -79,14 +80,15 @@ _DEQUEUE = script("queue_dequeue.lua", Seq(INT, INT, INT, each=(TASK,)), raw=Tru
                   decode=lambda r: DequeueReply(*r[:3], r[3:]))
 _SETTLE = script("queue_settle.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(STR, INT)}),
                  decode=lambda r: SettleReply(*r))
-_INSPECT = script("queue_inspect.lua", Either(Tup(INT, INT, INT, INT, INT), Seq(each=(TASK,))), raw=True,
+_INSPECT = script("queue_inspect.lua", Either(Tup(INT, INT, INT, INT, INT, Codes(0, 1)), Seq(each=(TASK,))), raw=True,
                   decode=_inspect_reply)
 # cancel: a CANCEL status; purge: PurgeReply
 _REMOVE = script("queue_remove.lua", Either(Codes(*CANCEL.codes()), Tup(INT, Codes(0, 1))),
                  decode=lambda r: PurgeReply(*r) if isinstance(r, list) else r)
 _RETRY_DEAD = script("queue_retry_dead.lua", INT)
+_PAUSE = script("queue_pause.lua", Codes(0, 1))  # 1: it was paused
 
-SCRIPTS = (_ENQUEUE, _DEQUEUE, _SETTLE, _INSPECT, _REMOVE, _RETRY_DEAD)
+SCRIPTS = (_ENQUEUE, _DEQUEUE, _SETTLE, _INSPECT, _REMOVE, _RETRY_DEAD, _PAUSE)
 
 # Strict priority: one priority step outweighs any difference in ready time (2^43 ms
 # is ~280 years), and scores stay exact in Lua's doubles for priorities up to 1000.
@@ -140,6 +142,7 @@ class QueueStats:
     leased: int
     dead: int
     oldest_ready_age_ms: int  # 0 when nothing is ready
+    paused: bool = False
 
 
 @dataclass(frozen=True)
@@ -308,7 +311,12 @@ class Queues:
 
     async def stats(self, queue: str) -> QueueStats:
         r = await self._run(_INSPECT, self._keys.queue(queue), "stats", 0, 0)
-        return QueueStats(r.ready, r.delayed, r.leased, r.dead, max(0, r.oldest_ready_age_ms))
+        return QueueStats(r.ready, r.delayed, r.leased, r.dead, max(0, r.oldest_ready_age_ms), r.paused == 1)
+
+    async def pause(self, queue: str, paused: bool) -> bool:
+        """Pauses (True) or resumes (False) leasing; returns whether it was paused.
+        Resuming wakes the blocked Dequeues and Consume streams at once."""
+        return await self._run(_PAUSE, self._keys.queue(queue), "1" if paused else "0") == 1
 
     async def peek(self, queue: str, state: str, limit: int, offset: int = 0) -> list[TaskRecord]:
         """Up to limit tasks in one state, in that state's order (ready: Dequeue

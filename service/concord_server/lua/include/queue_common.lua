@@ -7,6 +7,7 @@
 --   KEYS[4] leased   zset    task id -> lease expiry ms
 --   KEYS[5] dead     zset    task id -> died-at ms
 --   KEYS[6] seq      string  last task number handed out
+--   KEYS[7] paused   string  "1" while the queue is paused: nothing is leased
 -- Task hashes ("<task prefix><id>") and dedupe keys are built from ARGV prefixes that
 -- carry the same hash tag, so every script still touches one slot.
 -- and starts its ARGV with the same three values:
@@ -83,8 +84,13 @@ local function sweep(now_ms)
   return n
 end
 
+local function paused()
+  return redis.call('EXISTS', KEYS[7]) == 1
+end
+
+-- n tasks became ready: ring that many waiters (none while paused; resuming rings).
 local function announce(n)
-  if n > 0 then
+  if n > 0 and not paused() then
     redis.call('SPUBLISH', CHANNEL, n)
   end
 end

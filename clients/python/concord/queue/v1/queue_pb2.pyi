@@ -243,18 +243,20 @@ class StatsRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("ready", "delayed", "leased", "dead", "oldest_ready_age")
+    __slots__ = ("ready", "delayed", "leased", "dead", "oldest_ready_age", "paused")
     READY_FIELD_NUMBER: _ClassVar[int]
     DELAYED_FIELD_NUMBER: _ClassVar[int]
     LEASED_FIELD_NUMBER: _ClassVar[int]
     DEAD_FIELD_NUMBER: _ClassVar[int]
     OLDEST_READY_AGE_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
     ready: int
     delayed: int
     leased: int
     dead: int
     oldest_ready_age: _duration_pb2.Duration
-    def __init__(self, ready: _Optional[int] = ..., delayed: _Optional[int] = ..., leased: _Optional[int] = ..., dead: _Optional[int] = ..., oldest_ready_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    paused: bool
+    def __init__(self, ready: _Optional[int] = ..., delayed: _Optional[int] = ..., leased: _Optional[int] = ..., dead: _Optional[int] = ..., oldest_ready_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., paused: _Optional[bool] = ...) -> None: ...
 
 class PeekRequest(_message.Message):
     __slots__ = ("queue", "state", "limit")
@@ -345,3 +347,27 @@ class ListQueuesResponse(_message.Message):
     names: _containers.RepeatedScalarFieldContainer[str]
     next_page_token: str
     def __init__(self, names: _Optional[_Iterable[str]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class PauseQueueRequest(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class PauseQueueResponse(_message.Message):
+    __slots__ = ("was_paused",)
+    WAS_PAUSED_FIELD_NUMBER: _ClassVar[int]
+    was_paused: bool
+    def __init__(self, was_paused: _Optional[bool] = ...) -> None: ...
+
+class ResumeQueueRequest(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class ResumeQueueResponse(_message.Message):
+    __slots__ = ("was_paused",)
+    WAS_PAUSED_FIELD_NUMBER: _ClassVar[int]
+    was_paused: bool
+    def __init__(self, was_paused: _Optional[bool] = ...) -> None: ...

@@ -114,6 +114,16 @@ class QueueServiceStub:
                 request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ListQueuesRequest.SerializeToString,
                 response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.ListQueuesResponse.FromString,
                 _registered_method=True)
+        self.PauseQueue = channel.unary_unary(
+                '/concord.queue.v1.QueueService/PauseQueue',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.PauseQueueRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.PauseQueueResponse.FromString,
+                _registered_method=True)
+        self.ResumeQueue = channel.unary_unary(
+                '/concord.queue.v1.QueueService/ResumeQueue',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ResumeQueueRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.ResumeQueueResponse.FromString,
+                _registered_method=True)
 
 
 class QueueServiceServicer:
@@ -245,6 +255,22 @@ class QueueServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PauseQueue(self, request, context):
+        """PauseQueue stops leasing: Dequeue and Consume get no task from the queue (blocked
+        ones keep waiting) while tasks keep arriving; leased tasks are settled as usual.
+        Stats says paused. Pausing a paused queue changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeQueue(self, request, context):
+        """ResumeQueue leases again, waking blocked Dequeues and Consume streams at once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueueServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -317,6 +343,16 @@ def add_QueueServiceServicer_to_server(servicer, server):
                     servicer.ListQueues,
                     request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.ListQueuesRequest.FromString,
                     response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ListQueuesResponse.SerializeToString,
+            ),
+            'PauseQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseQueue,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.PauseQueueRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.PauseQueueResponse.SerializeToString,
+            ),
+            'ResumeQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeQueue,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.ResumeQueueRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ResumeQueueResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -707,6 +743,60 @@ class QueueService:
             '/concord.queue.v1.QueueService/ListQueues',
             concord_dot_queue_dot_v1_dot_queue__pb2.ListQueuesRequest.SerializeToString,
             concord_dot_queue_dot_v1_dot_queue__pb2.ListQueuesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/PauseQueue',
+            concord_dot_queue_dot_v1_dot_queue__pb2.PauseQueueRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.PauseQueueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/ResumeQueue',
+            concord_dot_queue_dot_v1_dot_queue__pb2.ResumeQueueRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.ResumeQueueResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -100,6 +100,13 @@ class QueueServiceStub:
     may appear on more than one page, and one created or deleted during the
     listing may or may not appear.
     """
+    PauseQueue: _grpc.UnaryUnaryMultiCallable[_queue_pb2.PauseQueueRequest, _queue_pb2.PauseQueueResponse]
+    """PauseQueue stops leasing: Dequeue and Consume get no task from the queue (blocked
+    ones keep waiting) while tasks keep arriving; leased tasks are settled as usual.
+    Stats says paused. Pausing a paused queue changes nothing.
+    """
+    ResumeQueue: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ResumeQueueRequest, _queue_pb2.ResumeQueueResponse]
+    """ResumeQueue leases again, waking blocked Dequeues and Consume streams at once."""
 
 @_typing.type_check_only
 class QueueServiceAsyncStub(QueueServiceStub):
@@ -173,6 +180,13 @@ class QueueServiceAsyncStub(QueueServiceStub):
     may appear on more than one page, and one created or deleted during the
     listing may or may not appear.
     """
+    PauseQueue: _aio.UnaryUnaryMultiCallable[_queue_pb2.PauseQueueRequest, _queue_pb2.PauseQueueResponse]  # type: ignore[assignment]
+    """PauseQueue stops leasing: Dequeue and Consume get no task from the queue (blocked
+    ones keep waiting) while tasks keep arriving; leased tasks are settled as usual.
+    Stats says paused. Pausing a paused queue changes nothing.
+    """
+    ResumeQueue: _aio.UnaryUnaryMultiCallable[_queue_pb2.ResumeQueueRequest, _queue_pb2.ResumeQueueResponse]  # type: ignore[assignment]
+    """ResumeQueue leases again, waking blocked Dequeues and Consume streams at once."""
 
 class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
     """QueueService keeps reliable task queues in Redis.
@@ -327,5 +341,24 @@ class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
         may appear on more than one page, and one created or deleted during the
         listing may or may not appear.
         """
+
+    @_abc_1.abstractmethod
+    def PauseQueue(
+        self,
+        request: _queue_pb2.PauseQueueRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.PauseQueueResponse, _abc.Awaitable[_queue_pb2.PauseQueueResponse]]:
+        """PauseQueue stops leasing: Dequeue and Consume get no task from the queue (blocked
+        ones keep waiting) while tasks keep arriving; leased tasks are settled as usual.
+        Stats says paused. Pausing a paused queue changes nothing.
+        """
+
+    @_abc_1.abstractmethod
+    def ResumeQueue(
+        self,
+        request: _queue_pb2.ResumeQueueRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ResumeQueueResponse, _abc.Awaitable[_queue_pb2.ResumeQueueResponse]]:
+        """ResumeQueue leases again, waking blocked Dequeues and Consume streams at once."""
 
 def add_QueueServiceServicer_to_server(servicer: QueueServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

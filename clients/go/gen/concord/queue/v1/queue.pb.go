@@ -1480,8 +1480,10 @@ type StatsResponse struct {
 	Dead    uint64                 `protobuf:"varint,4,opt,name=dead,proto3" json:"dead,omitempty"`
 	// How long the longest-waiting ready task has been ready; zero when none is.
 	OldestReadyAge *durationpb.Duration `protobuf:"bytes,5,opt,name=oldest_ready_age,json=oldestReadyAge,proto3" json:"oldest_ready_age,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// PauseQueue was called and ResumeQueue not since: nothing is leased.
+	Paused        bool `protobuf:"varint,6,opt,name=paused,proto3" json:"paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatsResponse) Reset() {
@@ -1547,6 +1549,13 @@ func (x *StatsResponse) GetOldestReadyAge() *durationpb.Duration {
 		return x.OldestReadyAge
 	}
 	return nil
+}
+
+func (x *StatsResponse) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
 }
 
 type PeekRequest struct {
@@ -2158,6 +2167,184 @@ func (x *ListQueuesResponse) GetNextPageToken() string {
 	return ""
 }
 
+type PauseQueueRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseQueueRequest) Reset() {
+	*x = PauseQueueRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseQueueRequest) ProtoMessage() {}
+
+func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
+func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *PauseQueueRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+type PauseQueueResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the queue was already paused.
+	WasPaused     bool `protobuf:"varint,1,opt,name=was_paused,json=wasPaused,proto3" json:"was_paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseQueueResponse) Reset() {
+	*x = PauseQueueResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseQueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseQueueResponse) ProtoMessage() {}
+
+func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
+func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *PauseQueueResponse) GetWasPaused() bool {
+	if x != nil {
+		return x.WasPaused
+	}
+	return false
+}
+
+type ResumeQueueRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeQueueRequest) Reset() {
+	*x = ResumeQueueRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeQueueRequest) ProtoMessage() {}
+
+func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
+func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ResumeQueueRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+type ResumeQueueResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the queue was paused.
+	WasPaused     bool `protobuf:"varint,1,opt,name=was_paused,json=wasPaused,proto3" json:"was_paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeQueueResponse) Reset() {
+	*x = ResumeQueueResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeQueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeQueueResponse) ProtoMessage() {}
+
+func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
+func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ResumeQueueResponse) GetWasPaused() bool {
+	if x != nil {
+		return x.WasPaused
+	}
+	return false
+}
+
 var File_concord_queue_v1_queue_proto protoreflect.FileDescriptor
 
 const file_concord_queue_v1_queue_proto_rawDesc = "" +
@@ -2259,13 +2446,14 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\asettled\x18\x02 \x01(\v2\x19.concord.queue.v1.SettledH\x00R\asettledB\x06\n" +
 	"\x04kind\"$\n" +
 	"\fStatsRequest\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xb0\x01\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xc8\x01\n" +
 	"\rStatsResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\x04R\x05ready\x12\x18\n" +
 	"\adelayed\x18\x02 \x01(\x04R\adelayed\x12\x16\n" +
 	"\x06leased\x18\x03 \x01(\x04R\x06leased\x12\x12\n" +
 	"\x04dead\x18\x04 \x01(\x04R\x04dead\x12C\n" +
-	"\x10oldest_ready_age\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x0eoldestReadyAge\"l\n" +
+	"\x10oldest_ready_age\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x0eoldestReadyAge\x12\x16\n" +
+	"\x06paused\x18\x06 \x01(\bR\x06paused\"l\n" +
 	"\vPeekRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x121\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1b.concord.queue.v1.TaskStateR\x05state\x12\x14\n" +
@@ -2299,13 +2487,24 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\"R\n" +
 	"\x12ListQueuesResponse\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x81\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\")\n" +
+	"\x11PauseQueueRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"3\n" +
+	"\x12PauseQueueResponse\x12\x1d\n" +
+	"\n" +
+	"was_paused\x18\x01 \x01(\bR\twasPaused\"*\n" +
+	"\x12ResumeQueueRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"4\n" +
+	"\x13ResumeQueueResponse\x12\x1d\n" +
+	"\n" +
+	"was_paused\x18\x01 \x01(\bR\twasPaused*\x81\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10TASK_STATE_READY\x10\x01\x12\x16\n" +
 	"\x12TASK_STATE_DELAYED\x10\x02\x12\x15\n" +
 	"\x11TASK_STATE_LEASED\x10\x03\x12\x13\n" +
-	"\x0fTASK_STATE_DEAD\x10\x042\xe3\b\n" +
+	"\x0fTASK_STATE_DEAD\x10\x042\x98\n" +
+	"\n" +
 	"\fQueueService\x12N\n" +
 	"\aEnqueue\x12 .concord.queue.v1.EnqueueRequest\x1a!.concord.queue.v1.EnqueueResponse\x12N\n" +
 	"\aDequeue\x12 .concord.queue.v1.DequeueRequest\x1a!.concord.queue.v1.DequeueResponse\x12B\n" +
@@ -2321,7 +2520,10 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\bListDead\x12!.concord.queue.v1.ListDeadRequest\x1a\".concord.queue.v1.ListDeadResponse\x12T\n" +
 	"\tRetryDead\x12\".concord.queue.v1.RetryDeadRequest\x1a#.concord.queue.v1.RetryDeadResponse\x12W\n" +
 	"\n" +
-	"ListQueues\x12#.concord.queue.v1.ListQueuesRequest\x1a$.concord.queue.v1.ListQueuesResponseB\xb9\x01\n" +
+	"ListQueues\x12#.concord.queue.v1.ListQueuesRequest\x1a$.concord.queue.v1.ListQueuesResponse\x12W\n" +
+	"\n" +
+	"PauseQueue\x12#.concord.queue.v1.PauseQueueRequest\x1a$.concord.queue.v1.PauseQueueResponse\x12Z\n" +
+	"\vResumeQueue\x12$.concord.queue.v1.ResumeQueueRequest\x1a%.concord.queue.v1.ResumeQueueResponseB\xb9\x01\n" +
 	"\x14com.concord.queue.v1B\n" +
 	"QueueProtoP\x01Z3go.concord.dev/concord/gen/concord/queue/v1;queuev1\xa2\x02\x03CQX\xaa\x02\x10Concord.Queue.V1\xca\x02\x10Concord\\Queue\\V1\xe2\x02\x1cConcord\\Queue\\V1\\GPBMetadata\xea\x02\x12Concord::Queue::V1b\x06proto3"
 
@@ -2338,7 +2540,7 @@ func file_concord_queue_v1_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_queue_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_concord_queue_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_concord_queue_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_concord_queue_v1_queue_proto_goTypes = []any{
 	(TaskState)(0),                // 0: concord.queue.v1.TaskState
 	(*NewTask)(nil),               // 1: concord.queue.v1.NewTask
@@ -2375,34 +2577,38 @@ var file_concord_queue_v1_queue_proto_goTypes = []any{
 	(*RetryDeadResponse)(nil),     // 32: concord.queue.v1.RetryDeadResponse
 	(*ListQueuesRequest)(nil),     // 33: concord.queue.v1.ListQueuesRequest
 	(*ListQueuesResponse)(nil),    // 34: concord.queue.v1.ListQueuesResponse
-	(*durationpb.Duration)(nil),   // 35: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
+	(*PauseQueueRequest)(nil),     // 35: concord.queue.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),    // 36: concord.queue.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),    // 37: concord.queue.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),   // 38: concord.queue.v1.ResumeQueueResponse
+	(*durationpb.Duration)(nil),   // 39: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
 }
 var file_concord_queue_v1_queue_proto_depIdxs = []int32{
-	35, // 0: concord.queue.v1.NewTask.delay:type_name -> google.protobuf.Duration
-	36, // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
-	35, // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
+	39, // 0: concord.queue.v1.NewTask.delay:type_name -> google.protobuf.Duration
+	40, // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
+	39, // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
 	1,  // 3: concord.queue.v1.EnqueueRequest.tasks:type_name -> concord.queue.v1.NewTask
 	3,  // 4: concord.queue.v1.EnqueueResponse.results:type_name -> concord.queue.v1.EnqueueResult
 	0,  // 5: concord.queue.v1.Task.state:type_name -> concord.queue.v1.TaskState
-	36, // 6: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
-	36, // 7: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
-	36, // 8: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
-	35, // 9: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
-	35, // 10: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
+	40, // 6: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
+	40, // 7: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
+	40, // 8: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
+	39, // 9: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
+	39, // 10: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
 	5,  // 11: concord.queue.v1.DequeueResponse.tasks:type_name -> concord.queue.v1.Task
-	35, // 12: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
+	39, // 12: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
 	0,  // 13: concord.queue.v1.NackResponse.state:type_name -> concord.queue.v1.TaskState
-	36, // 14: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
-	35, // 15: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
-	36, // 16: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	35, // 17: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
-	35, // 18: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
+	40, // 14: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
+	39, // 15: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
+	40, // 16: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	39, // 17: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
+	39, // 18: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
 	16, // 19: concord.queue.v1.ConsumeRequest.start:type_name -> concord.queue.v1.ConsumeStart
 	17, // 20: concord.queue.v1.ConsumeRequest.settle:type_name -> concord.queue.v1.Settle
 	5,  // 21: concord.queue.v1.ConsumeResponse.task:type_name -> concord.queue.v1.Task
 	19, // 22: concord.queue.v1.ConsumeResponse.settled:type_name -> concord.queue.v1.Settled
-	35, // 23: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
+	39, // 23: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
 	0,  // 24: concord.queue.v1.PeekRequest.state:type_name -> concord.queue.v1.TaskState
 	5,  // 25: concord.queue.v1.PeekResponse.tasks:type_name -> concord.queue.v1.Task
 	5,  // 26: concord.queue.v1.ListDeadResponse.tasks:type_name -> concord.queue.v1.Task
@@ -2420,22 +2626,26 @@ var file_concord_queue_v1_queue_proto_depIdxs = []int32{
 	29, // 38: concord.queue.v1.QueueService.ListDead:input_type -> concord.queue.v1.ListDeadRequest
 	31, // 39: concord.queue.v1.QueueService.RetryDead:input_type -> concord.queue.v1.RetryDeadRequest
 	33, // 40: concord.queue.v1.QueueService.ListQueues:input_type -> concord.queue.v1.ListQueuesRequest
-	4,  // 41: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
-	7,  // 42: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
-	9,  // 43: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
-	11, // 44: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
-	13, // 45: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
-	15, // 46: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
-	20, // 47: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
-	22, // 48: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
-	24, // 49: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
-	26, // 50: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
-	28, // 51: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
-	30, // 52: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
-	32, // 53: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
-	34, // 54: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
-	41, // [41:55] is the sub-list for method output_type
-	27, // [27:41] is the sub-list for method input_type
+	35, // 41: concord.queue.v1.QueueService.PauseQueue:input_type -> concord.queue.v1.PauseQueueRequest
+	37, // 42: concord.queue.v1.QueueService.ResumeQueue:input_type -> concord.queue.v1.ResumeQueueRequest
+	4,  // 43: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
+	7,  // 44: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
+	9,  // 45: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
+	11, // 46: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
+	13, // 47: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
+	15, // 48: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
+	20, // 49: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
+	22, // 50: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
+	24, // 51: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
+	26, // 52: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
+	28, // 53: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
+	30, // 54: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
+	32, // 55: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
+	34, // 56: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
+	36, // 57: concord.queue.v1.QueueService.PauseQueue:output_type -> concord.queue.v1.PauseQueueResponse
+	38, // 58: concord.queue.v1.QueueService.ResumeQueue:output_type -> concord.queue.v1.ResumeQueueResponse
+	43, // [43:59] is the sub-list for method output_type
+	27, // [27:43] is the sub-list for method input_type
 	27, // [27:27] is the sub-list for extension type_name
 	27, // [27:27] is the sub-list for extension extendee
 	0,  // [0:27] is the sub-list for field type_name
@@ -2461,7 +2671,7 @@ func file_concord_queue_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_queue_v1_queue_proto_rawDesc), len(file_concord_queue_v1_queue_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   34,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,8 @@ const (
 	QueueService_ListDead_FullMethodName    = "/concord.queue.v1.QueueService/ListDead"
 	QueueService_RetryDead_FullMethodName   = "/concord.queue.v1.QueueService/RetryDead"
 	QueueService_ListQueues_FullMethodName  = "/concord.queue.v1.QueueService/ListQueues"
+	QueueService_PauseQueue_FullMethodName  = "/concord.queue.v1.QueueService/PauseQueue"
+	QueueService_ResumeQueue_FullMethodName = "/concord.queue.v1.QueueService/ResumeQueue"
 )
 
 // QueueServiceClient is the client API for QueueService service.
@@ -96,6 +98,12 @@ type QueueServiceClient interface {
 	// may appear on more than one page, and one created or deleted during the
 	// listing may or may not appear.
 	ListQueues(ctx context.Context, in *ListQueuesRequest, opts ...grpc.CallOption) (*ListQueuesResponse, error)
+	// PauseQueue stops leasing: Dequeue and Consume get no task from the queue (blocked
+	// ones keep waiting) while tasks keep arriving; leased tasks are settled as usual.
+	// Stats says paused. Pausing a paused queue changes nothing.
+	PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*PauseQueueResponse, error)
+	// ResumeQueue leases again, waking blocked Dequeues and Consume streams at once.
+	ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*ResumeQueueResponse, error)
 }
 
 type queueServiceClient struct {
@@ -249,6 +257,26 @@ func (c *queueServiceClient) ListQueues(ctx context.Context, in *ListQueuesReque
 	return out, nil
 }
 
+func (c *queueServiceClient) PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*PauseQueueResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseQueueResponse)
+	err := c.cc.Invoke(ctx, QueueService_PauseQueue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*ResumeQueueResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeQueueResponse)
+	err := c.cc.Invoke(ctx, QueueService_ResumeQueue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueueServiceServer is the server API for QueueService service.
 // All implementations must embed UnimplementedQueueServiceServer
 // for forward compatibility.
@@ -310,6 +338,12 @@ type QueueServiceServer interface {
 	// may appear on more than one page, and one created or deleted during the
 	// listing may or may not appear.
 	ListQueues(context.Context, *ListQueuesRequest) (*ListQueuesResponse, error)
+	// PauseQueue stops leasing: Dequeue and Consume get no task from the queue (blocked
+	// ones keep waiting) while tasks keep arriving; leased tasks are settled as usual.
+	// Stats says paused. Pausing a paused queue changes nothing.
+	PauseQueue(context.Context, *PauseQueueRequest) (*PauseQueueResponse, error)
+	// ResumeQueue leases again, waking blocked Dequeues and Consume streams at once.
+	ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error)
 	mustEmbedUnimplementedQueueServiceServer()
 }
 
@@ -361,6 +395,12 @@ func (UnimplementedQueueServiceServer) RetryDead(context.Context, *RetryDeadRequ
 }
 func (UnimplementedQueueServiceServer) ListQueues(context.Context, *ListQueuesRequest) (*ListQueuesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListQueues not implemented")
+}
+func (UnimplementedQueueServiceServer) PauseQueue(context.Context, *PauseQueueRequest) (*PauseQueueResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseQueue not implemented")
+}
+func (UnimplementedQueueServiceServer) ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeQueue not implemented")
 }
 func (UnimplementedQueueServiceServer) mustEmbedUnimplementedQueueServiceServer() {}
 func (UnimplementedQueueServiceServer) testEmbeddedByValue()                      {}
@@ -624,6 +664,42 @@ func _QueueService_ListQueues_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QueueService_PauseQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).PauseQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_PauseQueue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).PauseQueue(ctx, req.(*PauseQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_ResumeQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).ResumeQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_ResumeQueue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).ResumeQueue(ctx, req.(*ResumeQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // QueueService_ServiceDesc is the grpc.ServiceDesc for QueueService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -682,6 +758,14 @@ var QueueService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListQueues",
 			Handler:    _QueueService_ListQueues_Handler,
+		},
+		{
+			MethodName: "PauseQueue",
+			Handler:    _QueueService_PauseQueue_Handler,
+		},
+		{
+			MethodName: "ResumeQueue",
+			Handler:    _QueueService_ResumeQueue_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
