@@ -264,7 +264,8 @@ def test_locks_keep_working_while_and_after_their_slots_move(moving_cluster):
         source = cluster.owner(ks.lock(moved).holder)
         target = _other(cluster, source)
         cluster.move_slot(key_slot(ks.lock(moved).holder.encode()), source, target)
-        assert cluster.owner(ks.lock(moved).holder) is target
+        # Every node was told; gossip from a node told later may briefly disagree.
+        wait_until(lambda: cluster.owner(ks.lock(moved).holder) is target, timeout=10, message="the move to settle")
         assert client.lock(moved).describe().fencing_token == lease.fencing_token
         lease.release()
         assert not client.lock(moved).describe().held
