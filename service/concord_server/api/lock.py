@@ -20,13 +20,12 @@ from .status import rpc
 class LockServicer(lock_pb2_grpc.LockServiceServicer):
     def __init__(self, locks: Locks, settings: Settings) -> None:
         self._locks = locks
-        self._max_ttl_ms = int(settings.max_ttl * 1000)
-        self._max_wait_ms = int(settings.max_wait * 1000)
+        self._durations = v.Durations(settings.max_ttl, settings.max_wait)
 
     def _acquire_args(self, request: pb.AcquireRequest | pb.HoldRequest, context) -> tuple[str, int, int, str]:
         name = v.name(request.name)
-        ttl = v.duration_ms(request, "ttl", minimum_ms=v.MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
-        wait = v.duration_ms(request, "wait_timeout", minimum_ms=0, maximum_ms=self._max_wait_ms, required=False)
+        ttl = self._durations.ttl(request)
+        wait = self._durations.wait(request)
         owner = v.label(request.owner, "owner") or context.peer()
         return name, ttl, wait_budget_ms(wait, context), owner
 
@@ -48,7 +47,7 @@ class LockServicer(lock_pb2_grpc.LockServiceServicer):
     @rpc
     async def Refresh(self, request: pb.RefreshRequest, context) -> pb.RefreshResponse:
         name, lease = v.name(request.name), v.token(request.lease, "lease")
-        ttl = v.duration_ms(request, "ttl", minimum_ms=v.MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
+        ttl = self._durations.ttl(request)
         grant = await self._locks.refresh(name, lease, ttl)
         return pb.RefreshResponse(expires_at=timestamp(grant.expires_at_ms))
 

@@ -45,8 +45,7 @@ def task_message(t: TaskRecord) -> pb.Task:
 class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
     def __init__(self, queues: Queues, settings: Settings) -> None:
         self._queues = queues
-        self._max_ttl_ms = int(settings.max_ttl * 1000)
-        self._max_wait_ms = int(settings.max_wait * 1000)
+        self._durations = v.Durations(settings.max_ttl, settings.max_wait)
         self._max_batch = settings.queue_max_batch
         self._max_payload = settings.queue_max_payload
 
@@ -88,7 +87,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
     def _lease_ms(self, request) -> int:
         if not request.HasField("lease_ttl"):
             return DEFAULT_LEASE_MS
-        return v.duration_ms(request, "lease_ttl", minimum_ms=v.MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
+        return self._durations.ttl(request, "lease_ttl")
 
     def _settle_args(self, request) -> tuple[str, str, str]:
         return v.name(request.queue, "queue"), v.token(request.task_id, "task_id"), v.token(request.lease, "lease")
@@ -132,7 +131,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
         queues = self._queues_field(request.queues)
         max_tasks = v.count(request.max_tasks or 1, "max_tasks", minimum=1, maximum=self._max_batch)
         lease = self._lease_ms(request)
-        wait = v.duration_ms(request, "wait_timeout", minimum_ms=0, maximum_ms=self._max_wait_ms, required=False)
+        wait = self._durations.wait(request)
         tasks = await self._queues.dequeue(queues, max_tasks, lease, wait_budget_ms(wait, context))
         return pb.DequeueResponse(tasks=[task_message(t) for t in tasks])
 
@@ -150,7 +149,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
     @rpc
     async def ExtendLease(self, request: pb.ExtendLeaseRequest, context) -> pb.ExtendLeaseResponse:
         args = self._settle_args(request)
-        lease = v.duration_ms(request, "lease_ttl", minimum_ms=v.MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
+        lease = self._durations.ttl(request, "lease_ttl")
         return pb.ExtendLeaseResponse(lease_expires_at=timestamp(await self._queues.extend(*args, lease)))
 
     @rpc

@@ -21,16 +21,15 @@ from .status import rpc
 class SemaphoreServicer(semaphore_pb2_grpc.SemaphoreServiceServicer):
     def __init__(self, semaphores: Semaphores, settings: Settings) -> None:
         self._sems = semaphores
-        self._max_ttl_ms = int(settings.max_ttl * 1000)
-        self._max_wait_ms = int(settings.max_wait * 1000)
+        self._durations = v.Durations(settings.max_ttl, settings.max_wait)
         self._max_limit = settings.max_semaphore_limit
 
     def _acquire_args(self, request: pb.AcquireRequest | pb.HoldRequest, context) -> tuple:
         name = v.name(request.name)
         limit = v.count(request.limit, "limit", minimum=1, maximum=self._max_limit)
         permits = v.count(request.permits or 1, "permits", minimum=1, maximum=limit)
-        ttl = v.duration_ms(request, "ttl", minimum_ms=v.MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
-        wait = v.duration_ms(request, "wait_timeout", minimum_ms=0, maximum_ms=self._max_wait_ms, required=False)
+        ttl = self._durations.ttl(request)
+        wait = self._durations.wait(request)
         owner = v.label(request.owner, "owner") or context.peer()
         return name, limit, permits, ttl, wait_budget_ms(wait, context), owner
 
@@ -53,7 +52,7 @@ class SemaphoreServicer(semaphore_pb2_grpc.SemaphoreServiceServicer):
     @rpc
     async def Refresh(self, request: pb.RefreshRequest, context) -> pb.RefreshResponse:
         name, permit_id = v.name(request.name), v.token(request.permit_id, "permit_id")
-        ttl = v.duration_ms(request, "ttl", minimum_ms=v.MIN_TTL_MS, maximum_ms=self._max_ttl_ms, required=True)
+        ttl = self._durations.ttl(request)
         return pb.RefreshResponse(expires_at=timestamp(await self._sems.refresh(name, permit_id, ttl)))
 
     @rpc

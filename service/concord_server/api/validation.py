@@ -67,6 +67,22 @@ def duration_ms(
     return ms
 
 
+class Durations:
+    """The server's bounds on the durations a request may ask for, from its settings:
+    a TTL or lease between MIN_TTL_MS and --max-ttl, a wait_timeout up to --max-wait."""
+
+    def __init__(self, max_ttl: float, max_wait: float) -> None:
+        self.max_ttl_ms = int(max_ttl * 1000)
+        self.max_wait_ms = int(max_wait * 1000)
+
+    def ttl(self, message: object, field: str = "ttl") -> int:
+        """A required TTL (or lease) field in milliseconds."""
+        return duration_ms(message, field, minimum_ms=MIN_TTL_MS, maximum_ms=self.max_ttl_ms, required=True)
+
+    def wait(self, message: object) -> int:
+        """The optional ``wait_timeout`` in milliseconds, 0 (try once) when absent."""
+        return duration_ms(message, "wait_timeout", minimum_ms=0, maximum_ms=self.max_wait_ms, required=False)
+
 
 def page(token: str, size: int) -> tuple[str, int]:
     """A listing's page_token (a SCAN cursor the server handed out, "<primary>:<cursor>"
