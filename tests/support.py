@@ -24,6 +24,7 @@ from grpc_status import rpc_status
 
 from concord_server.autopipeline import AutoPipeline
 from concord_server.wakeups.doorbells import Doorbells
+from concord_server.wakeups.outcomes import Outcomes
 from concord_server.embedded_valkey import free_port, valkey_binary
 from concord_server.keys import KeySpace
 from concord_server.notifications import NotificationBus
@@ -440,12 +441,15 @@ async def _doorbell_wiring(url: str, *, broadcast: bool, interval: float, prefix
 async def queue_primitive(url: str, *, prefix: str | None = None, interval: float = 1.0, **kw):
     """A Queues primitive wired like the server wires it, without gRPC."""
     async with _doorbell_wiring(url, broadcast=False, interval=interval, prefix=prefix) as (commands, keys, bells):
-        queues = Queues(commands, keys, bells, **kw)
+        outcomes = Outcomes(bells.bus)
+        queues = Queues(commands, keys, bells, outcomes, **kw)
         try:
             yield queues
         finally:
             bells.close()
+            outcomes.close()
             await queues.drain(1.0)
+            await outcomes.aclose()
 
 
 @contextlib.asynccontextmanager

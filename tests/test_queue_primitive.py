@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from concord_server.errors import TaskLeased, TaskLeaseNotHeld, TaskNotFound
+from concord_server.errors import TaskFinished, TaskLeased, TaskLeaseNotHeld, TaskNotFound
 from concord_server.primitives.queue import NewTask
 from support import async_wait_until, queue_primitive
 
@@ -49,7 +49,9 @@ async def test_ack_finishes_and_a_second_settle_is_refused(queues, name):
                    queues.nack(name, t.task_id, t.lease, None, "x"), queues.extend(name, t.task_id, t.lease, 1000)):
         with pytest.raises(TaskLeaseNotHeld):
             await settle
-    assert (await queues.stats(name)) == type(await queues.stats(name))(0, 0, 0, 0, 0)
+    stats = await queues.stats(name)
+    assert (stats.ready, stats.delayed, stats.leased, stats.dead, stats.finished) == (0, 0, 0, 0, 1)
+    assert (await queues.get_task(name, t.task_id)).state == "succeeded"
 
 
 async def test_nack_backs_off_exponentially_then_dead_letters_with_the_error(queues, name):
@@ -154,8 +156,11 @@ async def test_cancel_purge_and_stats(queues, name):
     with pytest.raises(TaskLeased):
         await queues.cancel(name, a)
     await queues.cancel(name, b)
-    with pytest.raises(TaskNotFound):
+    assert (await queues.get_task(name, b)).state == "cancelled"
+    with pytest.raises(TaskFinished):
         await queues.cancel(name, b)
+    with pytest.raises(TaskNotFound):
+        await queues.cancel(name, "no-such-task")
     stats = await queues.stats(name)
     assert (stats.ready, stats.delayed, stats.leased, stats.dead) == (1, 1, 1, 0)
     assert await queues.purge(name, include_dead=False) == 2

@@ -85,8 +85,10 @@ def test_cancel_and_purge(queue):
     a = queue.put("t")
     queue.put("t", delay=60)
     queue.cancel(a)
-    with pytest.raises(concord.TaskNotFound):
+    with pytest.raises(concord.TaskFinished):
         queue.cancel(a)
+    with pytest.raises(concord.TaskNotFound):
+        queue.cancel("0")
     assert queue.purge() == 1
     assert queue.stats().delayed == 0
 
@@ -271,3 +273,101 @@ async def test_async_pause_and_resume(aclient, name):
     assert await q.resume() is True
     (task,) = await waiting
     await task.ack()
+
+
+def test_a_handle_returns_the_result_a_worker_returned(client, queue, name):
+    worker = concord.Worker(client, [name], concurrency=2, lease_ttl=5)
+
+    @worker.task("add")
+    def add(task):
+        task.progress(0.5, {"step": "adding"})
+        return {"sum": sum(task.json())}
+
+    @worker.task("text")
+    def text(task):
+        return "plain"
+
+    @worker.task("nothing")
+    def nothing(task):
+        pass
+
+    summed, plain, empty = queue.put("add", [1, 2, 3]), queue.put("text"), queue.put("nothing")
+    runner = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
+    runner.start()
+    try:
+        assert summed.result(timeout=20) == {"sum": 6}
+        assert plain.result(timeout=20) == "plain"
+        assert empty.result(timeout=20) is None
+    finally:
+        worker.stop()
+        runner.join(20)
+    info = queue.get_task(summed)
+    assert (info.state, info.result_type, info.last_progress.value, info.last_progress.data) == (
+        "succeeded", "application/json", 0.5, {"step": "adding"})
+    assert info.finished and info.finished_at >= info.leased_at >= info.enqueued_at
+    assert queue.stats().finished == 3
+
+
+def test_a_handle_raises_task_failed_on_death_and_cancel_and_times_out(queue):
+    doomed = queue.put("t", max_attempts=1)
+    (task,) = queue.get()
+    task.nack("no luck")
+    with pytest.raises(concord.TaskFailed) as err:
+        doomed.result(timeout=10)
+    assert (err.value.task.state, err.value.task.dead_reason, err.value.task.last_error) == (
+        "dead", "attempts", "no luck")
+    later = queue.put("t", delay=3600)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        later.result(timeout=0.3)
+    assert time.monotonic() - started >= 0.3
+    waiting = queue.wait_task(later, timeout=0.2)
+    assert (waiting.finished, waiting.state) == (False, "delayed")
+    got: list = []
+    t = threading.Thread(target=lambda: got.append(queue.wait_task(later, timeout=20)))
+    t.start()
+    wait_until(lambda: t.is_alive() and queue.get_task(later).state == "delayed")
+    queue.cancel(later)
+    t.join(20)
+    assert got[0].state == "cancelled" and got[0].finished
+    with pytest.raises(concord.TaskFailed):
+        later.result(timeout=1)
+
+
+def test_a_result_is_returned_exactly_as_acked_and_through_consume(client, queue, name):
+    raw = bytes(range(256))
+    a, b = queue.put("t"), queue.put("t")
+    (task,) = queue.get()
+    task.ack(raw)
+    with queue.consume() as consumer:
+        other = next(iter(consumer))
+        consumer.ack(other, ["x", 1])
+    assert a.result(timeout=10) == raw and queue.get_task(a).result_type == "application/octet-stream"
+    assert b.result(timeout=10) == ["x", 1]
+
+
+def test_queue_policy_round_trips_and_keeps_what_it_says(queue):
+    assert queue.policy() == concord.QueuePolicy(concord.Retention(1000, 86400.0), concord.Retention(None, None))
+    policy = queue.set_policy(succeeded=concord.Retention(max_count=1), dead=concord.Retention(max_age=60))
+    assert policy == concord.QueuePolicy(concord.Retention(1, None), concord.Retention(None, 60.0))
+    first, second = queue.put("t"), queue.put("t")
+    for task in queue.get(2):
+        task.ack(task.task_id)
+    with pytest.raises(concord.TaskNotFound):
+        queue.get_task(first)
+    assert second.result(timeout=10) == second
+
+
+async def test_async_handles_progress_and_policy(aclient, name):
+    q = aclient.queue(name)
+    handle = await q.put("t")
+    assert isinstance(handle, concord.AsyncTaskHandle)
+    waiter = asyncio.create_task(handle.result(timeout=20))
+    (task,) = await q.get()
+    await task.progress(data={"done": 1}, lease_ttl=60)
+    assert (await handle.info()).last_progress.data == {"done": 1}
+    await task.ack(b"async result")
+    assert await waiter == b"async result"
+    assert (await q.wait_task(handle, timeout=1)).finished
+    assert (await q.set_policy(succeeded=concord.Retention(max_count=5))).succeeded == concord.Retention(5, None)
+    assert (await q.policy()).succeeded.max_count == 5

@@ -80,6 +80,31 @@ BAD_REQUESTS = {
     "Purge queue empty": ("Purge", pb.PurgeRequest(), "queue"),
     "ListDead limit too large": ("ListDead", pb.ListDeadRequest(queue="q", limit=1001), "limit"),
     "RetryDead bad id": ("RetryDead", pb.RetryDeadRequest(queue="q", task_ids=["a\x01"]), "task_ids"),
+    "Ack result too large": ("Ack", pb.AckRequest(queue="q", task_id="1", lease=LEASE, result=b"r" * (1024 * 1024 + 1)),
+                             "result"),
+    "Ack result_type control char": ("Ack", pb.AckRequest(queue="q", task_id="1", lease=LEASE, result_type="a\n"),
+                                     "result_type"),
+    "GetTask queue empty": ("GetTask", pb.GetTaskRequest(task_id="1"), "queue"),
+    "GetTask task_id empty": ("GetTask", pb.GetTaskRequest(queue="q"), "task_id"),
+    "WaitTask wait negative": ("WaitTask", pb.WaitTaskRequest(queue="q", task_id="1", wait_timeout=d(-1)),
+                               "wait_timeout"),
+    "WaitTask wait above max": ("WaitTask", pb.WaitTaskRequest(queue="q", task_id="1", wait_timeout=d(61)),
+                                "wait_timeout"),
+    "ReportProgress nothing": ("ReportProgress", pb.ReportProgressRequest(queue="q", task_id="1", lease=LEASE),
+                               "value"),
+    "ReportProgress NaN": ("ReportProgress", pb.ReportProgressRequest(queue="q", task_id="1", lease=LEASE,
+                                                                      value=float("nan")), "value"),
+    "ReportProgress bad JSON": ("ReportProgress", pb.ReportProgressRequest(queue="q", task_id="1", lease=LEASE,
+                                                                           json="{rows"), "json"),
+    "ReportProgress JSON too long": ("ReportProgress", pb.ReportProgressRequest(
+        queue="q", task_id="1", lease=LEASE, json='"' + "x" * 4100 + '"'), "json"),
+    "ReportProgress lease below 10ms": ("ReportProgress", pb.ReportProgressRequest(
+        queue="q", task_id="1", lease=LEASE, value=1, lease_ttl=d(0, 1_000_000)), "lease_ttl"),
+    "SetQueuePolicy queue empty": ("SetQueuePolicy", pb.SetQueuePolicyRequest(), "queue"),
+    "SetQueuePolicy count too large": ("SetQueuePolicy", pb.SetQueuePolicyRequest(
+        queue="q", policy=pb.QueuePolicy(succeeded=pb.Retention(max_count=1_000_001))), "policy.succeeded.max_count"),
+    "SetQueuePolicy age negative": ("SetQueuePolicy", pb.SetQueuePolicyRequest(
+        queue="q", policy=pb.QueuePolicy(dead=pb.Retention(max_age=d(-1)))), "policy.dead.max_age"),
 }
 
 
@@ -108,6 +133,21 @@ def test_unknown_task_or_lease_is_task_lease_not_held(stub, method):
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     info = error_info(err.value)
     assert info.reason == "TASK_LEASE_NOT_HELD" and info.metadata["task_id"] == "000000000001"
+
+
+@pytest.mark.parametrize("method", ["GetTask", "WaitTask"])
+def test_lookup_of_an_unknown_task_is_task_not_found(stub, method):
+    request = getattr(pb, f"{method}Request")(queue="no-such-queue", task_id="ffffffffffff")
+    with pytest.raises(grpc.RpcError) as err:
+        getattr(stub, method)(request, timeout=10)
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND and error_info(err.value).reason == "TASK_NOT_FOUND"
+
+
+def test_progress_of_an_unknown_task_is_task_lease_not_held(stub):
+    with pytest.raises(grpc.RpcError) as err:
+        stub.ReportProgress(pb.ReportProgressRequest(queue="q", task_id="1", lease=LEASE, value=0.5), timeout=10)
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert error_info(err.value).reason == "TASK_LEASE_NOT_HELD"
 
 
 def test_cancel_of_an_unknown_task_is_not_found(stub):

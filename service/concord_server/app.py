@@ -34,6 +34,8 @@ from .autopipeline import AutoPipeline
 from .cluster import ClusterBus, ClusterCommands
 from .config import Settings
 from .wakeups.doorbells import Doorbells
+from .wakeups.listener import Listeners
+from .wakeups.outcomes import Outcomes
 from .keys import KeySpace
 from .gc_policy import GcPolicy
 from .loop_monitor import LoopMonitor, from_settings as start_loop_monitor
@@ -98,7 +100,7 @@ class Server:
     commands: AutoPipeline | ClusterCommands
     bus: NotificationBus | ClusterBus
     waiters: Waiters
-    doorbells: tuple[Doorbells, ...]
+    listeners: tuple[Listeners, ...]  # doorbells and outcomes: closed at shutdown
     primitives: tuple[lock.Locks, semaphore.Semaphores, queue.Queues, chat_feeds.Feeds, autocomplete.Autocomplete,
                       files.Files]
     loop_monitor: LoopMonitor | None = None  # --loop-stall-report
@@ -115,14 +117,14 @@ class Server:
             await self.redis_health.aclose()
         await self.health.enter_graceful_shutdown()
         self.waiters.close()
-        for bells in self.doorbells:
-            bells.close()
+        for listeners in self.listeners:
+            listeners.close()
         await self.grpc_server.stop(self.settings.shutdown_grace)
         for primitive in self.primitives:
             await primitive.drain(timeout=5.0)
         await self.waiters.aclose()
-        for bells in self.doorbells:
-            await bells.aclose()
+        for listeners in self.listeners:
+            await listeners.aclose()
         await self.bus.close()
         await self.commands.aclose()
         if self.redis is not None:
@@ -148,12 +150,13 @@ async def start(settings: Settings) -> Server:
     waiters = Waiters(bus)
     doorbells = Doorbells(bus)
     chat_bells = Doorbells(bus, broadcast=True, interval=10.0)  # each safety ring re-reads every chat
+    outcomes = Outcomes(bus)
     keyspace, process_id = KeySpace(settings.key_prefix), secrets.token_hex(8)
 
     def build(keyspace: KeySpace) -> Primitives:  # once, or once per tenant (tenants.py)
         locks = lock.Locks(commands, keyspace, waiters, process_id=process_id)
         semaphores = semaphore.Semaphores(commands, keyspace, waiters, process_id=process_id)
-        queues = queue.Queues(commands, keyspace, doorbells,
+        queues = queue.Queues(commands, keyspace, doorbells, outcomes,
                               priority_aging_ms=int(settings.queue_priority_aging * 1000),
                               retry_backoff_ms=int(settings.queue_retry_backoff * 1000))
         chats = chat.Chats(commands, keyspace, max_messages=settings.chat_max_messages,
@@ -208,7 +211,7 @@ async def start(settings: Settings) -> Server:
                  observer.serve(settings.metrics_listen or ""))
     collector = GcPolicy(calls_in_progress)  # full collections stalled the loop for seconds under load
     collector.start()
-    return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, (doorbells, chat_bells),
+    return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, (doorbells, chat_bells, outcomes),
                   (locks, semaphores, queues, feeds, completer, shipper),
                   monitor, collector, observer, auth=auth_interceptor, redis_health=redis_health)
 

@@ -47,6 +47,7 @@ class Settings:
     max_wait: float = _setting(3600.0, "largest wait_timeout a client may ask for", duration=True)
     max_semaphore_limit: int = _setting(10_000, "largest semaphore limit a client may ask for")
     queue_max_payload: int = _setting(1024 * 1024, "largest task payload, bytes")
+    queue_max_result: int = _setting(1024 * 1024, "largest task result (Ack's result), bytes")
     queue_max_batch: int = _setting(1000, "most tasks one Enqueue adds or one Dequeue takes")
     queue_retry_backoff: float = _setting(1.0, "first automatic retry delay of a failed task; "
                                           "doubles per attempt, at most an hour", duration=True)
@@ -131,6 +132,7 @@ class Settings:
         check(self.max_semaphore_limit >= 1, "max_semaphore_limit", "must be at least 1")
         check(self.queue_max_batch >= 1, "queue_max_batch", "must be at least 1")
         check(self.queue_max_payload >= 1, "queue_max_payload", "must be at least 1 byte")
+        check(self.queue_max_result >= 0, "queue_max_result", "must not be negative")
         check(0 <= self.queue_priority_aging <= 86400, "queue_priority_aging", "must be 0 to 1d")
         check(0.001 <= self.queue_retry_backoff <= 3600, "queue_retry_backoff", "must be 1ms to 1h")
         check(self.chat_max_message_size >= 1, "chat_max_message_size", "must be at least 1 byte")

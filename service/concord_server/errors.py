@@ -43,6 +43,7 @@ from concord.error.v1.error_pb2 import (
     REASON_SEMAPHORE_WAIT_TIMEOUT,
     REASON_TASK_LEASE_NOT_HELD,
     REASON_TASK_LEASED,
+    REASON_TASK_FINISHED,
     REASON_TASK_NOT_FOUND,
     REASON_UNAUTHENTICATED,
 )
@@ -164,6 +165,12 @@ class TaskLeased(FailedPrecondition):
     """Cancel of a task a worker holds: it is settled by its worker first."""
 
     reason = reason_name(REASON_TASK_LEASED)
+
+
+class TaskFinished(FailedPrecondition):
+    """Cancel of a task that finished already (succeeded, or cancelled before)."""
+
+    reason = reason_name(REASON_TASK_FINISHED)
 
 
 class ChatNotFound(NotFound):

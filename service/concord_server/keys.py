@@ -73,13 +73,17 @@ class QueueKeys(NamedTuple):
     dead: str  # zset: task id -> died-at ms
     seq: str  # string: last task number handed out
     paused: str  # string: "1" while the queue is paused (nothing is leased)
+    done: str  # zset: task id -> finished ms, for retained succeeded and cancelled tasks
+    policy: str  # hash: the queue's policy (retention); absent fields take the defaults
     channel: str  # shard channel: "<n>" when n tasks became ready
+    finished: str  # shard channel: "<task id>" when that task finished, "*" when many did
     task_prefix: str  # + task id: hash with the task's fields
     dedupe_prefix: str  # + dedupe key: string -> the task id holding that key
 
     @property
     def keys(self) -> list[str]:
-        return [self.ready, self.since, self.delayed, self.leased, self.dead, self.seq, self.paused]
+        return [self.ready, self.since, self.delayed, self.leased, self.dead, self.seq, self.paused, self.done,
+                self.policy]
 
     def dedupe(self, key: str) -> str:
         return self.dedupe_prefix + key
@@ -207,4 +211,5 @@ class KeySpace:
     def queue(self, name: str) -> QueueKeys:
         t = self.tag("queue", name)
         return QueueKeys(f"{t}:ready", f"{t}:since", f"{t}:delayed", f"{t}:leased", f"{t}:dead", f"{t}:seq",
-                         f"{t}:paused", f"{t}:wake", f"{t}:task:", f"{t}:dedupe:")
+                         f"{t}:paused", f"{t}:done", f"{t}:policy", f"{t}:wake", f"{t}:finished", f"{t}:task:",
+                         f"{t}:dedupe:")

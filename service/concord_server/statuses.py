@@ -49,9 +49,10 @@ class WITHDRAW(Family):
 
 class CANCEL(Family):
     """queue_remove with 'cancel'."""
-    CANCELLED = 1
+    CANCELLED = 1  # a ready or delayed task: now cancelled (retained); a dead one: deleted
     NO_SUCH_TASK = 0
-    LEASED = -1  # leased to a worker: not deleted
+    LEASED = -1  # leased to a worker: not cancelled
+    FINISHED = -2  # succeeded or cancelled already: not changed
 
 
 class CREATE(Family):

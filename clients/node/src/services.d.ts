@@ -27,6 +27,7 @@ export type Reason =
   | 'TASK_LEASE_NOT_HELD'
   | 'TASK_NOT_FOUND'
   | 'TASK_LEASED'
+  | 'TASK_FINISHED'
   | 'CHAT_NOT_FOUND'
   | 'CHAT_EXISTS'
   | 'NOT_A_MEMBER'
@@ -1231,10 +1232,44 @@ export declare namespace concord.queue.v1 {
     resumeQueue(request: concord.queue.v1.ResumeQueueRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.ResumeQueueResponse__Output>;
     /** resumeQueue, by its name in the .proto file. */
     ResumeQueue(request: concord.queue.v1.ResumeQueueRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.ResumeQueueResponse__Output>;
+    /**
+     * GetTask reports a task in any state: pending ones, and finished ones (succeeded,
+     * dead, cancelled) while the queue's retention keeps them, with their result or
+     * last error. NOT_FOUND / TASK_NOT_FOUND once it is gone.
+     */
+    getTask(request: concord.queue.v1.GetTaskRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.GetTaskResponse__Output>;
+    /** getTask, by its name in the .proto file. */
+    GetTask(request: concord.queue.v1.GetTaskRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.GetTaskResponse__Output>;
+    /**
+     * WaitTask blocks in the server until the task finishes (succeeded, dead or
+     * cancelled) or wait_timeout passes, then reports it as GetTask does; `finished`
+     * says which. Woken by the script that finishes the task, from any replica.
+     */
+    waitTask(request: concord.queue.v1.WaitTaskRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.WaitTaskResponse__Output>;
+    /** waitTask, by its name in the .proto file. */
+    WaitTask(request: concord.queue.v1.WaitTaskRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.WaitTaskResponse__Output>;
+    /**
+     * ReportProgress records a leased task's progress (a number and/or a small JSON
+     * document), proven by its lease like Ack, and may extend the lease at once.
+     */
+    reportProgress(request: concord.queue.v1.ReportProgressRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.ReportProgressResponse__Output>;
+    /** reportProgress, by its name in the .proto file. */
+    ReportProgress(request: concord.queue.v1.ReportProgressRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.ReportProgressResponse__Output>;
+    /**
+     * SetQueuePolicy replaces the queue's policy; fields left unset take the
+     * defaults. It applies to tasks that finish from then on.
+     */
+    setQueuePolicy(request: concord.queue.v1.SetQueuePolicyRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.SetQueuePolicyResponse__Output>;
+    /** setQueuePolicy, by its name in the .proto file. */
+    SetQueuePolicy(request: concord.queue.v1.SetQueuePolicyRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.SetQueuePolicyResponse__Output>;
+    /** GetQueuePolicy returns the queue's policy with the defaults filled in. */
+    getQueuePolicy(request: concord.queue.v1.GetQueuePolicyRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.GetQueuePolicyResponse__Output>;
+    /** getQueuePolicy, by its name in the .proto file. */
+    GetQueuePolicy(request: concord.queue.v1.GetQueuePolicyRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.GetQueuePolicyResponse__Output>;
   }
 
   /** TaskState is where a task is in its life. */
-  type TaskState = 'TASK_STATE_UNSPECIFIED' | 'TASK_STATE_READY' | 'TASK_STATE_DELAYED' | 'TASK_STATE_LEASED' | 'TASK_STATE_DEAD';
+  type TaskState = 'TASK_STATE_UNSPECIFIED' | 'TASK_STATE_READY' | 'TASK_STATE_DELAYED' | 'TASK_STATE_LEASED' | 'TASK_STATE_DEAD' | 'TASK_STATE_WAITING' | 'TASK_STATE_SUCCEEDED' | 'TASK_STATE_CANCELLED';
 
   /** NewTask is one task to enqueue. */
   interface NewTask {
@@ -1331,6 +1366,20 @@ export declare namespace concord.queue.v1 {
     readyAt?: google.protobuf.Timestamp | null;
     /** The error of the last failed attempt, if any. */
     lastError?: string;
+    /** What the worker last reported with ReportProgress (GetTask and WaitTask only). */
+    progress?: concord.queue.v1.Progress | null;
+    /** SUCCEEDED: what Ack carried (GetTask and WaitTask only). */
+    result?: Buffer | Uint8Array | string;
+    resultType?: string;
+    /** When the current (or last) attempt was leased. */
+    leasedAt?: google.protobuf.Timestamp | null;
+    /** When it succeeded, died or was cancelled. */
+    finishedAt?: google.protobuf.Timestamp | null;
+    /**
+     * DEAD: the rule that ended it: "attempts" (a failed attempt was the last one
+     * allowed), "lease" (the last attempt's lease expired).
+     */
+    deadReason?: string;
   }
   /** Task is a task as stored, and as handed to a worker. */
   interface Task__Output {
@@ -1351,6 +1400,39 @@ export declare namespace concord.queue.v1 {
     readyAt: google.protobuf.Timestamp__Output | null;
     /** The error of the last failed attempt, if any. */
     lastError: string;
+    /** What the worker last reported with ReportProgress (GetTask and WaitTask only). */
+    progress: concord.queue.v1.Progress__Output | null;
+    /** SUCCEEDED: what Ack carried (GetTask and WaitTask only). */
+    result: Buffer;
+    resultType: string;
+    /** When the current (or last) attempt was leased. */
+    leasedAt: google.protobuf.Timestamp__Output | null;
+    /** When it succeeded, died or was cancelled. */
+    finishedAt: google.protobuf.Timestamp__Output | null;
+    /**
+     * DEAD: the rule that ended it: "attempts" (a failed attempt was the last one
+     * allowed), "lease" (the last attempt's lease expired).
+     */
+    deadReason: string;
+  }
+
+  /** Progress is a leased task's report of how far it got. */
+  interface Progress {
+    /** Any finite number: a fraction, a percentage, a count of items done. */
+    value?: number;
+    /** A JSON document, at most 4096 bytes. */
+    json?: string;
+    reportedAt?: google.protobuf.Timestamp | null;
+  }
+  /** Progress is a leased task's report of how far it got. */
+  interface Progress__Output {
+    /** Any finite number: a fraction, a percentage, a count of items done. */
+    value?: number;
+    /** A JSON document, at most 4096 bytes. */
+    json: string;
+    reportedAt: google.protobuf.Timestamp__Output | null;
+    /** Which of the oneof's fields is set. */
+    _value?: 'value';
   }
 
   interface DequeueRequest {
@@ -1385,11 +1467,25 @@ export declare namespace concord.queue.v1 {
     queue?: string;
     taskId?: string;
     lease?: string;
+    /**
+     * The task's result, at most the server's --queue-max-result bytes: GetTask and
+     * WaitTask return it while the queue's retention keeps the task.
+     */
+    result?: Buffer | Uint8Array | string;
+    /** What the result holds, such as "application/json"; free text, like a name. */
+    resultType?: string;
   }
   interface AckRequest__Output {
     queue: string;
     taskId: string;
     lease: string;
+    /**
+     * The task's result, at most the server's --queue-max-result bytes: GetTask and
+     * WaitTask return it while the queue's retention keeps the task.
+     */
+    result: Buffer;
+    /** What the result holds, such as "application/json"; free text, like a name. */
+    resultType: string;
   }
 
   interface AckResponse {
@@ -1493,6 +1589,9 @@ export declare namespace concord.queue.v1 {
     failed?: boolean;
     error?: string;
     retryDelay?: google.protobuf.Duration | null;
+    /** With failed false: the result, as in AckRequest. */
+    result?: Buffer | Uint8Array | string;
+    resultType?: string;
   }
   /** Settle acks or nacks a task delivered on this stream. */
   interface Settle__Output {
@@ -1503,6 +1602,9 @@ export declare namespace concord.queue.v1 {
     failed: boolean;
     error: string;
     retryDelay: google.protobuf.Duration__Output | null;
+    /** With failed false: the result, as in AckRequest. */
+    result: Buffer;
+    resultType: string;
   }
 
   interface ConsumeRequest {
@@ -1562,6 +1664,8 @@ export declare namespace concord.queue.v1 {
     oldestReadyAge?: google.protobuf.Duration | null;
     /** PauseQueue was called and ResumeQueue not since: nothing is leased. */
     paused?: boolean;
+    /** Succeeded and cancelled tasks the queue's retention keeps (see QueuePolicy). */
+    finished?: number | string;
   }
   interface StatsResponse__Output {
     ready: string;
@@ -1572,6 +1676,8 @@ export declare namespace concord.queue.v1 {
     oldestReadyAge: google.protobuf.Duration__Output | null;
     /** PauseQueue was called and ResumeQueue not since: nothing is leased. */
     paused: boolean;
+    /** Succeeded and cancelled tasks the queue's retention keeps (see QueuePolicy). */
+    finished: string;
   }
 
   interface PeekRequest {
@@ -1724,6 +1830,156 @@ export declare namespace concord.queue.v1 {
   interface ResumeQueueResponse__Output {
     /** Whether the queue was paused. */
     wasPaused: boolean;
+  }
+
+  interface GetTaskRequest {
+    queue?: string;
+    taskId?: string;
+  }
+  interface GetTaskRequest__Output {
+    queue: string;
+    taskId: string;
+  }
+
+  interface GetTaskResponse {
+    task?: concord.queue.v1.Task | null;
+  }
+  interface GetTaskResponse__Output {
+    task: concord.queue.v1.Task__Output | null;
+  }
+
+  interface WaitTaskRequest {
+    queue?: string;
+    taskId?: string;
+    /** How long to wait for the task to finish; unset or 0 looks once. */
+    waitTimeout?: google.protobuf.Duration | null;
+  }
+  interface WaitTaskRequest__Output {
+    queue: string;
+    taskId: string;
+    /** How long to wait for the task to finish; unset or 0 looks once. */
+    waitTimeout: google.protobuf.Duration__Output | null;
+  }
+
+  interface WaitTaskResponse {
+    /**
+     * True when the task is SUCCEEDED, DEAD or CANCELLED; false when wait_timeout
+     * passed first (task then shows where it is).
+     */
+    finished?: boolean;
+    task?: concord.queue.v1.Task | null;
+  }
+  interface WaitTaskResponse__Output {
+    /**
+     * True when the task is SUCCEEDED, DEAD or CANCELLED; false when wait_timeout
+     * passed first (task then shows where it is).
+     */
+    finished: boolean;
+    task: concord.queue.v1.Task__Output | null;
+  }
+
+  interface ReportProgressRequest {
+    queue?: string;
+    taskId?: string;
+    lease?: string;
+    /** At least one of value and json. */
+    value?: number;
+    json?: string;
+    /** When set, the lease also ends this long from now (as ExtendLease). */
+    leaseTtl?: google.protobuf.Duration | null;
+  }
+  interface ReportProgressRequest__Output {
+    queue: string;
+    taskId: string;
+    lease: string;
+    /** At least one of value and json. */
+    value?: number;
+    json: string;
+    /** When set, the lease also ends this long from now (as ExtendLease). */
+    leaseTtl: google.protobuf.Duration__Output | null;
+    /** Which of the oneof's fields is set. */
+    _value?: 'value';
+  }
+
+  interface ReportProgressResponse {
+    leaseExpiresAt?: google.protobuf.Timestamp | null;
+  }
+  interface ReportProgressResponse__Output {
+    leaseExpiresAt: google.protobuf.Timestamp__Output | null;
+  }
+
+  /**
+   * Retention says how many finished tasks a queue keeps, and for how long, so
+   * GetTask and WaitTask can report them; older ones vanish by themselves.
+   */
+  interface Retention {
+    /** Keep at most this many; 0 keeps none. Unset: no count limit. */
+    maxCount?: number;
+    /** Keep each this long after it finished. Unset or 0: no age limit. */
+    maxAge?: google.protobuf.Duration | null;
+  }
+  /**
+   * Retention says how many finished tasks a queue keeps, and for how long, so
+   * GetTask and WaitTask can report them; older ones vanish by themselves.
+   */
+  interface Retention__Output {
+    /** Keep at most this many; 0 keeps none. Unset: no count limit. */
+    maxCount?: number;
+    /** Keep each this long after it finished. Unset or 0: no age limit. */
+    maxAge: google.protobuf.Duration__Output | null;
+    /** Which of the oneof's fields is set. */
+    _maxCount?: 'maxCount';
+  }
+
+  /** QueuePolicy is a queue's settings, kept in Redis with its tasks. */
+  interface QueuePolicy {
+    /** Succeeded and cancelled tasks. Default: 1000 tasks, 24 hours. */
+    succeeded?: concord.queue.v1.Retention | null;
+    /**
+     * Dead tasks (the dead-letter set). Default: no limit (kept until retried,
+     * cancelled or purged).
+     */
+    dead?: concord.queue.v1.Retention | null;
+  }
+  /** QueuePolicy is a queue's settings, kept in Redis with its tasks. */
+  interface QueuePolicy__Output {
+    /** Succeeded and cancelled tasks. Default: 1000 tasks, 24 hours. */
+    succeeded: concord.queue.v1.Retention__Output | null;
+    /**
+     * Dead tasks (the dead-letter set). Default: no limit (kept until retried,
+     * cancelled or purged).
+     */
+    dead: concord.queue.v1.Retention__Output | null;
+  }
+
+  interface SetQueuePolicyRequest {
+    queue?: string;
+    policy?: concord.queue.v1.QueuePolicy | null;
+  }
+  interface SetQueuePolicyRequest__Output {
+    queue: string;
+    policy: concord.queue.v1.QueuePolicy__Output | null;
+  }
+
+  interface SetQueuePolicyResponse {
+    policy?: concord.queue.v1.QueuePolicy | null;
+  }
+  interface SetQueuePolicyResponse__Output {
+    policy: concord.queue.v1.QueuePolicy__Output | null;
+  }
+
+  interface GetQueuePolicyRequest {
+    queue?: string;
+  }
+  interface GetQueuePolicyRequest__Output {
+    queue: string;
+  }
+
+  interface GetQueuePolicyResponse {
+    policy?: concord.queue.v1.QueuePolicy | null;
+  }
+  interface GetQueuePolicyResponse__Output {
+    policy: concord.queue.v1.QueuePolicy__Output | null;
   }
 }
 

@@ -47,6 +47,7 @@ from .errors import (
     PermitsExceedLimit,
     ResourceExhausted,
     SemaphoreTimeout,
+    TaskFinished,
     TaskLeased,
     TaskLeaseNotHeld,
     TaskNotFound,
@@ -54,7 +55,9 @@ from .errors import (
 )
 from .files import Announced, FileInfo, Files, Line, Uploaded
 from .locks import AsyncLock, Lease, Lock, LockInfo
-from .queues import AsyncQueue, Enqueued, NackResult, NewTask, Queue, QueueStats, Task
+from .queues import (AsyncQueue, AsyncTaskHandle, Enqueued, NackResult, NewTask, Queue, QueuePolicy, QueueStats,
+                     Retention, Task, TaskHandle)
+from .tasks import Progress, TaskFailed
 from .semaphores import AsyncSemaphore, Permit, Semaphore, SemaphoreInfo
 from .worker import Worker
 
@@ -68,6 +71,7 @@ __all__ = [
     "AsyncQueue",
     "AsyncSemaphore",
     "AsyncSubscription",
+    "AsyncTaskHandle",
     "Autocomplete",
     "Chat",
     "ChatExists",
@@ -108,9 +112,12 @@ __all__ = [
     "PermitLost",
     "PermitNotHeld",
     "PermitsExceedLimit",
+    "Progress",
     "Queue",
+    "QueuePolicy",
     "QueueStats",
     "ResourceExhausted",
+    "Retention",
     "Semaphore",
     "SemaphoreInfo",
     "SemaphoreTimeout",
@@ -118,6 +125,9 @@ __all__ = [
     "Suggestion",
     "Suggestions",
     "Task",
+    "TaskFailed",
+    "TaskFinished",
+    "TaskHandle",
     "TaskLeaseNotHeld",
     "TaskLeased",
     "TaskNotFound",

@@ -29,7 +29,10 @@ Retried, because a repeat cannot do harm:
   leased to nobody; they come back when that lease expires, so nothing is lost),
   ``ack``, ``nack``, ``extend``, ``release`` (each needs the task's lease, which
   the first success ends, so a repeat changes nothing and reports
-  TaskLeaseNotHeld), ``stats``, ``peek``, ``dead``, and ``put``/``put_many`` when
+  TaskLeaseNotHeld), ``progress`` (it needs the lease too, and records the same
+  report again), ``wait_task`` and ``TaskHandle.result`` (they wait in the server
+  like ``get``), ``get_task``, ``policy``, ``set_policy`` (it replaces the whole
+  policy), ``stats``, ``peek``, ``dead``, and ``put``/``put_many`` when
   every task has a ``dedupe_key`` (a repeat names the first task and reports it as
   a duplicate; give a ``dedupe_window`` if a worker may finish the task before the
   repeat arrives);

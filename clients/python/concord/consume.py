@@ -26,7 +26,7 @@ import grpc
 from ._convert import duration
 from .errors import Cancelled, ConcordError, from_reason, from_rpc_error
 from .queue.v1 import queue_pb2 as pb
-from .tasks import Task, task_from, truncate_error
+from .tasks import Task, encode_result, task_from, truncate_error
 
 _END = object()
 
@@ -38,9 +38,11 @@ def _start(queues: Sequence[str], lease_ttl: float, prefetch: int) -> pb.Consume
                                                    credits=prefetch))
 
 
-def _settle(task: Task, failed: bool, error: str = "", retry_delay: float | None = None) -> pb.ConsumeRequest:
+def _settle(task: Task, failed: bool, error: str = "", retry_delay: float | None = None,
+            result: Any = None) -> pb.ConsumeRequest:
+    data, kind = encode_result(result)
     s = pb.Settle(queue=task.queue, task_id=task.task_id, lease=task.lease, failed=failed,
-                  error=truncate_error(error))
+                  error=truncate_error(error), result=data, result_type=kind)
     if retry_delay is not None:
         s.retry_delay.CopyFrom(duration(retry_delay))
     return pb.ConsumeRequest(settle=s)
@@ -101,8 +103,12 @@ class Consumer:
         finally:
             self._requests.put(_CREDIT)
 
-    def ack(self, task: Task) -> None:
-        self._send_settle(_settle(task, False), task.task_id)
+    def ack(self, task: Task, result: Any = None) -> None:
+        self._send_settle(_settle(task, False, result=result), task.task_id)
+
+    def progress(self, task: Task, value: float | None = None, data: Any = None, *,
+                 lease_ttl: float | None = None) -> Task:
+        return self._client.queue(task.queue).progress(task, value, data, lease_ttl=lease_ttl)
 
     def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None) -> None:
         self._send_settle(_settle(task, True, error, retry_delay), task.task_id)
@@ -200,8 +206,12 @@ class AsyncConsumer:
             if not self._call.done():  # the task's credit comes back, settled or refused
                 await self._write(_CREDIT)
 
-    async def ack(self, task: Task) -> None:
-        await self._send_settle(_settle(task, False), task.task_id)
+    async def ack(self, task: Task, result: Any = None) -> None:
+        await self._send_settle(_settle(task, False, result=result), task.task_id)
+
+    async def progress(self, task: Task, value: float | None = None, data: Any = None, *,
+                       lease_ttl: float | None = None) -> Task:
+        return await self._client.queue(task.queue).progress(task, value, data, lease_ttl=lease_ttl)
 
     async def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None) -> None:
         await self._send_settle(_settle(task, True, error, retry_delay), task.task_id)

@@ -35,6 +35,7 @@ from .error.v1.error_pb2 import (
     REASON_SEMAPHORE_WAIT_TIMEOUT,
     REASON_TASK_LEASE_NOT_HELD,
     REASON_TASK_LEASED,
+    REASON_TASK_FINISHED,
     REASON_TASK_NOT_FOUND,
 )
 
@@ -170,6 +171,12 @@ class TaskLeased(FailedPrecondition):
     """The task is leased to a worker, so it cannot be cancelled now."""
 
     reason = reason_name(REASON_TASK_LEASED)
+
+
+class TaskFinished(FailedPrecondition):
+    """Cancel of a task that finished already (succeeded, or cancelled before)."""
+
+    reason = reason_name(REASON_TASK_FINISHED)
 
 
 class ChatNotFound(NotFound):

@@ -30,7 +30,7 @@ from typing import Any
 from ._convert import duration, seconds, when
 from .consume import AsyncConsumer, Consumer
 from .queue.v1 import queue_pb2 as pb
-from .tasks import STATE_NAMES, STATE_VALUES, Task, task_from, truncate_error
+from .tasks import STATE_NAMES, STATE_VALUES, Task, encode_result, task_from, truncate_error
 
 
 def encode_payload(payload: Any) -> bytes:
@@ -81,6 +81,88 @@ class QueueStats:
     dead: int
     oldest_ready_age: float  # seconds the longest-waiting ready task has waited
     paused: bool = False  # pause() was called and resume() not since
+    finished: int = 0  # succeeded and cancelled tasks the retention keeps
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How many finished tasks a queue keeps (None: no limit; 0: none) and for how
+    many seconds each (None: no limit)."""
+
+    max_count: int | None = None
+    max_age: float | None = None
+
+    def message(self) -> pb.Retention:
+        m = pb.Retention()
+        if self.max_count is not None:
+            m.max_count = self.max_count
+        if self.max_age:
+            m.max_age.CopyFrom(duration(self.max_age))
+        return m
+
+    @staticmethod
+    def of(m: pb.Retention) -> Retention:
+        return Retention(m.max_count if m.HasField("max_count") else None,
+                         seconds(m.max_age) if m.HasField("max_age") else None)
+
+
+@dataclass(frozen=True)
+class QueuePolicy:
+    """A queue's settings (set_policy: None takes the server's default)."""
+
+    succeeded: Retention | None = None  # succeeded and cancelled tasks; default 1000 for 24 h
+    dead: Retention | None = None  # default: all, until retried, cancelled or purged
+
+    @staticmethod
+    def of(m: pb.QueuePolicy) -> QueuePolicy:
+        return QueuePolicy(Retention.of(m.succeeded), Retention.of(m.dead))
+
+
+class TaskHandle(str):
+    """What ``Queue.put`` returns: the task's id (a str, as before) that can also
+    wait for the task's outcome."""
+
+    queue: Queue
+
+    def __new__(cls, task_id: str, queue: Any) -> TaskHandle:
+        handle = super().__new__(cls, task_id)
+        handle.queue = queue
+        return handle
+
+    @property
+    def task_id(self) -> str:
+        return str(self)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Waits (None: forever) for the task to finish and returns its result as
+        ``Task.value()`` decodes it; TaskFailed if it died or was cancelled,
+        TimeoutError if it had not finished in time."""
+        return self.queue.wait_task(self, timeout).outcome()
+
+    def info(self) -> Task:
+        """The task now (queue.get_task)."""
+        return self.queue.get_task(self)
+
+
+class AsyncTaskHandle(str):
+    """TaskHandle for an AsyncQueue: ``await handle.result(timeout)``."""
+
+    queue: AsyncQueue
+
+    def __new__(cls, task_id: str, queue: Any) -> AsyncTaskHandle:
+        handle = super().__new__(cls, task_id)
+        handle.queue = queue
+        return handle
+
+    @property
+    def task_id(self) -> str:
+        return str(self)
+
+    async def result(self, timeout: float | None = None) -> Any:
+        return (await self.queue.wait_task(self, timeout)).outcome()
+
+    async def info(self) -> Task:
+        return await self.queue.get_task(self)
 
 
 @dataclass(frozen=True)
@@ -117,23 +199,56 @@ class _QueueBase:
     def _settle(self, task: Task) -> dict[str, str]:
         return {"queue": task.queue, "task_id": task.task_id, "lease": task.lease}
 
+    def _ack_request(self, task: Task, result: Any) -> pb.AckRequest:
+        data, kind = encode_result(result)
+        return pb.AckRequest(**self._settle(task), result=data, result_type=kind)
+
+    def _progress_request(self, task: Task, value: float | None, data: Any,
+                          lease_ttl: float | None) -> pb.ReportProgressRequest:
+        r = pb.ReportProgressRequest(**self._settle(task),
+                                     json="" if data is None else json.dumps(data, separators=(",", ":")))
+        if value is not None:
+            r.value = value
+        if lease_ttl is not None:
+            r.lease_ttl.CopyFrom(duration(lease_ttl))
+        return r
+
+    def _task_request(self, task_id: str) -> pb.GetTaskRequest:
+        return pb.GetTaskRequest(queue=self.name, task_id=task_id)
+
+    def _wait_args(self, task_id: str, timeout: float | None) -> tuple[Any, ...]:
+        """Service.wait_for's arguments for WaitTask: done once the task finished."""
+        def request(wait: float) -> pb.WaitTaskRequest:
+            return pb.WaitTaskRequest(queue=self.name, task_id=task_id, wait_timeout=duration(wait))
+
+        return "WaitTask", request, timeout, lambda r: task_from(r.task, None) if r.finished else None
+
+    def _policy_request(self, succeeded: Retention | None, dead: Retention | None) -> pb.SetQueuePolicyRequest:
+        policy = pb.QueuePolicy()
+        if succeeded is not None:
+            policy.succeeded.CopyFrom(succeeded.message())
+        if dead is not None:
+            policy.dead.CopyFrom(dead.message())
+        return pb.SetQueuePolicyRequest(queue=self.name, policy=policy)
+
     def _peek_request(self, state: str, limit: int) -> pb.PeekRequest:
         return pb.PeekRequest(queue=self.name, state=STATE_VALUES[state], limit=limit)
 
     @staticmethod
     def _stats(r: pb.StatsResponse) -> QueueStats:
-        return QueueStats(r.ready, r.delayed, r.leased, r.dead, seconds(r.oldest_ready_age), r.paused)
+        return QueueStats(r.ready, r.delayed, r.leased, r.dead, seconds(r.oldest_ready_age), r.paused, r.finished)
 
 
 class Queue(_QueueBase):
     """A queue name on a synchronous :class:`~concord.Client`."""
 
-    def put(self, type: str, payload: Any = b"", **options: Any) -> str:
+    def put(self, type: str, payload: Any = b"", **options: Any) -> TaskHandle:
         """Enqueues one task and returns its id (the first task's id when its
-        dedupe_key matched). Options: priority (-1000..1000, higher first),
-        delay (seconds) or run_at (datetime), dedupe_key, dedupe_window (seconds),
-        max_attempts (default 3). payload: bytes, str, or anything JSON can encode."""
-        return self.put_many([NewTask(type, payload, **options)])[0].task_id
+        dedupe_key matched) as a TaskHandle: ``handle.result(timeout)`` waits for
+        its outcome. Options: priority (-1000..1000, higher first), delay (seconds)
+        or run_at (datetime), dedupe_key, dedupe_window (seconds), max_attempts
+        (default 3). payload: bytes, str, or anything JSON can encode."""
+        return TaskHandle(self.put_many([NewTask(type, payload, **options)])[0].task_id, self)
 
     def put_many(self, tasks: Iterable[NewTask]) -> list[Enqueued]:
         """Enqueues a batch atomically: all or none."""
@@ -146,9 +261,37 @@ class Queue(_QueueBase):
         (0: try once, None: forever). [] if none became ready."""
         return self.client.dequeue([self.name], max_tasks, lease_ttl=lease_ttl, timeout=timeout)
 
-    def ack(self, task: Task) -> None:
-        """Finishes the task. Raises TaskLeaseNotHeld if the lease expired first."""
-        self._rpc.call_safe("Ack", pb.AckRequest(**self._settle(task)))
+    def ack(self, task: Task, result: Any = None) -> None:
+        """Finishes the task with ``result`` (bytes, str, or anything JSON can
+        encode; see Task.value). Raises TaskLeaseNotHeld if the lease expired first."""
+        self._rpc.call_safe("Ack", self._ack_request(task, result))
+
+    def progress(self, task: Task, value: float | None = None, data: Any = None, *,
+                 lease_ttl: float | None = None) -> Task:
+        """Records the task's progress (a number and/or JSON data); with lease_ttl
+        the lease also ends that many seconds from now."""
+        r = self._rpc.call_safe("ReportProgress", self._progress_request(task, value, data, lease_ttl))
+        task.lease_expires_at = when(r.lease_expires_at)
+        return task
+
+    def get_task(self, task_id: str) -> Task:
+        """The task in any state, finished ones while the retention keeps them
+        (result, last error, progress, timestamps). TaskNotFound once gone."""
+        return task_from(self._rpc.call_safe("GetTask", self._task_request(task_id)).task, None)
+
+    def wait_task(self, task_id: str, timeout: float | None = None) -> Task:
+        """Waits in the server (None: forever) until the task succeeded, died or
+        was cancelled, and returns it; if it had not by then, returns it as it is
+        (``task.finished`` is False)."""
+        return self._rpc.wait_for(*self._wait_args(task_id, timeout)) or self.get_task(task_id)
+
+    def policy(self) -> QueuePolicy:
+        """The queue's policy, the server's defaults filled in."""
+        return QueuePolicy.of(self._rpc.call_safe("GetQueuePolicy", pb.GetQueuePolicyRequest(queue=self.name)).policy)
+
+    def set_policy(self, *, succeeded: Retention | None = None, dead: Retention | None = None) -> QueuePolicy:
+        """Replaces the queue's policy (None: the default) for tasks that finish from now on."""
+        return QueuePolicy.of(self._rpc.call_safe("SetQueuePolicy", self._policy_request(succeeded, dead)).policy)
 
     def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None) -> NackResult:
         """A failed attempt: retried after retry_delay (None: exponential backoff) or dead-lettered."""
@@ -189,7 +332,8 @@ class Queue(_QueueBase):
         return [task_from(t, None) for t in r.tasks]
 
     def cancel(self, task_id: str) -> None:
-        """Deletes a ready, delayed or dead task. TaskNotFound / TaskLeased otherwise."""
+        """Cancels a ready or delayed task (kept, cancelled, under the retention) or
+        deletes a dead one. TaskNotFound / TaskLeased / TaskFinished otherwise."""
         self._rpc.call("Cancel", pb.CancelRequest(queue=self.name, task_id=task_id))
 
     def purge(self, *, include_dead: bool = False) -> int:
@@ -211,8 +355,8 @@ class Queue(_QueueBase):
 class AsyncQueue(_QueueBase):
     """A queue name on an :class:`~concord.AsyncClient`: Queue's methods, awaited."""
 
-    async def put(self, type: str, payload: Any = b"", **options: Any) -> str:
-        return (await self.put_many([NewTask(type, payload, **options)]))[0].task_id
+    async def put(self, type: str, payload: Any = b"", **options: Any) -> AsyncTaskHandle:
+        return AsyncTaskHandle((await self.put_many([NewTask(type, payload, **options)]))[0].task_id, self)
 
     async def put_many(self, tasks: Iterable[NewTask]) -> list[Enqueued]:
         call, request = self._enqueue(tasks)
@@ -222,8 +366,28 @@ class AsyncQueue(_QueueBase):
     async def get(self, max_tasks: int = 1, *, lease_ttl: float = 30.0, timeout: float | None = 0) -> list[Task]:
         return await self.client.dequeue([self.name], max_tasks, lease_ttl=lease_ttl, timeout=timeout)
 
-    async def ack(self, task: Task) -> None:
-        await self._rpc.call_safe("Ack", pb.AckRequest(**self._settle(task)))
+    async def ack(self, task: Task, result: Any = None) -> None:
+        await self._rpc.call_safe("Ack", self._ack_request(task, result))
+
+    async def progress(self, task: Task, value: float | None = None, data: Any = None, *,
+                       lease_ttl: float | None = None) -> Task:
+        r = await self._rpc.call_safe("ReportProgress", self._progress_request(task, value, data, lease_ttl))
+        task.lease_expires_at = when(r.lease_expires_at)
+        return task
+
+    async def get_task(self, task_id: str) -> Task:
+        return task_from((await self._rpc.call_safe("GetTask", self._task_request(task_id))).task, None)
+
+    async def wait_task(self, task_id: str, timeout: float | None = None) -> Task:
+        return await self._rpc.wait_for(*self._wait_args(task_id, timeout)) or await self.get_task(task_id)
+
+    async def policy(self) -> QueuePolicy:
+        r = await self._rpc.call_safe("GetQueuePolicy", pb.GetQueuePolicyRequest(queue=self.name))
+        return QueuePolicy.of(r.policy)
+
+    async def set_policy(self, *, succeeded: Retention | None = None, dead: Retention | None = None) -> QueuePolicy:
+        return QueuePolicy.of((await self._rpc.call_safe("SetQueuePolicy",
+                                                         self._policy_request(succeeded, dead))).policy)
 
     async def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None) -> NackResult:
         r = await self._rpc.call_safe("Nack", _nack_request(task, error, retry_delay))

@@ -10,7 +10,9 @@
 
 Tasks are taken from the queues strictly in the order given, at most
 ``concurrency`` at a time, each run in a thread. A callback that returns acks the
-task; one that raises nacks it with the exception's text, so it is retried with
+task with its return value as the result (bytes, str, or anything JSON can encode;
+``handle.result()`` and ``queue.get_task()`` give it back); a callback may report
+``task.progress(...)`` as it goes. One that raises nacks it with the exception's text, so it is retried with
 backoff and dead-lettered after its max attempts; a task type with no callback is
 nacked too. Leases of running tasks are extended every lease_ttl/3, so a long task
 is not handed to another worker. On stop, the worker takes no new tasks, lets the
@@ -31,9 +33,9 @@ from typing import Any
 
 import grpc
 
-from .errors import ConcordError, TaskLeaseNotHeld, from_rpc_error
+from .errors import ConcordError, InvalidArgument, TaskLeaseNotHeld, from_rpc_error
 from .queues import dequeue_request
-from .tasks import Task, task_from
+from .tasks import Task, encode_result, task_from
 
 log = logging.getLogger(__name__)
 
@@ -146,14 +148,18 @@ class Worker:
                 self._nack(task, f"no handler for task type {task.type!r}")
                 return
             try:
-                handler(task)
+                result = handler(task)
+                encode_result(result)
             except Exception as exc:
                 self._nack(task, "".join(traceback.format_exception_only(exc)).strip() + "\n" +
                            "".join(traceback.format_tb(exc.__traceback__)[-5:]))
                 return
             ok = True
             try:
-                task.ack()
+                task.ack(result)
+            except InvalidArgument as exc:  # the result is too large: say so where it shows
+                ok = False
+                self._nack(task, f"could not store the result: {exc}")
             except TaskLeaseNotHeld:
                 log.warning("task %s of %s finished after its lease expired; it may run again", task.task_id,
                             task.queue)

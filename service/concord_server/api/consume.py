@@ -28,16 +28,18 @@ async def next_request(requests) -> pb.ConsumeRequest | None:
 class ConsumeStream:
     """One Consume call over ``queues`` (the primitive) for the queues ``names``.
 
-    ``max_batch`` bounds one dequeue; ``read_settle`` and ``read_nack`` validate a
-    Settle (queue, task id, lease; retry delay, error), ``encode`` makes a task's
-    message."""
+    ``max_batch`` bounds one dequeue; ``read_settle``, ``read_nack`` and ``read_result``
+    validate a Settle (queue, task id, lease; retry delay, error; result, its type),
+    ``encode`` makes a task's message."""
 
     def __init__(self, queues: Queues, names: list[str], lease_ms: int, credits: int, *, max_batch: int,
                  read_settle: Callable[[pb.Settle], tuple[str, str, str]],
                  read_nack: Callable[[pb.Settle], tuple[int | None, str]],
+                 read_result: Callable[[pb.Settle], tuple[bytes, str]],
                  encode: Callable[[TaskRecord], pb.Task]) -> None:
         self._queues, self._names, self._lease_ms, self._max_batch = queues, names, lease_ms, max_batch
-        self._read_settle, self._read_nack, self._encode = read_settle, read_nack, encode
+        self._read_settle, self._read_nack, self._read_result = read_settle, read_nack, read_result
+        self._encode = encode
         self._credits = credits
         self._credited = asyncio.Event()
         self._held: dict[tuple[str, str], str] = {}  # (queue, task id) -> lease
@@ -89,7 +91,7 @@ class ConsumeStream:
             if s.failed:
                 await self._queues.nack(queue, task_id, lease, *self._read_nack(s))
             else:
-                await self._queues.ack(queue, task_id, lease)
+                await self._queues.ack(queue, task_id, lease, *self._read_result(s))
             self._held.pop((queue, task_id), None)
             return pb.Settled(task_id=s.task_id)
         except ConcordError as exc:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 from collections.abc import AsyncIterator
 
 from concord.queue.v1 import queue_pb2 as pb
@@ -10,7 +12,7 @@ from concord.queue.v1 import queue_pb2_grpc
 
 from ..config import Settings
 from ..errors import InvalidArgument
-from ..primitives.queue import DEFAULT_MAX_ATTEMPTS, MAX_PRIORITY, NewTask, Queues, TaskRecord
+from ..primitives.queue import DEFAULT_MAX_ATTEMPTS, MAX_PRIORITY, NewTask, Policy, Queues, Retention, TaskRecord
 from . import validation as v
 from .consume import ConsumeStream, next_request
 from .convert import duration, name_page, timestamp, wait_budget_ms
@@ -26,9 +28,13 @@ MAX_ATTEMPTS = 100
 DEFAULT_LIST = 100
 MAX_LIST = 1000
 MAX_RETRY_DEAD = 10_000
+MAX_PROGRESS_JSON = 4096
+MAX_RETAIN_COUNT = 1_000_000
+MAX_RETAIN_AGE_MS = 366 * 86_400_000
 
 _STATES = {"ready": pb.TASK_STATE_READY, "delayed": pb.TASK_STATE_DELAYED, "leased": pb.TASK_STATE_LEASED,
-           "dead": pb.TASK_STATE_DEAD}
+           "dead": pb.TASK_STATE_DEAD, "waiting": pb.TASK_STATE_WAITING, "succeeded": pb.TASK_STATE_SUCCEEDED,
+           "cancelled": pb.TASK_STATE_CANCELLED}
 _STATE_NAMES = {v: k for k, v in _STATES.items()}
 
 
@@ -36,10 +42,34 @@ def task_message(t: TaskRecord) -> pb.Task:
     m = pb.Task(queue=t.queue, task_id=t.task_id, type=t.type, payload=t.payload, priority=t.priority,
                 state=_STATES.get(t.state, pb.TASK_STATE_UNSPECIFIED), attempt=t.attempt,
                 max_attempts=t.max_attempts, lease=t.lease, enqueued_at=timestamp(t.enqueued_ms),
-                ready_at=timestamp(t.ready_ms), last_error=t.last_error)
+                ready_at=timestamp(t.ready_ms), last_error=t.last_error, result=t.result,
+                result_type=t.result_type, dead_reason=t.dead_reason)
     if t.lease_expires_ms is not None:
         m.lease_expires_at.CopyFrom(timestamp(t.lease_expires_ms))
+    if t.leased_ms is not None:
+        m.leased_at.CopyFrom(timestamp(t.leased_ms))
+    if t.finished_ms is not None:
+        m.finished_at.CopyFrom(timestamp(t.finished_ms))
+    if t.progress is not None:
+        m.progress.json = t.progress.json
+        m.progress.reported_at.CopyFrom(timestamp(t.progress.reported_ms))
+        if t.progress.value is not None:
+            m.progress.value = t.progress.value
     return m
+
+
+def _retention_message(r: Retention | None) -> pb.Retention:
+    m = pb.Retention()
+    if r is not None:
+        if r.max_count is not None:
+            m.max_count = r.max_count
+        if r.max_age_ms:
+            m.max_age.CopyFrom(duration(r.max_age_ms))
+    return m
+
+
+def _policy_message(p: Policy) -> pb.QueuePolicy:
+    return pb.QueuePolicy(succeeded=_retention_message(p.succeeded), dead=_retention_message(p.dead))
 
 
 class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
@@ -48,6 +78,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
         self._durations = v.Durations(settings.max_ttl, settings.max_wait)
         self._max_batch = settings.queue_max_batch
         self._max_payload = settings.queue_max_payload
+        self._max_result = settings.queue_max_result
 
     # -- validation -------------------------------------------------------------
 
@@ -100,6 +131,25 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
             raise InvalidArgument(f"error is longer than {MAX_ERROR_BYTES} bytes", field="error")
         return delay, request.error
 
+    def _result_args(self, request: pb.AckRequest | pb.Settle) -> tuple[bytes, str]:
+        if len(request.result) > self._max_result:
+            raise InvalidArgument(f"result is larger than {self._max_result} bytes", field="result")
+        return request.result, v.label(request.result_type, "result_type")
+
+    def _task_args(self, request) -> tuple[str, str]:
+        return v.name(request.queue, "queue"), v.token(request.task_id, "task_id")
+
+    @staticmethod
+    def _retention(request: pb.Retention, field: str) -> Retention | None:
+        if not request.HasField("max_count") and not request.HasField("max_age"):
+            return None
+        count = None
+        if request.HasField("max_count"):
+            count = v.count(request.max_count, f"{field}.max_count", minimum=0, maximum=MAX_RETAIN_COUNT)
+        age = v.duration_ms(request, "max_age", minimum_ms=0, maximum_ms=MAX_RETAIN_AGE_MS, required=False,
+                            label=f"{field}.max_age")
+        return Retention(count, age)
+
     def _limit(self, value: int, default: int, maximum: int) -> int:
         return v.count(value or default, "limit", minimum=1, maximum=maximum)
 
@@ -137,8 +187,50 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
 
     @rpc
     async def Ack(self, request: pb.AckRequest, context) -> pb.AckResponse:
-        await self._queues.ack(*self._settle_args(request))
+        await self._queues.ack(*self._settle_args(request), *self._result_args(request))
         return pb.AckResponse()
+
+    @rpc
+    async def ReportProgress(self, request: pb.ReportProgressRequest, context) -> pb.ReportProgressResponse:
+        args = self._settle_args(request)
+        value = request.value if request.HasField("value") else None
+        if value is not None and not math.isfinite(value):
+            raise InvalidArgument("value must be a finite number", field="value")
+        if len(request.json.encode("utf-8", "surrogatepass")) > MAX_PROGRESS_JSON:
+            raise InvalidArgument(f"json is longer than {MAX_PROGRESS_JSON} bytes", field="json")
+        if request.json:
+            try:
+                json.loads(request.json)
+            except ValueError as exc:
+                raise InvalidArgument(f"json is not a JSON document: {exc}", field="json") from None
+        if value is None and not request.json:
+            raise InvalidArgument("set value, json or both", field="value")
+        lease = self._durations.ttl(request, "lease_ttl") if request.HasField("lease_ttl") else None
+        expires = await self._queues.progress(*args, value, request.json, lease)
+        return pb.ReportProgressResponse(lease_expires_at=timestamp(expires))
+
+    @rpc
+    async def GetTask(self, request: pb.GetTaskRequest, context) -> pb.GetTaskResponse:
+        return pb.GetTaskResponse(task=task_message(await self._queues.get_task(*self._task_args(request))))
+
+    @rpc
+    async def WaitTask(self, request: pb.WaitTaskRequest, context) -> pb.WaitTaskResponse:
+        queue, task_id = self._task_args(request)
+        wait = wait_budget_ms(self._durations.wait(request), context)
+        finished, task = await self._queues.wait_task(queue, task_id, wait)
+        return pb.WaitTaskResponse(finished=finished, task=task_message(task))
+
+    @rpc
+    async def SetQueuePolicy(self, request: pb.SetQueuePolicyRequest, context) -> pb.SetQueuePolicyResponse:
+        queue = v.name(request.queue, "queue")
+        policy = Policy(self._retention(request.policy.succeeded, "policy.succeeded"),
+                        self._retention(request.policy.dead, "policy.dead"))
+        return pb.SetQueuePolicyResponse(policy=_policy_message(await self._queues.set_policy(queue, policy)))
+
+    @rpc
+    async def GetQueuePolicy(self, request: pb.GetQueuePolicyRequest, context) -> pb.GetQueuePolicyResponse:
+        policy = await self._queues.get_policy(v.name(request.queue, "queue"))
+        return pb.GetQueuePolicyResponse(policy=_policy_message(policy))
 
     @rpc
     async def Nack(self, request: pb.NackRequest, context) -> pb.NackResponse:
@@ -161,7 +253,8 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
     async def Stats(self, request: pb.StatsRequest, context) -> pb.StatsResponse:
         s = await self._queues.stats(v.name(request.queue, "queue"))
         return pb.StatsResponse(ready=s.ready, delayed=s.delayed, leased=s.leased, dead=s.dead,
-                                oldest_ready_age=duration(s.oldest_ready_age_ms), paused=s.paused)
+                                oldest_ready_age=duration(s.oldest_ready_age_ms), paused=s.paused,
+                                finished=s.finished)
 
     @rpc
     async def Peek(self, request: pb.PeekRequest, context) -> pb.PeekResponse:
@@ -205,6 +298,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
         queues = self._queues_field(start.start.queues)
         lease = self._lease_ms(start.start)
         stream = ConsumeStream(self._queues, queues, lease, start.start.credits, max_batch=self._max_batch,
-                               read_settle=self._settle_args, read_nack=self._nack_args, encode=task_message)
+                               read_settle=self._settle_args, read_nack=self._nack_args,
+                               read_result=self._result_args, encode=task_message)
         async for response in stream.run(request_iterator):
             yield response

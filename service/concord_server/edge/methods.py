@@ -40,5 +40,5 @@ _FILES = tuple(pb2.DESCRIPTOR for pb2 in (lock_pb2, semaphore_pb2, queue_pb2, ch
 SERVICES = {file.package.split(".")[1]: service.full_name
             for file in _FILES for service in file.services_by_name.values()}
 
-# Lock and semaphore Acquire, Dequeue.
+# Lock and semaphore Acquire, Dequeue, WaitTask.
 BLOCKING_METHODS = blocking_methods(_FILES)

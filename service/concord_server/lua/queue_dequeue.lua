@@ -1,6 +1,6 @@
 -- queue_dequeue.lua: lease up to N ready tasks, highest order first.
 -- KEYS: see queue_common.lua
--- ARGV[4] most tasks   ARGV[5] lease ms   ARGV[6] lease token prefix (random, per call)
+-- ARGV[5] most tasks   ARGV[6] lease ms   ARGV[7] lease token prefix (random, per call)
 -- Returns {now_ms, ms until the clock changes the queue (-1: never), ready tasks left,
 --          task 1 (see task_reply), task 2, ...}; while paused, no task and 0 left.
 --! include common.lua
@@ -10,14 +10,14 @@ local became_ready = sweep(now_ms)
 if paused() then
   return {now_ms, next_change(now_ms), 0}
 end
-local lease_ms = tonumber(ARGV[5])
-local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[4]) - 1)
+local lease_ms = tonumber(ARGV[6])
+local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[5]) - 1)
 local tasks = {}
 for i, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
   redis.call('ZREM', KEYS[2], id)
   redis.call('HINCRBY', task_key(id), 'att', 1)
-  redis.call('HSET', task_key(id), 'state', 'leased', 'lease', ARGV[6] .. '.' .. i)
+  redis.call('HSET', task_key(id), 'state', 'leased', 'lease', ARGV[7] .. '.' .. i, 'lat', fmt(now_ms))
   redis.call('ZADD', KEYS[4], now_ms + lease_ms, id)
   tasks[#tasks + 1] = task_reply(id)
 end

@@ -1,6 +1,6 @@
 -- queue_enqueue.lua: add a batch of tasks, all in one atomic step.
 -- KEYS: see queue_common.lua
--- ARGV[4] number of tasks, then 8 values per task:
+-- ARGV[5] number of tasks, then 8 values per task:
 --   type, payload, priority, delay ms (-1: none), run-at ms (-1: none),
 --   dedupe key (full key name; '' for none), dedupe window ms, max attempts
 -- Returns {task id 1, duplicate 1 (0/1), task id 2, duplicate 2, ...}
@@ -10,9 +10,9 @@ local now_ms = clock()
 local ready = sweep(now_ms)
 local reply = {}
 local soonest = nil
-local n = tonumber(ARGV[4])
+local n = tonumber(ARGV[5])
 for i = 0, n - 1 do
-  local base = 5 + i * 8
+  local base = 6 + i * 8
   local ttype, payload, prio = ARGV[base], ARGV[base + 1], tonumber(ARGV[base + 2])
   local delay, run_at = tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4])
   local dk, dw, max = ARGV[base + 5], ARGV[base + 6], ARGV[base + 7]

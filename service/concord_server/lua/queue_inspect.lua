@@ -1,24 +1,36 @@
 -- queue_inspect.lua: counts, or a page of tasks in one state, after the clock's changes.
 -- KEYS: see queue_common.lua
--- ARGV[4] what: stats | ready | delayed | leased | dead   ARGV[5] offset   ARGV[6] limit
+-- ARGV[5] what: stats | ready | delayed | leased | dead | task | policy
+-- ARGV[6] offset (or task id)   ARGV[7] limit
 -- Returns for stats {ready, delayed, leased, dead, age of the oldest ready task ms (-1: none),
---   paused 0/1};
+--   paused 0/1, succeeded and cancelled tasks retained};
+-- for task: {now_ms, paused 0/1, the task (see task_detail)}, or 0 when there is no such task;
+-- for policy: {sn, sa, dn, da} (see queue_common.lua), the defaults filled in;
 -- otherwise {task 1 (see task_reply), task 2, ...} in that state's order.
 --! include common.lua
 --! include queue_common.lua
 local now_ms = clock()
 announce(sweep(now_ms))
-local what = ARGV[4]
+local what = ARGV[5]
 if what == 'stats' then
   local oldest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
   local age = oldest[2] and math.max(0, now_ms - tonumber(oldest[2])) or -1
   return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[4]),
-    redis.call('ZCARD', KEYS[5]), age, paused() and 1 or 0}
+    redis.call('ZCARD', KEYS[5]), age, paused() and 1 or 0, redis.call('ZCARD', KEYS[8])}
+elseif what == 'task' then
+  if redis.call('EXISTS', task_key(ARGV[6])) == 0 then
+    return 0
+  end
+  return {now_ms, paused() and 1 or 0, task_detail(ARGV[6])}
+elseif what == 'policy' then
+  local sn, sa = retention('s')
+  local dn, da = retention('d')
+  return {sn, sa, dn, da}
 end
 local key = ({ready = KEYS[1], delayed = KEYS[3], leased = KEYS[4], dead = KEYS[5]})[what]
-local offset = tonumber(ARGV[5])
+local offset = tonumber(ARGV[6])
 local reply = {}
-for _, id in ipairs(redis.call('ZRANGE', key, offset, offset + tonumber(ARGV[6]) - 1)) do
+for _, id in ipairs(redis.call('ZRANGE', key, offset, offset + tonumber(ARGV[7]) - 1)) do
   reply[#reply + 1] = task_reply(id)
 end
 return reply

@@ -1,30 +1,38 @@
--- queue_remove.lua: delete tasks that no worker holds.
+-- queue_remove.lua: cancel one task, or delete tasks in bulk, that no worker holds.
 -- KEYS: see queue_common.lua
--- ARGV[4] what: cancel | purge | purge_with_dead   ARGV[5] task id (cancel) or batch size (purge)
--- Returns for cancel CANCEL.CANCELLED (deleted), CANCEL.NO_SUCH_TASK or CANCEL.LEASED (not deleted);
--- for purge {deleted, 1 if more remain (call again) else 0}.
+-- ARGV[5] what: cancel | purge | purge_with_dead   ARGV[6] task id (cancel) or batch size (purge)
+-- Returns for cancel CANCEL.CANCELLED (a ready or delayed task is now cancelled, kept under the
+-- retention; a dead one is deleted), or CANCEL.NO_SUCH_TASK, CANCEL.LEASED, CANCEL.FINISHED
+-- (nothing changed); for purge {deleted, 1 if more remain (call again) else 0}.
 --! include status.lua
 --! include common.lua
 --! include queue_common.lua
 local now_ms = clock()
 announce(sweep(now_ms))
-local what = ARGV[4]
+local what = ARGV[5]
 local from = {ready = {KEYS[1], KEYS[2]}, delayed = {KEYS[3]}, dead = {KEYS[5]}}
 if what == 'cancel' then
-  local id = ARGV[5]
+  local id = ARGV[6]
   local state = redis.call('HGET', task_key(id), 'state')
   if not state then
     return CANCEL.NO_SUCH_TASK
   elseif state == 'leased' then
     return CANCEL.LEASED
+  elseif state == 'succeeded' or state == 'cancelled' then
+    return CANCEL.FINISHED
   end
   for _, key in ipairs(from[state]) do
     redis.call('ZREM', key, id)
   end
-  finish(id)
+  if state == 'dead' then
+    forget(id)
+  else
+    redis.call('HSET', task_key(id), 'state', 'cancelled')
+    retire(id, now_ms)
+  end
   return CANCEL.CANCELLED
 end
-local budget = tonumber(ARGV[5])
+local budget = tonumber(ARGV[6])
 local deleted = 0
 local states = {'ready', 'delayed'}
 if what == 'purge_with_dead' then
@@ -37,11 +45,14 @@ for _, state in ipairs(states) do
     for _, key in ipairs(keys) do
       redis.call('ZREM', key, id)
     end
-    finish(id)
+    forget(id)
     deleted = deleted + 1
   end
   if deleted >= budget then
-    return {deleted, 1}
+    break
   end
 end
-return {deleted, 0}
+if deleted > 0 then
+  redis.call('SPUBLISH', FINISHED, '*')  -- WaitTask callers look again (and find nothing)
+end
+return {deleted, deleted >= budget and 1 or 0}

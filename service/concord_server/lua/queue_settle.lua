@@ -1,20 +1,24 @@
--- queue_settle.lua: end a leased attempt: ack, nack, release or extend it.
+-- queue_settle.lua: act on a leased attempt: ack, nack, release, extend it or record progress.
 -- KEYS: see queue_common.lua
--- ARGV[4] task id   ARGV[5] lease   ARGV[6] action: ack | nack | release | abandon | extend
--- ARGV[7] ms: nack: retry delay (-1: backoff); extend: new lease length
--- ARGV[8] error text (nack, abandon)   ARGV[9] backoff base ms   ARGV[10] backoff cap ms
---   ack      finish the task
---   nack     failed attempt: retry after the delay or the backoff, or dead when out of attempts
---   release  give it back ready now, the attempt not counted
---   abandon  give it back ready now, the attempt counted (its consumer went away)
---   extend   the lease ends ARGV[7] ms from now
+-- ARGV[5] task id   ARGV[6] lease
+-- ARGV[7] action: ack | nack | release | abandon | extend | progress
+-- ARGV[8] ms: nack: retry delay (-1: backoff); extend, progress: new lease length (-1: keep)
+-- ARGV[9], ARGV[10]: ack: result, its type; nack, abandon: error text; progress: value ('' none), JSON
+-- ARGV[11] backoff base ms   ARGV[12] backoff cap ms
+--   ack       the task succeeded, with its result (kept under the queue's retention)
+--   nack      failed attempt: retry after the delay or the backoff, or dead when out of attempts
+--   release   give it back ready now, the attempt not counted
+--   abandon   give it back ready now, the attempt counted (its consumer went away)
+--   extend    the lease ends ARGV[8] ms from now
+--   progress  record how far the attempt got (and extend when ARGV[8] >= 0)
 -- Returns {HELD.NOT_HELD} when the lease does not hold the task; else {HELD.HELD, state, at_ms} where
--- state is ready|delayed|dead|done|leased and at_ms is when it is ready (or, for
--- extend, when the lease now expires).
+-- state is ready|delayed|dead|succeeded|leased and at_ms is when it is ready (or, for
+-- extend and progress, when the lease now expires).
 --! include status.lua
 --! include common.lua
 --! include queue_common.lua
-local id, lease, action = ARGV[4], ARGV[5], ARGV[6]
+local id, lease, action = ARGV[5], ARGV[6], ARGV[7]
+local ms, text = tonumber(ARGV[8]), ARGV[9]
 local now_ms = clock()
 local ready = sweep(now_ms)
 local k = task_key(id)
@@ -24,16 +28,21 @@ if state ~= 'leased' or held ~= lease then
   return {HELD.NOT_HELD}
 end
 local reply
-if action == 'extend' then
-  local until_ms = now_ms + tonumber(ARGV[7])
-  redis.call('ZADD', KEYS[4], until_ms, id)
-  reply = {HELD.HELD, 'leased', until_ms}
+if action == 'extend' or action == 'progress' then
+  if action == 'progress' then
+    redis.call('HSET', k, 'prog', text, 'pj', ARGV[10], 'pt', fmt(now_ms))
+  end
+  if ms >= 0 then
+    redis.call('ZADD', KEYS[4], fmt(now_ms + ms), id)
+  end
+  reply = {HELD.HELD, 'leased', tonumber(redis.call('ZSCORE', KEYS[4], id))}
 else
   redis.call('ZREM', KEYS[4], id)
   att, max, prio = tonumber(att), tonumber(max), tonumber(prio)
   if action == 'ack' then
-    finish(id)
-    reply = {HELD.HELD, 'done', now_ms}
+    redis.call('HSET', k, 'state', 'succeeded', 'res', text, 'rct', ARGV[10])
+    retire(id, now_ms)
+    reply = {HELD.HELD, 'succeeded', now_ms}
   elseif action == 'release' then
     redis.call('HSET', k, 'att', att - 1)
     redis.call('HDEL', k, 'lease')
@@ -41,19 +50,19 @@ else
     ready = ready + 1
     reply = {HELD.HELD, 'ready', now_ms}
   else
-    if ARGV[8] ~= '' then
-      redis.call('HSET', k, 'err', ARGV[8])
+    if text ~= '' then
+      redis.call('HSET', k, 'err', text)
     end
     if att >= max then
-      kill(id, ARGV[8], now_ms)
+      kill(id, text, 'attempts', now_ms)
       reply = {HELD.HELD, 'dead', now_ms}
     else
       redis.call('HDEL', k, 'lease')
       local delay = 0
       if action == 'nack' then
-        delay = tonumber(ARGV[7])
+        delay = ms
         if delay < 0 then
-          delay = math.min(tonumber(ARGV[10]), tonumber(ARGV[9]) * 2 ^ (att - 1))
+          delay = math.min(tonumber(ARGV[12]), tonumber(ARGV[11]) * 2 ^ (att - 1))
         end
       end
       if delay > 0 then

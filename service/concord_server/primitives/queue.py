@@ -20,20 +20,23 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from ..errors import TaskLeased, TaskLeaseNotHeld, TaskNotFound
+from ..errors import TaskFinished, TaskLeased, TaskLeaseNotHeld, TaskNotFound
 from ..keys import KeySpace, QueueKeys
 from ..reply_shapes import Codes, Either, INT, Maybe, STR, Seq, Tagged, Tup
 from ..scripts import Commands, script
 from ..statuses import CANCEL, HELD
 from ..wakeups.doorbells import Doorbells
+from ..wakeups.outcomes import Outcomes
 from .letting_go import Releaser, answer_within
 from .listing import scan_names
 
 # One task as queue_common.lua's task_reply gives it: its id, then eleven fields (nil if unset).
 TASK = Tup(STR, *[Maybe(STR)] * 11)
+# task_detail: TASK's twelve, then lat prog pj pt res rct fin why ('' when unset).
+TASK_DETAIL = Tup(STR, *[Maybe(STR)] * 19)
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
 
@@ -51,7 +54,7 @@ class DequeueReply(NamedTuple):
 
 class SettleReply(NamedTuple):
     status: int  # HELD.*
-    state: str = ""  # HELD: ready | delayed | dead | done | leased
+    state: str = ""  # HELD: ready | delayed | dead | succeeded | leased
     at_ms: int = 0
 
 
@@ -62,6 +65,20 @@ class StatsReply(NamedTuple):
     dead: int
     oldest_ready_age_ms: int  # -1: nothing ready
     paused: int  # 0/1
+    finished: int  # succeeded and cancelled tasks retained
+
+
+class TaskReply(NamedTuple):
+    now_ms: int
+    paused: int  # 0/1
+    fields: list[Any]  # TASK_DETAIL
+
+
+class PolicyReply(NamedTuple):
+    succeeded_count: int  # -1: no limit
+    succeeded_age_ms: int  # 0: no limit
+    dead_count: int
+    dead_age_ms: int
 
 
 class PurgeReply(NamedTuple):
@@ -69,9 +86,17 @@ class PurgeReply(NamedTuple):
     more: int  # 1: call again
 
 
-def _inspect_reply(r: list[Any]) -> StatsReply | list[list[Any]]:
-    """stats: StatsReply; a state's tasks: the list of TASKs (never six ints)."""
-    return StatsReply._make(r) if len(r) == 6 and all(isinstance(x, int) for x in r) else r
+def _inspect_reply(r: list[Any] | int) -> StatsReply | TaskReply | PolicyReply | list[list[Any]] | None:
+    """stats: StatsReply; task: TaskReply, None when there is no such task; policy:
+    PolicyReply; a state's tasks: the list of TASKs (never a list of ints)."""
+    if r == 0:
+        return None
+    assert isinstance(r, list)
+    if r and all(isinstance(x, int) for x in r):
+        return StatsReply._make(r) if len(r) == 7 else PolicyReply._make(r)
+    if len(r) == 3 and isinstance(r[0], int):
+        return TaskReply(*r)
+    return r
 
 
 _ENQUEUE = script("queue_enqueue.lua", Seq(each=(STR, Codes(0, 1))),
@@ -80,15 +105,18 @@ _DEQUEUE = script("queue_dequeue.lua", Seq(INT, INT, INT, each=(TASK,)), raw=Tru
                   decode=lambda r: DequeueReply(*r[:3], r[3:]))
 _SETTLE = script("queue_settle.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(STR, INT)}),
                  decode=lambda r: SettleReply(*r))
-_INSPECT = script("queue_inspect.lua", Either(Tup(INT, INT, INT, INT, INT, Codes(0, 1)), Seq(each=(TASK,))), raw=True,
-                  decode=_inspect_reply)
+_INSPECT = script("queue_inspect.lua",
+                  Either(Tup(INT, INT, INT, INT, INT, Codes(0, 1), INT), Tup(INT, Codes(0, 1), TASK_DETAIL),
+                         Tup(INT, INT, INT, INT), Codes(0), Seq(each=(TASK,))),
+                  raw=True, decode=_inspect_reply)
 # cancel: a CANCEL status; purge: PurgeReply
 _REMOVE = script("queue_remove.lua", Either(Codes(*CANCEL.codes()), Tup(INT, Codes(0, 1))),
                  decode=lambda r: PurgeReply(*r) if isinstance(r, list) else r)
 _RETRY_DEAD = script("queue_retry_dead.lua", INT)
 _PAUSE = script("queue_pause.lua", Codes(0, 1))  # 1: it was paused
+_POLICY = script("queue_policy.lua", Tup(INT, INT, INT, INT), decode=lambda r: PolicyReply(*r))
 
-SCRIPTS = (_ENQUEUE, _DEQUEUE, _SETTLE, _INSPECT, _REMOVE, _RETRY_DEAD, _PAUSE)
+SCRIPTS = (_ENQUEUE, _DEQUEUE, _SETTLE, _INSPECT, _REMOVE, _RETRY_DEAD, _PAUSE, _POLICY)
 
 # Strict priority: one priority step outweighs any difference in ready time (2^43 ms
 # is ~280 years), and scores stay exact in Lua's doubles for priorities up to 1000.
@@ -98,6 +126,7 @@ DEFAULT_MAX_ATTEMPTS = 3
 BACKOFF_CAP_MS = 3_600_000
 PURGE_BATCH = 5000
 STATES = ("ready", "delayed", "leased", "dead")
+FINISHED = ("succeeded", "dead", "cancelled")
 
 
 @dataclass(frozen=True)
@@ -125,7 +154,7 @@ class TaskRecord:
     type: str
     payload: bytes
     priority: int
-    state: str  # ready | delayed | leased | dead
+    state: str  # ready | delayed | leased | dead | succeeded | cancelled | waiting (ready, queue paused)
     attempt: int
     max_attempts: int
     lease: str
@@ -133,6 +162,34 @@ class TaskRecord:
     enqueued_ms: int
     ready_ms: int
     last_error: str
+    # get_task and wait_task only:
+    leased_ms: int | None = None
+    progress: Progress | None = None
+    result: bytes = b""
+    result_type: str = ""
+    finished_ms: int | None = None
+    dead_reason: str = ""  # attempts | lease
+
+
+@dataclass(frozen=True)
+class Progress:
+    value: float | None
+    json: str
+    reported_ms: int
+
+
+@dataclass(frozen=True)
+class Retention:
+    max_count: int | None = None  # None: no count limit
+    max_age_ms: int = 0  # 0: no age limit
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A queue's settings, kept with its tasks; None fields take the defaults."""
+
+    succeeded: Retention | None = None
+    dead: Retention | None = None
 
 
 @dataclass(frozen=True)
@@ -143,12 +200,13 @@ class QueueStats:
     dead: int
     oldest_ready_age_ms: int  # 0 when nothing is ready
     paused: bool = False
+    finished: int = 0  # succeeded and cancelled tasks retained
 
 
 @dataclass(frozen=True)
 class Outcome:
-    state: str  # ready | delayed | dead | done | leased
-    at_ms: int  # when it is ready again (nack), or when the lease now ends (extend)
+    state: str  # ready | delayed | dead | succeeded | leased
+    at_ms: int  # when it is ready again (nack), or when the lease now ends (extend, progress)
 
 
 def _text(b: bytes | str) -> str:
@@ -165,6 +223,32 @@ def _record(queue: str, f: list[Any]) -> TaskRecord:
     )
 
 
+def _ms(b: bytes) -> int | None:
+    return int(b) if b else None
+
+
+def _detail(queue: str, paused: bool, f: list[Any]) -> TaskRecord:
+    """A TASK_DETAIL reply; a ready task of a paused queue is ``waiting``."""
+    base = _record(queue, f)
+    leased, value, pj, reported, result, rtype, finished, why = f[12:20]
+    state = "waiting" if base.state == "ready" and paused else base.state
+    progress = Progress(float(value) if value else None, _text(pj), int(reported)) if reported else None
+    return replace(base, state=state, leased_ms=_ms(leased), progress=progress, result=bytes(result),
+                   result_type=_text(rtype), finished_ms=_ms(finished), dead_reason=_text(why))
+
+
+def _retention_args(r: Retention | None) -> list[object]:
+    """sn/sa (or dn/da) for queue_policy.lua: '' for the default."""
+    if r is None:
+        return ["", ""]
+    return [-1 if r.max_count is None else r.max_count, r.max_age_ms]
+
+
+def _policy(r: PolicyReply) -> Policy:
+    return Policy(Retention(None if r.succeeded_count < 0 else r.succeeded_count, r.succeeded_age_ms),
+                  Retention(None if r.dead_count < 0 else r.dead_count, r.dead_age_ms))
+
+
 class Queues:
     """The queue primitive of one server process.
 
@@ -175,17 +259,18 @@ class Queues:
     up to an hour.
     """
 
-    def __init__(self, redis: Commands, keyspace: KeySpace, doorbells: Doorbells, *,
+    def __init__(self, redis: Commands, keyspace: KeySpace, doorbells: Doorbells, outcomes: Outcomes, *,
                  priority_aging_ms: int = 0, retry_backoff_ms: int = 1000) -> None:
         self._redis = redis
         self._keys = keyspace
         self._doorbells = doorbells
+        self._outcomes = outcomes
         self._weight = priority_aging_ms or STRICT
         self._backoff_ms = retry_backoff_ms
         self._releaser = Releaser()
 
     def _run(self, s, k: QueueKeys, *args: object):
-        return s.run(self._redis, k.keys, [k.channel, k.task_prefix, self._weight, *args])
+        return s.run(self._redis, k.keys, [k.channel, k.finished, k.task_prefix, self._weight, *args])
 
     async def enqueue(self, queue: str, tasks: Sequence[NewTask]) -> list[Enqueued]:
         """Adds all tasks atomically; a task whose dedupe key is taken names the first one."""
@@ -269,16 +354,19 @@ class Queues:
         for t in claim.result()[0]:
             self.let_go(t.queue, t.task_id, t.lease, count_attempt=False)
 
-    async def _settle(self, queue: str, task_id: str, lease: str, action: str, ms: int = -1, error: str = "") -> Outcome:
+    async def _settle(self, queue: str, task_id: str, lease: str, action: str, ms: int = -1,
+                      text: str | bytes = "", text2: str = "") -> Outcome:
         k = self._keys.queue(queue)
-        reply = await self._run(_SETTLE, k, task_id, lease, action, ms, error, self._backoff_ms, BACKOFF_CAP_MS)
+        reply = await self._run(_SETTLE, k, task_id, lease, action, ms, text, text2, self._backoff_ms,
+                                BACKOFF_CAP_MS)
         if reply.status != HELD.HELD:
             raise TaskLeaseNotHeld(f"task {task_id!r} of queue {queue!r} is not leased with this lease "
                                    "(it expired, or the task was settled)", queue=queue, task_id=task_id)
         return Outcome(reply.state, reply.at_ms)
 
-    async def ack(self, queue: str, task_id: str, lease: str) -> None:
-        await self._settle(queue, task_id, lease, "ack")
+    async def ack(self, queue: str, task_id: str, lease: str, result: bytes = b"", result_type: str = "") -> None:
+        """The task succeeded; its result is kept with it under the queue's retention."""
+        await self._settle(queue, task_id, lease, "ack", -1, result, result_type)
 
     async def nack(self, queue: str, task_id: str, lease: str, retry_delay_ms: int | None, error: str) -> Outcome:
         """A failed attempt: retried after retry_delay_ms (None: backoff), or dead."""
@@ -287,6 +375,14 @@ class Queues:
     async def extend(self, queue: str, task_id: str, lease: str, lease_ms: int) -> int:
         """The lease's new expiry (ms, Redis clock)."""
         return (await self._settle(queue, task_id, lease, "extend", lease_ms)).at_ms
+
+    async def progress(self, queue: str, task_id: str, lease: str, value: float | None, json: str,
+                       lease_ms: int | None) -> int:
+        """Records the attempt's progress (and extends the lease when lease_ms is
+        given); returns when the lease ends (ms, Redis clock)."""
+        text = "" if value is None else repr(float(value))
+        return (await self._settle(queue, task_id, lease, "progress", -1 if lease_ms is None else lease_ms,
+                                   text, json)).at_ms
 
     async def release(self, queue: str, task_id: str, lease: str) -> None:
         """Hands the task back, ready at once, its attempt not counted."""
@@ -298,7 +394,7 @@ class Queues:
 
         async def give_back() -> None:
             try:
-                await self._settle(queue, task_id, lease, "abandon" if count_attempt else "release", error=error)
+                await self._settle(queue, task_id, lease, "abandon" if count_attempt else "release", text=error)
             except TaskLeaseNotHeld:
                 pass  # settled or expired meanwhile
 
@@ -306,12 +402,55 @@ class Queues:
 
     async def names(self, page_token: str, count: int) -> tuple[list[str], str]:
         """A page of the queues that hold tasks in any state (listing.scan_names)."""
-        return await scan_names(self._redis, self._keys, "queue", ("ready", "delayed", "leased", "dead"),
+        return await scan_names(self._redis, self._keys, "queue", ("ready", "delayed", "leased", "dead", "done"),
                                 page_token, count)
 
     async def stats(self, queue: str) -> QueueStats:
         r = await self._run(_INSPECT, self._keys.queue(queue), "stats", 0, 0)
-        return QueueStats(r.ready, r.delayed, r.leased, r.dead, max(0, r.oldest_ready_age_ms), r.paused == 1)
+        return QueueStats(r.ready, r.delayed, r.leased, r.dead, max(0, r.oldest_ready_age_ms), r.paused == 1,
+                          r.finished)
+
+    async def get_task(self, queue: str, task_id: str) -> TaskRecord:
+        """The task in any state; TaskNotFound once it is gone (after its retention)."""
+        return (await self._look(queue, task_id))[1]
+
+    async def _look(self, queue: str, task_id: str) -> tuple[int, TaskRecord]:
+        """(Redis's now in ms, the task)."""
+        r = await self._run(_INSPECT, self._keys.queue(queue), "task", task_id, 0)
+        if r is None:
+            raise TaskNotFound(f"queue {queue!r} has no task {task_id!r}", queue=queue, task_id=task_id)
+        return r.now_ms, _detail(queue, r.paused == 1, r.fields)
+
+    async def wait_task(self, queue: str, task_id: str, wait_ms: int) -> tuple[bool, TaskRecord]:
+        """(finished, the task) once it succeeded, died or was cancelled, or when
+        wait_ms passed first. Woken by the script that finishes it (wakeups/outcomes.py);
+        a leased task is looked at again when its lease ends, since only a script run
+        then turns an expired last attempt into a dead task."""
+        now_ms, task = await self._look(queue, task_id)
+        if task.state in FINISHED or wait_ms <= 0:
+            return task.state in FINISHED, task
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_ms / 1000
+        async with self._outcomes.watch(self._keys.queue(queue).finished, task_id) as awaited:
+            while True:
+                awaited.arm()
+                now_ms, task = await self._look(queue, task_id)
+                left = deadline - loop.time()
+                if task.state in FINISHED or left <= 0:
+                    break
+                timeout = left
+                if task.lease_expires_ms is not None:  # + 1 ms: Redis's clock has whole ms
+                    timeout = min(left, max(0, task.lease_expires_ms - now_ms + 1) / 1000)
+                await awaited.wait(timeout)
+        return task.state in FINISHED, task
+
+    async def set_policy(self, queue: str, policy: Policy) -> Policy:
+        """Replaces the queue's policy; returns it with the defaults filled in."""
+        args = _retention_args(policy.succeeded) + _retention_args(policy.dead)
+        return _policy(await self._run(_POLICY, self._keys.queue(queue), *args))
+
+    async def get_policy(self, queue: str) -> Policy:
+        return _policy(await self._run(_INSPECT, self._keys.queue(queue), "policy", 0, 0))
 
     async def pause(self, queue: str, paused: bool) -> bool:
         """Pauses (True) or resumes (False) leasing; returns whether it was paused.
@@ -332,6 +471,9 @@ class Queues:
         if result == CANCEL.LEASED:
             raise TaskLeased(f"task {task_id!r} is leased to a worker; it can be cancelled once settled",
                              queue=queue, task_id=task_id)
+        if result == CANCEL.FINISHED:
+            raise TaskFinished(f"task {task_id!r} of queue {queue!r} has finished already",
+                               queue=queue, task_id=task_id)
 
     async def purge(self, queue: str, include_dead: bool) -> int:
         """Deletes ready and delayed (and dead) tasks, in batches so Redis never

@@ -8,18 +8,30 @@
 --   KEYS[5] dead     zset    task id -> died-at ms
 --   KEYS[6] seq      string  last task number handed out
 --   KEYS[7] paused   string  "1" while the queue is paused: nothing is leased
+--   KEYS[8] done     zset    task id -> finished ms: retained succeeded and cancelled tasks
+--   KEYS[9] policy   hash    the queue's policy; absent fields take the defaults below
 -- Task hashes ("<task prefix><id>") and dedupe keys are built from ARGV prefixes that
 -- carry the same hash tag, so every script still touches one slot.
--- and starts its ARGV with the same three values:
+-- and starts its ARGV with the same four values:
 --   ARGV[1] wake-up channel (shard channel in the same slot): "<n>" when n tasks became
 --           ready, "due <ms>" when a task will become ready in ms
---   ARGV[2] task hash key prefix
---   ARGV[3] priority weight, ms: how much earlier a task counts per priority step
+--   ARGV[2] finished channel (same slot): "<task id>" when that task finished (WaitTask),
+--           "*" when tasks were deleted in bulk
+--   ARGV[3] task hash key prefix
+--   ARGV[4] priority weight, ms: how much earlier a task counts per priority step
 --           (2^43 for strict priority; the aging interval otherwise)
--- A task hash holds: type payload prio att max enq ready state lease err dk dw.
+-- A task hash holds: type payload prio att max enq ready state lease err dk dw, and
+-- once they happen: lat (leased at), prog pj pt (progress value, JSON, at), res rct
+-- (result, its type), fin (finished at), why (dead: the rule that ended it).
+-- state is ready | delayed | leased | dead | succeeded | cancelled.
+--
+-- Retention (KEYS[9]): sn/sa keep at most sn succeeded or cancelled tasks for sa ms
+-- (-1 / 0: no limit), dn/da the same for dead ones. A retained task's hash expires by
+-- itself after the age limit; the sets' entries are trimmed by sweep.
 
-local CHANNEL, TASK, WEIGHT = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local CHANNEL, FINISHED, TASK, WEIGHT = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local SWEEP_BATCH = 1000
+local RETAIN_DEFAULTS = {sn = 1000, sa = 86400000, dn = -1, da = 0}
 
 local function task_key(id)
   return TASK .. id
@@ -44,16 +56,69 @@ local function release_dedupe(id)
   end
 end
 
-local function finish(id)
+-- The task is gone: deleted, not retained (purge, cancelling a dead task).
+local function forget(id)
   release_dedupe(id)
   redis.call('DEL', task_key(id))
 end
 
-local function kill(id, err, now_ms)
-  redis.call('ZADD', KEYS[5], now_ms, id)
-  redis.call('HSET', task_key(id), 'state', 'dead', 'err', err)
-  redis.call('HDEL', task_key(id), 'lease')
+-- The retention of finished tasks of one kind ('s' succeeded and cancelled, 'd' dead):
+-- most kept (-1: no limit), ms each is kept (0: no limit).
+local function retention(kind)
+  local n, age = unpack(redis.call('HMGET', KEYS[9], kind .. 'n', kind .. 'a'))
+  return tonumber(n or RETAIN_DEFAULTS[kind .. 'n']), tonumber(age or RETAIN_DEFAULTS[kind .. 'a'])
+end
+
+-- Drops a finished set's entries older than age ms (0: none) and its oldest ones
+-- beyond n (-1: none), with their hashes.
+local function trim(set, n, age, now_ms)
+  if age > 0 then
+    local old = redis.call('ZRANGEBYSCORE', set, '-inf', now_ms - age, 'LIMIT', 0, SWEEP_BATCH)
+    for _, id in ipairs(old) do
+      redis.call('ZREM', set, id)
+      redis.call('DEL', task_key(id))
+    end
+  end
+  if n >= 0 then
+    local extra = math.min(redis.call('ZCARD', set) - n, SWEEP_BATCH)
+    if extra > 0 then
+      local popped = redis.call('ZPOPMIN', set, extra)
+      for i = 1, #popped, 2 do
+        redis.call('DEL', task_key(popped[i]))
+      end
+    end
+  end
+end
+
+-- The task finished (state succeeded, cancelled or dead, already set in its hash):
+-- keep it under the queue's retention, or delete it, and tell WaitTask.
+local function retire(id, now_ms)
   release_dedupe(id)
+  local k = task_key(id)
+  local dead = redis.call('HGET', k, 'state') == 'dead'
+  local set, kind = KEYS[8], 's'
+  if dead then
+    set, kind = KEYS[5], 'd'
+  end
+  local n, age = retention(kind)
+  if n == 0 then
+    redis.call('DEL', k)
+  else
+    redis.call('HSET', k, 'fin', fmt(now_ms))
+    redis.call('HDEL', k, 'lease')
+    redis.call('ZADD', set, fmt(now_ms), id)
+    if age > 0 then
+      redis.call('PEXPIRE', k, age)
+    end
+    trim(set, n, age, now_ms)
+  end
+  redis.call('SPUBLISH', FINISHED, id)
+end
+
+-- why: the rule that ended it ('attempts', 'lease').
+local function kill(id, err, why, now_ms)
+  redis.call('HSET', task_key(id), 'state', 'dead', 'err', err, 'why', why)
+  retire(id, now_ms)
 end
 
 -- What the clock alone changes: due delayed tasks become ready (ordered by when
@@ -75,12 +140,15 @@ local function sweep(now_ms)
     local att, max, prio = unpack(redis.call('HMGET', task_key(id), 'att', 'max', 'prio'))
     redis.call('HDEL', task_key(id), 'lease')
     if tonumber(att) >= tonumber(max) then
-      kill(id, 'lease expired: the worker did not finish the task in time', now_ms)
+      kill(id, 'lease expired: the worker did not finish the task in time', 'lease', now_ms)
     else
       make_ready(id, now_ms, tonumber(prio))
       n = n + 1
     end
   end
+  -- Finished tasks past their age limit: their hashes expired by themselves.
+  trim(KEYS[8], -1, select(2, retention('s')), now_ms)
+  trim(KEYS[5], -1, select(2, retention('d')), now_ms)
   return n
 end
 
@@ -124,4 +192,14 @@ local function task_reply(id)
     'ready', 'err')
   local lease_expires = redis.call('ZSCORE', KEYS[4], id) or '-1'
   return {id, f[1], f[2], f[3], f[4], f[5], f[6], f[7] or '', lease_expires, f[8], f[9], f[10] or ''}
+end
+
+-- All GetTask shows: task_reply, then lat prog pj pt res rct fin why ('' when unset).
+local function task_detail(id)
+  local reply = task_reply(id)
+  local f = redis.call('HMGET', task_key(id), 'lat', 'prog', 'pj', 'pt', 'res', 'rct', 'fin', 'why')
+  for i = 1, 8 do
+    reply[#reply + 1] = f[i] or ''
+  end
+  return reply
 end

@@ -46,6 +46,7 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_TASK_LEASE_NOT_HELD: _ClassVar[Reason]
     REASON_TASK_NOT_FOUND: _ClassVar[Reason]
     REASON_TASK_LEASED: _ClassVar[Reason]
+    REASON_TASK_FINISHED: _ClassVar[Reason]
     REASON_CHAT_NOT_FOUND: _ClassVar[Reason]
     REASON_CHAT_EXISTS: _ClassVar[Reason]
     REASON_NOT_A_MEMBER: _ClassVar[Reason]
@@ -97,6 +98,7 @@ REASON_SEMAPHORE_WAIT_TIMEOUT: Reason
 REASON_TASK_LEASE_NOT_HELD: Reason
 REASON_TASK_NOT_FOUND: Reason
 REASON_TASK_LEASED: Reason
+REASON_TASK_FINISHED: Reason
 REASON_CHAT_NOT_FOUND: Reason
 REASON_CHAT_EXISTS: Reason
 REASON_NOT_A_MEMBER: Reason

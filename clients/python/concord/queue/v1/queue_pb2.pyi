@@ -18,11 +18,17 @@ class TaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TASK_STATE_DELAYED: _ClassVar[TaskState]
     TASK_STATE_LEASED: _ClassVar[TaskState]
     TASK_STATE_DEAD: _ClassVar[TaskState]
+    TASK_STATE_WAITING: _ClassVar[TaskState]
+    TASK_STATE_SUCCEEDED: _ClassVar[TaskState]
+    TASK_STATE_CANCELLED: _ClassVar[TaskState]
 TASK_STATE_UNSPECIFIED: TaskState
 TASK_STATE_READY: TaskState
 TASK_STATE_DELAYED: TaskState
 TASK_STATE_LEASED: TaskState
 TASK_STATE_DEAD: TaskState
+TASK_STATE_WAITING: TaskState
+TASK_STATE_SUCCEEDED: TaskState
+TASK_STATE_CANCELLED: TaskState
 
 class NewTask(_message.Message):
     __slots__ = ("type", "payload", "priority", "delay", "run_at", "dedupe_key", "dedupe_window", "max_attempts")
@@ -67,7 +73,7 @@ class EnqueueResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[EnqueueResult, _Mapping]]] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("queue", "task_id", "type", "payload", "priority", "state", "attempt", "max_attempts", "lease", "lease_expires_at", "enqueued_at", "ready_at", "last_error")
+    __slots__ = ("queue", "task_id", "type", "payload", "priority", "state", "attempt", "max_attempts", "lease", "lease_expires_at", "enqueued_at", "ready_at", "last_error", "progress", "result", "result_type", "leased_at", "finished_at", "dead_reason")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +87,12 @@ class Task(_message.Message):
     ENQUEUED_AT_FIELD_NUMBER: _ClassVar[int]
     READY_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    LEASED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    DEAD_REASON_FIELD_NUMBER: _ClassVar[int]
     queue: str
     task_id: str
     type: str
@@ -94,7 +106,23 @@ class Task(_message.Message):
     enqueued_at: _timestamp_pb2.Timestamp
     ready_at: _timestamp_pb2.Timestamp
     last_error: str
-    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., lease: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ...) -> None: ...
+    progress: Progress
+    result: bytes
+    result_type: str
+    leased_at: _timestamp_pb2.Timestamp
+    finished_at: _timestamp_pb2.Timestamp
+    dead_reason: str
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., lease: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., result: _Optional[bytes] = ..., result_type: _Optional[str] = ..., leased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dead_reason: _Optional[str] = ...) -> None: ...
+
+class Progress(_message.Message):
+    __slots__ = ("value", "json", "reported_at")
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    REPORTED_AT_FIELD_NUMBER: _ClassVar[int]
+    value: float
+    json: str
+    reported_at: _timestamp_pb2.Timestamp
+    def __init__(self, value: _Optional[float] = ..., json: _Optional[str] = ..., reported_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class DequeueRequest(_message.Message):
     __slots__ = ("queues", "max_tasks", "lease_ttl", "wait_timeout")
@@ -115,14 +143,18 @@ class DequeueResponse(_message.Message):
     def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ...) -> None: ...
 
 class AckRequest(_message.Message):
-    __slots__ = ("queue", "task_id", "lease")
+    __slots__ = ("queue", "task_id", "lease", "result", "result_type")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_TYPE_FIELD_NUMBER: _ClassVar[int]
     queue: str
     task_id: str
     lease: str
-    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., lease: _Optional[str] = ...) -> None: ...
+    result: bytes
+    result_type: str
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., lease: _Optional[str] = ..., result: _Optional[bytes] = ..., result_type: _Optional[str] = ...) -> None: ...
 
 class AckResponse(_message.Message):
     __slots__ = ()
@@ -193,20 +225,24 @@ class ConsumeStart(_message.Message):
     def __init__(self, queues: _Optional[_Iterable[str]] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., credits: _Optional[int] = ...) -> None: ...
 
 class Settle(_message.Message):
-    __slots__ = ("queue", "task_id", "lease", "failed", "error", "retry_delay")
+    __slots__ = ("queue", "task_id", "lease", "failed", "error", "retry_delay", "result", "result_type")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     RETRY_DELAY_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_TYPE_FIELD_NUMBER: _ClassVar[int]
     queue: str
     task_id: str
     lease: str
     failed: bool
     error: str
     retry_delay: _duration_pb2.Duration
-    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., lease: _Optional[str] = ..., failed: _Optional[bool] = ..., error: _Optional[str] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    result: bytes
+    result_type: str
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., lease: _Optional[str] = ..., failed: _Optional[bool] = ..., error: _Optional[str] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., result: _Optional[bytes] = ..., result_type: _Optional[str] = ...) -> None: ...
 
 class ConsumeRequest(_message.Message):
     __slots__ = ("start", "credit", "settle")
@@ -243,20 +279,22 @@ class StatsRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("ready", "delayed", "leased", "dead", "oldest_ready_age", "paused")
+    __slots__ = ("ready", "delayed", "leased", "dead", "oldest_ready_age", "paused", "finished")
     READY_FIELD_NUMBER: _ClassVar[int]
     DELAYED_FIELD_NUMBER: _ClassVar[int]
     LEASED_FIELD_NUMBER: _ClassVar[int]
     DEAD_FIELD_NUMBER: _ClassVar[int]
     OLDEST_READY_AGE_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
     ready: int
     delayed: int
     leased: int
     dead: int
     oldest_ready_age: _duration_pb2.Duration
     paused: bool
-    def __init__(self, ready: _Optional[int] = ..., delayed: _Optional[int] = ..., leased: _Optional[int] = ..., dead: _Optional[int] = ..., oldest_ready_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., paused: _Optional[bool] = ...) -> None: ...
+    finished: int
+    def __init__(self, ready: _Optional[int] = ..., delayed: _Optional[int] = ..., leased: _Optional[int] = ..., dead: _Optional[int] = ..., oldest_ready_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., paused: _Optional[bool] = ..., finished: _Optional[int] = ...) -> None: ...
 
 class PeekRequest(_message.Message):
     __slots__ = ("queue", "state", "limit")
@@ -371,3 +409,99 @@ class ResumeQueueResponse(_message.Message):
     WAS_PAUSED_FIELD_NUMBER: _ClassVar[int]
     was_paused: bool
     def __init__(self, was_paused: _Optional[bool] = ...) -> None: ...
+
+class GetTaskRequest(_message.Message):
+    __slots__ = ("queue", "task_id")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    task_id: str
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ...) -> None: ...
+
+class GetTaskResponse(_message.Message):
+    __slots__ = ("task",)
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    task: Task
+    def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
+
+class WaitTaskRequest(_message.Message):
+    __slots__ = ("queue", "task_id", "wait_timeout")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    WAIT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    task_id: str
+    wait_timeout: _duration_pb2.Duration
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class WaitTaskResponse(_message.Message):
+    __slots__ = ("finished", "task")
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    finished: bool
+    task: Task
+    def __init__(self, finished: _Optional[bool] = ..., task: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
+
+class ReportProgressRequest(_message.Message):
+    __slots__ = ("queue", "task_id", "lease", "value", "json", "lease_ttl")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TTL_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    task_id: str
+    lease: str
+    value: float
+    json: str
+    lease_ttl: _duration_pb2.Duration
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., lease: _Optional[str] = ..., value: _Optional[float] = ..., json: _Optional[str] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class ReportProgressResponse(_message.Message):
+    __slots__ = ("lease_expires_at",)
+    LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    lease_expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Retention(_message.Message):
+    __slots__ = ("max_count", "max_age")
+    MAX_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MAX_AGE_FIELD_NUMBER: _ClassVar[int]
+    max_count: int
+    max_age: _duration_pb2.Duration
+    def __init__(self, max_count: _Optional[int] = ..., max_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class QueuePolicy(_message.Message):
+    __slots__ = ("succeeded", "dead")
+    SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    DEAD_FIELD_NUMBER: _ClassVar[int]
+    succeeded: Retention
+    dead: Retention
+    def __init__(self, succeeded: _Optional[_Union[Retention, _Mapping]] = ..., dead: _Optional[_Union[Retention, _Mapping]] = ...) -> None: ...
+
+class SetQueuePolicyRequest(_message.Message):
+    __slots__ = ("queue", "policy")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    policy: QueuePolicy
+    def __init__(self, queue: _Optional[str] = ..., policy: _Optional[_Union[QueuePolicy, _Mapping]] = ...) -> None: ...
+
+class SetQueuePolicyResponse(_message.Message):
+    __slots__ = ("policy",)
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    policy: QueuePolicy
+    def __init__(self, policy: _Optional[_Union[QueuePolicy, _Mapping]] = ...) -> None: ...
+
+class GetQueuePolicyRequest(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class GetQueuePolicyResponse(_message.Message):
+    __slots__ = ("policy",)
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    policy: QueuePolicy
+    def __init__(self, policy: _Optional[_Union[QueuePolicy, _Mapping]] = ...) -> None: ...

@@ -124,6 +124,31 @@ class QueueServiceStub:
                 request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ResumeQueueRequest.SerializeToString,
                 response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.ResumeQueueResponse.FromString,
                 _registered_method=True)
+        self.GetTask = channel.unary_unary(
+                '/concord.queue.v1.QueueService/GetTask',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetTaskRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetTaskResponse.FromString,
+                _registered_method=True)
+        self.WaitTask = channel.unary_unary(
+                '/concord.queue.v1.QueueService/WaitTask',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.WaitTaskRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.WaitTaskResponse.FromString,
+                _registered_method=True)
+        self.ReportProgress = channel.unary_unary(
+                '/concord.queue.v1.QueueService/ReportProgress',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ReportProgressRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.ReportProgressResponse.FromString,
+                _registered_method=True)
+        self.SetQueuePolicy = channel.unary_unary(
+                '/concord.queue.v1.QueueService/SetQueuePolicy',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.SetQueuePolicyRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.SetQueuePolicyResponse.FromString,
+                _registered_method=True)
+        self.GetQueuePolicy = channel.unary_unary(
+                '/concord.queue.v1.QueueService/GetQueuePolicy',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetQueuePolicyRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetQueuePolicyResponse.FromString,
+                _registered_method=True)
 
 
 class QueueServiceServicer:
@@ -271,6 +296,47 @@ class QueueServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetTask(self, request, context):
+        """GetTask reports a task in any state: pending ones, and finished ones (succeeded,
+        dead, cancelled) while the queue's retention keeps them, with their result or
+        last error. NOT_FOUND / TASK_NOT_FOUND once it is gone.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WaitTask(self, request, context):
+        """WaitTask blocks in the server until the task finishes (succeeded, dead or
+        cancelled) or wait_timeout passes, then reports it as GetTask does; `finished`
+        says which. Woken by the script that finishes the task, from any replica.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReportProgress(self, request, context):
+        """ReportProgress records a leased task's progress (a number and/or a small JSON
+        document), proven by its lease like Ack, and may extend the lease at once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetQueuePolicy(self, request, context):
+        """SetQueuePolicy replaces the queue's policy; fields left unset take the
+        defaults. It applies to tasks that finish from then on.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetQueuePolicy(self, request, context):
+        """GetQueuePolicy returns the queue's policy with the defaults filled in.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueueServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -353,6 +419,31 @@ def add_QueueServiceServicer_to_server(servicer, server):
                     servicer.ResumeQueue,
                     request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.ResumeQueueRequest.FromString,
                     response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ResumeQueueResponse.SerializeToString,
+            ),
+            'GetTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTask,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetTaskRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetTaskResponse.SerializeToString,
+            ),
+            'WaitTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.WaitTask,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.WaitTaskRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.WaitTaskResponse.SerializeToString,
+            ),
+            'ReportProgress': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportProgress,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.ReportProgressRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ReportProgressResponse.SerializeToString,
+            ),
+            'SetQueuePolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetQueuePolicy,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.SetQueuePolicyRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.SetQueuePolicyResponse.SerializeToString,
+            ),
+            'GetQueuePolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetQueuePolicy,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetQueuePolicyRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetQueuePolicyResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -797,6 +888,141 @@ class QueueService:
             '/concord.queue.v1.QueueService/ResumeQueue',
             concord_dot_queue_dot_v1_dot_queue__pb2.ResumeQueueRequest.SerializeToString,
             concord_dot_queue_dot_v1_dot_queue__pb2.ResumeQueueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/GetTask',
+            concord_dot_queue_dot_v1_dot_queue__pb2.GetTaskRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.GetTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WaitTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/WaitTask',
+            concord_dot_queue_dot_v1_dot_queue__pb2.WaitTaskRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.WaitTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportProgress(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/ReportProgress',
+            concord_dot_queue_dot_v1_dot_queue__pb2.ReportProgressRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.ReportProgressResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetQueuePolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/SetQueuePolicy',
+            concord_dot_queue_dot_v1_dot_queue__pb2.SetQueuePolicyRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.SetQueuePolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetQueuePolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/GetQueuePolicy',
+            concord_dot_queue_dot_v1_dot_queue__pb2.GetQueuePolicyRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.GetQueuePolicyResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -107,6 +107,26 @@ class QueueServiceStub:
     """
     ResumeQueue: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ResumeQueueRequest, _queue_pb2.ResumeQueueResponse]
     """ResumeQueue leases again, waking blocked Dequeues and Consume streams at once."""
+    GetTask: _grpc.UnaryUnaryMultiCallable[_queue_pb2.GetTaskRequest, _queue_pb2.GetTaskResponse]
+    """GetTask reports a task in any state: pending ones, and finished ones (succeeded,
+    dead, cancelled) while the queue's retention keeps them, with their result or
+    last error. NOT_FOUND / TASK_NOT_FOUND once it is gone.
+    """
+    WaitTask: _grpc.UnaryUnaryMultiCallable[_queue_pb2.WaitTaskRequest, _queue_pb2.WaitTaskResponse]
+    """WaitTask blocks in the server until the task finishes (succeeded, dead or
+    cancelled) or wait_timeout passes, then reports it as GetTask does; `finished`
+    says which. Woken by the script that finishes the task, from any replica.
+    """
+    ReportProgress: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ReportProgressRequest, _queue_pb2.ReportProgressResponse]
+    """ReportProgress records a leased task's progress (a number and/or a small JSON
+    document), proven by its lease like Ack, and may extend the lease at once.
+    """
+    SetQueuePolicy: _grpc.UnaryUnaryMultiCallable[_queue_pb2.SetQueuePolicyRequest, _queue_pb2.SetQueuePolicyResponse]
+    """SetQueuePolicy replaces the queue's policy; fields left unset take the
+    defaults. It applies to tasks that finish from then on.
+    """
+    GetQueuePolicy: _grpc.UnaryUnaryMultiCallable[_queue_pb2.GetQueuePolicyRequest, _queue_pb2.GetQueuePolicyResponse]
+    """GetQueuePolicy returns the queue's policy with the defaults filled in."""
 
 @_typing.type_check_only
 class QueueServiceAsyncStub(QueueServiceStub):
@@ -187,6 +207,26 @@ class QueueServiceAsyncStub(QueueServiceStub):
     """
     ResumeQueue: _aio.UnaryUnaryMultiCallable[_queue_pb2.ResumeQueueRequest, _queue_pb2.ResumeQueueResponse]  # type: ignore[assignment]
     """ResumeQueue leases again, waking blocked Dequeues and Consume streams at once."""
+    GetTask: _aio.UnaryUnaryMultiCallable[_queue_pb2.GetTaskRequest, _queue_pb2.GetTaskResponse]  # type: ignore[assignment]
+    """GetTask reports a task in any state: pending ones, and finished ones (succeeded,
+    dead, cancelled) while the queue's retention keeps them, with their result or
+    last error. NOT_FOUND / TASK_NOT_FOUND once it is gone.
+    """
+    WaitTask: _aio.UnaryUnaryMultiCallable[_queue_pb2.WaitTaskRequest, _queue_pb2.WaitTaskResponse]  # type: ignore[assignment]
+    """WaitTask blocks in the server until the task finishes (succeeded, dead or
+    cancelled) or wait_timeout passes, then reports it as GetTask does; `finished`
+    says which. Woken by the script that finishes the task, from any replica.
+    """
+    ReportProgress: _aio.UnaryUnaryMultiCallable[_queue_pb2.ReportProgressRequest, _queue_pb2.ReportProgressResponse]  # type: ignore[assignment]
+    """ReportProgress records a leased task's progress (a number and/or a small JSON
+    document), proven by its lease like Ack, and may extend the lease at once.
+    """
+    SetQueuePolicy: _aio.UnaryUnaryMultiCallable[_queue_pb2.SetQueuePolicyRequest, _queue_pb2.SetQueuePolicyResponse]  # type: ignore[assignment]
+    """SetQueuePolicy replaces the queue's policy; fields left unset take the
+    defaults. It applies to tasks that finish from then on.
+    """
+    GetQueuePolicy: _aio.UnaryUnaryMultiCallable[_queue_pb2.GetQueuePolicyRequest, _queue_pb2.GetQueuePolicyResponse]  # type: ignore[assignment]
+    """GetQueuePolicy returns the queue's policy with the defaults filled in."""
 
 class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
     """QueueService keeps reliable task queues in Redis.
@@ -360,5 +400,55 @@ class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_queue_pb2.ResumeQueueResponse, _abc.Awaitable[_queue_pb2.ResumeQueueResponse]]:
         """ResumeQueue leases again, waking blocked Dequeues and Consume streams at once."""
+
+    @_abc_1.abstractmethod
+    def GetTask(
+        self,
+        request: _queue_pb2.GetTaskRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.GetTaskResponse, _abc.Awaitable[_queue_pb2.GetTaskResponse]]:
+        """GetTask reports a task in any state: pending ones, and finished ones (succeeded,
+        dead, cancelled) while the queue's retention keeps them, with their result or
+        last error. NOT_FOUND / TASK_NOT_FOUND once it is gone.
+        """
+
+    @_abc_1.abstractmethod
+    def WaitTask(
+        self,
+        request: _queue_pb2.WaitTaskRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.WaitTaskResponse, _abc.Awaitable[_queue_pb2.WaitTaskResponse]]:
+        """WaitTask blocks in the server until the task finishes (succeeded, dead or
+        cancelled) or wait_timeout passes, then reports it as GetTask does; `finished`
+        says which. Woken by the script that finishes the task, from any replica.
+        """
+
+    @_abc_1.abstractmethod
+    def ReportProgress(
+        self,
+        request: _queue_pb2.ReportProgressRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ReportProgressResponse, _abc.Awaitable[_queue_pb2.ReportProgressResponse]]:
+        """ReportProgress records a leased task's progress (a number and/or a small JSON
+        document), proven by its lease like Ack, and may extend the lease at once.
+        """
+
+    @_abc_1.abstractmethod
+    def SetQueuePolicy(
+        self,
+        request: _queue_pb2.SetQueuePolicyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.SetQueuePolicyResponse, _abc.Awaitable[_queue_pb2.SetQueuePolicyResponse]]:
+        """SetQueuePolicy replaces the queue's policy; fields left unset take the
+        defaults. It applies to tasks that finish from then on.
+        """
+
+    @_abc_1.abstractmethod
+    def GetQueuePolicy(
+        self,
+        request: _queue_pb2.GetQueuePolicyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.GetQueuePolicyResponse, _abc.Awaitable[_queue_pb2.GetQueuePolicyResponse]]:
+        """GetQueuePolicy returns the queue's policy with the defaults filled in."""
 
 def add_QueueServiceServicer_to_server(servicer: QueueServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -32,6 +32,12 @@ const (
 	TaskState_TASK_STATE_DELAYED     TaskState = 2
 	TaskState_TASK_STATE_LEASED      TaskState = 3
 	TaskState_TASK_STATE_DEAD        TaskState = 4
+	// Ready, but its queue is paused: nothing is leased until it is resumed.
+	TaskState_TASK_STATE_WAITING TaskState = 5
+	// Acked: the result, if any, is in the task.
+	TaskState_TASK_STATE_SUCCEEDED TaskState = 6
+	// Cancelled before a worker took it.
+	TaskState_TASK_STATE_CANCELLED TaskState = 7
 )
 
 // Enum value maps for TaskState.
@@ -42,6 +48,9 @@ var (
 		2: "TASK_STATE_DELAYED",
 		3: "TASK_STATE_LEASED",
 		4: "TASK_STATE_DEAD",
+		5: "TASK_STATE_WAITING",
+		6: "TASK_STATE_SUCCEEDED",
+		7: "TASK_STATE_CANCELLED",
 	}
 	TaskState_value = map[string]int32{
 		"TASK_STATE_UNSPECIFIED": 0,
@@ -49,6 +58,9 @@ var (
 		"TASK_STATE_DELAYED":     2,
 		"TASK_STATE_LEASED":      3,
 		"TASK_STATE_DEAD":        4,
+		"TASK_STATE_WAITING":     5,
+		"TASK_STATE_SUCCEEDED":   6,
+		"TASK_STATE_CANCELLED":   7,
 	}
 )
 
@@ -359,7 +371,19 @@ type Task struct {
 	// When it became (or becomes, if delayed) ready.
 	ReadyAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=ready_at,json=readyAt,proto3" json:"ready_at,omitempty"`
 	// The error of the last failed attempt, if any.
-	LastError     string `protobuf:"bytes,13,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastError string `protobuf:"bytes,13,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// What the worker last reported with ReportProgress (GetTask and WaitTask only).
+	Progress *Progress `protobuf:"bytes,14,opt,name=progress,proto3" json:"progress,omitempty"`
+	// SUCCEEDED: what Ack carried (GetTask and WaitTask only).
+	Result     []byte `protobuf:"bytes,15,opt,name=result,proto3" json:"result,omitempty"`
+	ResultType string `protobuf:"bytes,16,opt,name=result_type,json=resultType,proto3" json:"result_type,omitempty"`
+	// When the current (or last) attempt was leased.
+	LeasedAt *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=leased_at,json=leasedAt,proto3" json:"leased_at,omitempty"`
+	// When it succeeded, died or was cancelled.
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	// DEAD: the rule that ended it: "attempts" (a failed attempt was the last one
+	// allowed), "lease" (the last attempt's lease expired).
+	DeadReason    string `protobuf:"bytes,19,opt,name=dead_reason,json=deadReason,proto3" json:"dead_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -485,6 +509,111 @@ func (x *Task) GetLastError() string {
 	return ""
 }
 
+func (x *Task) GetProgress() *Progress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+func (x *Task) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *Task) GetResultType() string {
+	if x != nil {
+		return x.ResultType
+	}
+	return ""
+}
+
+func (x *Task) GetLeasedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LeasedAt
+	}
+	return nil
+}
+
+func (x *Task) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *Task) GetDeadReason() string {
+	if x != nil {
+		return x.DeadReason
+	}
+	return ""
+}
+
+// Progress is a leased task's report of how far it got.
+type Progress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Any finite number: a fraction, a percentage, a count of items done.
+	Value *float64 `protobuf:"fixed64,1,opt,name=value,proto3,oneof" json:"value,omitempty"`
+	// A JSON document, at most 4096 bytes.
+	Json          string                 `protobuf:"bytes,2,opt,name=json,proto3" json:"json,omitempty"`
+	ReportedAt    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=reported_at,json=reportedAt,proto3" json:"reported_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Progress) Reset() {
+	*x = Progress{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Progress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Progress) ProtoMessage() {}
+
+func (x *Progress) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Progress.ProtoReflect.Descriptor instead.
+func (*Progress) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Progress) GetValue() float64 {
+	if x != nil && x.Value != nil {
+		return *x.Value
+	}
+	return 0
+}
+
+func (x *Progress) GetJson() string {
+	if x != nil {
+		return x.Json
+	}
+	return ""
+}
+
+func (x *Progress) GetReportedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReportedAt
+	}
+	return nil
+}
+
 type DequeueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Queues to take from, strictly in this order (1-16 names).
@@ -501,7 +630,7 @@ type DequeueRequest struct {
 
 func (x *DequeueRequest) Reset() {
 	*x = DequeueRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[5]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +642,7 @@ func (x *DequeueRequest) String() string {
 func (*DequeueRequest) ProtoMessage() {}
 
 func (x *DequeueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[5]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +655,7 @@ func (x *DequeueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DequeueRequest.ProtoReflect.Descriptor instead.
 func (*DequeueRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{5}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DequeueRequest) GetQueues() []string {
@@ -566,7 +695,7 @@ type DequeueResponse struct {
 
 func (x *DequeueResponse) Reset() {
 	*x = DequeueResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[6]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +707,7 @@ func (x *DequeueResponse) String() string {
 func (*DequeueResponse) ProtoMessage() {}
 
 func (x *DequeueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[6]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +720,7 @@ func (x *DequeueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DequeueResponse.ProtoReflect.Descriptor instead.
 func (*DequeueResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{6}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DequeueResponse) GetTasks() []*Task {
@@ -602,17 +731,22 @@ func (x *DequeueResponse) GetTasks() []*Task {
 }
 
 type AckRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	TaskId        string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Lease         string                 `protobuf:"bytes,3,opt,name=lease,proto3" json:"lease,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Queue  string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	TaskId string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Lease  string                 `protobuf:"bytes,3,opt,name=lease,proto3" json:"lease,omitempty"`
+	// The task's result, at most the server's --queue-max-result bytes: GetTask and
+	// WaitTask return it while the queue's retention keeps the task.
+	Result []byte `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	// What the result holds, such as "application/json"; free text, like a name.
+	ResultType    string `protobuf:"bytes,5,opt,name=result_type,json=resultType,proto3" json:"result_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[7]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +758,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[7]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +771,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{7}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AckRequest) GetQueue() string {
@@ -661,6 +795,20 @@ func (x *AckRequest) GetLease() string {
 	return ""
 }
 
+func (x *AckRequest) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *AckRequest) GetResultType() string {
+	if x != nil {
+		return x.ResultType
+	}
+	return ""
+}
+
 type AckResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -669,7 +817,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[8]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -681,7 +829,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[8]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -694,7 +842,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{8}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{9}
 }
 
 type NackRequest struct {
@@ -713,7 +861,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[9]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +873,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[9]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +886,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{9}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NackRequest) GetQueue() string {
@@ -787,7 +935,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[10]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +947,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[10]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +960,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{10}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NackResponse) GetState() TaskState {
@@ -841,7 +989,7 @@ type ExtendLeaseRequest struct {
 
 func (x *ExtendLeaseRequest) Reset() {
 	*x = ExtendLeaseRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[11]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +1001,7 @@ func (x *ExtendLeaseRequest) String() string {
 func (*ExtendLeaseRequest) ProtoMessage() {}
 
 func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[11]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +1014,7 @@ func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{11}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExtendLeaseRequest) GetQueue() string {
@@ -906,7 +1054,7 @@ type ExtendLeaseResponse struct {
 
 func (x *ExtendLeaseResponse) Reset() {
 	*x = ExtendLeaseResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[12]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1066,7 @@ func (x *ExtendLeaseResponse) String() string {
 func (*ExtendLeaseResponse) ProtoMessage() {}
 
 func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[12]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1079,7 @@ func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{12}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExtendLeaseResponse) GetLeaseExpiresAt() *timestamppb.Timestamp {
@@ -952,7 +1100,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[13]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1112,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[13]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1125,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{13}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReleaseRequest) GetQueue() string {
@@ -1009,7 +1157,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[14]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1169,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[14]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1182,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{14}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{15}
 }
 
 // ConsumeStart opens a Consume stream.
@@ -1050,7 +1198,7 @@ type ConsumeStart struct {
 
 func (x *ConsumeStart) Reset() {
 	*x = ConsumeStart{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[15]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1210,7 @@ func (x *ConsumeStart) String() string {
 func (*ConsumeStart) ProtoMessage() {}
 
 func (x *ConsumeStart) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[15]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1223,7 @@ func (x *ConsumeStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeStart.ProtoReflect.Descriptor instead.
 func (*ConsumeStart) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{15}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ConsumeStart) GetQueues() []string {
@@ -1106,16 +1254,19 @@ type Settle struct {
 	TaskId string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	Lease  string                 `protobuf:"bytes,3,opt,name=lease,proto3" json:"lease,omitempty"`
 	// False acks; true nacks with error and retry_delay as in NackRequest.
-	Failed        bool                 `protobuf:"varint,4,opt,name=failed,proto3" json:"failed,omitempty"`
-	Error         string               `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
-	RetryDelay    *durationpb.Duration `protobuf:"bytes,6,opt,name=retry_delay,json=retryDelay,proto3" json:"retry_delay,omitempty"`
+	Failed     bool                 `protobuf:"varint,4,opt,name=failed,proto3" json:"failed,omitempty"`
+	Error      string               `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	RetryDelay *durationpb.Duration `protobuf:"bytes,6,opt,name=retry_delay,json=retryDelay,proto3" json:"retry_delay,omitempty"`
+	// With failed false: the result, as in AckRequest.
+	Result        []byte `protobuf:"bytes,7,opt,name=result,proto3" json:"result,omitempty"`
+	ResultType    string `protobuf:"bytes,8,opt,name=result_type,json=resultType,proto3" json:"result_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Settle) Reset() {
 	*x = Settle{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[16]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1278,7 @@ func (x *Settle) String() string {
 func (*Settle) ProtoMessage() {}
 
 func (x *Settle) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[16]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1291,7 @@ func (x *Settle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settle.ProtoReflect.Descriptor instead.
 func (*Settle) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{16}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Settle) GetQueue() string {
@@ -1185,6 +1336,20 @@ func (x *Settle) GetRetryDelay() *durationpb.Duration {
 	return nil
 }
 
+func (x *Settle) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *Settle) GetResultType() string {
+	if x != nil {
+		return x.ResultType
+	}
+	return ""
+}
+
 type ConsumeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -1199,7 +1364,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[17]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1376,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[17]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1389,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{17}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ConsumeRequest) GetKind() isConsumeRequest_Kind {
@@ -1297,7 +1462,7 @@ type Settled struct {
 
 func (x *Settled) Reset() {
 	*x = Settled{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[18]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1474,7 @@ func (x *Settled) String() string {
 func (*Settled) ProtoMessage() {}
 
 func (x *Settled) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[18]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1487,7 @@ func (x *Settled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settled.ProtoReflect.Descriptor instead.
 func (*Settled) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{18}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Settled) GetTaskId() string {
@@ -1359,7 +1524,7 @@ type ConsumeResponse struct {
 
 func (x *ConsumeResponse) Reset() {
 	*x = ConsumeResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[19]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1536,7 @@ func (x *ConsumeResponse) String() string {
 func (*ConsumeResponse) ProtoMessage() {}
 
 func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[19]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1549,7 @@ func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{19}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ConsumeResponse) GetKind() isConsumeResponse_Kind {
@@ -1437,7 +1602,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[20]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +1614,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[20]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +1627,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{20}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StatsRequest) GetQueue() string {
@@ -1481,14 +1646,16 @@ type StatsResponse struct {
 	// How long the longest-waiting ready task has been ready; zero when none is.
 	OldestReadyAge *durationpb.Duration `protobuf:"bytes,5,opt,name=oldest_ready_age,json=oldestReadyAge,proto3" json:"oldest_ready_age,omitempty"`
 	// PauseQueue was called and ResumeQueue not since: nothing is leased.
-	Paused        bool `protobuf:"varint,6,opt,name=paused,proto3" json:"paused,omitempty"`
+	Paused bool `protobuf:"varint,6,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Succeeded and cancelled tasks the queue's retention keeps (see QueuePolicy).
+	Finished      uint64 `protobuf:"varint,7,opt,name=finished,proto3" json:"finished,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[21]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1667,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[21]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1680,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{21}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StatsResponse) GetReady() uint64 {
@@ -1558,6 +1725,13 @@ func (x *StatsResponse) GetPaused() bool {
 	return false
 }
 
+func (x *StatsResponse) GetFinished() uint64 {
+	if x != nil {
+		return x.Finished
+	}
+	return 0
+}
+
 type PeekRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -1571,7 +1745,7 @@ type PeekRequest struct {
 
 func (x *PeekRequest) Reset() {
 	*x = PeekRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[22]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1757,7 @@ func (x *PeekRequest) String() string {
 func (*PeekRequest) ProtoMessage() {}
 
 func (x *PeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[22]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1770,7 @@ func (x *PeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
 func (*PeekRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{22}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PeekRequest) GetQueue() string {
@@ -1629,7 +1803,7 @@ type PeekResponse struct {
 
 func (x *PeekResponse) Reset() {
 	*x = PeekResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[23]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1815,7 @@ func (x *PeekResponse) String() string {
 func (*PeekResponse) ProtoMessage() {}
 
 func (x *PeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[23]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1828,7 @@ func (x *PeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekResponse.ProtoReflect.Descriptor instead.
 func (*PeekResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{23}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PeekResponse) GetTasks() []*Task {
@@ -1674,7 +1848,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[24]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1860,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[24]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1873,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{24}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CancelRequest) GetQueue() string {
@@ -1724,7 +1898,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[25]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +1910,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[25]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +1923,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{25}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{26}
 }
 
 type PurgeRequest struct {
@@ -1762,7 +1936,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[26]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1774,7 +1948,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[26]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1787,7 +1961,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{26}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PurgeRequest) GetQueue() string {
@@ -1813,7 +1987,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[27]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +1999,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[27]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +2012,7 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{27}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PurgeResponse) GetDeleted() uint64 {
@@ -1861,7 +2035,7 @@ type ListDeadRequest struct {
 
 func (x *ListDeadRequest) Reset() {
 	*x = ListDeadRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[28]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +2047,7 @@ func (x *ListDeadRequest) String() string {
 func (*ListDeadRequest) ProtoMessage() {}
 
 func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[28]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +2060,7 @@ func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{28}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListDeadRequest) GetQueue() string {
@@ -1919,7 +2093,7 @@ type ListDeadResponse struct {
 
 func (x *ListDeadResponse) Reset() {
 	*x = ListDeadResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[29]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1931,7 +2105,7 @@ func (x *ListDeadResponse) String() string {
 func (*ListDeadResponse) ProtoMessage() {}
 
 func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[29]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +2118,7 @@ func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{29}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListDeadResponse) GetTasks() []*Task {
@@ -1967,7 +2141,7 @@ type RetryDeadRequest struct {
 
 func (x *RetryDeadRequest) Reset() {
 	*x = RetryDeadRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[30]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2153,7 @@ func (x *RetryDeadRequest) String() string {
 func (*RetryDeadRequest) ProtoMessage() {}
 
 func (x *RetryDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[30]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2166,7 @@ func (x *RetryDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDeadRequest.ProtoReflect.Descriptor instead.
 func (*RetryDeadRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{30}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RetryDeadRequest) GetQueue() string {
@@ -2025,7 +2199,7 @@ type RetryDeadResponse struct {
 
 func (x *RetryDeadResponse) Reset() {
 	*x = RetryDeadResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[31]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2211,7 @@ func (x *RetryDeadResponse) String() string {
 func (*RetryDeadResponse) ProtoMessage() {}
 
 func (x *RetryDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[31]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2224,7 @@ func (x *RetryDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDeadResponse.ProtoReflect.Descriptor instead.
 func (*RetryDeadResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{31}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RetryDeadResponse) GetRetried() uint64 {
@@ -2072,7 +2246,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[32]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2084,7 +2258,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[32]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2097,7 +2271,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{32}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListQueuesRequest) GetPageToken() string {
@@ -2125,7 +2299,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[33]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2311,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[33]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2324,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{33}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListQueuesResponse) GetNames() []string {
@@ -2176,7 +2350,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[34]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2188,7 +2362,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[34]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2201,7 +2375,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{34}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -2221,7 +2395,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[35]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2233,7 +2407,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[35]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2246,7 +2420,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{35}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PauseQueueResponse) GetWasPaused() bool {
@@ -2265,7 +2439,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[36]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2277,7 +2451,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[36]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2290,7 +2464,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{36}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -2310,7 +2484,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[37]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2322,7 +2496,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[37]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2335,7 +2509,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{37}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ResumeQueueResponse) GetWasPaused() bool {
@@ -2343,6 +2517,643 @@ func (x *ResumeQueueResponse) GetWasPaused() bool {
 		return x.WasPaused
 	}
 	return false
+}
+
+type GetTaskRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	TaskId        string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTaskRequest) Reset() {
+	*x = GetTaskRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTaskRequest) ProtoMessage() {}
+
+func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
+func (*GetTaskRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *GetTaskRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *GetTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+type GetTaskResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          *Task                  `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTaskResponse) Reset() {
+	*x = GetTaskResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTaskResponse) ProtoMessage() {}
+
+func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTaskResponse.ProtoReflect.Descriptor instead.
+func (*GetTaskResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *GetTaskResponse) GetTask() *Task {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+type WaitTaskRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Queue  string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	TaskId string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// How long to wait for the task to finish; unset or 0 looks once.
+	WaitTimeout   *durationpb.Duration `protobuf:"bytes,3,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitTaskRequest) Reset() {
+	*x = WaitTaskRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitTaskRequest) ProtoMessage() {}
+
+func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitTaskRequest.ProtoReflect.Descriptor instead.
+func (*WaitTaskRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *WaitTaskRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *WaitTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *WaitTaskRequest) GetWaitTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.WaitTimeout
+	}
+	return nil
+}
+
+type WaitTaskResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when the task is SUCCEEDED, DEAD or CANCELLED; false when wait_timeout
+	// passed first (task then shows where it is).
+	Finished      bool  `protobuf:"varint,1,opt,name=finished,proto3" json:"finished,omitempty"`
+	Task          *Task `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitTaskResponse) Reset() {
+	*x = WaitTaskResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitTaskResponse) ProtoMessage() {}
+
+func (x *WaitTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitTaskResponse.ProtoReflect.Descriptor instead.
+func (*WaitTaskResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *WaitTaskResponse) GetFinished() bool {
+	if x != nil {
+		return x.Finished
+	}
+	return false
+}
+
+func (x *WaitTaskResponse) GetTask() *Task {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+type ReportProgressRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Queue  string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	TaskId string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Lease  string                 `protobuf:"bytes,3,opt,name=lease,proto3" json:"lease,omitempty"`
+	// At least one of value and json.
+	Value *float64 `protobuf:"fixed64,4,opt,name=value,proto3,oneof" json:"value,omitempty"`
+	Json  string   `protobuf:"bytes,5,opt,name=json,proto3" json:"json,omitempty"`
+	// When set, the lease also ends this long from now (as ExtendLease).
+	LeaseTtl      *durationpb.Duration `protobuf:"bytes,6,opt,name=lease_ttl,json=leaseTtl,proto3" json:"lease_ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportProgressRequest) Reset() {
+	*x = ReportProgressRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportProgressRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportProgressRequest) ProtoMessage() {}
+
+func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportProgressRequest.ProtoReflect.Descriptor instead.
+func (*ReportProgressRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ReportProgressRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ReportProgressRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ReportProgressRequest) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+func (x *ReportProgressRequest) GetValue() float64 {
+	if x != nil && x.Value != nil {
+		return *x.Value
+	}
+	return 0
+}
+
+func (x *ReportProgressRequest) GetJson() string {
+	if x != nil {
+		return x.Json
+	}
+	return ""
+}
+
+func (x *ReportProgressRequest) GetLeaseTtl() *durationpb.Duration {
+	if x != nil {
+		return x.LeaseTtl
+	}
+	return nil
+}
+
+type ReportProgressResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ReportProgressResponse) Reset() {
+	*x = ReportProgressResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportProgressResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportProgressResponse) ProtoMessage() {}
+
+func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportProgressResponse.ProtoReflect.Descriptor instead.
+func (*ReportProgressResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ReportProgressResponse) GetLeaseExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LeaseExpiresAt
+	}
+	return nil
+}
+
+// Retention says how many finished tasks a queue keeps, and for how long, so
+// GetTask and WaitTask can report them; older ones vanish by themselves.
+type Retention struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Keep at most this many; 0 keeps none. Unset: no count limit.
+	MaxCount *uint32 `protobuf:"varint,1,opt,name=max_count,json=maxCount,proto3,oneof" json:"max_count,omitempty"`
+	// Keep each this long after it finished. Unset or 0: no age limit.
+	MaxAge        *durationpb.Duration `protobuf:"bytes,2,opt,name=max_age,json=maxAge,proto3" json:"max_age,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Retention) Reset() {
+	*x = Retention{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Retention) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Retention) ProtoMessage() {}
+
+func (x *Retention) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Retention.ProtoReflect.Descriptor instead.
+func (*Retention) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *Retention) GetMaxCount() uint32 {
+	if x != nil && x.MaxCount != nil {
+		return *x.MaxCount
+	}
+	return 0
+}
+
+func (x *Retention) GetMaxAge() *durationpb.Duration {
+	if x != nil {
+		return x.MaxAge
+	}
+	return nil
+}
+
+// QueuePolicy is a queue's settings, kept in Redis with its tasks.
+type QueuePolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Succeeded and cancelled tasks. Default: 1000 tasks, 24 hours.
+	Succeeded *Retention `protobuf:"bytes,1,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	// Dead tasks (the dead-letter set). Default: no limit (kept until retried,
+	// cancelled or purged).
+	Dead          *Retention `protobuf:"bytes,2,opt,name=dead,proto3" json:"dead,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueuePolicy) Reset() {
+	*x = QueuePolicy{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueuePolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueuePolicy) ProtoMessage() {}
+
+func (x *QueuePolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueuePolicy.ProtoReflect.Descriptor instead.
+func (*QueuePolicy) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *QueuePolicy) GetSucceeded() *Retention {
+	if x != nil {
+		return x.Succeeded
+	}
+	return nil
+}
+
+func (x *QueuePolicy) GetDead() *Retention {
+	if x != nil {
+		return x.Dead
+	}
+	return nil
+}
+
+type SetQueuePolicyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Policy        *QueuePolicy           `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQueuePolicyRequest) Reset() {
+	*x = SetQueuePolicyRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueuePolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueuePolicyRequest) ProtoMessage() {}
+
+func (x *SetQueuePolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueuePolicyRequest.ProtoReflect.Descriptor instead.
+func (*SetQueuePolicyRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *SetQueuePolicyRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetQueuePolicyRequest) GetPolicy() *QueuePolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+type SetQueuePolicyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Policy        *QueuePolicy           `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQueuePolicyResponse) Reset() {
+	*x = SetQueuePolicyResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueuePolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueuePolicyResponse) ProtoMessage() {}
+
+func (x *SetQueuePolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueuePolicyResponse.ProtoReflect.Descriptor instead.
+func (*SetQueuePolicyResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *SetQueuePolicyResponse) GetPolicy() *QueuePolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+type GetQueuePolicyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetQueuePolicyRequest) Reset() {
+	*x = GetQueuePolicyRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetQueuePolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetQueuePolicyRequest) ProtoMessage() {}
+
+func (x *GetQueuePolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetQueuePolicyRequest.ProtoReflect.Descriptor instead.
+func (*GetQueuePolicyRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *GetQueuePolicyRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+type GetQueuePolicyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Policy        *QueuePolicy           `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetQueuePolicyResponse) Reset() {
+	*x = GetQueuePolicyResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetQueuePolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetQueuePolicyResponse) ProtoMessage() {}
+
+func (x *GetQueuePolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetQueuePolicyResponse.ProtoReflect.Descriptor instead.
+func (*GetQueuePolicyResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *GetQueuePolicyResponse) GetPolicy() *QueuePolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
 }
 
 var File_concord_queue_v1_queue_proto protoreflect.FileDescriptor
@@ -2367,7 +3178,7 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"L\n" +
 	"\x0fEnqueueResponse\x129\n" +
-	"\aresults\x18\x01 \x03(\v2\x1f.concord.queue.v1.EnqueueResultR\aresults\"\xde\x03\n" +
+	"\aresults\x18\x01 \x03(\v2\x1f.concord.queue.v1.EnqueueResultR\aresults\"\xe6\x05\n" +
 	"\x04Task\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x12\n" +
@@ -2384,19 +3195,37 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"enqueuedAt\x125\n" +
 	"\bready_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\areadyAt\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\r \x01(\tR\tlastError\"\xbb\x01\n" +
+	"last_error\x18\r \x01(\tR\tlastError\x126\n" +
+	"\bprogress\x18\x0e \x01(\v2\x1a.concord.queue.v1.ProgressR\bprogress\x12\x16\n" +
+	"\x06result\x18\x0f \x01(\fR\x06result\x12\x1f\n" +
+	"\vresult_type\x18\x10 \x01(\tR\n" +
+	"resultType\x127\n" +
+	"\tleased_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\bleasedAt\x12;\n" +
+	"\vfinished_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x12\x1f\n" +
+	"\vdead_reason\x18\x13 \x01(\tR\n" +
+	"deadReason\"\x80\x01\n" +
+	"\bProgress\x12\x19\n" +
+	"\x05value\x18\x01 \x01(\x01H\x00R\x05value\x88\x01\x01\x12\x12\n" +
+	"\x04json\x18\x02 \x01(\tR\x04json\x12;\n" +
+	"\vreported_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"reportedAtB\b\n" +
+	"\x06_value\"\xbb\x01\n" +
 	"\x0eDequeueRequest\x12\x16\n" +
 	"\x06queues\x18\x01 \x03(\tR\x06queues\x12\x1b\n" +
 	"\tmax_tasks\x18\x02 \x01(\rR\bmaxTasks\x126\n" +
 	"\tlease_ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12<\n" +
 	"\fwait_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\"?\n" +
 	"\x0fDequeueResponse\x12,\n" +
-	"\x05tasks\x18\x01 \x03(\v2\x16.concord.queue.v1.TaskR\x05tasks\"Q\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x16.concord.queue.v1.TaskR\x05tasks\"\x8a\x01\n" +
 	"\n" +
 	"AckRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x14\n" +
-	"\x05lease\x18\x03 \x01(\tR\x05lease\"\r\n" +
+	"\x05lease\x18\x03 \x01(\tR\x05lease\x12\x16\n" +
+	"\x06result\x18\x04 \x01(\fR\x06result\x12\x1f\n" +
+	"\vresult_type\x18\x05 \x01(\tR\n" +
+	"resultType\"\r\n" +
 	"\vAckResponse\"\xa4\x01\n" +
 	"\vNackRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
@@ -2423,7 +3252,7 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\fConsumeStart\x12\x16\n" +
 	"\x06queues\x18\x01 \x03(\tR\x06queues\x126\n" +
 	"\tlease_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12\x18\n" +
-	"\acredits\x18\x03 \x01(\rR\acredits\"\xb7\x01\n" +
+	"\acredits\x18\x03 \x01(\rR\acredits\"\xf0\x01\n" +
 	"\x06Settle\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x14\n" +
@@ -2431,7 +3260,10 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\x06failed\x18\x04 \x01(\bR\x06failed\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12:\n" +
 	"\vretry_delay\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryDelay\"\x9e\x01\n" +
+	"retryDelay\x12\x16\n" +
+	"\x06result\x18\a \x01(\fR\x06result\x12\x1f\n" +
+	"\vresult_type\x18\b \x01(\tR\n" +
+	"resultType\"\x9e\x01\n" +
 	"\x0eConsumeRequest\x126\n" +
 	"\x05start\x18\x01 \x01(\v2\x1e.concord.queue.v1.ConsumeStartH\x00R\x05start\x12\x18\n" +
 	"\x06credit\x18\x02 \x01(\rH\x00R\x06credit\x122\n" +
@@ -2446,14 +3278,15 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\asettled\x18\x02 \x01(\v2\x19.concord.queue.v1.SettledH\x00R\asettledB\x06\n" +
 	"\x04kind\"$\n" +
 	"\fStatsRequest\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xc8\x01\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xe4\x01\n" +
 	"\rStatsResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\x04R\x05ready\x12\x18\n" +
 	"\adelayed\x18\x02 \x01(\x04R\adelayed\x12\x16\n" +
 	"\x06leased\x18\x03 \x01(\x04R\x06leased\x12\x12\n" +
 	"\x04dead\x18\x04 \x01(\x04R\x04dead\x12C\n" +
 	"\x10oldest_ready_age\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x0eoldestReadyAge\x12\x16\n" +
-	"\x06paused\x18\x06 \x01(\bR\x06paused\"l\n" +
+	"\x06paused\x18\x06 \x01(\bR\x06paused\x12\x1a\n" +
+	"\bfinished\x18\a \x01(\x04R\bfinished\"l\n" +
 	"\vPeekRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x121\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1b.concord.queue.v1.TaskStateR\x05state\x12\x14\n" +
@@ -2497,14 +3330,55 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"4\n" +
 	"\x13ResumeQueueResponse\x12\x1d\n" +
 	"\n" +
-	"was_paused\x18\x01 \x01(\bR\twasPaused*\x81\x01\n" +
+	"was_paused\x18\x01 \x01(\bR\twasPaused\"?\n" +
+	"\x0eGetTaskRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\"=\n" +
+	"\x0fGetTaskResponse\x12*\n" +
+	"\x04task\x18\x01 \x01(\v2\x16.concord.queue.v1.TaskR\x04task\"~\n" +
+	"\x0fWaitTaskRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12<\n" +
+	"\fwait_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\"Z\n" +
+	"\x10WaitTaskResponse\x12\x1a\n" +
+	"\bfinished\x18\x01 \x01(\bR\bfinished\x12*\n" +
+	"\x04task\x18\x02 \x01(\v2\x16.concord.queue.v1.TaskR\x04task\"\xcd\x01\n" +
+	"\x15ReportProgressRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x14\n" +
+	"\x05lease\x18\x03 \x01(\tR\x05lease\x12\x19\n" +
+	"\x05value\x18\x04 \x01(\x01H\x00R\x05value\x88\x01\x01\x12\x12\n" +
+	"\x04json\x18\x05 \x01(\tR\x04json\x126\n" +
+	"\tlease_ttl\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtlB\b\n" +
+	"\x06_value\"^\n" +
+	"\x16ReportProgressResponse\x12D\n" +
+	"\x10lease_expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\"o\n" +
+	"\tRetention\x12 \n" +
+	"\tmax_count\x18\x01 \x01(\rH\x00R\bmaxCount\x88\x01\x01\x122\n" +
+	"\amax_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06maxAgeB\f\n" +
+	"\n" +
+	"_max_count\"y\n" +
+	"\vQueuePolicy\x129\n" +
+	"\tsucceeded\x18\x01 \x01(\v2\x1b.concord.queue.v1.RetentionR\tsucceeded\x12/\n" +
+	"\x04dead\x18\x02 \x01(\v2\x1b.concord.queue.v1.RetentionR\x04dead\"d\n" +
+	"\x15SetQueuePolicyRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x125\n" +
+	"\x06policy\x18\x02 \x01(\v2\x1d.concord.queue.v1.QueuePolicyR\x06policy\"O\n" +
+	"\x16SetQueuePolicyResponse\x125\n" +
+	"\x06policy\x18\x01 \x01(\v2\x1d.concord.queue.v1.QueuePolicyR\x06policy\"-\n" +
+	"\x15GetQueuePolicyRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"O\n" +
+	"\x16GetQueuePolicyResponse\x125\n" +
+	"\x06policy\x18\x01 \x01(\v2\x1d.concord.queue.v1.QueuePolicyR\x06policy*\xcd\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10TASK_STATE_READY\x10\x01\x12\x16\n" +
 	"\x12TASK_STATE_DELAYED\x10\x02\x12\x15\n" +
 	"\x11TASK_STATE_LEASED\x10\x03\x12\x13\n" +
-	"\x0fTASK_STATE_DEAD\x10\x042\x98\n" +
-	"\n" +
+	"\x0fTASK_STATE_DEAD\x10\x04\x12\x16\n" +
+	"\x12TASK_STATE_WAITING\x10\x05\x12\x18\n" +
+	"\x14TASK_STATE_SUCCEEDED\x10\x06\x12\x18\n" +
+	"\x14TASK_STATE_CANCELLED\x10\a2\xea\r\n" +
 	"\fQueueService\x12N\n" +
 	"\aEnqueue\x12 .concord.queue.v1.EnqueueRequest\x1a!.concord.queue.v1.EnqueueResponse\x12N\n" +
 	"\aDequeue\x12 .concord.queue.v1.DequeueRequest\x1a!.concord.queue.v1.DequeueResponse\x12B\n" +
@@ -2523,7 +3397,12 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"ListQueues\x12#.concord.queue.v1.ListQueuesRequest\x1a$.concord.queue.v1.ListQueuesResponse\x12W\n" +
 	"\n" +
 	"PauseQueue\x12#.concord.queue.v1.PauseQueueRequest\x1a$.concord.queue.v1.PauseQueueResponse\x12Z\n" +
-	"\vResumeQueue\x12$.concord.queue.v1.ResumeQueueRequest\x1a%.concord.queue.v1.ResumeQueueResponseB\xb9\x01\n" +
+	"\vResumeQueue\x12$.concord.queue.v1.ResumeQueueRequest\x1a%.concord.queue.v1.ResumeQueueResponse\x12N\n" +
+	"\aGetTask\x12 .concord.queue.v1.GetTaskRequest\x1a!.concord.queue.v1.GetTaskResponse\x12Q\n" +
+	"\bWaitTask\x12!.concord.queue.v1.WaitTaskRequest\x1a\".concord.queue.v1.WaitTaskResponse\x12c\n" +
+	"\x0eReportProgress\x12'.concord.queue.v1.ReportProgressRequest\x1a(.concord.queue.v1.ReportProgressResponse\x12c\n" +
+	"\x0eSetQueuePolicy\x12'.concord.queue.v1.SetQueuePolicyRequest\x1a(.concord.queue.v1.SetQueuePolicyResponse\x12c\n" +
+	"\x0eGetQueuePolicy\x12'.concord.queue.v1.GetQueuePolicyRequest\x1a(.concord.queue.v1.GetQueuePolicyResponseB\xb9\x01\n" +
 	"\x14com.concord.queue.v1B\n" +
 	"QueueProtoP\x01Z3go.concord.dev/concord/gen/concord/queue/v1;queuev1\xa2\x02\x03CQX\xaa\x02\x10Concord.Queue.V1\xca\x02\x10Concord\\Queue\\V1\xe2\x02\x1cConcord\\Queue\\V1\\GPBMetadata\xea\x02\x12Concord::Queue::V1b\x06proto3"
 
@@ -2540,115 +3419,153 @@ func file_concord_queue_v1_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_queue_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_concord_queue_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_concord_queue_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_concord_queue_v1_queue_proto_goTypes = []any{
-	(TaskState)(0),                // 0: concord.queue.v1.TaskState
-	(*NewTask)(nil),               // 1: concord.queue.v1.NewTask
-	(*EnqueueRequest)(nil),        // 2: concord.queue.v1.EnqueueRequest
-	(*EnqueueResult)(nil),         // 3: concord.queue.v1.EnqueueResult
-	(*EnqueueResponse)(nil),       // 4: concord.queue.v1.EnqueueResponse
-	(*Task)(nil),                  // 5: concord.queue.v1.Task
-	(*DequeueRequest)(nil),        // 6: concord.queue.v1.DequeueRequest
-	(*DequeueResponse)(nil),       // 7: concord.queue.v1.DequeueResponse
-	(*AckRequest)(nil),            // 8: concord.queue.v1.AckRequest
-	(*AckResponse)(nil),           // 9: concord.queue.v1.AckResponse
-	(*NackRequest)(nil),           // 10: concord.queue.v1.NackRequest
-	(*NackResponse)(nil),          // 11: concord.queue.v1.NackResponse
-	(*ExtendLeaseRequest)(nil),    // 12: concord.queue.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),   // 13: concord.queue.v1.ExtendLeaseResponse
-	(*ReleaseRequest)(nil),        // 14: concord.queue.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 15: concord.queue.v1.ReleaseResponse
-	(*ConsumeStart)(nil),          // 16: concord.queue.v1.ConsumeStart
-	(*Settle)(nil),                // 17: concord.queue.v1.Settle
-	(*ConsumeRequest)(nil),        // 18: concord.queue.v1.ConsumeRequest
-	(*Settled)(nil),               // 19: concord.queue.v1.Settled
-	(*ConsumeResponse)(nil),       // 20: concord.queue.v1.ConsumeResponse
-	(*StatsRequest)(nil),          // 21: concord.queue.v1.StatsRequest
-	(*StatsResponse)(nil),         // 22: concord.queue.v1.StatsResponse
-	(*PeekRequest)(nil),           // 23: concord.queue.v1.PeekRequest
-	(*PeekResponse)(nil),          // 24: concord.queue.v1.PeekResponse
-	(*CancelRequest)(nil),         // 25: concord.queue.v1.CancelRequest
-	(*CancelResponse)(nil),        // 26: concord.queue.v1.CancelResponse
-	(*PurgeRequest)(nil),          // 27: concord.queue.v1.PurgeRequest
-	(*PurgeResponse)(nil),         // 28: concord.queue.v1.PurgeResponse
-	(*ListDeadRequest)(nil),       // 29: concord.queue.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),      // 30: concord.queue.v1.ListDeadResponse
-	(*RetryDeadRequest)(nil),      // 31: concord.queue.v1.RetryDeadRequest
-	(*RetryDeadResponse)(nil),     // 32: concord.queue.v1.RetryDeadResponse
-	(*ListQueuesRequest)(nil),     // 33: concord.queue.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),    // 34: concord.queue.v1.ListQueuesResponse
-	(*PauseQueueRequest)(nil),     // 35: concord.queue.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),    // 36: concord.queue.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),    // 37: concord.queue.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),   // 38: concord.queue.v1.ResumeQueueResponse
-	(*durationpb.Duration)(nil),   // 39: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
+	(TaskState)(0),                 // 0: concord.queue.v1.TaskState
+	(*NewTask)(nil),                // 1: concord.queue.v1.NewTask
+	(*EnqueueRequest)(nil),         // 2: concord.queue.v1.EnqueueRequest
+	(*EnqueueResult)(nil),          // 3: concord.queue.v1.EnqueueResult
+	(*EnqueueResponse)(nil),        // 4: concord.queue.v1.EnqueueResponse
+	(*Task)(nil),                   // 5: concord.queue.v1.Task
+	(*Progress)(nil),               // 6: concord.queue.v1.Progress
+	(*DequeueRequest)(nil),         // 7: concord.queue.v1.DequeueRequest
+	(*DequeueResponse)(nil),        // 8: concord.queue.v1.DequeueResponse
+	(*AckRequest)(nil),             // 9: concord.queue.v1.AckRequest
+	(*AckResponse)(nil),            // 10: concord.queue.v1.AckResponse
+	(*NackRequest)(nil),            // 11: concord.queue.v1.NackRequest
+	(*NackResponse)(nil),           // 12: concord.queue.v1.NackResponse
+	(*ExtendLeaseRequest)(nil),     // 13: concord.queue.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),    // 14: concord.queue.v1.ExtendLeaseResponse
+	(*ReleaseRequest)(nil),         // 15: concord.queue.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),        // 16: concord.queue.v1.ReleaseResponse
+	(*ConsumeStart)(nil),           // 17: concord.queue.v1.ConsumeStart
+	(*Settle)(nil),                 // 18: concord.queue.v1.Settle
+	(*ConsumeRequest)(nil),         // 19: concord.queue.v1.ConsumeRequest
+	(*Settled)(nil),                // 20: concord.queue.v1.Settled
+	(*ConsumeResponse)(nil),        // 21: concord.queue.v1.ConsumeResponse
+	(*StatsRequest)(nil),           // 22: concord.queue.v1.StatsRequest
+	(*StatsResponse)(nil),          // 23: concord.queue.v1.StatsResponse
+	(*PeekRequest)(nil),            // 24: concord.queue.v1.PeekRequest
+	(*PeekResponse)(nil),           // 25: concord.queue.v1.PeekResponse
+	(*CancelRequest)(nil),          // 26: concord.queue.v1.CancelRequest
+	(*CancelResponse)(nil),         // 27: concord.queue.v1.CancelResponse
+	(*PurgeRequest)(nil),           // 28: concord.queue.v1.PurgeRequest
+	(*PurgeResponse)(nil),          // 29: concord.queue.v1.PurgeResponse
+	(*ListDeadRequest)(nil),        // 30: concord.queue.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),       // 31: concord.queue.v1.ListDeadResponse
+	(*RetryDeadRequest)(nil),       // 32: concord.queue.v1.RetryDeadRequest
+	(*RetryDeadResponse)(nil),      // 33: concord.queue.v1.RetryDeadResponse
+	(*ListQueuesRequest)(nil),      // 34: concord.queue.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),     // 35: concord.queue.v1.ListQueuesResponse
+	(*PauseQueueRequest)(nil),      // 36: concord.queue.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),     // 37: concord.queue.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),     // 38: concord.queue.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),    // 39: concord.queue.v1.ResumeQueueResponse
+	(*GetTaskRequest)(nil),         // 40: concord.queue.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),        // 41: concord.queue.v1.GetTaskResponse
+	(*WaitTaskRequest)(nil),        // 42: concord.queue.v1.WaitTaskRequest
+	(*WaitTaskResponse)(nil),       // 43: concord.queue.v1.WaitTaskResponse
+	(*ReportProgressRequest)(nil),  // 44: concord.queue.v1.ReportProgressRequest
+	(*ReportProgressResponse)(nil), // 45: concord.queue.v1.ReportProgressResponse
+	(*Retention)(nil),              // 46: concord.queue.v1.Retention
+	(*QueuePolicy)(nil),            // 47: concord.queue.v1.QueuePolicy
+	(*SetQueuePolicyRequest)(nil),  // 48: concord.queue.v1.SetQueuePolicyRequest
+	(*SetQueuePolicyResponse)(nil), // 49: concord.queue.v1.SetQueuePolicyResponse
+	(*GetQueuePolicyRequest)(nil),  // 50: concord.queue.v1.GetQueuePolicyRequest
+	(*GetQueuePolicyResponse)(nil), // 51: concord.queue.v1.GetQueuePolicyResponse
+	(*durationpb.Duration)(nil),    // 52: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 53: google.protobuf.Timestamp
 }
 var file_concord_queue_v1_queue_proto_depIdxs = []int32{
-	39, // 0: concord.queue.v1.NewTask.delay:type_name -> google.protobuf.Duration
-	40, // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
-	39, // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
+	52, // 0: concord.queue.v1.NewTask.delay:type_name -> google.protobuf.Duration
+	53, // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
+	52, // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
 	1,  // 3: concord.queue.v1.EnqueueRequest.tasks:type_name -> concord.queue.v1.NewTask
 	3,  // 4: concord.queue.v1.EnqueueResponse.results:type_name -> concord.queue.v1.EnqueueResult
 	0,  // 5: concord.queue.v1.Task.state:type_name -> concord.queue.v1.TaskState
-	40, // 6: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
-	40, // 7: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
-	40, // 8: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
-	39, // 9: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
-	39, // 10: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
-	5,  // 11: concord.queue.v1.DequeueResponse.tasks:type_name -> concord.queue.v1.Task
-	39, // 12: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
-	0,  // 13: concord.queue.v1.NackResponse.state:type_name -> concord.queue.v1.TaskState
-	40, // 14: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
-	39, // 15: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
-	40, // 16: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	39, // 17: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
-	39, // 18: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
-	16, // 19: concord.queue.v1.ConsumeRequest.start:type_name -> concord.queue.v1.ConsumeStart
-	17, // 20: concord.queue.v1.ConsumeRequest.settle:type_name -> concord.queue.v1.Settle
-	5,  // 21: concord.queue.v1.ConsumeResponse.task:type_name -> concord.queue.v1.Task
-	19, // 22: concord.queue.v1.ConsumeResponse.settled:type_name -> concord.queue.v1.Settled
-	39, // 23: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
-	0,  // 24: concord.queue.v1.PeekRequest.state:type_name -> concord.queue.v1.TaskState
-	5,  // 25: concord.queue.v1.PeekResponse.tasks:type_name -> concord.queue.v1.Task
-	5,  // 26: concord.queue.v1.ListDeadResponse.tasks:type_name -> concord.queue.v1.Task
-	2,  // 27: concord.queue.v1.QueueService.Enqueue:input_type -> concord.queue.v1.EnqueueRequest
-	6,  // 28: concord.queue.v1.QueueService.Dequeue:input_type -> concord.queue.v1.DequeueRequest
-	8,  // 29: concord.queue.v1.QueueService.Ack:input_type -> concord.queue.v1.AckRequest
-	10, // 30: concord.queue.v1.QueueService.Nack:input_type -> concord.queue.v1.NackRequest
-	12, // 31: concord.queue.v1.QueueService.ExtendLease:input_type -> concord.queue.v1.ExtendLeaseRequest
-	14, // 32: concord.queue.v1.QueueService.Release:input_type -> concord.queue.v1.ReleaseRequest
-	18, // 33: concord.queue.v1.QueueService.Consume:input_type -> concord.queue.v1.ConsumeRequest
-	21, // 34: concord.queue.v1.QueueService.Stats:input_type -> concord.queue.v1.StatsRequest
-	23, // 35: concord.queue.v1.QueueService.Peek:input_type -> concord.queue.v1.PeekRequest
-	25, // 36: concord.queue.v1.QueueService.Cancel:input_type -> concord.queue.v1.CancelRequest
-	27, // 37: concord.queue.v1.QueueService.Purge:input_type -> concord.queue.v1.PurgeRequest
-	29, // 38: concord.queue.v1.QueueService.ListDead:input_type -> concord.queue.v1.ListDeadRequest
-	31, // 39: concord.queue.v1.QueueService.RetryDead:input_type -> concord.queue.v1.RetryDeadRequest
-	33, // 40: concord.queue.v1.QueueService.ListQueues:input_type -> concord.queue.v1.ListQueuesRequest
-	35, // 41: concord.queue.v1.QueueService.PauseQueue:input_type -> concord.queue.v1.PauseQueueRequest
-	37, // 42: concord.queue.v1.QueueService.ResumeQueue:input_type -> concord.queue.v1.ResumeQueueRequest
-	4,  // 43: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
-	7,  // 44: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
-	9,  // 45: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
-	11, // 46: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
-	13, // 47: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
-	15, // 48: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
-	20, // 49: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
-	22, // 50: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
-	24, // 51: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
-	26, // 52: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
-	28, // 53: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
-	30, // 54: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
-	32, // 55: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
-	34, // 56: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
-	36, // 57: concord.queue.v1.QueueService.PauseQueue:output_type -> concord.queue.v1.PauseQueueResponse
-	38, // 58: concord.queue.v1.QueueService.ResumeQueue:output_type -> concord.queue.v1.ResumeQueueResponse
-	43, // [43:59] is the sub-list for method output_type
-	27, // [27:43] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	53, // 6: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
+	53, // 7: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
+	53, // 8: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
+	6,  // 9: concord.queue.v1.Task.progress:type_name -> concord.queue.v1.Progress
+	53, // 10: concord.queue.v1.Task.leased_at:type_name -> google.protobuf.Timestamp
+	53, // 11: concord.queue.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
+	53, // 12: concord.queue.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
+	52, // 13: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
+	52, // 14: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
+	5,  // 15: concord.queue.v1.DequeueResponse.tasks:type_name -> concord.queue.v1.Task
+	52, // 16: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
+	0,  // 17: concord.queue.v1.NackResponse.state:type_name -> concord.queue.v1.TaskState
+	53, // 18: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
+	52, // 19: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
+	53, // 20: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	52, // 21: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
+	52, // 22: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
+	17, // 23: concord.queue.v1.ConsumeRequest.start:type_name -> concord.queue.v1.ConsumeStart
+	18, // 24: concord.queue.v1.ConsumeRequest.settle:type_name -> concord.queue.v1.Settle
+	5,  // 25: concord.queue.v1.ConsumeResponse.task:type_name -> concord.queue.v1.Task
+	20, // 26: concord.queue.v1.ConsumeResponse.settled:type_name -> concord.queue.v1.Settled
+	52, // 27: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
+	0,  // 28: concord.queue.v1.PeekRequest.state:type_name -> concord.queue.v1.TaskState
+	5,  // 29: concord.queue.v1.PeekResponse.tasks:type_name -> concord.queue.v1.Task
+	5,  // 30: concord.queue.v1.ListDeadResponse.tasks:type_name -> concord.queue.v1.Task
+	5,  // 31: concord.queue.v1.GetTaskResponse.task:type_name -> concord.queue.v1.Task
+	52, // 32: concord.queue.v1.WaitTaskRequest.wait_timeout:type_name -> google.protobuf.Duration
+	5,  // 33: concord.queue.v1.WaitTaskResponse.task:type_name -> concord.queue.v1.Task
+	52, // 34: concord.queue.v1.ReportProgressRequest.lease_ttl:type_name -> google.protobuf.Duration
+	53, // 35: concord.queue.v1.ReportProgressResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	52, // 36: concord.queue.v1.Retention.max_age:type_name -> google.protobuf.Duration
+	46, // 37: concord.queue.v1.QueuePolicy.succeeded:type_name -> concord.queue.v1.Retention
+	46, // 38: concord.queue.v1.QueuePolicy.dead:type_name -> concord.queue.v1.Retention
+	47, // 39: concord.queue.v1.SetQueuePolicyRequest.policy:type_name -> concord.queue.v1.QueuePolicy
+	47, // 40: concord.queue.v1.SetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
+	47, // 41: concord.queue.v1.GetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
+	2,  // 42: concord.queue.v1.QueueService.Enqueue:input_type -> concord.queue.v1.EnqueueRequest
+	7,  // 43: concord.queue.v1.QueueService.Dequeue:input_type -> concord.queue.v1.DequeueRequest
+	9,  // 44: concord.queue.v1.QueueService.Ack:input_type -> concord.queue.v1.AckRequest
+	11, // 45: concord.queue.v1.QueueService.Nack:input_type -> concord.queue.v1.NackRequest
+	13, // 46: concord.queue.v1.QueueService.ExtendLease:input_type -> concord.queue.v1.ExtendLeaseRequest
+	15, // 47: concord.queue.v1.QueueService.Release:input_type -> concord.queue.v1.ReleaseRequest
+	19, // 48: concord.queue.v1.QueueService.Consume:input_type -> concord.queue.v1.ConsumeRequest
+	22, // 49: concord.queue.v1.QueueService.Stats:input_type -> concord.queue.v1.StatsRequest
+	24, // 50: concord.queue.v1.QueueService.Peek:input_type -> concord.queue.v1.PeekRequest
+	26, // 51: concord.queue.v1.QueueService.Cancel:input_type -> concord.queue.v1.CancelRequest
+	28, // 52: concord.queue.v1.QueueService.Purge:input_type -> concord.queue.v1.PurgeRequest
+	30, // 53: concord.queue.v1.QueueService.ListDead:input_type -> concord.queue.v1.ListDeadRequest
+	32, // 54: concord.queue.v1.QueueService.RetryDead:input_type -> concord.queue.v1.RetryDeadRequest
+	34, // 55: concord.queue.v1.QueueService.ListQueues:input_type -> concord.queue.v1.ListQueuesRequest
+	36, // 56: concord.queue.v1.QueueService.PauseQueue:input_type -> concord.queue.v1.PauseQueueRequest
+	38, // 57: concord.queue.v1.QueueService.ResumeQueue:input_type -> concord.queue.v1.ResumeQueueRequest
+	40, // 58: concord.queue.v1.QueueService.GetTask:input_type -> concord.queue.v1.GetTaskRequest
+	42, // 59: concord.queue.v1.QueueService.WaitTask:input_type -> concord.queue.v1.WaitTaskRequest
+	44, // 60: concord.queue.v1.QueueService.ReportProgress:input_type -> concord.queue.v1.ReportProgressRequest
+	48, // 61: concord.queue.v1.QueueService.SetQueuePolicy:input_type -> concord.queue.v1.SetQueuePolicyRequest
+	50, // 62: concord.queue.v1.QueueService.GetQueuePolicy:input_type -> concord.queue.v1.GetQueuePolicyRequest
+	4,  // 63: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
+	8,  // 64: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
+	10, // 65: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
+	12, // 66: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
+	14, // 67: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
+	16, // 68: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
+	21, // 69: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
+	23, // 70: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
+	25, // 71: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
+	27, // 72: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
+	29, // 73: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
+	31, // 74: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
+	33, // 75: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
+	35, // 76: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
+	37, // 77: concord.queue.v1.QueueService.PauseQueue:output_type -> concord.queue.v1.PauseQueueResponse
+	39, // 78: concord.queue.v1.QueueService.ResumeQueue:output_type -> concord.queue.v1.ResumeQueueResponse
+	41, // 79: concord.queue.v1.QueueService.GetTask:output_type -> concord.queue.v1.GetTaskResponse
+	43, // 80: concord.queue.v1.QueueService.WaitTask:output_type -> concord.queue.v1.WaitTaskResponse
+	45, // 81: concord.queue.v1.QueueService.ReportProgress:output_type -> concord.queue.v1.ReportProgressResponse
+	49, // 82: concord.queue.v1.QueueService.SetQueuePolicy:output_type -> concord.queue.v1.SetQueuePolicyResponse
+	51, // 83: concord.queue.v1.QueueService.GetQueuePolicy:output_type -> concord.queue.v1.GetQueuePolicyResponse
+	63, // [63:84] is the sub-list for method output_type
+	42, // [42:63] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_concord_queue_v1_queue_proto_init() }
@@ -2656,22 +3573,25 @@ func file_concord_queue_v1_queue_proto_init() {
 	if File_concord_queue_v1_queue_proto != nil {
 		return
 	}
-	file_concord_queue_v1_queue_proto_msgTypes[17].OneofWrappers = []any{
+	file_concord_queue_v1_queue_proto_msgTypes[5].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[18].OneofWrappers = []any{
 		(*ConsumeRequest_Start)(nil),
 		(*ConsumeRequest_Credit)(nil),
 		(*ConsumeRequest_Settle)(nil),
 	}
-	file_concord_queue_v1_queue_proto_msgTypes[19].OneofWrappers = []any{
+	file_concord_queue_v1_queue_proto_msgTypes[20].OneofWrappers = []any{
 		(*ConsumeResponse_Task)(nil),
 		(*ConsumeResponse_Settled)(nil),
 	}
+	file_concord_queue_v1_queue_proto_msgTypes[43].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[45].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_queue_v1_queue_proto_rawDesc), len(file_concord_queue_v1_queue_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   38,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,22 +19,27 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	QueueService_Enqueue_FullMethodName     = "/concord.queue.v1.QueueService/Enqueue"
-	QueueService_Dequeue_FullMethodName     = "/concord.queue.v1.QueueService/Dequeue"
-	QueueService_Ack_FullMethodName         = "/concord.queue.v1.QueueService/Ack"
-	QueueService_Nack_FullMethodName        = "/concord.queue.v1.QueueService/Nack"
-	QueueService_ExtendLease_FullMethodName = "/concord.queue.v1.QueueService/ExtendLease"
-	QueueService_Release_FullMethodName     = "/concord.queue.v1.QueueService/Release"
-	QueueService_Consume_FullMethodName     = "/concord.queue.v1.QueueService/Consume"
-	QueueService_Stats_FullMethodName       = "/concord.queue.v1.QueueService/Stats"
-	QueueService_Peek_FullMethodName        = "/concord.queue.v1.QueueService/Peek"
-	QueueService_Cancel_FullMethodName      = "/concord.queue.v1.QueueService/Cancel"
-	QueueService_Purge_FullMethodName       = "/concord.queue.v1.QueueService/Purge"
-	QueueService_ListDead_FullMethodName    = "/concord.queue.v1.QueueService/ListDead"
-	QueueService_RetryDead_FullMethodName   = "/concord.queue.v1.QueueService/RetryDead"
-	QueueService_ListQueues_FullMethodName  = "/concord.queue.v1.QueueService/ListQueues"
-	QueueService_PauseQueue_FullMethodName  = "/concord.queue.v1.QueueService/PauseQueue"
-	QueueService_ResumeQueue_FullMethodName = "/concord.queue.v1.QueueService/ResumeQueue"
+	QueueService_Enqueue_FullMethodName        = "/concord.queue.v1.QueueService/Enqueue"
+	QueueService_Dequeue_FullMethodName        = "/concord.queue.v1.QueueService/Dequeue"
+	QueueService_Ack_FullMethodName            = "/concord.queue.v1.QueueService/Ack"
+	QueueService_Nack_FullMethodName           = "/concord.queue.v1.QueueService/Nack"
+	QueueService_ExtendLease_FullMethodName    = "/concord.queue.v1.QueueService/ExtendLease"
+	QueueService_Release_FullMethodName        = "/concord.queue.v1.QueueService/Release"
+	QueueService_Consume_FullMethodName        = "/concord.queue.v1.QueueService/Consume"
+	QueueService_Stats_FullMethodName          = "/concord.queue.v1.QueueService/Stats"
+	QueueService_Peek_FullMethodName           = "/concord.queue.v1.QueueService/Peek"
+	QueueService_Cancel_FullMethodName         = "/concord.queue.v1.QueueService/Cancel"
+	QueueService_Purge_FullMethodName          = "/concord.queue.v1.QueueService/Purge"
+	QueueService_ListDead_FullMethodName       = "/concord.queue.v1.QueueService/ListDead"
+	QueueService_RetryDead_FullMethodName      = "/concord.queue.v1.QueueService/RetryDead"
+	QueueService_ListQueues_FullMethodName     = "/concord.queue.v1.QueueService/ListQueues"
+	QueueService_PauseQueue_FullMethodName     = "/concord.queue.v1.QueueService/PauseQueue"
+	QueueService_ResumeQueue_FullMethodName    = "/concord.queue.v1.QueueService/ResumeQueue"
+	QueueService_GetTask_FullMethodName        = "/concord.queue.v1.QueueService/GetTask"
+	QueueService_WaitTask_FullMethodName       = "/concord.queue.v1.QueueService/WaitTask"
+	QueueService_ReportProgress_FullMethodName = "/concord.queue.v1.QueueService/ReportProgress"
+	QueueService_SetQueuePolicy_FullMethodName = "/concord.queue.v1.QueueService/SetQueuePolicy"
+	QueueService_GetQueuePolicy_FullMethodName = "/concord.queue.v1.QueueService/GetQueuePolicy"
 )
 
 // QueueServiceClient is the client API for QueueService service.
@@ -104,6 +109,22 @@ type QueueServiceClient interface {
 	PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*PauseQueueResponse, error)
 	// ResumeQueue leases again, waking blocked Dequeues and Consume streams at once.
 	ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*ResumeQueueResponse, error)
+	// GetTask reports a task in any state: pending ones, and finished ones (succeeded,
+	// dead, cancelled) while the queue's retention keeps them, with their result or
+	// last error. NOT_FOUND / TASK_NOT_FOUND once it is gone.
+	GetTask(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*GetTaskResponse, error)
+	// WaitTask blocks in the server until the task finishes (succeeded, dead or
+	// cancelled) or wait_timeout passes, then reports it as GetTask does; `finished`
+	// says which. Woken by the script that finishes the task, from any replica.
+	WaitTask(ctx context.Context, in *WaitTaskRequest, opts ...grpc.CallOption) (*WaitTaskResponse, error)
+	// ReportProgress records a leased task's progress (a number and/or a small JSON
+	// document), proven by its lease like Ack, and may extend the lease at once.
+	ReportProgress(ctx context.Context, in *ReportProgressRequest, opts ...grpc.CallOption) (*ReportProgressResponse, error)
+	// SetQueuePolicy replaces the queue's policy; fields left unset take the
+	// defaults. It applies to tasks that finish from then on.
+	SetQueuePolicy(ctx context.Context, in *SetQueuePolicyRequest, opts ...grpc.CallOption) (*SetQueuePolicyResponse, error)
+	// GetQueuePolicy returns the queue's policy with the defaults filled in.
+	GetQueuePolicy(ctx context.Context, in *GetQueuePolicyRequest, opts ...grpc.CallOption) (*GetQueuePolicyResponse, error)
 }
 
 type queueServiceClient struct {
@@ -277,6 +298,56 @@ func (c *queueServiceClient) ResumeQueue(ctx context.Context, in *ResumeQueueReq
 	return out, nil
 }
 
+func (c *queueServiceClient) GetTask(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*GetTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetTaskResponse)
+	err := c.cc.Invoke(ctx, QueueService_GetTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) WaitTask(ctx context.Context, in *WaitTaskRequest, opts ...grpc.CallOption) (*WaitTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WaitTaskResponse)
+	err := c.cc.Invoke(ctx, QueueService_WaitTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) ReportProgress(ctx context.Context, in *ReportProgressRequest, opts ...grpc.CallOption) (*ReportProgressResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportProgressResponse)
+	err := c.cc.Invoke(ctx, QueueService_ReportProgress_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) SetQueuePolicy(ctx context.Context, in *SetQueuePolicyRequest, opts ...grpc.CallOption) (*SetQueuePolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetQueuePolicyResponse)
+	err := c.cc.Invoke(ctx, QueueService_SetQueuePolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) GetQueuePolicy(ctx context.Context, in *GetQueuePolicyRequest, opts ...grpc.CallOption) (*GetQueuePolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetQueuePolicyResponse)
+	err := c.cc.Invoke(ctx, QueueService_GetQueuePolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueueServiceServer is the server API for QueueService service.
 // All implementations must embed UnimplementedQueueServiceServer
 // for forward compatibility.
@@ -344,6 +415,22 @@ type QueueServiceServer interface {
 	PauseQueue(context.Context, *PauseQueueRequest) (*PauseQueueResponse, error)
 	// ResumeQueue leases again, waking blocked Dequeues and Consume streams at once.
 	ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error)
+	// GetTask reports a task in any state: pending ones, and finished ones (succeeded,
+	// dead, cancelled) while the queue's retention keeps them, with their result or
+	// last error. NOT_FOUND / TASK_NOT_FOUND once it is gone.
+	GetTask(context.Context, *GetTaskRequest) (*GetTaskResponse, error)
+	// WaitTask blocks in the server until the task finishes (succeeded, dead or
+	// cancelled) or wait_timeout passes, then reports it as GetTask does; `finished`
+	// says which. Woken by the script that finishes the task, from any replica.
+	WaitTask(context.Context, *WaitTaskRequest) (*WaitTaskResponse, error)
+	// ReportProgress records a leased task's progress (a number and/or a small JSON
+	// document), proven by its lease like Ack, and may extend the lease at once.
+	ReportProgress(context.Context, *ReportProgressRequest) (*ReportProgressResponse, error)
+	// SetQueuePolicy replaces the queue's policy; fields left unset take the
+	// defaults. It applies to tasks that finish from then on.
+	SetQueuePolicy(context.Context, *SetQueuePolicyRequest) (*SetQueuePolicyResponse, error)
+	// GetQueuePolicy returns the queue's policy with the defaults filled in.
+	GetQueuePolicy(context.Context, *GetQueuePolicyRequest) (*GetQueuePolicyResponse, error)
 	mustEmbedUnimplementedQueueServiceServer()
 }
 
@@ -401,6 +488,21 @@ func (UnimplementedQueueServiceServer) PauseQueue(context.Context, *PauseQueueRe
 }
 func (UnimplementedQueueServiceServer) ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResumeQueue not implemented")
+}
+func (UnimplementedQueueServiceServer) GetTask(context.Context, *GetTaskRequest) (*GetTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetTask not implemented")
+}
+func (UnimplementedQueueServiceServer) WaitTask(context.Context, *WaitTaskRequest) (*WaitTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WaitTask not implemented")
+}
+func (UnimplementedQueueServiceServer) ReportProgress(context.Context, *ReportProgressRequest) (*ReportProgressResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportProgress not implemented")
+}
+func (UnimplementedQueueServiceServer) SetQueuePolicy(context.Context, *SetQueuePolicyRequest) (*SetQueuePolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetQueuePolicy not implemented")
+}
+func (UnimplementedQueueServiceServer) GetQueuePolicy(context.Context, *GetQueuePolicyRequest) (*GetQueuePolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetQueuePolicy not implemented")
 }
 func (UnimplementedQueueServiceServer) mustEmbedUnimplementedQueueServiceServer() {}
 func (UnimplementedQueueServiceServer) testEmbeddedByValue()                      {}
@@ -700,6 +802,96 @@ func _QueueService_ResumeQueue_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QueueService_GetTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).GetTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_GetTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).GetTask(ctx, req.(*GetTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_WaitTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WaitTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).WaitTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_WaitTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).WaitTask(ctx, req.(*WaitTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_ReportProgress_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportProgressRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).ReportProgress(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_ReportProgress_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).ReportProgress(ctx, req.(*ReportProgressRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_SetQueuePolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetQueuePolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).SetQueuePolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_SetQueuePolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).SetQueuePolicy(ctx, req.(*SetQueuePolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_GetQueuePolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetQueuePolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).GetQueuePolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_GetQueuePolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).GetQueuePolicy(ctx, req.(*GetQueuePolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // QueueService_ServiceDesc is the grpc.ServiceDesc for QueueService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -766,6 +958,26 @@ var QueueService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResumeQueue",
 			Handler:    _QueueService_ResumeQueue_Handler,
+		},
+		{
+			MethodName: "GetTask",
+			Handler:    _QueueService_GetTask_Handler,
+		},
+		{
+			MethodName: "WaitTask",
+			Handler:    _QueueService_WaitTask_Handler,
+		},
+		{
+			MethodName: "ReportProgress",
+			Handler:    _QueueService_ReportProgress_Handler,
+		},
+		{
+			MethodName: "SetQueuePolicy",
+			Handler:    _QueueService_SetQueuePolicy_Handler,
+		},
+		{
+			MethodName: "GetQueuePolicy",
+			Handler:    _QueueService_GetQueuePolicy_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
