@@ -9,7 +9,7 @@ import json
 import pytest
 
 from concord_server.errors import TaskFinished, TaskLeaseNotHeld, TaskNotFound
-from concord_server.primitives.queue import NewTask, Policy, Retention
+from concord_server.primitives.queue import NewTask, Policy, Retention, RetryPolicy
 from support import async_wait_until, queue_primitive
 
 
@@ -152,7 +152,7 @@ async def test_many_waiters_on_one_queue_wake_only_for_their_own_task(queues, na
 
 async def test_retention_keeps_at_most_the_count_newest_first_out(queues, name):
     policy = await queues.set_policy(name, Policy(succeeded=Retention(max_count=3)))
-    assert policy == Policy(Retention(3, 0), Retention(None, 0))
+    assert (policy.succeeded, policy.dead) == (Retention(3, 0), Retention(None, 0))
     ids = [r.task_id for r in await queues.enqueue(name, [NewTask("t") for _ in range(5)])]
     for t in await queues.dequeue([name], 5, 10_000, 0):
         await queues.ack(name, t.task_id, t.lease)
@@ -201,14 +201,69 @@ async def _none_exist(redis, keys) -> bool:
 
 
 async def test_dead_retention_by_count_and_the_defaults(queues, name):
-    assert await queues.get_policy(name) == Policy(Retention(1000, 86_400_000), Retention(None, 0))
+    policy = await queues.get_policy(name)
+    assert (policy.succeeded, policy.dead) == (Retention(1000, 86_400_000), Retention(None, 0))
+    assert policy.retry == RetryPolicy(3, "exp", 50, 3_600_000, False)  # the server's backoff: 50 ms here
     await queues.set_policy(name, Policy(dead=Retention(max_count=1)))
     ids = [r.task_id for r in await queues.enqueue(name, [NewTask("t", max_attempts=1) for _ in range(3)])]
     for t in await queues.dequeue([name], 3, 10_000, 0):
         await queues.nack(name, t.task_id, t.lease, None, "x")
     assert [t.task_id for t in await queues.peek(name, "dead", 10)] == ids[2:]
-    assert await queues.get_policy(name) == Policy(Retention(1000, 86_400_000), Retention(1, 0))
+    policy = await queues.get_policy(name)
+    assert (policy.succeeded, policy.dead) == (Retention(1000, 86_400_000), Retention(1, 0))
     # A retried dead task is pending again: its retention no longer applies.
     assert await queues.retry_dead(name, ids[2:], 10) == 1
     got = await queues.get_task(name, ids[2])
     assert (got.state, got.dead_reason, got.finished_ms) == ("ready", "", None)
+
+
+async def test_a_queue_retry_policy_sets_attempts_and_a_fixed_backoff(queues, name):
+    await queues.set_policy(name, Policy(retry=RetryPolicy(max_attempts=2, backoff="fixed", initial_ms=300_000)))
+    task_id = await put(queues, name)
+    assert (await queues.get_task(name, task_id)).max_attempts == 2
+    t = await lease(queues, name)
+    first = await queues.nack(name, task_id, t.lease, None, "x")
+    leased_ms = (await queues.get_task(name, task_id)).leased_ms
+    assert (first.state, first.at_ms - leased_ms >= 300_000) == ("delayed", True)
+    # Enqueued before the change: keeps its attempts; the backoff follows the policy now.
+    await queues.set_policy(name, Policy(retry=RetryPolicy(max_attempts=5)))
+    assert (await queues.get_task(name, task_id)).max_attempts == 2
+    assert (await queues.get_policy(name)).retry == RetryPolicy(5, "exp", 50, 3_600_000, False)
+
+
+async def test_a_task_retry_policy_overrides_the_queue_and_jitter_stays_under_the_delay(queues, name):
+    await queues.set_policy(name, Policy(retry=RetryPolicy(backoff="fixed", initial_ms=600_000)))
+    own = RetryPolicy(max_attempts=10, backoff="exp", initial_ms=100_000, cap_ms=150_000, jitter=True)
+    (r,) = await queues.enqueue(name, [NewTask("t", max_attempts=10, retry=own)])
+    assert (await queues.get_task(name, r.task_id)).retry == RetryPolicy(None, "exp", 100_000, 150_000, True)
+    delays = []
+    for _ in range(1, 4):
+        t = await _lease_now(queues, name, r.task_id)
+        out = await queues.nack(name, r.task_id, t.lease, None, "x")
+        delays.append(out.at_ms - (await queues.get_task(name, r.task_id)).leased_ms)
+        assert out.state == "delayed"
+        await _make_due(queues, name, r.task_id)
+    caps = [100_000, 150_000, 150_000]  # exponential, capped; jitter draws from [0, cap)
+    assert all(0 <= d <= cap for d, cap in zip(delays, caps)), delays
+    assert len(set(delays)) > 1  # drawn, not fixed
+
+
+async def _lease_now(queues, name, task_id):
+    (t,) = await queues.dequeue([name], 1, 10_000, 0)
+    assert t.task_id == task_id
+    return t
+
+
+async def _make_due(queues, name, task_id):
+    """Moves a delayed task's run-at to now (what the clock would do, without the wait)."""
+    keys = queues._keys.queue(name)
+    await queues._redis.execute_command("ZADD", keys.delayed, 0, task_id)
+
+
+async def test_nack_not_retryable_kills_at_once_with_its_reason(queues, name):
+    task_id = await put(queues, name, max_attempts=5)
+    t = await lease(queues, name)
+    out = await queues.nack(name, task_id, t.lease, None, "bad input", retryable=False)
+    got = await queues.get_task(name, task_id)
+    assert (out.state, got.state, got.dead_reason, got.attempt, got.last_error) == (
+        "dead", "dead", "not_retryable", 1, "bad input")

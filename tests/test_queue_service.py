@@ -347,9 +347,11 @@ def test_a_result_is_returned_exactly_as_acked_and_through_consume(client, queue
 
 
 def test_queue_policy_round_trips_and_keeps_what_it_says(queue):
-    assert queue.policy() == concord.QueuePolicy(concord.Retention(1000, 86400.0), concord.Retention(None, None))
+    default = queue.policy()
+    assert (default.succeeded, default.dead) == (concord.Retention(1000, 86400.0), concord.Retention(None, None))
+    assert default.retry == concord.RetryPolicy(3, "exponential", 1.0, 3600.0, False)
     policy = queue.set_policy(succeeded=concord.Retention(max_count=1), dead=concord.Retention(max_age=60))
-    assert policy == concord.QueuePolicy(concord.Retention(1, None), concord.Retention(None, 60.0))
+    assert (policy.succeeded, policy.dead) == (concord.Retention(1, None), concord.Retention(None, 60.0))
     first, second = queue.put("t"), queue.put("t")
     for task in queue.get(2):
         task.ack(task.task_id)
@@ -371,3 +373,32 @@ async def test_async_handles_progress_and_policy(aclient, name):
     assert (await q.wait_task(handle, timeout=1)).finished
     assert (await q.set_policy(succeeded=concord.Retention(max_count=5))).succeeded == concord.Retention(5, None)
     assert (await q.policy()).succeeded.max_count == 5
+
+
+def test_retry_policies_per_queue_and_per_task_and_unrecoverable_errors(client, queue, name):
+    policy = queue.set_policy(retry=concord.RetryPolicy(max_attempts=4, backoff="fixed", initial_delay=600))
+    assert policy.retry == concord.RetryPolicy(4, "fixed", 600.0, 3600.0, False)
+    queued = queue.put("t")
+    own = queue.put("t", retry=concord.RetryPolicy(backoff="exponential", initial_delay=120, max_attempts=2))
+    by_queue = {t.task_id: t for t in queue.get(2)}
+    assert (by_queue[queued].max_attempts, by_queue[own].max_attempts) == (4, 2)
+    first, second = by_queue[queued].nack("x"), by_queue[own].nack("x")
+    assert (first.state, second.state) == ("delayed", "delayed")
+    assert timedelta(seconds=470) < first.retry_at - second.retry_at < timedelta(seconds=490)  # 600 s vs 120 s
+    worker = concord.Worker(client, [name], lease_ttl=5)
+
+    @worker.task("bad")
+    def bad(task):
+        raise concord.UnrecoverableError("malformed order")
+
+    doomed = queue.put("bad")
+    runner = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
+    runner.start()
+    try:
+        with pytest.raises(concord.TaskFailed) as err:
+            doomed.result(timeout=20)
+    finally:
+        worker.stop()
+        runner.join(20)
+    assert (err.value.task.dead_reason, err.value.task.attempt) == ("not_retryable", 1)
+    assert "malformed order" in err.value.task.last_error

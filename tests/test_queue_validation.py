@@ -100,6 +100,17 @@ BAD_REQUESTS = {
         queue="q", task_id="1", lease=LEASE, json='"' + "x" * 4100 + '"'), "json"),
     "ReportProgress lease below 10ms": ("ReportProgress", pb.ReportProgressRequest(
         queue="q", task_id="1", lease=LEASE, value=1, lease_ttl=d(0, 1_000_000)), "lease_ttl"),
+    "Enqueue retry attempts too many": ("Enqueue", enqueue(pb.NewTask(type="t", retry=pb.RetryPolicy(max_attempts=101))),
+                                        "tasks[0].retry.max_attempts"),
+    "Enqueue both max_attempts": ("Enqueue", enqueue(pb.NewTask(type="t", max_attempts=2,
+                                                                retry=pb.RetryPolicy(max_attempts=3))),
+                                  "tasks[0].max_attempts"),
+    "Enqueue retry backoff unknown": ("Enqueue", enqueue(pb.NewTask(type="t", retry=pb.RetryPolicy(backoff=7))),
+                                      "tasks[0].retry.backoff"),
+    "Enqueue retry delay negative": ("Enqueue", enqueue(pb.NewTask(type="t", retry=pb.RetryPolicy(
+        initial_delay=d(-1)))), "tasks[0].retry.initial_delay"),
+    "SetQueuePolicy retry cap too long": ("SetQueuePolicy", pb.SetQueuePolicyRequest(
+        queue="q", policy=pb.QueuePolicy(retry=pb.RetryPolicy(max_delay=d(400 * 86400)))), "policy.retry.max_delay"),
     "SetQueuePolicy queue empty": ("SetQueuePolicy", pb.SetQueuePolicyRequest(), "queue"),
     "SetQueuePolicy count too large": ("SetQueuePolicy", pb.SetQueuePolicyRequest(
         queue="q", policy=pb.QueuePolicy(succeeded=pb.Retention(max_count=1_000_001))), "policy.succeeded.max_count"),

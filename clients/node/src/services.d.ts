@@ -1289,8 +1289,13 @@ export declare namespace concord.queue.v1 {
      */
     dedupeKey?: string;
     dedupeWindow?: google.protobuf.Duration | null;
-    /** Attempts before dead-lettering, 1-100; unset or 0 means 3. */
+    /**
+     * Attempts before dead-lettering, 1-100; unset or 0 means the queue's policy
+     * (retry.max_attempts, 3 by default). Exclusive with retry.max_attempts.
+     */
     maxAttempts?: number;
+    /** This task's retry policy: fields set here override the queue's (QueuePolicy.retry). */
+    retry?: concord.queue.v1.RetryPolicy | null;
   }
   /** NewTask is one task to enqueue. */
   interface NewTask__Output {
@@ -1310,8 +1315,57 @@ export declare namespace concord.queue.v1 {
      */
     dedupeKey: string;
     dedupeWindow: google.protobuf.Duration__Output | null;
-    /** Attempts before dead-lettering, 1-100; unset or 0 means 3. */
+    /**
+     * Attempts before dead-lettering, 1-100; unset or 0 means the queue's policy
+     * (retry.max_attempts, 3 by default). Exclusive with retry.max_attempts.
+     */
     maxAttempts: number;
+    /** This task's retry policy: fields set here override the queue's (QueuePolicy.retry). */
+    retry: concord.queue.v1.RetryPolicy__Output | null;
+  }
+
+  /** Backoff is how the delay before a retry grows. */
+  type Backoff = 'BACKOFF_UNSPECIFIED' | 'BACKOFF_FIXED' | 'BACKOFF_EXPONENTIAL';
+
+  /**
+   * RetryPolicy says how a failed attempt is retried. Unset fields take the queue's
+   * policy, then the defaults: 3 attempts, exponential from the server's
+   * --queue-retry-backoff, at most one hour, no jitter.
+   */
+  interface RetryPolicy {
+    /** Attempts before dead-lettering, 1-100; 0 = unset. */
+    maxAttempts?: number;
+    backoff?: concord.queue.v1.Backoff | number;
+    /** 0 to a year. */
+    initialDelay?: google.protobuf.Duration | null;
+    /** 0 to a year; the exponential backoff's cap. */
+    maxDelay?: google.protobuf.Duration | null;
+    /**
+     * Full jitter: each delay is drawn uniformly between 0 and the computed delay,
+     * so tasks that failed together do not all come back together.
+     */
+    jitter?: boolean;
+  }
+  /**
+   * RetryPolicy says how a failed attempt is retried. Unset fields take the queue's
+   * policy, then the defaults: 3 attempts, exponential from the server's
+   * --queue-retry-backoff, at most one hour, no jitter.
+   */
+  interface RetryPolicy__Output {
+    /** Attempts before dead-lettering, 1-100; 0 = unset. */
+    maxAttempts: number;
+    backoff: concord.queue.v1.Backoff;
+    /** 0 to a year. */
+    initialDelay: google.protobuf.Duration__Output | null;
+    /** 0 to a year; the exponential backoff's cap. */
+    maxDelay: google.protobuf.Duration__Output | null;
+    /**
+     * Full jitter: each delay is drawn uniformly between 0 and the computed delay,
+     * so tasks that failed together do not all come back together.
+     */
+    jitter?: boolean;
+    /** Which of the oneof's fields is set. */
+    _jitter?: 'jitter';
   }
 
   interface EnqueueRequest {
@@ -1377,9 +1431,12 @@ export declare namespace concord.queue.v1 {
     finishedAt?: google.protobuf.Timestamp | null;
     /**
      * DEAD: the rule that ended it: "attempts" (a failed attempt was the last one
-     * allowed), "lease" (the last attempt's lease expired).
+     * allowed), "lease" (the last attempt's lease expired), "not_retryable" (Nack
+     * with retryable false).
      */
     deadReason?: string;
+    /** The retry policy this task set for itself (GetTask and WaitTask only). */
+    retry?: concord.queue.v1.RetryPolicy | null;
   }
   /** Task is a task as stored, and as handed to a worker. */
   interface Task__Output {
@@ -1411,9 +1468,12 @@ export declare namespace concord.queue.v1 {
     finishedAt: google.protobuf.Timestamp__Output | null;
     /**
      * DEAD: the rule that ended it: "attempts" (a failed attempt was the last one
-     * allowed), "lease" (the last attempt's lease expired).
+     * allowed), "lease" (the last attempt's lease expired), "not_retryable" (Nack
+     * with retryable false).
      */
     deadReason: string;
+    /** The retry policy this task set for itself (GetTask and WaitTask only). */
+    retry: concord.queue.v1.RetryPolicy__Output | null;
   }
 
   /** Progress is a leased task's report of how far it got. */
@@ -1504,6 +1564,11 @@ export declare namespace concord.queue.v1 {
     retryDelay?: google.protobuf.Duration | null;
     /** Why the attempt failed (at most 4096 bytes); kept with the task. */
     error?: string;
+    /**
+     * False: the error cannot be cured by retrying (bad input...): the task dies at
+     * once, dead_reason "not_retryable". Unset means true.
+     */
+    retryable?: boolean;
   }
   interface NackRequest__Output {
     queue: string;
@@ -1516,6 +1581,13 @@ export declare namespace concord.queue.v1 {
     retryDelay: google.protobuf.Duration__Output | null;
     /** Why the attempt failed (at most 4096 bytes); kept with the task. */
     error: string;
+    /**
+     * False: the error cannot be cured by retrying (bad input...): the task dies at
+     * once, dead_reason "not_retryable". Unset means true.
+     */
+    retryable?: boolean;
+    /** Which of the oneof's fields is set. */
+    _retryable?: 'retryable';
   }
 
   interface NackResponse {
@@ -1592,6 +1664,8 @@ export declare namespace concord.queue.v1 {
     /** With failed false: the result, as in AckRequest. */
     result?: Buffer | Uint8Array | string;
     resultType?: string;
+    /** With failed true: as in NackRequest. */
+    retryable?: boolean;
   }
   /** Settle acks or nacks a task delivered on this stream. */
   interface Settle__Output {
@@ -1605,6 +1679,10 @@ export declare namespace concord.queue.v1 {
     /** With failed false: the result, as in AckRequest. */
     result: Buffer;
     resultType: string;
+    /** With failed true: as in NackRequest. */
+    retryable?: boolean;
+    /** Which of the oneof's fields is set. */
+    _retryable?: 'retryable';
   }
 
   interface ConsumeRequest {
@@ -1940,6 +2018,12 @@ export declare namespace concord.queue.v1 {
      * cancelled or purged).
      */
     dead?: concord.queue.v1.Retention | null;
+    /**
+     * How failed attempts are retried, for tasks that do not say otherwise.
+     * max_attempts applies to tasks enqueued from then on, the backoff to every
+     * retry from then on.
+     */
+    retry?: concord.queue.v1.RetryPolicy | null;
   }
   /** QueuePolicy is a queue's settings, kept in Redis with its tasks. */
   interface QueuePolicy__Output {
@@ -1950,6 +2034,12 @@ export declare namespace concord.queue.v1 {
      * cancelled or purged).
      */
     dead: concord.queue.v1.Retention__Output | null;
+    /**
+     * How failed attempts are retried, for tasks that do not say otherwise.
+     * max_attempts applies to tasks enqueued from then on, the backoff to every
+     * retry from then on.
+     */
+    retry: concord.queue.v1.RetryPolicy__Output | null;
   }
 
   interface SetQueuePolicyRequest {

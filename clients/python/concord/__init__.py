@@ -56,10 +56,10 @@ from .errors import (
 from .files import Announced, FileInfo, Files, Line, Uploaded
 from .locks import AsyncLock, Lease, Lock, LockInfo
 from .queues import (AsyncQueue, AsyncTaskHandle, Enqueued, NackResult, NewTask, Queue, QueuePolicy, QueueStats,
-                     Retention, Task, TaskHandle)
+                     Retention, RetryPolicy, Task, TaskHandle)
 from .tasks import Progress, TaskFailed
 from .semaphores import AsyncSemaphore, Permit, Semaphore, SemaphoreInfo
-from .worker import Worker
+from .worker import UnrecoverableError, Worker
 
 __all__ = [
     "AlreadyExists",
@@ -118,6 +118,7 @@ __all__ = [
     "QueueStats",
     "ResourceExhausted",
     "Retention",
+    "RetryPolicy",
     "Semaphore",
     "SemaphoreInfo",
     "SemaphoreTimeout",
@@ -132,6 +133,7 @@ __all__ = [
     "TaskLeased",
     "TaskNotFound",
     "Unavailable",
+    "UnrecoverableError",
     "Uploaded",
     "Worker",
 ]

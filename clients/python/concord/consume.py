@@ -39,10 +39,12 @@ def _start(queues: Sequence[str], lease_ttl: float, prefetch: int) -> pb.Consume
 
 
 def _settle(task: Task, failed: bool, error: str = "", retry_delay: float | None = None,
-            result: Any = None) -> pb.ConsumeRequest:
+            result: Any = None, retryable: bool = True) -> pb.ConsumeRequest:
     data, kind = encode_result(result)
     s = pb.Settle(queue=task.queue, task_id=task.task_id, lease=task.lease, failed=failed,
                   error=truncate_error(error), result=data, result_type=kind)
+    if not retryable:
+        s.retryable = False
     if retry_delay is not None:
         s.retry_delay.CopyFrom(duration(retry_delay))
     return pb.ConsumeRequest(settle=s)
@@ -110,8 +112,8 @@ class Consumer:
                  lease_ttl: float | None = None) -> Task:
         return self._client.queue(task.queue).progress(task, value, data, lease_ttl=lease_ttl)
 
-    def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None) -> None:
-        self._send_settle(_settle(task, True, error, retry_delay), task.task_id)
+    def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None, retryable: bool = True) -> None:
+        self._send_settle(_settle(task, True, error, retry_delay, retryable=retryable), task.task_id)
 
     def extend(self, task: Task, lease_ttl: float) -> Task:
         return self._client.queue(task.queue).extend(task, lease_ttl)
@@ -213,8 +215,8 @@ class AsyncConsumer:
                        lease_ttl: float | None = None) -> Task:
         return await self._client.queue(task.queue).progress(task, value, data, lease_ttl=lease_ttl)
 
-    async def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None) -> None:
-        await self._send_settle(_settle(task, True, error, retry_delay), task.task_id)
+    async def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None, retryable: bool = True) -> None:
+        await self._send_settle(_settle(task, True, error, retry_delay, retryable=retryable), task.task_id)
 
     async def extend(self, task: Task, lease_ttl: float) -> Task:
         return await self._client.queue(task.queue).extend(task, lease_ttl)

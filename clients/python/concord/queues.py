@@ -54,10 +54,13 @@ class NewTask:
     dedupe_key: str = ""
     dedupe_window: float | None = None
     max_attempts: int | None = None
+    retry: RetryPolicy | None = None  # overrides the queue's retry policy, field by field
 
     def message(self) -> pb.NewTask:
         m = pb.NewTask(type=self.type, payload=encode_payload(self.payload), priority=self.priority,
                        dedupe_key=self.dedupe_key, max_attempts=self.max_attempts or 0)
+        if self.retry is not None:
+            m.retry.CopyFrom(self.retry.message())
         if self.delay is not None:
             m.delay.CopyFrom(duration(self.delay))
         if self.run_at is not None:
@@ -106,16 +109,53 @@ class Retention:
                          seconds(m.max_age) if m.HasField("max_age") else None)
 
 
+_BACKOFFS = {"fixed": pb.BACKOFF_FIXED, "exponential": pb.BACKOFF_EXPONENTIAL}
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How failed attempts are retried. None fields take the queue's policy, then
+    the defaults: 3 attempts, exponential from the server's --queue-retry-backoff,
+    at most max_delay (an hour), no jitter. Delays in seconds."""
+
+    max_attempts: int | None = None
+    backoff: str | None = None  # "fixed" or "exponential"
+    initial_delay: float | None = None
+    max_delay: float | None = None
+    jitter: bool | None = None  # full jitter: each delay drawn from [0, delay]
+
+    def message(self) -> pb.RetryPolicy:
+        if self.backoff is not None and self.backoff not in _BACKOFFS:
+            raise ValueError(f"backoff must be one of {sorted(_BACKOFFS)}")
+        m = pb.RetryPolicy(max_attempts=self.max_attempts or 0, backoff=_BACKOFFS.get(self.backoff or "", 0))
+        if self.initial_delay is not None:
+            m.initial_delay.CopyFrom(duration(self.initial_delay))
+        if self.max_delay is not None:
+            m.max_delay.CopyFrom(duration(self.max_delay))
+        if self.jitter is not None:
+            m.jitter = self.jitter
+        return m
+
+    @staticmethod
+    def of(m: pb.RetryPolicy) -> RetryPolicy:
+        names = {v: k for k, v in _BACKOFFS.items()}
+        return RetryPolicy(m.max_attempts or None, names.get(m.backoff),
+                           seconds(m.initial_delay) if m.HasField("initial_delay") else None,
+                           seconds(m.max_delay) if m.HasField("max_delay") else None,
+                           m.jitter if m.HasField("jitter") else None)
+
+
 @dataclass(frozen=True)
 class QueuePolicy:
     """A queue's settings (set_policy: None takes the server's default)."""
 
     succeeded: Retention | None = None  # succeeded and cancelled tasks; default 1000 for 24 h
     dead: Retention | None = None  # default: all, until retried, cancelled or purged
+    retry: RetryPolicy | None = None  # for tasks that do not set their own
 
     @staticmethod
     def of(m: pb.QueuePolicy) -> QueuePolicy:
-        return QueuePolicy(Retention.of(m.succeeded), Retention.of(m.dead))
+        return QueuePolicy(Retention.of(m.succeeded), Retention.of(m.dead), RetryPolicy.of(m.retry))
 
 
 class TaskHandle(str):
@@ -176,10 +216,12 @@ def dequeue_request(queues: Sequence[str], max_tasks: int, lease_ttl: float, wai
                              wait_timeout=duration(wait))
 
 
-def _nack_request(task: Task, error: str, retry_delay: float | None) -> pb.NackRequest:
+def _nack_request(task: Task, error: str, retry_delay: float | None, retryable: bool) -> pb.NackRequest:
     r = pb.NackRequest(queue=task.queue, task_id=task.task_id, lease=task.lease, error=truncate_error(error))
     if retry_delay is not None:
         r.retry_delay.CopyFrom(duration(retry_delay))
+    if not retryable:
+        r.retryable = False
     return r
 
 
@@ -223,12 +265,15 @@ class _QueueBase:
 
         return "WaitTask", request, timeout, lambda r: task_from(r.task, None) if r.finished else None
 
-    def _policy_request(self, succeeded: Retention | None, dead: Retention | None) -> pb.SetQueuePolicyRequest:
+    def _policy_request(self, succeeded: Retention | None, dead: Retention | None,
+                        retry: RetryPolicy | None) -> pb.SetQueuePolicyRequest:
         policy = pb.QueuePolicy()
         if succeeded is not None:
             policy.succeeded.CopyFrom(succeeded.message())
         if dead is not None:
             policy.dead.CopyFrom(dead.message())
+        if retry is not None:
+            policy.retry.CopyFrom(retry.message())
         return pb.SetQueuePolicyRequest(queue=self.name, policy=policy)
 
     def _peek_request(self, state: str, limit: int) -> pb.PeekRequest:
@@ -247,7 +292,8 @@ class Queue(_QueueBase):
         dedupe_key matched) as a TaskHandle: ``handle.result(timeout)`` waits for
         its outcome. Options: priority (-1000..1000, higher first), delay (seconds)
         or run_at (datetime), dedupe_key, dedupe_window (seconds), max_attempts
-        (default 3). payload: bytes, str, or anything JSON can encode."""
+        (default: the queue's, 3), retry (a RetryPolicy). payload: bytes, str, or
+        anything JSON can encode."""
         return TaskHandle(self.put_many([NewTask(type, payload, **options)])[0].task_id, self)
 
     def put_many(self, tasks: Iterable[NewTask]) -> list[Enqueued]:
@@ -289,13 +335,18 @@ class Queue(_QueueBase):
         """The queue's policy, the server's defaults filled in."""
         return QueuePolicy.of(self._rpc.call_safe("GetQueuePolicy", pb.GetQueuePolicyRequest(queue=self.name)).policy)
 
-    def set_policy(self, *, succeeded: Retention | None = None, dead: Retention | None = None) -> QueuePolicy:
-        """Replaces the queue's policy (None: the default) for tasks that finish from now on."""
-        return QueuePolicy.of(self._rpc.call_safe("SetQueuePolicy", self._policy_request(succeeded, dead)).policy)
+    def set_policy(self, *, succeeded: Retention | None = None, dead: Retention | None = None,
+                   retry: RetryPolicy | None = None) -> QueuePolicy:
+        """Replaces the queue's policy (None: the default): retention for tasks that
+        finish from now on, max attempts for tasks put from now on, backoff for
+        every retry from now on."""
+        return QueuePolicy.of(self._rpc.call_safe("SetQueuePolicy",
+                                                  self._policy_request(succeeded, dead, retry)).policy)
 
-    def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None) -> NackResult:
+    def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None,
+             retryable: bool = True) -> NackResult:
         """A failed attempt: retried after retry_delay (None: exponential backoff) or dead-lettered."""
-        r = self._rpc.call_safe("Nack", _nack_request(task, error, retry_delay))
+        r = self._rpc.call_safe("Nack", _nack_request(task, error, retry_delay, retryable))
         return NackResult(STATE_NAMES.get(r.state, "unknown"), when(r.retry_at))
 
     def extend(self, task: Task, lease_ttl: float) -> Task:
@@ -385,12 +436,14 @@ class AsyncQueue(_QueueBase):
         r = await self._rpc.call_safe("GetQueuePolicy", pb.GetQueuePolicyRequest(queue=self.name))
         return QueuePolicy.of(r.policy)
 
-    async def set_policy(self, *, succeeded: Retention | None = None, dead: Retention | None = None) -> QueuePolicy:
+    async def set_policy(self, *, succeeded: Retention | None = None, dead: Retention | None = None,
+                         retry: RetryPolicy | None = None) -> QueuePolicy:
         return QueuePolicy.of((await self._rpc.call_safe("SetQueuePolicy",
-                                                         self._policy_request(succeeded, dead))).policy)
+                                                         self._policy_request(succeeded, dead, retry))).policy)
 
-    async def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None) -> NackResult:
-        r = await self._rpc.call_safe("Nack", _nack_request(task, error, retry_delay))
+    async def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None,
+             retryable: bool = True) -> NackResult:
+        r = await self._rpc.call_safe("Nack", _nack_request(task, error, retry_delay, retryable))
         return NackResult(STATE_NAMES.get(r.state, "unknown"), when(r.retry_at))
 
     async def extend(self, task: Task, lease_ttl: float) -> Task:

@@ -115,8 +115,10 @@ class Task:
         with ``lease_ttl`` the lease also ends that many seconds from now."""
         return self._settler.progress(self, value, data, lease_ttl=lease_ttl)
 
-    def nack(self, error: str = "", *, retry_delay: float | None = None) -> Any:
-        return self._settler.nack(self, error, retry_delay=retry_delay)
+    def nack(self, error: str = "", *, retry_delay: float | None = None, retryable: bool = True) -> Any:
+        """A failed attempt: retried per the retry policy (or after retry_delay);
+        ``retryable=False`` dead-letters it at once (bad input cannot get better)."""
+        return self._settler.nack(self, error, retry_delay=retry_delay, retryable=retryable)
 
     def extend(self, lease_ttl: float) -> Any:
         return self._settler.extend(self, lease_ttl)

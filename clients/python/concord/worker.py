@@ -12,8 +12,9 @@ Tasks are taken from the queues strictly in the order given, at most
 ``concurrency`` at a time, each run in a thread. A callback that returns acks the
 task with its return value as the result (bytes, str, or anything JSON can encode;
 ``handle.result()`` and ``queue.get_task()`` give it back); a callback may report
-``task.progress(...)`` as it goes. One that raises nacks it with the exception's text, so it is retried with
-backoff and dead-lettered after its max attempts; a task type with no callback is
+``task.progress(...)`` as it goes. One that raises nacks it with the exception's
+text, so it is retried per the queue's retry policy and dead-lettered after its max
+attempts (at once for ``concord.UnrecoverableError``); a task type with no callback is
 nacked too. Leases of running tasks are extended every lease_ttl/3, so a long task
 is not handed to another worker. On stop, the worker takes no new tasks, lets the
 running ones finish for up to ``grace`` seconds, and returns any it fetched but did
@@ -40,6 +41,11 @@ from .tasks import Task, encode_result, task_from
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Task], Any]
+
+
+class UnrecoverableError(Exception):
+    """Raised by a task callback for an error that retrying cannot cure (bad input):
+    the task is dead-lettered at once, dead_reason "not_retryable"."""
 
 
 class Worker:
@@ -152,7 +158,8 @@ class Worker:
                 encode_result(result)
             except Exception as exc:
                 self._nack(task, "".join(traceback.format_exception_only(exc)).strip() + "\n" +
-                           "".join(traceback.format_tb(exc.__traceback__)[-5:]))
+                           "".join(traceback.format_tb(exc.__traceback__)[-5:]),
+                           retryable=not isinstance(exc, UnrecoverableError))
                 return
             ok = True
             try:
@@ -174,9 +181,9 @@ class Worker:
                 self._running.pop((task.queue, task.task_id), None)
                 self._changed.notify_all()
 
-    def _nack(self, task: Task, error: str) -> None:
+    def _nack(self, task: Task, error: str, retryable: bool = True) -> None:
         try:
-            task.nack(error)
+            task.nack(error, retryable=retryable)
         except ConcordError as exc:
             log.warning("could not nack task %s of %s: %s", task.task_id, task.queue, exc)
 

@@ -29,12 +29,12 @@ class ConsumeStream:
     """One Consume call over ``queues`` (the primitive) for the queues ``names``.
 
     ``max_batch`` bounds one dequeue; ``read_settle``, ``read_nack`` and ``read_result``
-    validate a Settle (queue, task id, lease; retry delay, error; result, its type),
+    validate a Settle (queue, task id, lease; retry delay, error, retryable; result, its type),
     ``encode`` makes a task's message."""
 
     def __init__(self, queues: Queues, names: list[str], lease_ms: int, credits: int, *, max_batch: int,
                  read_settle: Callable[[pb.Settle], tuple[str, str, str]],
-                 read_nack: Callable[[pb.Settle], tuple[int | None, str]],
+                 read_nack: Callable[[pb.Settle], tuple[int | None, str, bool]],
                  read_result: Callable[[pb.Settle], tuple[bytes, str]],
                  encode: Callable[[TaskRecord], pb.Task]) -> None:
         self._queues, self._names, self._lease_ms, self._max_batch = queues, names, lease_ms, max_batch

@@ -12,7 +12,7 @@ from concord.queue.v1 import queue_pb2_grpc
 
 from ..config import Settings
 from ..errors import InvalidArgument
-from ..primitives.queue import DEFAULT_MAX_ATTEMPTS, MAX_PRIORITY, NewTask, Policy, Queues, Retention, TaskRecord
+from ..primitives.queue import MAX_PRIORITY, NewTask, Policy, Queues, Retention, RetryPolicy, TaskRecord
 from . import validation as v
 from .consume import ConsumeStream, next_request
 from .convert import duration, name_page, timestamp, wait_budget_ms
@@ -44,6 +44,8 @@ def task_message(t: TaskRecord) -> pb.Task:
                 max_attempts=t.max_attempts, lease=t.lease, enqueued_at=timestamp(t.enqueued_ms),
                 ready_at=timestamp(t.ready_ms), last_error=t.last_error, result=t.result,
                 result_type=t.result_type, dead_reason=t.dead_reason)
+    if t.retry is not None:
+        m.retry.CopyFrom(_retry_message(t.retry))
     if t.lease_expires_ms is not None:
         m.lease_expires_at.CopyFrom(timestamp(t.lease_expires_ms))
     if t.leased_ms is not None:
@@ -68,8 +70,27 @@ def _retention_message(r: Retention | None) -> pb.Retention:
     return m
 
 
+_BACKOFFS = {"fixed": pb.BACKOFF_FIXED, "exp": pb.BACKOFF_EXPONENTIAL}
+_BACKOFF_NAMES = {v: k for k, v in _BACKOFFS.items()}
+
+
+def _retry_message(r: RetryPolicy | None) -> pb.RetryPolicy:
+    m = pb.RetryPolicy()
+    if r is not None:
+        m.max_attempts = r.max_attempts or 0
+        m.backoff = _BACKOFFS.get(r.backoff or "", pb.BACKOFF_UNSPECIFIED)
+        if r.initial_ms is not None:
+            m.initial_delay.CopyFrom(duration(r.initial_ms))
+        if r.cap_ms is not None:
+            m.max_delay.CopyFrom(duration(r.cap_ms))
+        if r.jitter is not None:
+            m.jitter = r.jitter
+    return m
+
+
 def _policy_message(p: Policy) -> pb.QueuePolicy:
-    return pb.QueuePolicy(succeeded=_retention_message(p.succeeded), dead=_retention_message(p.dead))
+    return pb.QueuePolicy(succeeded=_retention_message(p.succeeded), dead=_retention_message(p.dead),
+                          retry=_retry_message(p.retry))
 
 
 class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
@@ -99,13 +120,31 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
                                label=f"{field}.dedupe_window")
         if window and not t.dedupe_key:
             raise InvalidArgument(f"{field}.dedupe_window needs a dedupe_key", field=f"{field}.dedupe_window")
+        retry = self._retry(t.retry, f"{field}.retry") if t.HasField("retry") else None
+        if t.max_attempts and retry is not None and retry.max_attempts:
+            raise InvalidArgument(f"{field}.max_attempts and {field}.retry.max_attempts: set one, not both",
+                                  field=f"{field}.max_attempts")
+        max_attempts = t.max_attempts or (retry.max_attempts if retry is not None else None) or 0
+        if max_attempts:
+            v.count(max_attempts, f"{field}.max_attempts", minimum=1, maximum=MAX_ATTEMPTS)
         return NewTask(
             type=v.name(t.type, f"{field}.type"), payload=t.payload, priority=t.priority,
             delay_ms=delay if t.HasField("delay") else None, run_at_ms=run_at,
             dedupe_key=v.label(t.dedupe_key, f"{field}.dedupe_key"), dedupe_window_ms=window,
-            max_attempts=v.count(t.max_attempts or DEFAULT_MAX_ATTEMPTS, f"{field}.max_attempts", minimum=1,
-                                 maximum=MAX_ATTEMPTS),
+            max_attempts=max_attempts, retry=retry,
         )
+
+    @staticmethod
+    def _retry(m: pb.RetryPolicy, field: str) -> RetryPolicy:
+        if m.max_attempts:
+            v.count(m.max_attempts, f"{field}.max_attempts", minimum=1, maximum=MAX_ATTEMPTS)
+        if m.backoff not in (pb.BACKOFF_UNSPECIFIED, *_BACKOFF_NAMES):
+            raise InvalidArgument(f"{field}.backoff must be BACKOFF_FIXED or BACKOFF_EXPONENTIAL",
+                                  field=f"{field}.backoff")
+        delays = [v.duration_ms(m, name, minimum_ms=0, maximum_ms=MAX_DELAY_MS, required=True, label=f"{field}.{name}")
+                  if m.HasField(name) else None for name in ("initial_delay", "max_delay")]
+        return RetryPolicy(m.max_attempts or None, _BACKOFF_NAMES.get(m.backoff), *delays,
+                           m.jitter if m.HasField("jitter") else None)
 
     def _queues_field(self, names) -> list[str]:
         queues = [v.name(q, "queues") for q in names]
@@ -123,13 +162,13 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
     def _settle_args(self, request) -> tuple[str, str, str]:
         return v.name(request.queue, "queue"), v.token(request.task_id, "task_id"), v.token(request.lease, "lease")
 
-    def _nack_args(self, request) -> tuple[int | None, str]:
+    def _nack_args(self, request) -> tuple[int | None, str, bool]:
         delay = None
         if request.HasField("retry_delay"):
             delay = v.duration_ms(request, "retry_delay", minimum_ms=0, maximum_ms=MAX_DELAY_MS, required=True)
         if len(request.error.encode("utf-8", "surrogatepass")) > MAX_ERROR_BYTES:
             raise InvalidArgument(f"error is longer than {MAX_ERROR_BYTES} bytes", field="error")
-        return delay, request.error
+        return delay, request.error, request.retryable if request.HasField("retryable") else True
 
     def _result_args(self, request: pb.AckRequest | pb.Settle) -> tuple[bytes, str]:
         if len(request.result) > self._max_result:
@@ -223,8 +262,9 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
     @rpc
     async def SetQueuePolicy(self, request: pb.SetQueuePolicyRequest, context) -> pb.SetQueuePolicyResponse:
         queue = v.name(request.queue, "queue")
-        policy = Policy(self._retention(request.policy.succeeded, "policy.succeeded"),
-                        self._retention(request.policy.dead, "policy.dead"))
+        p = request.policy
+        policy = Policy(self._retention(p.succeeded, "policy.succeeded"), self._retention(p.dead, "policy.dead"),
+                        self._retry(p.retry, "policy.retry") if p.HasField("retry") else None)
         return pb.SetQueuePolicyResponse(policy=_policy_message(await self._queues.set_policy(queue, policy)))
 
     @rpc

@@ -5,7 +5,7 @@
 -- Returns for stats {ready, delayed, leased, dead, age of the oldest ready task ms (-1: none),
 --   paused 0/1, succeeded and cancelled tasks retained};
 -- for task: {now_ms, paused 0/1, the task (see task_detail)}, or 0 when there is no such task;
--- for policy: {sn, sa, dn, da} (see queue_common.lua), the defaults filled in;
+-- for policy: as queue_policy.lua;
 -- otherwise {task 1 (see task_reply), task 2, ...} in that state's order.
 --! include common.lua
 --! include queue_common.lua
@@ -23,9 +23,7 @@ elseif what == 'task' then
   end
   return {now_ms, paused() and 1 or 0, task_detail(ARGV[6])}
 elseif what == 'policy' then
-  local sn, sa = retention('s')
-  local dn, da = retention('d')
-  return {sn, sa, dn, da}
+  return policy_reply()
 end
 local key = ({ready = KEYS[1], delayed = KEYS[3], leased = KEYS[4], dead = KEYS[5]})[what]
 local offset = tonumber(ARGV[6])

@@ -1,10 +1,11 @@
--- queue_policy.lua: replace the queue's policy (retention of finished tasks).
+-- queue_policy.lua: replace the queue's policy (retention of finished tasks, retry).
 -- KEYS: see queue_common.lua
--- ARGV[5..8] sn sa dn da (see queue_common.lua); '' leaves that one at its default
--- Returns {sn, sa, dn, da}: the policy now, the defaults filled in.
+-- ARGV[5..13] sn sa dn da ma bk bb bc bj (see queue_common.lua); '' leaves that one at its default
+-- Returns {sn, sa, dn, da, ma, bk, bb, bc, bj}: the policy now, retention and ma filled
+-- in with the defaults, the others '' when unset (the server's defaults apply).
 --! include common.lua
 --! include queue_common.lua
-local names = {'sn', 'sa', 'dn', 'da'}
+local names = {'sn', 'sa', 'dn', 'da', 'ma', 'bk', 'bb', 'bc', 'bj'}
 for i, name in ipairs(names) do
   local value = ARGV[4 + i]
   if value == '' then
@@ -20,4 +21,4 @@ local sn, sa = retention('s')
 local dn, da = retention('d')
 trim(KEYS[8], sn, sa, now_ms)
 trim(KEYS[5], dn, da, now_ms)
-return {sn, sa, dn, da}
+return policy_reply()

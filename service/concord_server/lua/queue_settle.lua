@@ -4,7 +4,8 @@
 -- ARGV[7] action: ack | nack | release | abandon | extend | progress
 -- ARGV[8] ms: nack: retry delay (-1: backoff); extend, progress: new lease length (-1: keep)
 -- ARGV[9], ARGV[10]: ack: result, its type; nack, abandon: error text; progress: value ('' none), JSON
--- ARGV[11] backoff base ms   ARGV[12] backoff cap ms
+-- ARGV[11] backoff base ms   ARGV[12] backoff cap ms (the server's defaults, see backoff_ms)
+-- ARGV[13] a random number in [0, 1) for jitter   ARGV[14] nack: '0' when the error is not retryable
 --   ack       the task succeeded, with its result (kept under the queue's retention)
 --   nack      failed attempt: retry after the delay or the backoff, or dead when out of attempts
 --   release   give it back ready now, the attempt not counted
@@ -53,8 +54,8 @@ else
     if text ~= '' then
       redis.call('HSET', k, 'err', text)
     end
-    if att >= max then
-      kill(id, text, 'attempts', now_ms)
+    if att >= max or ARGV[14] == '0' then
+      kill(id, text, att >= max and 'attempts' or 'not_retryable', now_ms)
       reply = {HELD.HELD, 'dead', now_ms}
     else
       redis.call('HDEL', k, 'lease')
@@ -62,7 +63,7 @@ else
       if action == 'nack' then
         delay = ms
         if delay < 0 then
-          delay = math.min(tonumber(ARGV[12]), tonumber(ARGV[11]) * 2 ^ (att - 1))
+          delay = backoff_ms(id, att, tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13]))
         end
       end
       if delay > 0 then

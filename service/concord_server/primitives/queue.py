@@ -18,6 +18,7 @@ Imports no grpc: api/queue.py maps its errors to status codes.
 from __future__ import annotations
 
 import asyncio
+import random
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -35,8 +36,8 @@ from .listing import scan_names
 
 # One task as queue_common.lua's task_reply gives it: its id, then eleven fields (nil if unset).
 TASK = Tup(STR, *[Maybe(STR)] * 11)
-# task_detail: TASK's twelve, then lat prog pj pt res rct fin why ('' when unset).
-TASK_DETAIL = Tup(STR, *[Maybe(STR)] * 19)
+# task_detail: TASK's twelve, then lat prog pj pt res rct fin why bk bb bc bj ('' when unset).
+TASK_DETAIL = Tup(STR, *[Maybe(STR)] * 23)
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
 
@@ -79,11 +80,23 @@ class PolicyReply(NamedTuple):
     succeeded_age_ms: int  # 0: no limit
     dead_count: int
     dead_age_ms: int
+    max_attempts: int
+    backoff: str  # fixed | exp | '' (the server's default for this and the rest)
+    initial_ms: str
+    cap_ms: str
+    jitter: str  # 1 | 0
 
 
 class PurgeReply(NamedTuple):
     deleted: int
     more: int  # 1: call again
+
+
+POLICY = Tup(INT, INT, INT, INT, INT, STR, STR, STR, STR)
+
+
+def _policy_reply(r: list[Any]) -> PolicyReply:
+    return PolicyReply(*r[:5], *(_text(x) for x in r[5:]))
 
 
 def _inspect_reply(r: list[Any] | int) -> StatsReply | TaskReply | PolicyReply | list[list[Any]] | None:
@@ -92,8 +105,10 @@ def _inspect_reply(r: list[Any] | int) -> StatsReply | TaskReply | PolicyReply |
     if r == 0:
         return None
     assert isinstance(r, list)
+    if len(r) == 9 and isinstance(r[0], int) and isinstance(r[5], (str, bytes)):
+        return _policy_reply(r)
     if r and all(isinstance(x, int) for x in r):
-        return StatsReply._make(r) if len(r) == 7 else PolicyReply._make(r)
+        return StatsReply._make(r)
     if len(r) == 3 and isinstance(r[0], int):
         return TaskReply(*r)
     return r
@@ -107,14 +122,14 @@ _SETTLE = script("queue_settle.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tu
                  decode=lambda r: SettleReply(*r))
 _INSPECT = script("queue_inspect.lua",
                   Either(Tup(INT, INT, INT, INT, INT, Codes(0, 1), INT), Tup(INT, Codes(0, 1), TASK_DETAIL),
-                         Tup(INT, INT, INT, INT), Codes(0), Seq(each=(TASK,))),
+                         POLICY, Codes(0), Seq(each=(TASK,))),
                   raw=True, decode=_inspect_reply)
 # cancel: a CANCEL status; purge: PurgeReply
 _REMOVE = script("queue_remove.lua", Either(Codes(*CANCEL.codes()), Tup(INT, Codes(0, 1))),
                  decode=lambda r: PurgeReply(*r) if isinstance(r, list) else r)
 _RETRY_DEAD = script("queue_retry_dead.lua", INT)
 _PAUSE = script("queue_pause.lua", Codes(0, 1))  # 1: it was paused
-_POLICY = script("queue_policy.lua", Tup(INT, INT, INT, INT), decode=lambda r: PolicyReply(*r))
+_POLICY = script("queue_policy.lua", POLICY, raw=True, decode=_policy_reply)
 
 SCRIPTS = (_ENQUEUE, _DEQUEUE, _SETTLE, _INSPECT, _REMOVE, _RETRY_DEAD, _PAUSE, _POLICY)
 
@@ -122,7 +137,6 @@ SCRIPTS = (_ENQUEUE, _DEQUEUE, _SETTLE, _INSPECT, _REMOVE, _RETRY_DEAD, _PAUSE, 
 # is ~280 years), and scores stay exact in Lua's doubles for priorities up to 1000.
 STRICT = 2**43
 MAX_PRIORITY = 1000
-DEFAULT_MAX_ATTEMPTS = 3
 BACKOFF_CAP_MS = 3_600_000
 PURGE_BATCH = 5000
 STATES = ("ready", "delayed", "leased", "dead")
@@ -138,7 +152,8 @@ class NewTask:
     run_at_ms: int | None = None  # or at this time (ms since the epoch)
     dedupe_key: str = ""
     dedupe_window_ms: int = 0
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    max_attempts: int = 0  # 0: the queue's retry policy (3 unless set)
+    retry: RetryPolicy | None = None  # overrides the queue's backoff, field by field
 
 
 @dataclass(frozen=True)
@@ -168,7 +183,8 @@ class TaskRecord:
     result: bytes = b""
     result_type: str = ""
     finished_ms: int | None = None
-    dead_reason: str = ""  # attempts | lease
+    dead_reason: str = ""  # attempts | lease | not_retryable
+    retry: RetryPolicy | None = None  # the task's own, if it set one
 
 
 @dataclass(frozen=True)
@@ -176,6 +192,32 @@ class Progress:
     value: float | None
     json: str
     reported_ms: int
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How failed attempts are retried; None fields take the queue's, then the
+    server's defaults (exponential from --queue-retry-backoff, capped at an hour)."""
+
+    max_attempts: int | None = None
+    backoff: str | None = None  # fixed | exp
+    initial_ms: int | None = None
+    cap_ms: int | None = None
+    jitter: bool | None = None
+
+    def fields(self) -> list[object]:
+        """bk bb bc bj for the scripts ('' when unset); max_attempts goes apart."""
+        return ["" if self.backoff is None else self.backoff, "" if self.initial_ms is None else self.initial_ms,
+                "" if self.cap_ms is None else self.cap_ms, "" if self.jitter is None else int(self.jitter)]
+
+    @staticmethod
+    def parse(max_attempts: int | None, bk: bytes | str, bb: bytes | str, bc: bytes | str,
+              bj: bytes | str) -> RetryPolicy | None:
+        bk, bb, bc, bj = (_text(x) for x in (bk, bb, bc, bj))
+        if max_attempts is None and not (bk or bb or bc or bj):
+            return None
+        return RetryPolicy(max_attempts, bk or None, int(bb) if bb else None, int(bc) if bc else None,
+                           bj == "1" if bj else None)
 
 
 @dataclass(frozen=True)
@@ -190,6 +232,7 @@ class Policy:
 
     succeeded: Retention | None = None
     dead: Retention | None = None
+    retry: RetryPolicy | None = None
 
 
 @dataclass(frozen=True)
@@ -231,10 +274,11 @@ def _detail(queue: str, paused: bool, f: list[Any]) -> TaskRecord:
     """A TASK_DETAIL reply; a ready task of a paused queue is ``waiting``."""
     base = _record(queue, f)
     leased, value, pj, reported, result, rtype, finished, why = f[12:20]
+    retry = RetryPolicy.parse(None, *f[20:24])
     state = "waiting" if base.state == "ready" and paused else base.state
     progress = Progress(float(value) if value else None, _text(pj), int(reported)) if reported else None
     return replace(base, state=state, leased_ms=_ms(leased), progress=progress, result=bytes(result),
-                   result_type=_text(rtype), finished_ms=_ms(finished), dead_reason=_text(why))
+                   result_type=_text(rtype), finished_ms=_ms(finished), dead_reason=_text(why), retry=retry)
 
 
 def _retention_args(r: Retention | None) -> list[object]:
@@ -244,9 +288,11 @@ def _retention_args(r: Retention | None) -> list[object]:
     return [-1 if r.max_count is None else r.max_count, r.max_age_ms]
 
 
-def _policy(r: PolicyReply) -> Policy:
-    return Policy(Retention(None if r.succeeded_count < 0 else r.succeeded_count, r.succeeded_age_ms),
-                  Retention(None if r.dead_count < 0 else r.dead_count, r.dead_age_ms))
+def _policy_args(p: Policy) -> list[object]:
+    """ARGV for queue_policy.lua."""
+    retry = p.retry or RetryPolicy()
+    return [*_retention_args(p.succeeded), *_retention_args(p.dead),
+            "" if retry.max_attempts is None else retry.max_attempts, *retry.fields()]
 
 
 class Queues:
@@ -255,8 +301,8 @@ class Queues:
     ``priority_aging_ms`` 0 keeps priorities strict (higher first, then FIFO);
     otherwise each priority step counts as having waited that much longer, so a
     task of lower priority is served after at most (difference x aging) of waiting.
-    ``retry_backoff_ms`` is the first automatic retry delay; it doubles per attempt
-    up to an hour.
+    ``retry_backoff_ms`` is the default first retry delay; it doubles per attempt
+    up to an hour unless a queue's or a task's retry policy says otherwise.
     """
 
     def __init__(self, redis: Commands, keyspace: KeySpace, doorbells: Doorbells, outcomes: Outcomes, *,
@@ -279,7 +325,7 @@ class Queues:
         for t in tasks:
             args += [t.type, t.payload, t.priority, -1 if t.delay_ms is None else t.delay_ms,
                      -1 if t.run_at_ms is None else t.run_at_ms, k.dedupe(t.dedupe_key) if t.dedupe_key else "",
-                     t.dedupe_window_ms, t.max_attempts]
+                     t.dedupe_window_ms, t.max_attempts, *(t.retry or RetryPolicy()).fields()]
         reply = await self._run(_ENQUEUE, k, *args)
         return [Enqueued(task_id, duplicate) for task_id, duplicate in reply.added]
 
@@ -355,10 +401,10 @@ class Queues:
             self.let_go(t.queue, t.task_id, t.lease, count_attempt=False)
 
     async def _settle(self, queue: str, task_id: str, lease: str, action: str, ms: int = -1,
-                      text: str | bytes = "", text2: str = "") -> Outcome:
+                      text: str | bytes = "", text2: str = "", retryable: bool = True) -> Outcome:
         k = self._keys.queue(queue)
         reply = await self._run(_SETTLE, k, task_id, lease, action, ms, text, text2, self._backoff_ms,
-                                BACKOFF_CAP_MS)
+                                BACKOFF_CAP_MS, random.random(), int(retryable))
         if reply.status != HELD.HELD:
             raise TaskLeaseNotHeld(f"task {task_id!r} of queue {queue!r} is not leased with this lease "
                                    "(it expired, or the task was settled)", queue=queue, task_id=task_id)
@@ -368,9 +414,12 @@ class Queues:
         """The task succeeded; its result is kept with it under the queue's retention."""
         await self._settle(queue, task_id, lease, "ack", -1, result, result_type)
 
-    async def nack(self, queue: str, task_id: str, lease: str, retry_delay_ms: int | None, error: str) -> Outcome:
-        """A failed attempt: retried after retry_delay_ms (None: backoff), or dead."""
-        return await self._settle(queue, task_id, lease, "nack", -1 if retry_delay_ms is None else retry_delay_ms, error)
+    async def nack(self, queue: str, task_id: str, lease: str, retry_delay_ms: int | None, error: str,
+                   retryable: bool = True) -> Outcome:
+        """A failed attempt: retried after retry_delay_ms (None: the retry policy's
+        backoff), or dead when out of attempts or not ``retryable``."""
+        return await self._settle(queue, task_id, lease, "nack", -1 if retry_delay_ms is None else retry_delay_ms,
+                                  error, retryable=retryable)
 
     async def extend(self, queue: str, task_id: str, lease: str, lease_ms: int) -> int:
         """The lease's new expiry (ms, Redis clock)."""
@@ -446,11 +495,17 @@ class Queues:
 
     async def set_policy(self, queue: str, policy: Policy) -> Policy:
         """Replaces the queue's policy; returns it with the defaults filled in."""
-        args = _retention_args(policy.succeeded) + _retention_args(policy.dead)
-        return _policy(await self._run(_POLICY, self._keys.queue(queue), *args))
+        return self._policy(await self._run(_POLICY, self._keys.queue(queue), *_policy_args(policy)))
 
     async def get_policy(self, queue: str) -> Policy:
-        return _policy(await self._run(_INSPECT, self._keys.queue(queue), "policy", 0, 0))
+        return self._policy(await self._run(_INSPECT, self._keys.queue(queue), "policy", 0, 0))
+
+    def _policy(self, r: PolicyReply) -> Policy:
+        """The reply with every default filled in, the server's backoff included."""
+        retry = RetryPolicy(r.max_attempts, r.backoff or "exp", int(r.initial_ms or self._backoff_ms),
+                            int(r.cap_ms or BACKOFF_CAP_MS), r.jitter == "1")
+        return Policy(Retention(None if r.succeeded_count < 0 else r.succeeded_count, r.succeeded_age_ms),
+                      Retention(None if r.dead_count < 0 else r.dead_count, r.dead_age_ms), retry)
 
     async def pause(self, queue: str, paused: bool) -> bool:
         """Pauses (True) or resumes (False) leasing; returns whether it was paused.

@@ -22,16 +22,21 @@
 --           (2^43 for strict priority; the aging interval otherwise)
 -- A task hash holds: type payload prio att max enq ready state lease err dk dw, and
 -- once they happen: lat (leased at), prog pj pt (progress value, JSON, at), res rct
--- (result, its type), fin (finished at), why (dead: the rule that ended it).
+-- (result, its type), fin (finished at), why (dead: the rule that ended it); and the
+-- retry fields the task set for itself: bk bb bc bj (see backoff_ms).
 -- state is ready | delayed | leased | dead | succeeded | cancelled.
 --
 -- Retention (KEYS[9]): sn/sa keep at most sn succeeded or cancelled tasks for sa ms
 -- (-1 / 0: no limit), dn/da the same for dead ones. A retained task's hash expires by
 -- itself after the age limit; the sets' entries are trimmed by sweep.
+-- Retry: ma (max attempts of tasks enqueued without one), bk bb bc bj (backoff kind
+-- fixed | exp, initial ms, cap ms, full jitter 1 | 0), each overridden by the task's own.
 
 local CHANNEL, FINISHED, TASK, WEIGHT = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local SWEEP_BATCH = 1000
 local RETAIN_DEFAULTS = {sn = 1000, sa = 86400000, dn = -1, da = 0}
+local DEFAULT_MAX_ATTEMPTS = 3
+local RETRY_FIELDS = {'bk', 'bb', 'bc', 'bj'}
 
 local function task_key(id)
   return TASK .. id
@@ -115,7 +120,15 @@ local function retire(id, now_ms)
   redis.call('SPUBLISH', FINISHED, id)
 end
 
--- why: the rule that ended it ('attempts', 'lease').
+-- The policy as queue_policy.lua returns it.
+local function policy_reply()
+  local sn, sa = retention('s')
+  local dn, da = retention('d')
+  local r = redis.call('HMGET', KEYS[9], 'ma', unpack(RETRY_FIELDS))
+  return {sn, sa, dn, da, tonumber(r[1] or DEFAULT_MAX_ATTEMPTS), r[2] or '', r[3] or '', r[4] or '', r[5] or ''}
+end
+
+-- why: the rule that ended it ('attempts', 'lease', 'not_retryable').
 local function kill(id, err, why, now_ms)
   redis.call('HSET', task_key(id), 'state', 'dead', 'err', err, 'why', why)
   retire(id, now_ms)
@@ -150,6 +163,26 @@ local function sweep(now_ms)
   trim(KEYS[8], -1, select(2, retention('s')), now_ms)
   trim(KEYS[5], -1, select(2, retention('d')), now_ms)
   return n
+end
+
+-- ms before the retry of a task that failed attempt `att`: the task's own retry
+-- fields, else the queue's, else the server's (exponential from base_ms, capped at
+-- cap_ms, no jitter). rand in [0, 1) comes from the caller: scripts' math.random is
+-- seeded alike on every run.
+local function backoff_ms(id, att, base_ms, cap_ms, rand)
+  local own = redis.call('HMGET', task_key(id), unpack(RETRY_FIELDS))
+  local queue = redis.call('HMGET', KEYS[9], unpack(RETRY_FIELDS))
+  local kind = own[1] or queue[1] or 'exp'
+  local initial = tonumber(own[2] or queue[2] or base_ms)
+  local cap = tonumber(own[3] or queue[3] or cap_ms)
+  local delay = initial
+  if kind == 'exp' then
+    delay = math.min(cap, initial * 2 ^ (att - 1))
+  end
+  if (own[4] or queue[4]) == '1' then
+    delay = math.floor(delay * rand)
+  end
+  return delay
 end
 
 local function paused()
@@ -194,11 +227,13 @@ local function task_reply(id)
   return {id, f[1], f[2], f[3], f[4], f[5], f[6], f[7] or '', lease_expires, f[8], f[9], f[10] or ''}
 end
 
--- All GetTask shows: task_reply, then lat prog pj pt res rct fin why ('' when unset).
+-- All GetTask shows: task_reply, then lat prog pj pt res rct fin why bk bb bc bj
+-- ('' when unset).
 local function task_detail(id)
   local reply = task_reply(id)
-  local f = redis.call('HMGET', task_key(id), 'lat', 'prog', 'pj', 'pt', 'res', 'rct', 'fin', 'why')
-  for i = 1, 8 do
+  local f = redis.call('HMGET', task_key(id), 'lat', 'prog', 'pj', 'pt', 'res', 'rct', 'fin', 'why',
+    unpack(RETRY_FIELDS))
+  for i = 1, 12 do
     reply[#reply + 1] = f[i] or ''
   end
   return reply

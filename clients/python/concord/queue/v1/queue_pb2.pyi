@@ -21,6 +21,12 @@ class TaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TASK_STATE_WAITING: _ClassVar[TaskState]
     TASK_STATE_SUCCEEDED: _ClassVar[TaskState]
     TASK_STATE_CANCELLED: _ClassVar[TaskState]
+
+class Backoff(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BACKOFF_UNSPECIFIED: _ClassVar[Backoff]
+    BACKOFF_FIXED: _ClassVar[Backoff]
+    BACKOFF_EXPONENTIAL: _ClassVar[Backoff]
 TASK_STATE_UNSPECIFIED: TaskState
 TASK_STATE_READY: TaskState
 TASK_STATE_DELAYED: TaskState
@@ -29,9 +35,12 @@ TASK_STATE_DEAD: TaskState
 TASK_STATE_WAITING: TaskState
 TASK_STATE_SUCCEEDED: TaskState
 TASK_STATE_CANCELLED: TaskState
+BACKOFF_UNSPECIFIED: Backoff
+BACKOFF_FIXED: Backoff
+BACKOFF_EXPONENTIAL: Backoff
 
 class NewTask(_message.Message):
-    __slots__ = ("type", "payload", "priority", "delay", "run_at", "dedupe_key", "dedupe_window", "max_attempts")
+    __slots__ = ("type", "payload", "priority", "delay", "run_at", "dedupe_key", "dedupe_window", "max_attempts", "retry")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
@@ -40,6 +49,7 @@ class NewTask(_message.Message):
     DEDUPE_KEY_FIELD_NUMBER: _ClassVar[int]
     DEDUPE_WINDOW_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    RETRY_FIELD_NUMBER: _ClassVar[int]
     type: str
     payload: bytes
     priority: int
@@ -48,7 +58,22 @@ class NewTask(_message.Message):
     dedupe_key: str
     dedupe_window: _duration_pb2.Duration
     max_attempts: int
-    def __init__(self, type: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dedupe_key: _Optional[str] = ..., dedupe_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_attempts: _Optional[int] = ...) -> None: ...
+    retry: RetryPolicy
+    def __init__(self, type: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dedupe_key: _Optional[str] = ..., dedupe_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_attempts: _Optional[int] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ...) -> None: ...
+
+class RetryPolicy(_message.Message):
+    __slots__ = ("max_attempts", "backoff", "initial_delay", "max_delay", "jitter")
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    INITIAL_DELAY_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELAY_FIELD_NUMBER: _ClassVar[int]
+    JITTER_FIELD_NUMBER: _ClassVar[int]
+    max_attempts: int
+    backoff: Backoff
+    initial_delay: _duration_pb2.Duration
+    max_delay: _duration_pb2.Duration
+    jitter: bool
+    def __init__(self, max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, str]] = ..., initial_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., jitter: _Optional[bool] = ...) -> None: ...
 
 class EnqueueRequest(_message.Message):
     __slots__ = ("queue", "tasks")
@@ -73,7 +98,7 @@ class EnqueueResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[EnqueueResult, _Mapping]]] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("queue", "task_id", "type", "payload", "priority", "state", "attempt", "max_attempts", "lease", "lease_expires_at", "enqueued_at", "ready_at", "last_error", "progress", "result", "result_type", "leased_at", "finished_at", "dead_reason")
+    __slots__ = ("queue", "task_id", "type", "payload", "priority", "state", "attempt", "max_attempts", "lease", "lease_expires_at", "enqueued_at", "ready_at", "last_error", "progress", "result", "result_type", "leased_at", "finished_at", "dead_reason", "retry")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -93,6 +118,7 @@ class Task(_message.Message):
     LEASED_AT_FIELD_NUMBER: _ClassVar[int]
     FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
     DEAD_REASON_FIELD_NUMBER: _ClassVar[int]
+    RETRY_FIELD_NUMBER: _ClassVar[int]
     queue: str
     task_id: str
     type: str
@@ -112,7 +138,8 @@ class Task(_message.Message):
     leased_at: _timestamp_pb2.Timestamp
     finished_at: _timestamp_pb2.Timestamp
     dead_reason: str
-    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., lease: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., result: _Optional[bytes] = ..., result_type: _Optional[str] = ..., leased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dead_reason: _Optional[str] = ...) -> None: ...
+    retry: RetryPolicy
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., lease: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., result: _Optional[bytes] = ..., result_type: _Optional[str] = ..., leased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dead_reason: _Optional[str] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("value", "json", "reported_at")
@@ -161,18 +188,20 @@ class AckResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class NackRequest(_message.Message):
-    __slots__ = ("queue", "task_id", "lease", "retry_delay", "error")
+    __slots__ = ("queue", "task_id", "lease", "retry_delay", "error", "retryable")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     RETRY_DELAY_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    RETRYABLE_FIELD_NUMBER: _ClassVar[int]
     queue: str
     task_id: str
     lease: str
     retry_delay: _duration_pb2.Duration
     error: str
-    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., lease: _Optional[str] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., error: _Optional[str] = ...) -> None: ...
+    retryable: bool
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., lease: _Optional[str] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., error: _Optional[str] = ..., retryable: _Optional[bool] = ...) -> None: ...
 
 class NackResponse(_message.Message):
     __slots__ = ("state", "retry_at")
@@ -225,7 +254,7 @@ class ConsumeStart(_message.Message):
     def __init__(self, queues: _Optional[_Iterable[str]] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., credits: _Optional[int] = ...) -> None: ...
 
 class Settle(_message.Message):
-    __slots__ = ("queue", "task_id", "lease", "failed", "error", "retry_delay", "result", "result_type")
+    __slots__ = ("queue", "task_id", "lease", "failed", "error", "retry_delay", "result", "result_type", "retryable")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
@@ -234,6 +263,7 @@ class Settle(_message.Message):
     RETRY_DELAY_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     RESULT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RETRYABLE_FIELD_NUMBER: _ClassVar[int]
     queue: str
     task_id: str
     lease: str
@@ -242,7 +272,8 @@ class Settle(_message.Message):
     retry_delay: _duration_pb2.Duration
     result: bytes
     result_type: str
-    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., lease: _Optional[str] = ..., failed: _Optional[bool] = ..., error: _Optional[str] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., result: _Optional[bytes] = ..., result_type: _Optional[str] = ...) -> None: ...
+    retryable: bool
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., lease: _Optional[str] = ..., failed: _Optional[bool] = ..., error: _Optional[str] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., result: _Optional[bytes] = ..., result_type: _Optional[str] = ..., retryable: _Optional[bool] = ...) -> None: ...
 
 class ConsumeRequest(_message.Message):
     __slots__ = ("start", "credit", "settle")
@@ -473,12 +504,14 @@ class Retention(_message.Message):
     def __init__(self, max_count: _Optional[int] = ..., max_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class QueuePolicy(_message.Message):
-    __slots__ = ("succeeded", "dead")
+    __slots__ = ("succeeded", "dead", "retry")
     SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
     DEAD_FIELD_NUMBER: _ClassVar[int]
+    RETRY_FIELD_NUMBER: _ClassVar[int]
     succeeded: Retention
     dead: Retention
-    def __init__(self, succeeded: _Optional[_Union[Retention, _Mapping]] = ..., dead: _Optional[_Union[Retention, _Mapping]] = ...) -> None: ...
+    retry: RetryPolicy
+    def __init__(self, succeeded: _Optional[_Union[Retention, _Mapping]] = ..., dead: _Optional[_Union[Retention, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ...) -> None: ...
 
 class SetQueuePolicyRequest(_message.Message):
     __slots__ = ("queue", "policy")

@@ -91,6 +91,58 @@ func (TaskState) EnumDescriptor() ([]byte, []int) {
 	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{0}
 }
 
+// Backoff is how the delay before a retry grows.
+type Backoff int32
+
+const (
+	Backoff_BACKOFF_UNSPECIFIED Backoff = 0
+	// Every retry waits initial_delay.
+	Backoff_BACKOFF_FIXED Backoff = 1
+	// The first retry waits initial_delay, each next one twice as long, at most max_delay.
+	Backoff_BACKOFF_EXPONENTIAL Backoff = 2
+)
+
+// Enum value maps for Backoff.
+var (
+	Backoff_name = map[int32]string{
+		0: "BACKOFF_UNSPECIFIED",
+		1: "BACKOFF_FIXED",
+		2: "BACKOFF_EXPONENTIAL",
+	}
+	Backoff_value = map[string]int32{
+		"BACKOFF_UNSPECIFIED": 0,
+		"BACKOFF_FIXED":       1,
+		"BACKOFF_EXPONENTIAL": 2,
+	}
+)
+
+func (x Backoff) Enum() *Backoff {
+	p := new(Backoff)
+	*p = x
+	return p
+}
+
+func (x Backoff) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Backoff) Descriptor() protoreflect.EnumDescriptor {
+	return file_concord_queue_v1_queue_proto_enumTypes[1].Descriptor()
+}
+
+func (Backoff) Type() protoreflect.EnumType {
+	return &file_concord_queue_v1_queue_proto_enumTypes[1]
+}
+
+func (x Backoff) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Backoff.Descriptor instead.
+func (Backoff) EnumDescriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{1}
+}
+
 // NewTask is one task to enqueue.
 type NewTask struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -108,8 +160,11 @@ type NewTask struct {
 	// pending, nor within dedupe_window after it finished.
 	DedupeKey    string               `protobuf:"bytes,6,opt,name=dedupe_key,json=dedupeKey,proto3" json:"dedupe_key,omitempty"`
 	DedupeWindow *durationpb.Duration `protobuf:"bytes,7,opt,name=dedupe_window,json=dedupeWindow,proto3" json:"dedupe_window,omitempty"`
-	// Attempts before dead-lettering, 1-100; unset or 0 means 3.
-	MaxAttempts   uint32 `protobuf:"varint,8,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// Attempts before dead-lettering, 1-100; unset or 0 means the queue's policy
+	// (retry.max_attempts, 3 by default). Exclusive with retry.max_attempts.
+	MaxAttempts uint32 `protobuf:"varint,8,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// This task's retry policy: fields set here override the queue's (QueuePolicy.retry).
+	Retry         *RetryPolicy `protobuf:"bytes,9,opt,name=retry,proto3" json:"retry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -200,6 +255,97 @@ func (x *NewTask) GetMaxAttempts() uint32 {
 	return 0
 }
 
+func (x *NewTask) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
+// RetryPolicy says how a failed attempt is retried. Unset fields take the queue's
+// policy, then the defaults: 3 attempts, exponential from the server's
+// --queue-retry-backoff, at most one hour, no jitter.
+type RetryPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Attempts before dead-lettering, 1-100; 0 = unset.
+	MaxAttempts uint32  `protobuf:"varint,1,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	Backoff     Backoff `protobuf:"varint,2,opt,name=backoff,proto3,enum=concord.queue.v1.Backoff" json:"backoff,omitempty"`
+	// 0 to a year.
+	InitialDelay *durationpb.Duration `protobuf:"bytes,3,opt,name=initial_delay,json=initialDelay,proto3" json:"initial_delay,omitempty"`
+	// 0 to a year; the exponential backoff's cap.
+	MaxDelay *durationpb.Duration `protobuf:"bytes,4,opt,name=max_delay,json=maxDelay,proto3" json:"max_delay,omitempty"`
+	// Full jitter: each delay is drawn uniformly between 0 and the computed delay,
+	// so tasks that failed together do not all come back together.
+	Jitter        *bool `protobuf:"varint,5,opt,name=jitter,proto3,oneof" json:"jitter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryPolicy) Reset() {
+	*x = RetryPolicy{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryPolicy) ProtoMessage() {}
+
+func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
+func (*RetryPolicy) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RetryPolicy) GetMaxAttempts() uint32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *RetryPolicy) GetBackoff() Backoff {
+	if x != nil {
+		return x.Backoff
+	}
+	return Backoff_BACKOFF_UNSPECIFIED
+}
+
+func (x *RetryPolicy) GetInitialDelay() *durationpb.Duration {
+	if x != nil {
+		return x.InitialDelay
+	}
+	return nil
+}
+
+func (x *RetryPolicy) GetMaxDelay() *durationpb.Duration {
+	if x != nil {
+		return x.MaxDelay
+	}
+	return nil
+}
+
+func (x *RetryPolicy) GetJitter() bool {
+	if x != nil && x.Jitter != nil {
+		return *x.Jitter
+	}
+	return false
+}
+
 type EnqueueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Queue name: 1-256 bytes of UTF-8 without control characters.
@@ -212,7 +358,7 @@ type EnqueueRequest struct {
 
 func (x *EnqueueRequest) Reset() {
 	*x = EnqueueRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[1]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -224,7 +370,7 @@ func (x *EnqueueRequest) String() string {
 func (*EnqueueRequest) ProtoMessage() {}
 
 func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[1]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -237,7 +383,7 @@ func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{1}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *EnqueueRequest) GetQueue() string {
@@ -266,7 +412,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[2]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -278,7 +424,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[2]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,7 +437,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{2}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *EnqueueResult) GetTaskId() string {
@@ -317,7 +463,7 @@ type EnqueueResponse struct {
 
 func (x *EnqueueResponse) Reset() {
 	*x = EnqueueResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[3]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -329,7 +475,7 @@ func (x *EnqueueResponse) String() string {
 func (*EnqueueResponse) ProtoMessage() {}
 
 func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[3]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -342,7 +488,7 @@ func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{3}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *EnqueueResponse) GetResults() []*EnqueueResult {
@@ -382,15 +528,18 @@ type Task struct {
 	// When it succeeded, died or was cancelled.
 	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
 	// DEAD: the rule that ended it: "attempts" (a failed attempt was the last one
-	// allowed), "lease" (the last attempt's lease expired).
-	DeadReason    string `protobuf:"bytes,19,opt,name=dead_reason,json=deadReason,proto3" json:"dead_reason,omitempty"`
+	// allowed), "lease" (the last attempt's lease expired), "not_retryable" (Nack
+	// with retryable false).
+	DeadReason string `protobuf:"bytes,19,opt,name=dead_reason,json=deadReason,proto3" json:"dead_reason,omitempty"`
+	// The retry policy this task set for itself (GetTask and WaitTask only).
+	Retry         *RetryPolicy `protobuf:"bytes,20,opt,name=retry,proto3" json:"retry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[4]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +551,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[4]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +564,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{4}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Task) GetQueue() string {
@@ -551,6 +700,13 @@ func (x *Task) GetDeadReason() string {
 	return ""
 }
 
+func (x *Task) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
 // Progress is a leased task's report of how far it got.
 type Progress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -565,7 +721,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[5]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +733,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[5]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +746,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{5}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Progress) GetValue() float64 {
@@ -630,7 +786,7 @@ type DequeueRequest struct {
 
 func (x *DequeueRequest) Reset() {
 	*x = DequeueRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[6]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +798,7 @@ func (x *DequeueRequest) String() string {
 func (*DequeueRequest) ProtoMessage() {}
 
 func (x *DequeueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[6]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +811,7 @@ func (x *DequeueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DequeueRequest.ProtoReflect.Descriptor instead.
 func (*DequeueRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{6}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DequeueRequest) GetQueues() []string {
@@ -695,7 +851,7 @@ type DequeueResponse struct {
 
 func (x *DequeueResponse) Reset() {
 	*x = DequeueResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[7]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +863,7 @@ func (x *DequeueResponse) String() string {
 func (*DequeueResponse) ProtoMessage() {}
 
 func (x *DequeueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[7]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +876,7 @@ func (x *DequeueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DequeueResponse.ProtoReflect.Descriptor instead.
 func (*DequeueResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{7}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DequeueResponse) GetTasks() []*Task {
@@ -746,7 +902,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[8]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +914,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[8]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +927,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{8}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AckRequest) GetQueue() string {
@@ -817,7 +973,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[9]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +985,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[9]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +998,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{9}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{10}
 }
 
 type NackRequest struct {
@@ -854,14 +1010,17 @@ type NackRequest struct {
 	// --queue-retry-backoff, doubling per attempt, at most one hour.
 	RetryDelay *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_delay,json=retryDelay,proto3" json:"retry_delay,omitempty"`
 	// Why the attempt failed (at most 4096 bytes); kept with the task.
-	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// False: the error cannot be cured by retrying (bad input...): the task dies at
+	// once, dead_reason "not_retryable". Unset means true.
+	Retryable     *bool `protobuf:"varint,6,opt,name=retryable,proto3,oneof" json:"retryable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[10]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -873,7 +1032,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[10]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -886,7 +1045,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{10}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NackRequest) GetQueue() string {
@@ -924,6 +1083,13 @@ func (x *NackRequest) GetError() string {
 	return ""
 }
 
+func (x *NackRequest) GetRetryable() bool {
+	if x != nil && x.Retryable != nil {
+		return *x.Retryable
+	}
+	return false
+}
+
 type NackResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// READY or DELAYED when it will be retried, DEAD when out of attempts.
@@ -935,7 +1101,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[11]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1113,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[11]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1126,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{11}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NackResponse) GetState() TaskState {
@@ -989,7 +1155,7 @@ type ExtendLeaseRequest struct {
 
 func (x *ExtendLeaseRequest) Reset() {
 	*x = ExtendLeaseRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[12]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1001,7 +1167,7 @@ func (x *ExtendLeaseRequest) String() string {
 func (*ExtendLeaseRequest) ProtoMessage() {}
 
 func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[12]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1014,7 +1180,7 @@ func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{12}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExtendLeaseRequest) GetQueue() string {
@@ -1054,7 +1220,7 @@ type ExtendLeaseResponse struct {
 
 func (x *ExtendLeaseResponse) Reset() {
 	*x = ExtendLeaseResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[13]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1232,7 @@ func (x *ExtendLeaseResponse) String() string {
 func (*ExtendLeaseResponse) ProtoMessage() {}
 
 func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[13]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1245,7 @@ func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{13}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExtendLeaseResponse) GetLeaseExpiresAt() *timestamppb.Timestamp {
@@ -1100,7 +1266,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[14]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1278,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[14]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1291,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{14}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReleaseRequest) GetQueue() string {
@@ -1157,7 +1323,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[15]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1335,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[15]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1348,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{15}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{16}
 }
 
 // ConsumeStart opens a Consume stream.
@@ -1198,7 +1364,7 @@ type ConsumeStart struct {
 
 func (x *ConsumeStart) Reset() {
 	*x = ConsumeStart{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[16]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1376,7 @@ func (x *ConsumeStart) String() string {
 func (*ConsumeStart) ProtoMessage() {}
 
 func (x *ConsumeStart) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[16]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1389,7 @@ func (x *ConsumeStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeStart.ProtoReflect.Descriptor instead.
 func (*ConsumeStart) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{16}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ConsumeStart) GetQueues() []string {
@@ -1258,15 +1424,17 @@ type Settle struct {
 	Error      string               `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	RetryDelay *durationpb.Duration `protobuf:"bytes,6,opt,name=retry_delay,json=retryDelay,proto3" json:"retry_delay,omitempty"`
 	// With failed false: the result, as in AckRequest.
-	Result        []byte `protobuf:"bytes,7,opt,name=result,proto3" json:"result,omitempty"`
-	ResultType    string `protobuf:"bytes,8,opt,name=result_type,json=resultType,proto3" json:"result_type,omitempty"`
+	Result     []byte `protobuf:"bytes,7,opt,name=result,proto3" json:"result,omitempty"`
+	ResultType string `protobuf:"bytes,8,opt,name=result_type,json=resultType,proto3" json:"result_type,omitempty"`
+	// With failed true: as in NackRequest.
+	Retryable     *bool `protobuf:"varint,9,opt,name=retryable,proto3,oneof" json:"retryable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Settle) Reset() {
 	*x = Settle{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[17]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1446,7 @@ func (x *Settle) String() string {
 func (*Settle) ProtoMessage() {}
 
 func (x *Settle) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[17]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1459,7 @@ func (x *Settle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settle.ProtoReflect.Descriptor instead.
 func (*Settle) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{17}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Settle) GetQueue() string {
@@ -1350,6 +1518,13 @@ func (x *Settle) GetResultType() string {
 	return ""
 }
 
+func (x *Settle) GetRetryable() bool {
+	if x != nil && x.Retryable != nil {
+		return *x.Retryable
+	}
+	return false
+}
+
 type ConsumeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -1364,7 +1539,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[18]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1551,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[18]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1564,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{18}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ConsumeRequest) GetKind() isConsumeRequest_Kind {
@@ -1462,7 +1637,7 @@ type Settled struct {
 
 func (x *Settled) Reset() {
 	*x = Settled{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[19]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1649,7 @@ func (x *Settled) String() string {
 func (*Settled) ProtoMessage() {}
 
 func (x *Settled) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[19]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1662,7 @@ func (x *Settled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settled.ProtoReflect.Descriptor instead.
 func (*Settled) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{19}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Settled) GetTaskId() string {
@@ -1524,7 +1699,7 @@ type ConsumeResponse struct {
 
 func (x *ConsumeResponse) Reset() {
 	*x = ConsumeResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[20]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1711,7 @@ func (x *ConsumeResponse) String() string {
 func (*ConsumeResponse) ProtoMessage() {}
 
 func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[20]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1724,7 @@ func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{20}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ConsumeResponse) GetKind() isConsumeResponse_Kind {
@@ -1602,7 +1777,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[21]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1789,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[21]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1802,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{21}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StatsRequest) GetQueue() string {
@@ -1655,7 +1830,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[22]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1667,7 +1842,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[22]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1680,7 +1855,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{22}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StatsResponse) GetReady() uint64 {
@@ -1745,7 +1920,7 @@ type PeekRequest struct {
 
 func (x *PeekRequest) Reset() {
 	*x = PeekRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[23]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +1932,7 @@ func (x *PeekRequest) String() string {
 func (*PeekRequest) ProtoMessage() {}
 
 func (x *PeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[23]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +1945,7 @@ func (x *PeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
 func (*PeekRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{23}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PeekRequest) GetQueue() string {
@@ -1803,7 +1978,7 @@ type PeekResponse struct {
 
 func (x *PeekResponse) Reset() {
 	*x = PeekResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[24]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +1990,7 @@ func (x *PeekResponse) String() string {
 func (*PeekResponse) ProtoMessage() {}
 
 func (x *PeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[24]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +2003,7 @@ func (x *PeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekResponse.ProtoReflect.Descriptor instead.
 func (*PeekResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{24}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PeekResponse) GetTasks() []*Task {
@@ -1848,7 +2023,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[25]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +2035,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[25]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2048,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{25}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CancelRequest) GetQueue() string {
@@ -1898,7 +2073,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[26]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2085,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[26]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2098,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{26}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{27}
 }
 
 type PurgeRequest struct {
@@ -1936,7 +2111,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[27]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2123,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[27]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2136,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{27}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PurgeRequest) GetQueue() string {
@@ -1987,7 +2162,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[28]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2174,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[28]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2187,7 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{28}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PurgeResponse) GetDeleted() uint64 {
@@ -2035,7 +2210,7 @@ type ListDeadRequest struct {
 
 func (x *ListDeadRequest) Reset() {
 	*x = ListDeadRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[29]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2047,7 +2222,7 @@ func (x *ListDeadRequest) String() string {
 func (*ListDeadRequest) ProtoMessage() {}
 
 func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[29]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2060,7 +2235,7 @@ func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{29}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListDeadRequest) GetQueue() string {
@@ -2093,7 +2268,7 @@ type ListDeadResponse struct {
 
 func (x *ListDeadResponse) Reset() {
 	*x = ListDeadResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[30]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2105,7 +2280,7 @@ func (x *ListDeadResponse) String() string {
 func (*ListDeadResponse) ProtoMessage() {}
 
 func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[30]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2118,7 +2293,7 @@ func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{30}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListDeadResponse) GetTasks() []*Task {
@@ -2141,7 +2316,7 @@ type RetryDeadRequest struct {
 
 func (x *RetryDeadRequest) Reset() {
 	*x = RetryDeadRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[31]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2153,7 +2328,7 @@ func (x *RetryDeadRequest) String() string {
 func (*RetryDeadRequest) ProtoMessage() {}
 
 func (x *RetryDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[31]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2166,7 +2341,7 @@ func (x *RetryDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDeadRequest.ProtoReflect.Descriptor instead.
 func (*RetryDeadRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{31}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RetryDeadRequest) GetQueue() string {
@@ -2199,7 +2374,7 @@ type RetryDeadResponse struct {
 
 func (x *RetryDeadResponse) Reset() {
 	*x = RetryDeadResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[32]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2211,7 +2386,7 @@ func (x *RetryDeadResponse) String() string {
 func (*RetryDeadResponse) ProtoMessage() {}
 
 func (x *RetryDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[32]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2224,7 +2399,7 @@ func (x *RetryDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDeadResponse.ProtoReflect.Descriptor instead.
 func (*RetryDeadResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{32}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RetryDeadResponse) GetRetried() uint64 {
@@ -2246,7 +2421,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[33]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2258,7 +2433,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[33]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2271,7 +2446,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{33}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListQueuesRequest) GetPageToken() string {
@@ -2299,7 +2474,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[34]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2486,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[34]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2499,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{34}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListQueuesResponse) GetNames() []string {
@@ -2350,7 +2525,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[35]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2537,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[35]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2550,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{35}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -2395,7 +2570,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[36]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2582,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[36]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2595,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{36}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PauseQueueResponse) GetWasPaused() bool {
@@ -2439,7 +2614,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[37]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2451,7 +2626,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[37]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2464,7 +2639,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{37}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -2484,7 +2659,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[38]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2671,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[38]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2684,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{38}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ResumeQueueResponse) GetWasPaused() bool {
@@ -2529,7 +2704,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[39]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2541,7 +2716,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[39]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2554,7 +2729,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{39}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetTaskRequest) GetQueue() string {
@@ -2580,7 +2755,7 @@ type GetTaskResponse struct {
 
 func (x *GetTaskResponse) Reset() {
 	*x = GetTaskResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[40]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2592,7 +2767,7 @@ func (x *GetTaskResponse) String() string {
 func (*GetTaskResponse) ProtoMessage() {}
 
 func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[40]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2605,7 +2780,7 @@ func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{40}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetTaskResponse) GetTask() *Task {
@@ -2627,7 +2802,7 @@ type WaitTaskRequest struct {
 
 func (x *WaitTaskRequest) Reset() {
 	*x = WaitTaskRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[41]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2639,7 +2814,7 @@ func (x *WaitTaskRequest) String() string {
 func (*WaitTaskRequest) ProtoMessage() {}
 
 func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[41]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2652,7 +2827,7 @@ func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitTaskRequest.ProtoReflect.Descriptor instead.
 func (*WaitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{41}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WaitTaskRequest) GetQueue() string {
@@ -2688,7 +2863,7 @@ type WaitTaskResponse struct {
 
 func (x *WaitTaskResponse) Reset() {
 	*x = WaitTaskResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[42]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2700,7 +2875,7 @@ func (x *WaitTaskResponse) String() string {
 func (*WaitTaskResponse) ProtoMessage() {}
 
 func (x *WaitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[42]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2713,7 +2888,7 @@ func (x *WaitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitTaskResponse.ProtoReflect.Descriptor instead.
 func (*WaitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{42}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *WaitTaskResponse) GetFinished() bool {
@@ -2746,7 +2921,7 @@ type ReportProgressRequest struct {
 
 func (x *ReportProgressRequest) Reset() {
 	*x = ReportProgressRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[43]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2758,7 +2933,7 @@ func (x *ReportProgressRequest) String() string {
 func (*ReportProgressRequest) ProtoMessage() {}
 
 func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[43]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2771,7 +2946,7 @@ func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportProgressRequest.ProtoReflect.Descriptor instead.
 func (*ReportProgressRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{43}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ReportProgressRequest) GetQueue() string {
@@ -2825,7 +3000,7 @@ type ReportProgressResponse struct {
 
 func (x *ReportProgressResponse) Reset() {
 	*x = ReportProgressResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[44]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2837,7 +3012,7 @@ func (x *ReportProgressResponse) String() string {
 func (*ReportProgressResponse) ProtoMessage() {}
 
 func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[44]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2850,7 +3025,7 @@ func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportProgressResponse.ProtoReflect.Descriptor instead.
 func (*ReportProgressResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{44}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ReportProgressResponse) GetLeaseExpiresAt() *timestamppb.Timestamp {
@@ -2874,7 +3049,7 @@ type Retention struct {
 
 func (x *Retention) Reset() {
 	*x = Retention{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[45]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2886,7 +3061,7 @@ func (x *Retention) String() string {
 func (*Retention) ProtoMessage() {}
 
 func (x *Retention) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[45]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2899,7 +3074,7 @@ func (x *Retention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retention.ProtoReflect.Descriptor instead.
 func (*Retention) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{45}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Retention) GetMaxCount() uint32 {
@@ -2923,14 +3098,18 @@ type QueuePolicy struct {
 	Succeeded *Retention `protobuf:"bytes,1,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
 	// Dead tasks (the dead-letter set). Default: no limit (kept until retried,
 	// cancelled or purged).
-	Dead          *Retention `protobuf:"bytes,2,opt,name=dead,proto3" json:"dead,omitempty"`
+	Dead *Retention `protobuf:"bytes,2,opt,name=dead,proto3" json:"dead,omitempty"`
+	// How failed attempts are retried, for tasks that do not say otherwise.
+	// max_attempts applies to tasks enqueued from then on, the backoff to every
+	// retry from then on.
+	Retry         *RetryPolicy `protobuf:"bytes,3,opt,name=retry,proto3" json:"retry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueuePolicy) Reset() {
 	*x = QueuePolicy{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[46]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2942,7 +3121,7 @@ func (x *QueuePolicy) String() string {
 func (*QueuePolicy) ProtoMessage() {}
 
 func (x *QueuePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[46]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2955,7 +3134,7 @@ func (x *QueuePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePolicy.ProtoReflect.Descriptor instead.
 func (*QueuePolicy) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{46}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *QueuePolicy) GetSucceeded() *Retention {
@@ -2972,6 +3151,13 @@ func (x *QueuePolicy) GetDead() *Retention {
 	return nil
 }
 
+func (x *QueuePolicy) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
 type SetQueuePolicyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -2982,7 +3168,7 @@ type SetQueuePolicyRequest struct {
 
 func (x *SetQueuePolicyRequest) Reset() {
 	*x = SetQueuePolicyRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[47]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2994,7 +3180,7 @@ func (x *SetQueuePolicyRequest) String() string {
 func (*SetQueuePolicyRequest) ProtoMessage() {}
 
 func (x *SetQueuePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[47]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3007,7 +3193,7 @@ func (x *SetQueuePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueuePolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetQueuePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{47}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SetQueuePolicyRequest) GetQueue() string {
@@ -3033,7 +3219,7 @@ type SetQueuePolicyResponse struct {
 
 func (x *SetQueuePolicyResponse) Reset() {
 	*x = SetQueuePolicyResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[48]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3045,7 +3231,7 @@ func (x *SetQueuePolicyResponse) String() string {
 func (*SetQueuePolicyResponse) ProtoMessage() {}
 
 func (x *SetQueuePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[48]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3058,7 +3244,7 @@ func (x *SetQueuePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueuePolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetQueuePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{48}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SetQueuePolicyResponse) GetPolicy() *QueuePolicy {
@@ -3077,7 +3263,7 @@ type GetQueuePolicyRequest struct {
 
 func (x *GetQueuePolicyRequest) Reset() {
 	*x = GetQueuePolicyRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[49]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3089,7 +3275,7 @@ func (x *GetQueuePolicyRequest) String() string {
 func (*GetQueuePolicyRequest) ProtoMessage() {}
 
 func (x *GetQueuePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[49]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3102,7 +3288,7 @@ func (x *GetQueuePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueuePolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetQueuePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{49}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetQueuePolicyRequest) GetQueue() string {
@@ -3121,7 +3307,7 @@ type GetQueuePolicyResponse struct {
 
 func (x *GetQueuePolicyResponse) Reset() {
 	*x = GetQueuePolicyResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[50]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3133,7 +3319,7 @@ func (x *GetQueuePolicyResponse) String() string {
 func (*GetQueuePolicyResponse) ProtoMessage() {}
 
 func (x *GetQueuePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[50]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3146,7 +3332,7 @@ func (x *GetQueuePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueuePolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetQueuePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{50}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetQueuePolicyResponse) GetPolicy() *QueuePolicy {
@@ -3160,7 +3346,7 @@ var File_concord_queue_v1_queue_proto protoreflect.FileDescriptor
 
 const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\n" +
-	"\x1cconcord/queue/v1/queue.proto\x12\x10concord.queue.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb9\x02\n" +
+	"\x1cconcord/queue/v1/queue.proto\x12\x10concord.queue.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xee\x02\n" +
 	"\aNewTask\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x1a\n" +
@@ -3170,7 +3356,15 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\n" +
 	"dedupe_key\x18\x06 \x01(\tR\tdedupeKey\x12>\n" +
 	"\rdedupe_window\x18\a \x01(\v2\x19.google.protobuf.DurationR\fdedupeWindow\x12!\n" +
-	"\fmax_attempts\x18\b \x01(\rR\vmaxAttempts\"W\n" +
+	"\fmax_attempts\x18\b \x01(\rR\vmaxAttempts\x123\n" +
+	"\x05retry\x18\t \x01(\v2\x1d.concord.queue.v1.RetryPolicyR\x05retry\"\x85\x02\n" +
+	"\vRetryPolicy\x12!\n" +
+	"\fmax_attempts\x18\x01 \x01(\rR\vmaxAttempts\x123\n" +
+	"\abackoff\x18\x02 \x01(\x0e2\x19.concord.queue.v1.BackoffR\abackoff\x12>\n" +
+	"\rinitial_delay\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\finitialDelay\x126\n" +
+	"\tmax_delay\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bmaxDelay\x12\x1b\n" +
+	"\x06jitter\x18\x05 \x01(\bH\x00R\x06jitter\x88\x01\x01B\t\n" +
+	"\a_jitter\"W\n" +
 	"\x0eEnqueueRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12/\n" +
 	"\x05tasks\x18\x02 \x03(\v2\x19.concord.queue.v1.NewTaskR\x05tasks\"F\n" +
@@ -3178,7 +3372,7 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"L\n" +
 	"\x0fEnqueueResponse\x129\n" +
-	"\aresults\x18\x01 \x03(\v2\x1f.concord.queue.v1.EnqueueResultR\aresults\"\xe6\x05\n" +
+	"\aresults\x18\x01 \x03(\v2\x1f.concord.queue.v1.EnqueueResultR\aresults\"\x9b\x06\n" +
 	"\x04Task\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x12\n" +
@@ -3204,7 +3398,8 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\vfinished_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x1f\n" +
 	"\vdead_reason\x18\x13 \x01(\tR\n" +
-	"deadReason\"\x80\x01\n" +
+	"deadReason\x123\n" +
+	"\x05retry\x18\x14 \x01(\v2\x1d.concord.queue.v1.RetryPolicyR\x05retry\"\x80\x01\n" +
 	"\bProgress\x12\x19\n" +
 	"\x05value\x18\x01 \x01(\x01H\x00R\x05value\x88\x01\x01\x12\x12\n" +
 	"\x04json\x18\x02 \x01(\tR\x04json\x12;\n" +
@@ -3226,14 +3421,17 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\x06result\x18\x04 \x01(\fR\x06result\x12\x1f\n" +
 	"\vresult_type\x18\x05 \x01(\tR\n" +
 	"resultType\"\r\n" +
-	"\vAckResponse\"\xa4\x01\n" +
+	"\vAckResponse\"\xd5\x01\n" +
 	"\vNackRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05lease\x18\x03 \x01(\tR\x05lease\x12:\n" +
 	"\vretry_delay\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryDelay\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"x\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12!\n" +
+	"\tretryable\x18\x06 \x01(\bH\x00R\tretryable\x88\x01\x01B\f\n" +
+	"\n" +
+	"_retryable\"x\n" +
 	"\fNackResponse\x121\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1b.concord.queue.v1.TaskStateR\x05state\x125\n" +
 	"\bretry_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aretryAt\"\x91\x01\n" +
@@ -3252,7 +3450,7 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\fConsumeStart\x12\x16\n" +
 	"\x06queues\x18\x01 \x03(\tR\x06queues\x126\n" +
 	"\tlease_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12\x18\n" +
-	"\acredits\x18\x03 \x01(\rR\acredits\"\xf0\x01\n" +
+	"\acredits\x18\x03 \x01(\rR\acredits\"\xa1\x02\n" +
 	"\x06Settle\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x14\n" +
@@ -3263,7 +3461,10 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"retryDelay\x12\x16\n" +
 	"\x06result\x18\a \x01(\fR\x06result\x12\x1f\n" +
 	"\vresult_type\x18\b \x01(\tR\n" +
-	"resultType\"\x9e\x01\n" +
+	"resultType\x12!\n" +
+	"\tretryable\x18\t \x01(\bH\x00R\tretryable\x88\x01\x01B\f\n" +
+	"\n" +
+	"_retryable\"\x9e\x01\n" +
 	"\x0eConsumeRequest\x126\n" +
 	"\x05start\x18\x01 \x01(\v2\x1e.concord.queue.v1.ConsumeStartH\x00R\x05start\x12\x18\n" +
 	"\x06credit\x18\x02 \x01(\rH\x00R\x06credit\x122\n" +
@@ -3357,10 +3558,11 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\tmax_count\x18\x01 \x01(\rH\x00R\bmaxCount\x88\x01\x01\x122\n" +
 	"\amax_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06maxAgeB\f\n" +
 	"\n" +
-	"_max_count\"y\n" +
+	"_max_count\"\xae\x01\n" +
 	"\vQueuePolicy\x129\n" +
 	"\tsucceeded\x18\x01 \x01(\v2\x1b.concord.queue.v1.RetentionR\tsucceeded\x12/\n" +
-	"\x04dead\x18\x02 \x01(\v2\x1b.concord.queue.v1.RetentionR\x04dead\"d\n" +
+	"\x04dead\x18\x02 \x01(\v2\x1b.concord.queue.v1.RetentionR\x04dead\x123\n" +
+	"\x05retry\x18\x03 \x01(\v2\x1d.concord.queue.v1.RetryPolicyR\x05retry\"d\n" +
 	"\x15SetQueuePolicyRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x125\n" +
 	"\x06policy\x18\x02 \x01(\v2\x1d.concord.queue.v1.QueuePolicyR\x06policy\"O\n" +
@@ -3378,7 +3580,11 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\x0fTASK_STATE_DEAD\x10\x04\x12\x16\n" +
 	"\x12TASK_STATE_WAITING\x10\x05\x12\x18\n" +
 	"\x14TASK_STATE_SUCCEEDED\x10\x06\x12\x18\n" +
-	"\x14TASK_STATE_CANCELLED\x10\a2\xea\r\n" +
+	"\x14TASK_STATE_CANCELLED\x10\a*N\n" +
+	"\aBackoff\x12\x17\n" +
+	"\x13BACKOFF_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rBACKOFF_FIXED\x10\x01\x12\x17\n" +
+	"\x13BACKOFF_EXPONENTIAL\x10\x022\xea\r\n" +
 	"\fQueueService\x12N\n" +
 	"\aEnqueue\x12 .concord.queue.v1.EnqueueRequest\x1a!.concord.queue.v1.EnqueueResponse\x12N\n" +
 	"\aDequeue\x12 .concord.queue.v1.DequeueRequest\x1a!.concord.queue.v1.DequeueResponse\x12B\n" +
@@ -3418,154 +3624,162 @@ func file_concord_queue_v1_queue_proto_rawDescGZIP() []byte {
 	return file_concord_queue_v1_queue_proto_rawDescData
 }
 
-var file_concord_queue_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_concord_queue_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_concord_queue_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_concord_queue_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_concord_queue_v1_queue_proto_goTypes = []any{
 	(TaskState)(0),                 // 0: concord.queue.v1.TaskState
-	(*NewTask)(nil),                // 1: concord.queue.v1.NewTask
-	(*EnqueueRequest)(nil),         // 2: concord.queue.v1.EnqueueRequest
-	(*EnqueueResult)(nil),          // 3: concord.queue.v1.EnqueueResult
-	(*EnqueueResponse)(nil),        // 4: concord.queue.v1.EnqueueResponse
-	(*Task)(nil),                   // 5: concord.queue.v1.Task
-	(*Progress)(nil),               // 6: concord.queue.v1.Progress
-	(*DequeueRequest)(nil),         // 7: concord.queue.v1.DequeueRequest
-	(*DequeueResponse)(nil),        // 8: concord.queue.v1.DequeueResponse
-	(*AckRequest)(nil),             // 9: concord.queue.v1.AckRequest
-	(*AckResponse)(nil),            // 10: concord.queue.v1.AckResponse
-	(*NackRequest)(nil),            // 11: concord.queue.v1.NackRequest
-	(*NackResponse)(nil),           // 12: concord.queue.v1.NackResponse
-	(*ExtendLeaseRequest)(nil),     // 13: concord.queue.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),    // 14: concord.queue.v1.ExtendLeaseResponse
-	(*ReleaseRequest)(nil),         // 15: concord.queue.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),        // 16: concord.queue.v1.ReleaseResponse
-	(*ConsumeStart)(nil),           // 17: concord.queue.v1.ConsumeStart
-	(*Settle)(nil),                 // 18: concord.queue.v1.Settle
-	(*ConsumeRequest)(nil),         // 19: concord.queue.v1.ConsumeRequest
-	(*Settled)(nil),                // 20: concord.queue.v1.Settled
-	(*ConsumeResponse)(nil),        // 21: concord.queue.v1.ConsumeResponse
-	(*StatsRequest)(nil),           // 22: concord.queue.v1.StatsRequest
-	(*StatsResponse)(nil),          // 23: concord.queue.v1.StatsResponse
-	(*PeekRequest)(nil),            // 24: concord.queue.v1.PeekRequest
-	(*PeekResponse)(nil),           // 25: concord.queue.v1.PeekResponse
-	(*CancelRequest)(nil),          // 26: concord.queue.v1.CancelRequest
-	(*CancelResponse)(nil),         // 27: concord.queue.v1.CancelResponse
-	(*PurgeRequest)(nil),           // 28: concord.queue.v1.PurgeRequest
-	(*PurgeResponse)(nil),          // 29: concord.queue.v1.PurgeResponse
-	(*ListDeadRequest)(nil),        // 30: concord.queue.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),       // 31: concord.queue.v1.ListDeadResponse
-	(*RetryDeadRequest)(nil),       // 32: concord.queue.v1.RetryDeadRequest
-	(*RetryDeadResponse)(nil),      // 33: concord.queue.v1.RetryDeadResponse
-	(*ListQueuesRequest)(nil),      // 34: concord.queue.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),     // 35: concord.queue.v1.ListQueuesResponse
-	(*PauseQueueRequest)(nil),      // 36: concord.queue.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),     // 37: concord.queue.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),     // 38: concord.queue.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),    // 39: concord.queue.v1.ResumeQueueResponse
-	(*GetTaskRequest)(nil),         // 40: concord.queue.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),        // 41: concord.queue.v1.GetTaskResponse
-	(*WaitTaskRequest)(nil),        // 42: concord.queue.v1.WaitTaskRequest
-	(*WaitTaskResponse)(nil),       // 43: concord.queue.v1.WaitTaskResponse
-	(*ReportProgressRequest)(nil),  // 44: concord.queue.v1.ReportProgressRequest
-	(*ReportProgressResponse)(nil), // 45: concord.queue.v1.ReportProgressResponse
-	(*Retention)(nil),              // 46: concord.queue.v1.Retention
-	(*QueuePolicy)(nil),            // 47: concord.queue.v1.QueuePolicy
-	(*SetQueuePolicyRequest)(nil),  // 48: concord.queue.v1.SetQueuePolicyRequest
-	(*SetQueuePolicyResponse)(nil), // 49: concord.queue.v1.SetQueuePolicyResponse
-	(*GetQueuePolicyRequest)(nil),  // 50: concord.queue.v1.GetQueuePolicyRequest
-	(*GetQueuePolicyResponse)(nil), // 51: concord.queue.v1.GetQueuePolicyResponse
-	(*durationpb.Duration)(nil),    // 52: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 53: google.protobuf.Timestamp
+	(Backoff)(0),                   // 1: concord.queue.v1.Backoff
+	(*NewTask)(nil),                // 2: concord.queue.v1.NewTask
+	(*RetryPolicy)(nil),            // 3: concord.queue.v1.RetryPolicy
+	(*EnqueueRequest)(nil),         // 4: concord.queue.v1.EnqueueRequest
+	(*EnqueueResult)(nil),          // 5: concord.queue.v1.EnqueueResult
+	(*EnqueueResponse)(nil),        // 6: concord.queue.v1.EnqueueResponse
+	(*Task)(nil),                   // 7: concord.queue.v1.Task
+	(*Progress)(nil),               // 8: concord.queue.v1.Progress
+	(*DequeueRequest)(nil),         // 9: concord.queue.v1.DequeueRequest
+	(*DequeueResponse)(nil),        // 10: concord.queue.v1.DequeueResponse
+	(*AckRequest)(nil),             // 11: concord.queue.v1.AckRequest
+	(*AckResponse)(nil),            // 12: concord.queue.v1.AckResponse
+	(*NackRequest)(nil),            // 13: concord.queue.v1.NackRequest
+	(*NackResponse)(nil),           // 14: concord.queue.v1.NackResponse
+	(*ExtendLeaseRequest)(nil),     // 15: concord.queue.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),    // 16: concord.queue.v1.ExtendLeaseResponse
+	(*ReleaseRequest)(nil),         // 17: concord.queue.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),        // 18: concord.queue.v1.ReleaseResponse
+	(*ConsumeStart)(nil),           // 19: concord.queue.v1.ConsumeStart
+	(*Settle)(nil),                 // 20: concord.queue.v1.Settle
+	(*ConsumeRequest)(nil),         // 21: concord.queue.v1.ConsumeRequest
+	(*Settled)(nil),                // 22: concord.queue.v1.Settled
+	(*ConsumeResponse)(nil),        // 23: concord.queue.v1.ConsumeResponse
+	(*StatsRequest)(nil),           // 24: concord.queue.v1.StatsRequest
+	(*StatsResponse)(nil),          // 25: concord.queue.v1.StatsResponse
+	(*PeekRequest)(nil),            // 26: concord.queue.v1.PeekRequest
+	(*PeekResponse)(nil),           // 27: concord.queue.v1.PeekResponse
+	(*CancelRequest)(nil),          // 28: concord.queue.v1.CancelRequest
+	(*CancelResponse)(nil),         // 29: concord.queue.v1.CancelResponse
+	(*PurgeRequest)(nil),           // 30: concord.queue.v1.PurgeRequest
+	(*PurgeResponse)(nil),          // 31: concord.queue.v1.PurgeResponse
+	(*ListDeadRequest)(nil),        // 32: concord.queue.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),       // 33: concord.queue.v1.ListDeadResponse
+	(*RetryDeadRequest)(nil),       // 34: concord.queue.v1.RetryDeadRequest
+	(*RetryDeadResponse)(nil),      // 35: concord.queue.v1.RetryDeadResponse
+	(*ListQueuesRequest)(nil),      // 36: concord.queue.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),     // 37: concord.queue.v1.ListQueuesResponse
+	(*PauseQueueRequest)(nil),      // 38: concord.queue.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),     // 39: concord.queue.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),     // 40: concord.queue.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),    // 41: concord.queue.v1.ResumeQueueResponse
+	(*GetTaskRequest)(nil),         // 42: concord.queue.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),        // 43: concord.queue.v1.GetTaskResponse
+	(*WaitTaskRequest)(nil),        // 44: concord.queue.v1.WaitTaskRequest
+	(*WaitTaskResponse)(nil),       // 45: concord.queue.v1.WaitTaskResponse
+	(*ReportProgressRequest)(nil),  // 46: concord.queue.v1.ReportProgressRequest
+	(*ReportProgressResponse)(nil), // 47: concord.queue.v1.ReportProgressResponse
+	(*Retention)(nil),              // 48: concord.queue.v1.Retention
+	(*QueuePolicy)(nil),            // 49: concord.queue.v1.QueuePolicy
+	(*SetQueuePolicyRequest)(nil),  // 50: concord.queue.v1.SetQueuePolicyRequest
+	(*SetQueuePolicyResponse)(nil), // 51: concord.queue.v1.SetQueuePolicyResponse
+	(*GetQueuePolicyRequest)(nil),  // 52: concord.queue.v1.GetQueuePolicyRequest
+	(*GetQueuePolicyResponse)(nil), // 53: concord.queue.v1.GetQueuePolicyResponse
+	(*durationpb.Duration)(nil),    // 54: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 55: google.protobuf.Timestamp
 }
 var file_concord_queue_v1_queue_proto_depIdxs = []int32{
-	52, // 0: concord.queue.v1.NewTask.delay:type_name -> google.protobuf.Duration
-	53, // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
-	52, // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
-	1,  // 3: concord.queue.v1.EnqueueRequest.tasks:type_name -> concord.queue.v1.NewTask
-	3,  // 4: concord.queue.v1.EnqueueResponse.results:type_name -> concord.queue.v1.EnqueueResult
-	0,  // 5: concord.queue.v1.Task.state:type_name -> concord.queue.v1.TaskState
-	53, // 6: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
-	53, // 7: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
-	53, // 8: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
-	6,  // 9: concord.queue.v1.Task.progress:type_name -> concord.queue.v1.Progress
-	53, // 10: concord.queue.v1.Task.leased_at:type_name -> google.protobuf.Timestamp
-	53, // 11: concord.queue.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
-	53, // 12: concord.queue.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
-	52, // 13: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
-	52, // 14: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
-	5,  // 15: concord.queue.v1.DequeueResponse.tasks:type_name -> concord.queue.v1.Task
-	52, // 16: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
-	0,  // 17: concord.queue.v1.NackResponse.state:type_name -> concord.queue.v1.TaskState
-	53, // 18: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
-	52, // 19: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
-	53, // 20: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	52, // 21: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
-	52, // 22: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
-	17, // 23: concord.queue.v1.ConsumeRequest.start:type_name -> concord.queue.v1.ConsumeStart
-	18, // 24: concord.queue.v1.ConsumeRequest.settle:type_name -> concord.queue.v1.Settle
-	5,  // 25: concord.queue.v1.ConsumeResponse.task:type_name -> concord.queue.v1.Task
-	20, // 26: concord.queue.v1.ConsumeResponse.settled:type_name -> concord.queue.v1.Settled
-	52, // 27: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
-	0,  // 28: concord.queue.v1.PeekRequest.state:type_name -> concord.queue.v1.TaskState
-	5,  // 29: concord.queue.v1.PeekResponse.tasks:type_name -> concord.queue.v1.Task
-	5,  // 30: concord.queue.v1.ListDeadResponse.tasks:type_name -> concord.queue.v1.Task
-	5,  // 31: concord.queue.v1.GetTaskResponse.task:type_name -> concord.queue.v1.Task
-	52, // 32: concord.queue.v1.WaitTaskRequest.wait_timeout:type_name -> google.protobuf.Duration
-	5,  // 33: concord.queue.v1.WaitTaskResponse.task:type_name -> concord.queue.v1.Task
-	52, // 34: concord.queue.v1.ReportProgressRequest.lease_ttl:type_name -> google.protobuf.Duration
-	53, // 35: concord.queue.v1.ReportProgressResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	52, // 36: concord.queue.v1.Retention.max_age:type_name -> google.protobuf.Duration
-	46, // 37: concord.queue.v1.QueuePolicy.succeeded:type_name -> concord.queue.v1.Retention
-	46, // 38: concord.queue.v1.QueuePolicy.dead:type_name -> concord.queue.v1.Retention
-	47, // 39: concord.queue.v1.SetQueuePolicyRequest.policy:type_name -> concord.queue.v1.QueuePolicy
-	47, // 40: concord.queue.v1.SetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
-	47, // 41: concord.queue.v1.GetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
-	2,  // 42: concord.queue.v1.QueueService.Enqueue:input_type -> concord.queue.v1.EnqueueRequest
-	7,  // 43: concord.queue.v1.QueueService.Dequeue:input_type -> concord.queue.v1.DequeueRequest
-	9,  // 44: concord.queue.v1.QueueService.Ack:input_type -> concord.queue.v1.AckRequest
-	11, // 45: concord.queue.v1.QueueService.Nack:input_type -> concord.queue.v1.NackRequest
-	13, // 46: concord.queue.v1.QueueService.ExtendLease:input_type -> concord.queue.v1.ExtendLeaseRequest
-	15, // 47: concord.queue.v1.QueueService.Release:input_type -> concord.queue.v1.ReleaseRequest
-	19, // 48: concord.queue.v1.QueueService.Consume:input_type -> concord.queue.v1.ConsumeRequest
-	22, // 49: concord.queue.v1.QueueService.Stats:input_type -> concord.queue.v1.StatsRequest
-	24, // 50: concord.queue.v1.QueueService.Peek:input_type -> concord.queue.v1.PeekRequest
-	26, // 51: concord.queue.v1.QueueService.Cancel:input_type -> concord.queue.v1.CancelRequest
-	28, // 52: concord.queue.v1.QueueService.Purge:input_type -> concord.queue.v1.PurgeRequest
-	30, // 53: concord.queue.v1.QueueService.ListDead:input_type -> concord.queue.v1.ListDeadRequest
-	32, // 54: concord.queue.v1.QueueService.RetryDead:input_type -> concord.queue.v1.RetryDeadRequest
-	34, // 55: concord.queue.v1.QueueService.ListQueues:input_type -> concord.queue.v1.ListQueuesRequest
-	36, // 56: concord.queue.v1.QueueService.PauseQueue:input_type -> concord.queue.v1.PauseQueueRequest
-	38, // 57: concord.queue.v1.QueueService.ResumeQueue:input_type -> concord.queue.v1.ResumeQueueRequest
-	40, // 58: concord.queue.v1.QueueService.GetTask:input_type -> concord.queue.v1.GetTaskRequest
-	42, // 59: concord.queue.v1.QueueService.WaitTask:input_type -> concord.queue.v1.WaitTaskRequest
-	44, // 60: concord.queue.v1.QueueService.ReportProgress:input_type -> concord.queue.v1.ReportProgressRequest
-	48, // 61: concord.queue.v1.QueueService.SetQueuePolicy:input_type -> concord.queue.v1.SetQueuePolicyRequest
-	50, // 62: concord.queue.v1.QueueService.GetQueuePolicy:input_type -> concord.queue.v1.GetQueuePolicyRequest
-	4,  // 63: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
-	8,  // 64: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
-	10, // 65: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
-	12, // 66: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
-	14, // 67: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
-	16, // 68: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
-	21, // 69: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
-	23, // 70: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
-	25, // 71: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
-	27, // 72: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
-	29, // 73: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
-	31, // 74: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
-	33, // 75: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
-	35, // 76: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
-	37, // 77: concord.queue.v1.QueueService.PauseQueue:output_type -> concord.queue.v1.PauseQueueResponse
-	39, // 78: concord.queue.v1.QueueService.ResumeQueue:output_type -> concord.queue.v1.ResumeQueueResponse
-	41, // 79: concord.queue.v1.QueueService.GetTask:output_type -> concord.queue.v1.GetTaskResponse
-	43, // 80: concord.queue.v1.QueueService.WaitTask:output_type -> concord.queue.v1.WaitTaskResponse
-	45, // 81: concord.queue.v1.QueueService.ReportProgress:output_type -> concord.queue.v1.ReportProgressResponse
-	49, // 82: concord.queue.v1.QueueService.SetQueuePolicy:output_type -> concord.queue.v1.SetQueuePolicyResponse
-	51, // 83: concord.queue.v1.QueueService.GetQueuePolicy:output_type -> concord.queue.v1.GetQueuePolicyResponse
-	63, // [63:84] is the sub-list for method output_type
-	42, // [42:63] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	54, // 0: concord.queue.v1.NewTask.delay:type_name -> google.protobuf.Duration
+	55, // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
+	54, // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
+	3,  // 3: concord.queue.v1.NewTask.retry:type_name -> concord.queue.v1.RetryPolicy
+	1,  // 4: concord.queue.v1.RetryPolicy.backoff:type_name -> concord.queue.v1.Backoff
+	54, // 5: concord.queue.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
+	54, // 6: concord.queue.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
+	2,  // 7: concord.queue.v1.EnqueueRequest.tasks:type_name -> concord.queue.v1.NewTask
+	5,  // 8: concord.queue.v1.EnqueueResponse.results:type_name -> concord.queue.v1.EnqueueResult
+	0,  // 9: concord.queue.v1.Task.state:type_name -> concord.queue.v1.TaskState
+	55, // 10: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
+	55, // 11: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
+	55, // 12: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
+	8,  // 13: concord.queue.v1.Task.progress:type_name -> concord.queue.v1.Progress
+	55, // 14: concord.queue.v1.Task.leased_at:type_name -> google.protobuf.Timestamp
+	55, // 15: concord.queue.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
+	3,  // 16: concord.queue.v1.Task.retry:type_name -> concord.queue.v1.RetryPolicy
+	55, // 17: concord.queue.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
+	54, // 18: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
+	54, // 19: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
+	7,  // 20: concord.queue.v1.DequeueResponse.tasks:type_name -> concord.queue.v1.Task
+	54, // 21: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
+	0,  // 22: concord.queue.v1.NackResponse.state:type_name -> concord.queue.v1.TaskState
+	55, // 23: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
+	54, // 24: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
+	55, // 25: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	54, // 26: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
+	54, // 27: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
+	19, // 28: concord.queue.v1.ConsumeRequest.start:type_name -> concord.queue.v1.ConsumeStart
+	20, // 29: concord.queue.v1.ConsumeRequest.settle:type_name -> concord.queue.v1.Settle
+	7,  // 30: concord.queue.v1.ConsumeResponse.task:type_name -> concord.queue.v1.Task
+	22, // 31: concord.queue.v1.ConsumeResponse.settled:type_name -> concord.queue.v1.Settled
+	54, // 32: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
+	0,  // 33: concord.queue.v1.PeekRequest.state:type_name -> concord.queue.v1.TaskState
+	7,  // 34: concord.queue.v1.PeekResponse.tasks:type_name -> concord.queue.v1.Task
+	7,  // 35: concord.queue.v1.ListDeadResponse.tasks:type_name -> concord.queue.v1.Task
+	7,  // 36: concord.queue.v1.GetTaskResponse.task:type_name -> concord.queue.v1.Task
+	54, // 37: concord.queue.v1.WaitTaskRequest.wait_timeout:type_name -> google.protobuf.Duration
+	7,  // 38: concord.queue.v1.WaitTaskResponse.task:type_name -> concord.queue.v1.Task
+	54, // 39: concord.queue.v1.ReportProgressRequest.lease_ttl:type_name -> google.protobuf.Duration
+	55, // 40: concord.queue.v1.ReportProgressResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	54, // 41: concord.queue.v1.Retention.max_age:type_name -> google.protobuf.Duration
+	48, // 42: concord.queue.v1.QueuePolicy.succeeded:type_name -> concord.queue.v1.Retention
+	48, // 43: concord.queue.v1.QueuePolicy.dead:type_name -> concord.queue.v1.Retention
+	3,  // 44: concord.queue.v1.QueuePolicy.retry:type_name -> concord.queue.v1.RetryPolicy
+	49, // 45: concord.queue.v1.SetQueuePolicyRequest.policy:type_name -> concord.queue.v1.QueuePolicy
+	49, // 46: concord.queue.v1.SetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
+	49, // 47: concord.queue.v1.GetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
+	4,  // 48: concord.queue.v1.QueueService.Enqueue:input_type -> concord.queue.v1.EnqueueRequest
+	9,  // 49: concord.queue.v1.QueueService.Dequeue:input_type -> concord.queue.v1.DequeueRequest
+	11, // 50: concord.queue.v1.QueueService.Ack:input_type -> concord.queue.v1.AckRequest
+	13, // 51: concord.queue.v1.QueueService.Nack:input_type -> concord.queue.v1.NackRequest
+	15, // 52: concord.queue.v1.QueueService.ExtendLease:input_type -> concord.queue.v1.ExtendLeaseRequest
+	17, // 53: concord.queue.v1.QueueService.Release:input_type -> concord.queue.v1.ReleaseRequest
+	21, // 54: concord.queue.v1.QueueService.Consume:input_type -> concord.queue.v1.ConsumeRequest
+	24, // 55: concord.queue.v1.QueueService.Stats:input_type -> concord.queue.v1.StatsRequest
+	26, // 56: concord.queue.v1.QueueService.Peek:input_type -> concord.queue.v1.PeekRequest
+	28, // 57: concord.queue.v1.QueueService.Cancel:input_type -> concord.queue.v1.CancelRequest
+	30, // 58: concord.queue.v1.QueueService.Purge:input_type -> concord.queue.v1.PurgeRequest
+	32, // 59: concord.queue.v1.QueueService.ListDead:input_type -> concord.queue.v1.ListDeadRequest
+	34, // 60: concord.queue.v1.QueueService.RetryDead:input_type -> concord.queue.v1.RetryDeadRequest
+	36, // 61: concord.queue.v1.QueueService.ListQueues:input_type -> concord.queue.v1.ListQueuesRequest
+	38, // 62: concord.queue.v1.QueueService.PauseQueue:input_type -> concord.queue.v1.PauseQueueRequest
+	40, // 63: concord.queue.v1.QueueService.ResumeQueue:input_type -> concord.queue.v1.ResumeQueueRequest
+	42, // 64: concord.queue.v1.QueueService.GetTask:input_type -> concord.queue.v1.GetTaskRequest
+	44, // 65: concord.queue.v1.QueueService.WaitTask:input_type -> concord.queue.v1.WaitTaskRequest
+	46, // 66: concord.queue.v1.QueueService.ReportProgress:input_type -> concord.queue.v1.ReportProgressRequest
+	50, // 67: concord.queue.v1.QueueService.SetQueuePolicy:input_type -> concord.queue.v1.SetQueuePolicyRequest
+	52, // 68: concord.queue.v1.QueueService.GetQueuePolicy:input_type -> concord.queue.v1.GetQueuePolicyRequest
+	6,  // 69: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
+	10, // 70: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
+	12, // 71: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
+	14, // 72: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
+	16, // 73: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
+	18, // 74: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
+	23, // 75: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
+	25, // 76: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
+	27, // 77: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
+	29, // 78: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
+	31, // 79: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
+	33, // 80: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
+	35, // 81: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
+	37, // 82: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
+	39, // 83: concord.queue.v1.QueueService.PauseQueue:output_type -> concord.queue.v1.PauseQueueResponse
+	41, // 84: concord.queue.v1.QueueService.ResumeQueue:output_type -> concord.queue.v1.ResumeQueueResponse
+	43, // 85: concord.queue.v1.QueueService.GetTask:output_type -> concord.queue.v1.GetTaskResponse
+	45, // 86: concord.queue.v1.QueueService.WaitTask:output_type -> concord.queue.v1.WaitTaskResponse
+	47, // 87: concord.queue.v1.QueueService.ReportProgress:output_type -> concord.queue.v1.ReportProgressResponse
+	51, // 88: concord.queue.v1.QueueService.SetQueuePolicy:output_type -> concord.queue.v1.SetQueuePolicyResponse
+	53, // 89: concord.queue.v1.QueueService.GetQueuePolicy:output_type -> concord.queue.v1.GetQueuePolicyResponse
+	69, // [69:90] is the sub-list for method output_type
+	48, // [48:69] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_concord_queue_v1_queue_proto_init() }
@@ -3573,25 +3787,28 @@ func file_concord_queue_v1_queue_proto_init() {
 	if File_concord_queue_v1_queue_proto != nil {
 		return
 	}
-	file_concord_queue_v1_queue_proto_msgTypes[5].OneofWrappers = []any{}
-	file_concord_queue_v1_queue_proto_msgTypes[18].OneofWrappers = []any{
+	file_concord_queue_v1_queue_proto_msgTypes[1].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[6].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[11].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[18].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[19].OneofWrappers = []any{
 		(*ConsumeRequest_Start)(nil),
 		(*ConsumeRequest_Credit)(nil),
 		(*ConsumeRequest_Settle)(nil),
 	}
-	file_concord_queue_v1_queue_proto_msgTypes[20].OneofWrappers = []any{
+	file_concord_queue_v1_queue_proto_msgTypes[21].OneofWrappers = []any{
 		(*ConsumeResponse_Task)(nil),
 		(*ConsumeResponse_Settled)(nil),
 	}
-	file_concord_queue_v1_queue_proto_msgTypes[43].OneofWrappers = []any{}
-	file_concord_queue_v1_queue_proto_msgTypes[45].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[44].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[46].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_queue_v1_queue_proto_rawDesc), len(file_concord_queue_v1_queue_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   51,
+			NumEnums:      2,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
