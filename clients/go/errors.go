@@ -150,6 +150,7 @@ var (
 	ErrTaskLeaseNotHeld     = reasonError(errorv1.Reason_REASON_TASK_LEASE_NOT_HELD)
 	ErrTaskNotFound         = reasonError(errorv1.Reason_REASON_TASK_NOT_FOUND)
 	ErrTaskLeased           = reasonError(errorv1.Reason_REASON_TASK_LEASED)
+	ErrTaskFinished         = reasonError(errorv1.Reason_REASON_TASK_FINISHED)
 	ErrChatNotFound         = reasonError(errorv1.Reason_REASON_CHAT_NOT_FOUND)
 	ErrChatExists           = reasonError(errorv1.Reason_REASON_CHAT_EXISTS)
 	ErrNotAMember           = reasonError(errorv1.Reason_REASON_NOT_A_MEMBER)

@@ -25,9 +25,10 @@ import (
 // the server is shutting down), pausing with full-jitter exponential backoff:
 // uniform in [0, min(1s, 50ms x 2^n)). Retries stop within the caller's budget:
 //
-//   - a call that waits in the server (lock and semaphore Acquire, Dequeue) retries
-//     within its wait_timeout, each retry waiting only for what is left of it, so
-//     a wait of 0 (TryOnce) is not retried;
+//   - a call that waits in the server (lock and semaphore Acquire, Dequeue,
+//     WaitTask) retries within its wait_timeout, each retry waiting only for what
+//     is left of it, so a wait of 0 (TryOnce, a WaitTask that looks once) is not
+//     retried;
 //   - any other call retries until its context's deadline, or for
 //     DefaultRetryBudget when the context has none.
 //
@@ -48,8 +49,11 @@ import (
 //     nobody; they come back when the lease expires, so nothing is lost), Ack,
 //     Nack, ExtendLease, Release (each needs the task's lease, which the first
 //     success ends, so a repeat changes nothing and reports TASK_LEASE_NOT_HELD),
-//     Stats, Peek, ListDead, ListQueues, and Enqueue when every task has a
-//     dedupe_key (a repeat names the first task as a duplicate);
+//     ReportProgress (proven by the lease like Ack; a repeat records the same
+//     progress again and sets the lease's TTL from now), SetQueuePolicy (it
+//     replaces the whole policy), Stats, Peek, ListDead, ListQueues, GetTask,
+//     WaitTask, GetQueuePolicy, and Enqueue when every task has a dedupe_key (a
+//     repeat names the first task as a duplicate);
 //   - chat: Ack (seen positions only move forward), ListChats, GetHistory,
 //     ListAllChats; autocomplete: SuggestRecent, Suggest, Count; files: ListFiles.
 //
@@ -85,6 +89,11 @@ var safeToRepeat = map[string]bool{
 	queuev1.QueueService_Peek_FullMethodName:                        true,
 	queuev1.QueueService_ListDead_FullMethodName:                    true,
 	queuev1.QueueService_ListQueues_FullMethodName:                  true,
+	queuev1.QueueService_GetTask_FullMethodName:                     true,
+	queuev1.QueueService_WaitTask_FullMethodName:                    true,
+	queuev1.QueueService_ReportProgress_FullMethodName:              true,
+	queuev1.QueueService_SetQueuePolicy_FullMethodName:              true,
+	queuev1.QueueService_GetQueuePolicy_FullMethodName:              true,
 	chatv1.ChatService_Ack_FullMethodName:                           true,
 	chatv1.ChatService_ListChats_FullMethodName:                     true,
 	chatv1.ChatService_GetHistory_FullMethodName:                    true,
@@ -129,6 +138,10 @@ func withWait(req any, d time.Duration) any {
 		c.WaitTimeout = durationpb.New(d)
 		return c
 	case *queuev1.DequeueRequest:
+		c := proto.CloneOf(r)
+		c.WaitTimeout = durationpb.New(d)
+		return c
+	case *queuev1.WaitTaskRequest:
 		c := proto.CloneOf(r)
 		c.WaitTimeout = durationpb.New(d)
 		return c

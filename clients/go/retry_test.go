@@ -112,6 +112,10 @@ func TestInterceptorRetriesOnlyWhatIsSafeToRepeat(t *testing.T) {
 	if seen, _ := invoke(t, ctx, queuev1.QueueService_Enqueue_FullMethodName, plain, 1); len(seen) != 1 {
 		t.Fatalf("Enqueue with a task lacking a dedupe key was tried %d times", len(seen))
 	}
+	policy := &queuev1.SetQueuePolicyRequest{Queue: "q"}
+	if seen, err := invoke(t, ctx, queuev1.QueueService_SetQueuePolicy_FullMethodName, policy, 1); len(seen) != 2 || err != nil {
+		t.Fatalf("SetQueuePolicy: %d tries, %v; want 2 and success", len(seen), err)
+	}
 	deduped := &queuev1.EnqueueRequest{Queue: "q", Tasks: []*queuev1.NewTask{{Type: "t", DedupeKey: "k"}}}
 	if seen, err := invoke(t, ctx, queuev1.QueueService_Enqueue_FullMethodName, deduped, 2); len(seen) != 3 || err != nil {
 		t.Fatalf("Enqueue with dedupe keys: %d tries, %v; want 3 and success", len(seen), err)
@@ -119,21 +123,26 @@ func TestInterceptorRetriesOnlyWhatIsSafeToRepeat(t *testing.T) {
 }
 
 func TestInterceptorShrinksTheServerWaitOnEachRetry(t *testing.T) {
-	req := &queuev1.DequeueRequest{Queues: []string{"q"}, WaitTimeout: durationpb.New(3 * time.Second)}
-	seen, err := invoke(t, within(t, 10*time.Second), queuev1.QueueService_Dequeue_FullMethodName, req, 3)
-	if err != nil || len(seen) != 4 {
-		t.Fatalf("%d tries, %v; want 4 and success", len(seen), err)
-	}
-	last := 3*time.Second + 1
-	for i, r := range seen {
-		wait := r.(*queuev1.DequeueRequest).GetWaitTimeout().AsDuration()
-		if wait >= last && i > 0 {
-			t.Fatalf("try %d waits %v, no less than the try before (%v)", i, wait, last)
+	type waiting interface{ GetWaitTimeout() *durationpb.Duration }
+	for method, req := range map[string]waiting{
+		queuev1.QueueService_Dequeue_FullMethodName:  &queuev1.DequeueRequest{Queues: []string{"q"}, WaitTimeout: durationpb.New(3 * time.Second)},
+		queuev1.QueueService_WaitTask_FullMethodName: &queuev1.WaitTaskRequest{Queue: "q", TaskId: "t", WaitTimeout: durationpb.New(3 * time.Second)},
+	} {
+		seen, err := invoke(t, within(t, 10*time.Second), method, req, 3)
+		if err != nil || len(seen) != 4 {
+			t.Fatalf("%s: %d tries, %v; want 4 and success", method, len(seen), err)
 		}
-		last = wait
-	}
-	if req.GetWaitTimeout().AsDuration() != 3*time.Second {
-		t.Fatalf("the caller's request was changed: %v", req.GetWaitTimeout())
+		last := 3*time.Second + 1
+		for i, r := range seen {
+			wait := r.(waiting).GetWaitTimeout().AsDuration()
+			if wait >= last && i > 0 {
+				t.Fatalf("%s: try %d waits %v, no less than the try before (%v)", method, i, wait, last)
+			}
+			last = wait
+		}
+		if req.GetWaitTimeout().AsDuration() != 3*time.Second {
+			t.Fatalf("%s: the caller's request was changed: %v", method, req.GetWaitTimeout())
+		}
 	}
 	// A wait of 0 (try once) has no time to retry in.
 	once := &queuev1.DequeueRequest{Queues: []string{"q"}}

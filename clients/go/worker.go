@@ -20,6 +20,19 @@ import (
 // it after its max_attempts. ctx ends if the task's lease is lost meanwhile.
 type Handler func(ctx context.Context, task *queuev1.Task) error
 
+// Result is what a task produced. It travels with the task's Ack, and GetTask
+// and WaitTask return it (Task.Result, Task.ResultType) while the queue's
+// retention keeps the finished task.
+type Result struct {
+	Data []byte // at most the server's --queue-max-result bytes
+	// Type says what Data holds, such as "application/json"; free text.
+	Type string
+}
+
+// ResultHandler runs one task as a Handler does, and on success its Result is
+// sent with the Ack. The Result of a failed attempt is dropped.
+type ResultHandler func(ctx context.Context, task *queuev1.Task) (Result, error)
+
 // Worker takes tasks from queues, in priority order, and runs the handler
 // registered for each task's type, keeping the task's lease alive while it runs.
 type Worker struct {
@@ -33,7 +46,7 @@ type Worker struct {
 
 	client   queuev1.QueueServiceClient
 	queues   []string
-	handlers map[string]Handler
+	handlers map[string]ResultHandler
 }
 
 // pollWait bounds one server-side Dequeue wait; Run stops at once on ctx anyway.
@@ -41,12 +54,20 @@ const pollWait = 30 * time.Second
 
 // NewWorker takes tasks from queues, the first one first whenever it has tasks.
 func NewWorker(client queuev1.QueueServiceClient, queues ...string) *Worker {
-	return &Worker{client: client, queues: queues, handlers: map[string]Handler{}}
+	return &Worker{client: client, queues: queues, handlers: map[string]ResultHandler{}}
 }
 
 // Handle registers h for tasks of type taskType. Tasks of a type with no
 // handler are nacked. Register handlers before Run.
-func (w *Worker) Handle(taskType string, h Handler) { w.handlers[taskType] = h }
+func (w *Worker) Handle(taskType string, h Handler) {
+	w.HandleResult(taskType, func(ctx context.Context, task *queuev1.Task) (Result, error) {
+		return Result{}, h(ctx, task)
+	})
+}
+
+// HandleResult registers h, whose Result is sent with each Ack, for tasks of
+// type taskType, as Handle does.
+func (w *Worker) HandleResult(taskType string, h ResultHandler) { w.handlers[taskType] = h }
 
 // Run takes and runs tasks until ctx ends, then waits for the running ones to
 // finish and settle (they are not cancelled: a stopping worker completes what it
@@ -128,7 +149,7 @@ func (w *Worker) run(task *queuev1.Task) {
 		case <-ctx.Done():
 		}
 	}()
-	err := w.handle(ctx, task)
+	result, err := w.handle(ctx, task)
 	cancel()
 	if lost := lease.halt(); lost != nil {
 		w.logger().Warn("concord: task lease lost; the task will run again", "queue", q, "task_id", id, "error", lost)
@@ -137,7 +158,13 @@ func (w *Worker) run(task *queuev1.Task) {
 	settle, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stop()
 	if err == nil {
-		_, err = w.client.Ack(settle, &queuev1.AckRequest{Queue: q, TaskId: id, Lease: l})
+		_, err = w.client.Ack(settle, &queuev1.AckRequest{
+			Queue: q, TaskId: id, Lease: l, Result: result.Data, ResultType: result.Type,
+		})
+		if status.Code(err) == codes.InvalidArgument { // a Result the server refuses (too large, say):
+			// fail the attempt with why, rather than leave the task to come back with its lease
+			_, err = w.client.Nack(settle, &queuev1.NackRequest{Queue: q, TaskId: id, Lease: l, Error: errorText(err)})
+		}
 	} else {
 		_, err = w.client.Nack(settle, &queuev1.NackRequest{Queue: q, TaskId: id, Lease: l, Error: errorText(err)})
 	}
@@ -147,10 +174,10 @@ func (w *Worker) run(task *queuev1.Task) {
 }
 
 // handle runs the task's handler, turning a missing handler or a panic into an error.
-func (w *Worker) handle(ctx context.Context, task *queuev1.Task) (err error) {
+func (w *Worker) handle(ctx context.Context, task *queuev1.Task) (result Result, err error) {
 	h, ok := w.handlers[task.GetType()]
 	if !ok {
-		return fmt.Errorf("no handler for task type %q", task.GetType())
+		return Result{}, fmt.Errorf("no handler for task type %q", task.GetType())
 	}
 	defer func() {
 		if p := recover(); p != nil {

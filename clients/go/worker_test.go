@@ -1,9 +1,11 @@
 package concord_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,5 +74,78 @@ func TestWorkerAcksRetriesAndDeadLetters(t *testing.T) {
 	}
 	if errs["doomed"] != "handler panicked: never works" || errs["unknown"] != `no handler for task type "unknown"` {
 		t.Fatalf("dead tasks' errors: %v", errs)
+	}
+}
+
+func TestWorkerAcksWithTheHandlersResult(t *testing.T) {
+	t.Parallel()
+	c, queue := connect(t), unique(t)
+	ctx := within(t, 30*time.Second)
+	enqueued, err := c.Queues.Enqueue(ctx, &queuev1.EnqueueRequest{Queue: queue, Tasks: []*queuev1.NewTask{{Type: "sum"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := enqueued.GetResults()[0].GetTaskId()
+	result := []byte{0, 0xff, 'o', 'k', 0xc3} // not UTF-8, with a NUL: must come back byte for byte
+
+	type waited struct {
+		task     *queuev1.Task
+		finished bool
+		err      error
+	}
+	done := make(chan waited)
+	go func() { // started before the worker, so it usually waits and the Ack wakes it
+		task, finished, err := concord.WaitTask(ctx, c.Queues, queue, id, 20*time.Second)
+		done <- waited{task, finished, err}
+	}()
+
+	w := concord.NewWorker(c.Queues, queue)
+	w.HandleResult("sum", func(ctx context.Context, task *queuev1.Task) (concord.Result, error) {
+		return concord.Result{Data: result, Type: "application/octet-stream"}, nil
+	})
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error)
+	go func() { ran <- w.Run(runCtx) }()
+	got := <-done
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got.err != nil || !got.finished {
+		t.Fatalf("WaitTask: finished %v, %v", got.finished, got.err)
+	}
+	task := got.task
+	if task.GetTaskId() != id || task.GetState() != queuev1.TaskState_TASK_STATE_SUCCEEDED ||
+		!bytes.Equal(task.GetResult(), result) || task.GetResultType() != "application/octet-stream" ||
+		task.GetFinishedAt() == nil {
+		t.Fatalf("the finished task: %v", task)
+	}
+	_, err = c.Queues.Cancel(ctx, &queuev1.CancelRequest{Queue: queue, TaskId: id})
+	if !errors.Is(err, concord.ErrTaskFinished) {
+		t.Fatalf("Cancel of a succeeded task: want TASK_FINISHED, got %v", err)
+	}
+}
+
+func TestWorkerNacksAResultTheServerRefuses(t *testing.T) {
+	t.Parallel()
+	c, queue := connect(t), unique(t)
+	ctx := within(t, 30*time.Second)
+	enqueued, err := c.Queues.Enqueue(ctx, &queuev1.EnqueueRequest{Queue: queue,
+		Tasks: []*queuev1.NewTask{{Type: "bad", MaxAttempts: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := concord.NewWorker(c.Queues, queue)
+	w.LeaseTTL = time.Minute // the test ends long before the lease could bring the task back
+	w.HandleResult("bad", func(ctx context.Context, task *queuev1.Task) (concord.Result, error) {
+		return concord.Result{Data: []byte("x"), Type: "no\x00control characters"}, nil
+	})
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go w.Run(runCtx)
+	task, finished, err := concord.WaitTask(ctx, c.Queues, queue, enqueued.GetResults()[0].GetTaskId(), 20*time.Second)
+	if err != nil || !finished || task.GetState() != queuev1.TaskState_TASK_STATE_DEAD ||
+		!strings.Contains(task.GetLastError(), "result_type") {
+		t.Fatalf("want the task dead with the server's complaint, got finished %v: %v, %v", finished, task, err)
 	}
 }

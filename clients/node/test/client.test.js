@@ -63,6 +63,37 @@ describe('concord over grpc-js', { skip }, () => {
     assert.deepEqual([stats.ready, stats.leased], ['0', '0']);
   });
 
+  test('waitTask wakes when the task is acked, with its result byte for byte', async () => {
+    const queue = unique('results');
+    const { results: [{ taskId }] } = await client.queue.enqueue({ queue, tasks: [{ type: 'sum' }] }, soon());
+    const waiting = client.queue.waitTask({ queue, taskId, waitTimeout: duration(8000) }, soon());
+    const { tasks: [task] } = await client.queue.dequeue({ queues: [queue], waitTimeout: duration(5000) }, soon());
+    const result = Buffer.from([0, 0xff, 0x6f, 0x6b, 0xc3]); // not UTF-8, with a NUL
+    await client.queue.ack({ queue, taskId, lease: task.lease, result, resultType: 'application/octet-stream' }, soon());
+    const { finished, task: done } = await waiting;
+    assert.equal(finished, true);
+    assert.deepEqual([done.taskId, done.state, done.result, done.resultType],
+      [taskId, 'TASK_STATE_SUCCEEDED', result, 'application/octet-stream']);
+    assert.deepEqual((await client.queue.getTask({ queue, taskId }, soon())).task.result, result);
+  });
+
+  test('waitTask on a pending task ends at its timeout, unfinished', async () => {
+    const queue = unique('pending');
+    const { results: [{ taskId }] } = await client.queue.enqueue({ queue, tasks: [{ type: 'idle' }] }, soon());
+    const start = Date.now();
+    const { finished, task } = await client.queue.waitTask({ queue, taskId, waitTimeout: duration(300) }, soon());
+    const waited = Date.now() - start;
+    assert.ok(waited >= 250 && waited < 5000, `waited ${waited} ms for a 300 ms timeout`);
+    assert.deepEqual([finished, task.taskId, task.state], [false, taskId, 'TASK_STATE_READY']);
+  });
+
+  test('getTask of an unknown id is TASK_NOT_FOUND', async () => {
+    const err = await client.queue.getTask({ queue: unique('empty'), taskId: 'no-such-task' }, soon())
+      .then(() => null, (e) => e);
+    assert.ok(ConcordError.isReason(err, 'TASK_NOT_FOUND'), String(err));
+    assert.equal(err.code, grpc.status.NOT_FOUND);
+  });
+
   test('pending chat messages stream in order', async () => {
     const [joe, jenny] = [unique('joe'), unique('jenny')];
     const { chatId } = await client.chat.createChat({ sender: joe, recipients: [jenny], message: 'Hi all' }, soon());
@@ -110,6 +141,7 @@ describe('without a server', () => {
     const table = reasons();
     assert.deepEqual(table.LOCK_NOT_HELD, { code: grpc.status.FAILED_PRECONDITION, status: 'FAILED_PRECONDITION' });
     assert.deepEqual(table.REDIS_UNAVAILABLE, { code: grpc.status.UNAVAILABLE, status: 'UNAVAILABLE' });
+    assert.deepEqual(table.TASK_FINISHED, { code: grpc.status.FAILED_PRECONDITION, status: 'FAILED_PRECONDITION' });
     assert.throws(() => new ConcordError('x').is('LOCK_NOT_HLED'), /not a Concord error reason/);
   });
 

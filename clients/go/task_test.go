@@ -1,0 +1,52 @@
+package concord_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"go.concord.dev/concord"
+	queuev1 "go.concord.dev/concord/gen/concord/queue/v1"
+)
+
+func TestWaitTaskOnAPendingTaskTimesOut(t *testing.T) {
+	t.Parallel()
+	c, queue := connect(t), unique(t)
+	ctx := within(t, 10*time.Second)
+	enqueued, err := c.Queues.Enqueue(ctx, &queuev1.EnqueueRequest{Queue: queue, Tasks: []*queuev1.NewTask{{Type: "idle"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := enqueued.GetResults()[0].GetTaskId()
+	start := time.Now()
+	task, finished, err := concord.WaitTask(ctx, c.Queues, queue, id, 300*time.Millisecond)
+	if err != nil || finished {
+		t.Fatalf("WaitTask: finished %v, %v; want false and no error", finished, err)
+	}
+	if waited := time.Since(start); waited < 250*time.Millisecond || waited > 5*time.Second {
+		t.Fatalf("waited %v for a 300ms timeout", waited)
+	}
+	if task.GetTaskId() != id || task.GetState() != queuev1.TaskState_TASK_STATE_READY {
+		t.Fatalf("the pending task: %v", task)
+	}
+	got, err := concord.GetTask(ctx, c.Queues, queue, id)
+	if err != nil || got.GetState() != queuev1.TaskState_TASK_STATE_READY || got.GetType() != "idle" {
+		t.Fatalf("GetTask: %v, %v", got, err)
+	}
+}
+
+func TestGetTaskOfAnUnknownIDIsNotFound(t *testing.T) {
+	t.Parallel()
+	c, queue := connect(t), unique(t)
+	ctx := within(t, 10*time.Second)
+	_, err := concord.GetTask(ctx, c.Queues, queue, "no-such-task")
+	if status.Code(err) != codes.NotFound || !errors.Is(err, concord.ErrTaskNotFound) {
+		t.Fatalf("want NotFound/TASK_NOT_FOUND, got %v (reason %q)", err, concord.Reason(err))
+	}
+	if _, _, err := concord.WaitTask(ctx, c.Queues, queue, "no-such-task", time.Second); !errors.Is(err, concord.ErrTaskNotFound) {
+		t.Fatalf("WaitTask: want TASK_NOT_FOUND, got %v", err)
+	}
+}
