@@ -21,7 +21,7 @@ class Context:
         return None if self.profile_dir is None else self.profile_dir / f"{name}.prof"
 
 
-NAMES = ("cost", "handoff", "scale", "semaphore-cost", "semaphore-handoff", "queue-cost", "queue-delay",
+NAMES = ("cost", "handoff", "scale", "semaphore-cost", "semaphore-handoff", "queue-cost", "queue-delay", "queue-wait",
          "chat-latency", "chat-fetch", "autocomplete", "files", "load", "redis-io")
 
 

@@ -12,6 +12,10 @@ Kinds, all on one queue:
   single    Enqueue of 1 task, Dequeue(max_tasks 1, wait_timeout 0), Ack: per task
   batched   Enqueue of BATCH tasks in one call, Dequeue(max_tasks BATCH), then an
             Ack per task (Ack takes one task), the Acks in flight together
+  kept      as single, on a second queue that keeps finished tasks (the default
+            retention: the newest 1,000 for 24 h) and Acks carrying a 16-byte result;
+            `single` and `batched` run on a queue whose retention keeps none
+            (results off), so kept / single is the cost of results (target <= 1.2x)
 
 Each worker dequeues only after its own Enqueue returned and every Dequeue takes as
 many tasks as its Enqueue added, so a Dequeue always finds enough ready tasks; one
@@ -60,12 +64,16 @@ except ImportError:  # reported as an unavailable row
 
 SC = "queue-cost"
 QUEUE = "bench:queue-cost"
+KEPT = "bench:queue-cost:kept"
+RESULT = b"r" * 16
 BATCH = 100
-TASKS_PER_CALL = {"empty": 1, "single": 1, "batched": BATCH, "book": 1, "enqueue_seq": 1, "rq_seq": 1}
+RESULTS_TARGET = 1.2  # kept / single, server CPU per task
+TASKS_PER_CALL = {"empty": 1, "single": 1, "batched": BATCH, "kept": 1, "book": 1, "enqueue_seq": 1, "rq_seq": 1}
 KINDS = {  # kind: (label, what one unit of its figures is)
     "empty": ("empty call (health Check)", "call"),
     "single": ("single: Enqueue(1)+Dequeue(1)+Ack", "task"),
     "batched": (f"batched: Enqueue({BATCH})+Dequeue({BATCH})+{BATCH} Acks", "task"),
+    "kept": ("kept: single with a 16-byte result kept (default retention)", "task"),
 }
 
 
@@ -78,8 +86,9 @@ def new_task(i: int) -> pb.NewTask:
     return pb.NewTask(type="noop", payload=json.dumps([i]).encode())
 
 
-def ack(queues: queue_pb2_grpc.QueueServiceStub, task: pb.Task) -> Awaitable[pb.AckResponse]:
-    return queues.Ack(pb.AckRequest(queue=task.queue, task_id=task.task_id, lease=task.lease), timeout=10)
+def ack(queues: queue_pb2_grpc.QueueServiceStub, task: pb.Task, result: bytes = b"") -> Awaitable[pb.AckResponse]:
+    return queues.Ack(pb.AckRequest(queue=task.queue, task_id=task.task_id, lease=task.lease, result=result),
+                      timeout=10)
 
 
 async def _measure(target: str, ps, rds: RedisServer, redis_ps, reps: int, n_empty: int, n_tasks: int,
@@ -94,17 +103,17 @@ async def _measure(target: str, ps, rds: RedisServer, redis_ps, reps: int, n_emp
     async def empty(_: int) -> None:
         await health.Check(check, timeout=10)
 
-    def tasks(batch: int) -> Callable[[int], Awaitable[None]]:
+    def tasks(batch: int, queue: str = QUEUE, result: bytes = b"") -> Callable[[int], Awaitable[None]]:
         async def run(i: int) -> None:
-            await queues.Enqueue(pb.EnqueueRequest(queue=QUEUE, tasks=[new_task(i * batch + j) for j in range(batch)]),
+            await queues.Enqueue(pb.EnqueueRequest(queue=queue, tasks=[new_task(i * batch + j) for j in range(batch)]),
                                  timeout=10)
             need = batch
             while need:
-                got = (await queues.Dequeue(pb.DequeueRequest(queues=[QUEUE], max_tasks=need, lease_ttl=lease,
+                got = (await queues.Dequeue(pb.DequeueRequest(queues=[queue], max_tasks=need, lease_ttl=lease,
                                                               wait_timeout=no_wait), timeout=10)).tasks
                 if not got:
-                    raise RuntimeError(f"Dequeue found no task in {QUEUE} although {need} enqueued ones are unclaimed")
-                await asyncio.gather(*(ack(queues, t) for t in got))
+                    raise RuntimeError(f"Dequeue found no task in {queue} although {need} enqueued ones are unclaimed")
+                await asyncio.gather(*(ack(queues, t, result) for t in got))
                 need -= len(got)
         return run
 
@@ -112,9 +121,12 @@ async def _measure(target: str, ps, rds: RedisServer, redis_ps, reps: int, n_emp
         await book.put(conn, QUEUE, "noop", [i])
         assert await book.take(conn, QUEUE, 10) is not None, "the book's queue lost a task"
 
+    results_off = pb.QueuePolicy(succeeded=pb.Retention(max_count=0))
+    await queues.SetQueuePolicy(pb.SetQueuePolicyRequest(queue=QUEUE, policy=results_off), timeout=10)
     try:
         runs = await measure_kinds({"empty": (empty, n_empty), "single": (tasks(1), n_tasks),
-                                    "batched": (tasks(BATCH), n_batches)}, reps, ps)
+                                    "batched": (tasks(BATCH), n_batches), "kept": (tasks(1, KEPT, RESULT), n_tasks)},
+                                   reps, ps)
         return runs | await measure_kinds({"book": (book_task, n_tasks)}, reps, redis_ps)
     finally:
         await channel.close()
@@ -193,6 +205,12 @@ def run(ctx: Context) -> tuple[list[Row], dict]:
         rows.append(Row(SC, f"{label}: {unit}s/s", rate, "/s", baseline=empty_rate if compared else None,
                         baseline_label="empty calls/s" if compared else "", runs=rate_runs,
                         note=f"server {busy(kind):.0%} of a core"))
+    single_cpu = med("single", "cpu_per_task_s")[0]
+    kept_cpu = med("kept", "cpu_per_task_s")[0]
+    ratio = kept_cpu / single_cpu
+    rows.append(Row(SC, "results on / off: server CPU per task, kept vs single", ratio, "x",
+                    target=f"≤ {RESULTS_TARGET}×", passed=ratio <= RESULTS_TARGET,
+                    runs=[k["cpu_per_task_s"] / s["cpu_per_task_s"] for k, s in zip(runs["kept"], runs["single"])]))
     single_rate = med("single", "tasks_per_s")[0]
     book_rate, book_runs = med("book", "tasks_per_s")
     rows.append(Row(SC, "book queue (RPUSH + BLPOP, redis.asyncio): tasks/s", book_rate, "/s", baseline=single_rate,
