@@ -47,7 +47,7 @@ def fmt(value: float | None, unit: str) -> str:
     if unit == "/s":
         return f"{value:,.0f}/s"
     if unit == "B":
-        return f"{value / 2**20:.1f} MiB"
+        return f"{value / 2**20:.1f} MiB" if value >= 2**20 else f"{value:,.0f} B"
     if unit == "x":
         return f"{value:.2f}"
     if unit == "%":

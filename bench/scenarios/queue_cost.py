@@ -127,10 +127,20 @@ async def _measure(target: str, ps, rds: RedisServer, redis_ps, reps: int, n_emp
         runs = await measure_kinds({"empty": (empty, n_empty), "single": (tasks(1), n_tasks),
                                     "batched": (tasks(BATCH), n_batches), "kept": (tasks(1, KEPT, RESULT), n_tasks)},
                                    reps, ps)
+        runs["retained"] = [{"bytes_per_task": await _retained_bytes(conn)}]
         return runs | await measure_kinds({"book": (book_task, n_tasks)}, reps, redis_ps)
     finally:
         await channel.close()
         await conn.aclose()
+
+
+async def _retained_bytes(conn: aioredis.Redis) -> float:
+    """Redis memory per task the `kept` queue retains: its task hash (MEMORY USAGE)
+    plus its share of the `done` set."""
+    hashes = [k async for k in conn.scan_iter(match=f"*{KEPT}}}:task:*", count=1000)]
+    done = [k async for k in conn.scan_iter(match=f"*{KEPT}}}:done", count=1000)]
+    per_hash = sum([await conn.memory_usage(k) for k in hashes]) / len(hashes)
+    return per_hash + await conn.memory_usage(done[0]) / await conn.zcard(done[0])
 
 
 def _sequential(n: int, call: Callable[[int], object], procs: dict[str, psutil.Process]) -> dict:
@@ -167,7 +177,7 @@ def _enqueue_only(target: str, rds: RedisServer, procs: dict[str, psutil.Process
 def _per_task(runs: dict[str, list[dict]]) -> None:
     """Adds per-task figures to every run record (a batched call moves BATCH tasks)."""
     for kind, records in runs.items():
-        for r in records:
+        for r in records if kind in TASKS_PER_CALL else ():
             tasks = r["n"] * TASKS_PER_CALL[kind]
             r["tasks_per_s"] = tasks / r["wall_s"]
             if "cpu_s" in r:
@@ -211,6 +221,8 @@ def run(ctx: Context) -> tuple[list[Row], dict]:
     rows.append(Row(SC, "results on / off: server CPU per task, kept vs single", ratio, "x",
                     target=f"≤ {RESULTS_TARGET}×", passed=ratio <= RESULTS_TARGET,
                     runs=[k["cpu_per_task_s"] / s["cpu_per_task_s"] for k, s in zip(runs["kept"], runs["single"])]))
+    rows.append(Row(SC, "memory per retained finished task (hash + done-set entry; 16-byte payload and result)",
+                    runs["retained"][0]["bytes_per_task"], "B", note="Redis MEMORY USAGE after the kept runs"))
     single_rate = med("single", "tasks_per_s")[0]
     book_rate, book_runs = med("book", "tasks_per_s")
     rows.append(Row(SC, "book queue (RPUSH + BLPOP, redis.asyncio): tasks/s", book_rate, "/s", baseline=single_rate,
