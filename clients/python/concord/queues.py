@@ -158,13 +158,10 @@ class QueuePolicy:
         return QueuePolicy(Retention.of(m.succeeded), Retention.of(m.dead), RetryPolicy.of(m.retry))
 
 
-class TaskHandle(str):
-    """What ``Queue.put`` returns: the task's id (a str, as before) that can also
-    wait for the task's outcome."""
+class _Handle(str):
+    """A task's id (a str, as put returned before) bound to its queue."""
 
-    queue: Queue
-
-    def __new__(cls, task_id: str, queue: Any) -> TaskHandle:
+    def __new__(cls, task_id: str, queue: Any) -> Any:
         handle = super().__new__(cls, task_id)
         handle.queue = queue
         return handle
@@ -172,6 +169,12 @@ class TaskHandle(str):
     @property
     def task_id(self) -> str:
         return str(self)
+
+
+class TaskHandle(_Handle):
+    """What ``Queue.put`` returns: the task's id that can also wait for its outcome."""
+
+    queue: Queue
 
     def result(self, timeout: float | None = None) -> Any:
         """Waits (None: forever) for the task to finish and returns its result as
@@ -184,19 +187,10 @@ class TaskHandle(str):
         return self.queue.get_task(self)
 
 
-class AsyncTaskHandle(str):
+class AsyncTaskHandle(_Handle):
     """TaskHandle for an AsyncQueue: ``await handle.result(timeout)``."""
 
     queue: AsyncQueue
-
-    def __new__(cls, task_id: str, queue: Any) -> AsyncTaskHandle:
-        handle = super().__new__(cls, task_id)
-        handle.queue = queue
-        return handle
-
-    @property
-    def task_id(self) -> str:
-        return str(self)
 
     async def result(self, timeout: float | None = None) -> Any:
         return (await self.queue.wait_task(self, timeout)).outcome()

@@ -28,7 +28,6 @@ import logging
 import random
 from collections.abc import AsyncIterator, Iterable, Sequence
 
-from ..errors import Unavailable
 from ..notifications import Bus
 from .listener import Listener, Listeners
 
@@ -157,14 +156,7 @@ class Watch:
 
     async def wait(self, timeout: float) -> bool:
         """True when rung, False when timeout passed first."""
-        try:
-            async with asyncio.timeout(timeout):
-                await self.event.wait()
-        except TimeoutError:
-            return False
-        if self._registry.closed:
-            raise Unavailable("server is shutting down")
-        return True
+        return await self._registry.wait(self.event, timeout)
 
 
 class Doorbells(Listeners[Doorbell]):

@@ -134,6 +134,17 @@ class Listeners(ABC, Generic[L]):
         if self.closed:
             raise Unavailable("server is shutting down")
 
+    async def wait(self, event: asyncio.Event, timeout: float) -> bool:
+        """One call's wait for its event: True when it is set, False when timeout
+        passed first; UNAVAILABLE if it was set because the server is shutting down."""
+        try:
+            async with asyncio.timeout(max(timeout, 0.0)):
+                await event.wait()
+        except TimeoutError:
+            return False
+        self.check_open()
+        return True
+
     def forget(self, listener: Listener) -> None:
         if self.listeners.get(listener.channel) is listener:
             del self.listeners[listener.channel]

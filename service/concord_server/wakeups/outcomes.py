@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from ..errors import Unavailable
 from ..notifications import Bus
 from .listener import Listener, Listeners
 
@@ -89,14 +88,7 @@ class Awaited:
 
     async def wait(self, timeout: float) -> bool:
         """True when woken, False when timeout passed first."""
-        try:
-            async with asyncio.timeout(max(timeout, 0.0)):
-                await self.event.wait()
-        except TimeoutError:
-            return False
-        if self._registry.closed:
-            raise Unavailable("server is shutting down")
-        return True
+        return await self._registry.wait(self.event, timeout)
 
 
 class Outcomes(Listeners[Outcome]):
