@@ -3,6 +3,7 @@ subprocess) against a live server and checked through the Python client."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import queue
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import concord
+from concord import admin
 from support import free_port, wait_until
 
 CONCORD = Path(sys.executable).with_name("concord")
@@ -262,3 +264,177 @@ def test_tail_refuses_a_non_member_at_once(concord_server, client, unique):
     assert "NOT_A_MEMBER" in stranger.stderr and f"'{unique}-eve' is not a member of chat" in stranger.stderr
     nowhere = run(target, "chat", "tail", f"{unique}:none", "--as", f"{unique}-ann")
     assert nowhere.returncode == 1 and "does not exist" in nowhere.stderr and nowhere.stderr.count("\n") == 1
+
+
+def test_task_shows_a_finished_task_with_its_result_and_progress(concord_server, client, unique):
+    target, name = concord_server.target, f"{unique}:tq"
+    q = client.queue(name)
+    handle = q.put("resize", {"image": "cat.png"})
+    [task] = q.get(lease_ttl=30)
+    task.progress(0.5, {"rows": 10})
+    task.ack({"width": 640, "ok": True})
+
+    shown = run_json(target, "queue", "task", name, handle)
+    assert (shown["task_id"], shown["state"], shown["attempt"], shown["result_type"]) == (
+        handle, "TASK_STATE_SUCCEEDED", 1, "application/json")
+    assert json.loads(base64.b64decode(shown["result"])) == {"width": 640, "ok": True}  # bytes: base64 in JSON
+    assert shown["progress"]["value"] == 0.5 and json.loads(shown["progress"]["json"]) == {"rows": 10}
+    assert {"enqueued_at", "leased_at", "finished_at"} <= shown.keys()
+
+    table = run(target, "queue", "task", name, handle)
+    assert table.returncode == 0, table.stderr
+    head, fields = table.stdout.split("\n\n")
+    assert head.splitlines()[0].split() == ["QUEUE", "TASK_ID", "TYPE", "STATE", "ATTEMPT", "MAX_ATTEMPTS", "PRIORITY"]
+    assert head.splitlines()[1].split() == [name, handle, "resize", "succeeded", "1", "3", "0"]
+    lines = dict(line.split(None, 1) for line in fields.splitlines())
+    assert lines["result"] == '{"width":640,"ok":true}  (application/json)'
+    assert lines["payload"] == '{"image":"cat.png"}'
+    assert lines["progress"].startswith('0.5  {"rows":10}  (reported ')
+    assert "finished_at" in lines and "dead_reason" not in lines
+
+
+def test_task_shows_why_a_dead_task_died(concord_server, client, unique):
+    target, name = concord_server.target, f"{unique}:tq"
+    q = client.queue(name)
+    handle = q.put("flaky", b"\x00\xff", max_attempts=1)
+    [task] = q.get(lease_ttl=30)
+    task.nack("it broke")
+    table = run(target, "queue", "task", name, handle)
+    assert table.returncode == 0, table.stderr
+    lines = dict(line.split(None, 1) for line in table.stdout.split("\n\n")[1].splitlines())
+    assert (lines["dead_reason"], lines["last_error"]) == ("attempts", "it broke")
+    assert lines["payload"] == "2 bytes, base64 AP8=" and "result" not in lines
+
+
+def test_wait_prints_the_outcome_and_exits_with_its_code(concord_server, client, unique):
+    target, name = concord_server.target, f"{unique}:wq"
+    q = client.queue(name)
+    done, dead, cancelled, pending = (q.put("t", max_attempts=1) for _ in range(4))
+    tasks = {t.task_id: t for t in q.get(3, lease_ttl=30)}
+    tasks[done].ack("all good")
+    tasks[dead].nack("no luck")
+    tasks[cancelled].release()
+    q.cancel(cancelled)
+
+    succeeded = run(target, "queue", "wait", name, done)
+    assert succeeded.returncode == 0, succeeded.stderr
+    assert succeeded.stdout.startswith(f"task {done} of '{name}' succeeded\n")
+    assert "all good  (text/plain; charset=utf-8)" in succeeded.stdout
+    out = run(target, "--json", "queue", "wait", name, done)
+    assert out.returncode == 0 and json.loads(out.stdout)["finished"] is True
+    assert base64.b64decode(json.loads(out.stdout)["task"]["result"]) == b"all good"
+
+    died = run(target, "queue", "wait", name, dead)
+    assert (died.returncode, died.stderr) == (admin.WAIT_DEAD, ""), died
+    assert died.stdout.startswith(f"task {dead} of '{name}' died (attempts): no luck\n")
+    gone = run(target, "queue", "wait", name, cancelled)
+    assert gone.returncode == admin.WAIT_CANCELLED and "was cancelled" in gone.stdout, gone
+    waiting = run(target, "--json", "queue", "wait", name, pending, "--timeout", "0.2")
+    assert waiting.returncode == admin.WAIT_NOT_FINISHED, waiting
+    assert (json.loads(waiting.stdout)["finished"], json.loads(waiting.stdout)["task"]["state"]) == (
+        False, "TASK_STATE_READY")
+
+
+def test_wait_returns_when_a_worker_finishes_the_task(concord_server, client, unique):
+    target, name = concord_server.target, f"{unique}:wq"
+    q = client.queue(name)
+    handle = q.put("t", {"n": 2})
+    proc = subprocess.Popen([*COMMAND, "--target", target, "queue", "wait", name, handle, "--timeout", "50"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        [task] = q.get(lease_ttl=30, timeout=10)
+        task.progress(0.5)
+        assert "waiting for task" in proc.stderr.readline()  # it looked: not finished, so it waits
+        task.ack(task.json()["n"] * 21)
+        out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "succeeded" in out and "42  (application/json)" in out and "progress     0.5" in out
+
+
+def test_wait_documents_its_exit_codes():
+    shown = run("", "queue", "wait", "--help")
+    assert shown.returncode == 0
+    for code in (admin.WAIT_DEAD, admin.WAIT_CANCELLED, admin.WAIT_NOT_FINISHED):
+        assert re.search(rf"^\s+{code}\s+\S", shown.stdout, re.M), shown.stdout
+
+
+def test_unknown_task_is_an_error_of_one_line(concord_server, unique):
+    for command in ("task", "wait"):
+        missing = run(concord_server.target, "queue", command, f"{unique}:q", "no-such-task")
+        assert missing.returncode == 1, missing
+        assert missing.stderr.count("\n") == 1 and "Traceback" not in missing.stderr
+        assert "no-such-task" in missing.stderr and missing.stdout == ""
+    bad = run(concord_server.target, "queue", "wait", f"{unique}:q", "x", "--timeout", "-1")
+    assert bad.returncode == 2 and "--timeout" in bad.stderr
+
+
+def test_policy_set_then_show_round_trips_and_keeps_what_it_was_not_told(concord_server, client, unique):
+    target, name = concord_server.target, f"{unique}:pq"
+    q = client.queue(name)
+    q.set_policy(retry=concord.RetryPolicy(max_attempts=5, backoff="fixed", initial_delay=2))
+    default = run_json(target, "queue", "policy", name)
+    assert default["succeeded"] == {"max_count": 1000, "max_age": "86400s"} and default["dead"] == {}
+
+    set_ = run_json(target, "queue", "policy", name, "--keep-succeeded", "5", "--succeeded-for", "1h30m",
+                    "--keep-dead", "7", "--dead-for", "2d")
+    shown = run_json(target, "queue", "policy", name)
+    assert set_ == shown
+    assert (shown["succeeded"], shown["dead"]) == ({"max_count": 5, "max_age": "5400s"},
+                                                  {"max_count": 7, "max_age": "172800s"})
+    policy = q.policy()
+    assert (policy.succeeded, policy.dead) == (concord.Retention(5, 5400.0), concord.Retention(7, 172800.0))
+    assert (policy.retry.max_attempts, policy.retry.backoff, policy.retry.initial_delay) == (5, "fixed", 2.0)
+
+    # One option changes one thing; "unlimited" lifts a limit.
+    run_json(target, "queue", "policy", name, "--dead-for", "unlimited")
+    run_json(target, "queue", "policy", name, "--keep-succeeded", "unlimited")
+    policy = q.policy()
+    assert (policy.succeeded, policy.dead) == (concord.Retention(None, 5400.0), concord.Retention(7, None))
+    assert (policy.retry.max_attempts, policy.retry.backoff) == (5, "fixed")
+
+    table = run(target, "queue", "policy", name)
+    assert table.returncode == 0, table.stderr
+    rows = [line.split("  ") for line in table.stdout.splitlines()]
+    assert [[c.strip() for c in r if c.strip()] for r in rows[1:4]] == [
+        ["FINISHED", "KEEP", "FOR"], ["succeeded, cancelled", "unlimited", "1h30m"], ["dead", "7", "unlimited"]]
+    assert "fixed" in table.stdout and "2s" in table.stdout
+
+
+def test_policy_refuses_bad_values(concord_server, unique):
+    target = concord_server.target
+    for option, value in [("--keep-dead", "-1"), ("--keep-dead", "many"), ("--dead-for", "soon"),
+                          ("--succeeded-for", "-5m")]:
+        bad = run(target, "queue", "policy", f"{unique}:pq", option, value)
+        assert bad.returncode == 2 and option in bad.stderr, (option, value, bad)
+    too_many = run(target, "queue", "policy", f"{unique}:pq", "--keep-succeeded", str(2**31))
+    assert too_many.returncode == 1 and too_many.stderr.count("\n") == 1 and "Traceback" not in too_many.stderr
+
+
+def test_describe_counts_finished_tasks(concord_server, client, unique):
+    target, name = concord_server.target, f"{unique}:fq"
+    q = client.queue(name)
+    q.put("t")
+    q.get(lease_ttl=30)[0].ack()
+    stats = run_json(target, "queue", "describe", name)
+    assert (stats["ready"], stats["finished"]) == (0, 1) and type(stats["finished"]) is int
+    table = run(target, "queue", "describe", name).stdout.splitlines()
+    assert "FINISHED" in table[0].split() and table[1].split()[table[0].split().index("FINISHED")] == "1"
+
+
+def test_wait_interrupted_by_ctrl_c_is_not_success(concord_server, client, unique):
+    target, name = concord_server.target, f"{unique}:wq"
+    handle = client.queue(name).put("t")
+    proc = subprocess.Popen([*COMMAND, "--target", target, "queue", "wait", name, handle],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "waiting for task" in proc.stderr.readline()  # it has looked: not finished
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == admin.WAIT_INTERRUPTED, (out, err)
+    assert "Traceback" not in err

@@ -91,6 +91,10 @@ EXPECTED_OUTPUT = {
     "concord.queue.v1.QueueService/ListDead": ['"last_error": "SMTP said no"'],
     "concord.queue.v1.QueueService/RetryDead": ['"retried": "1"'],
     "concord.queue.v1.QueueService/Consume": ['"task": {', '"state": "TASK_STATE_LEASED"'],
+    "concord.queue.v1.QueueService/GetTask": ['"state": "TASK_STATE_SUCCEEDED"', '"result": "eyJpZCI6NDJ9"',
+                                              '"value": 0.5'],
+    "concord.queue.v1.QueueService/WaitTask": ['"finished": true', '"result": "eyJpZCI6NDJ9"'],
+    "concord.queue.v1.QueueService/GetQueuePolicy": ['"max_count": 10000', '"max_age": "2592000s"'],
     "concord.chat.v1.ChatService/FetchPending": ['"body": "Hi all"'],
     "concord.chat.v1.ChatService/Subscribe": ['"body": "Hey Joe"', '"caught_up": true'],
     "concord.autocomplete.v1.AutocompleteService/Suggest": ['"name": "Astrid"'],
@@ -104,10 +108,14 @@ COMMAND_OUTPUT = {
     "concord lock describe orders:42": ["lock 'orders:42' is not held"],
     "concord chat describe ops": ["Hey Joe"],
     "concord --json chat tail ops": ["tailing chat 'ops'"],
+    "concord queue task thumbnails": ["dead", "not_retryable", "notes.txt is not an image"],
+    "concord queue wait thumbnails": ["died (not_retryable)", "exit 3"],
     "echo | go -C clients/go run ./examples/lock": ["acquired orders:42", "released orders:42"],
 }
 BLOCK_OUTPUT = {
     "worker.run()": ["welcome mail to ada@example.com", "joe Lunch?", "GET /about"],
+    "handle.result(timeout=30)": ["{'sizes': [64, 256, 1024]}", "succeeded 1.0 {'size': 1024}",
+                                  "dead not_retryable", "{'sizes': [64]}", "Retention(max_count=10000"],
     "func main() {": ["welcome mail: {\"to\": \"ada@example.com\"}", "PermissionDenied NOT_A_MEMBER"],
     "const client = new Client(": ["9 LOCK_NOT_HELD"],
 }

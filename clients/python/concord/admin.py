@@ -3,18 +3,23 @@
     concord lock list | lock describe NAME | lock force-release NAME [--yes]
     concord semaphore list | semaphore describe NAME
     concord queue list | queue describe NAME | queue dead NAME | queue retry-dead NAME [TASK_ID...]
+    concord queue task NAME TASK_ID | queue wait NAME TASK_ID [--timeout S]
+    concord queue policy NAME [--keep-succeeded N] [--succeeded-for DURATION] [--keep-dead N] [--dead-for DURATION]
     concord chat list | chat describe CHAT | chat tail CHAT --as USER
 
 Tables by default (durations in human units: 29.5s, 1h2m), ``--json`` for scripts
 (integers are JSON numbers, durations and times as protobuf's JSON mapping writes
 them: "29.500s"). The server is ``--target`` or $CONCORD_TARGET (default
-127.0.0.1:50051). Exit codes: 0 ok, 1 error (one line on stderr, no traceback), 2 usage.
+127.0.0.1:50051). Exit codes: 0 ok, 1 error (one line on stderr, no traceback), 2 usage;
+``queue wait`` adds its own (WAIT_EXIT_CODES).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import math
 import os
 import re
 import sys
@@ -25,6 +30,7 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+from ._convert import duration
 from ._version import __version__
 from .chat.v1 import chat_pb2
 from .client import DEFAULT_TARGET, Client
@@ -32,6 +38,7 @@ from .errors import ConcordError, NotAMember, from_rpc_error
 from .lock.v1 import lock_pb2
 from .queue.v1 import queue_pb2
 from .semaphore.v1 import semaphore_pb2
+from .tasks import STATE_NAMES
 
 
 class Failed(Exception):
@@ -77,6 +84,20 @@ def _int64_numbers(descriptor: Descriptor, d: dict[str, Any]) -> dict[str, Any]:
 
 
 _JSON_DURATION = re.compile(r"-?\d+(?:\.\d+)?s")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+UNLIMITED = "unlimited"  # a retention option's value for "no limit", as `queue policy` shows it
+
+# `concord queue wait`: how the task ended (besides 0 succeeded, 1 error, 2 usage).
+WAIT_DEAD, WAIT_CANCELLED, WAIT_NOT_FINISHED, WAIT_INTERRUPTED = 3, 4, 5, 130
+WAIT_EXIT_CODES = f"""exit codes:
+  0    the task succeeded (its result is printed)
+  1    error: no such task (never enqueued, or its queue's retention dropped it), server unreachable...
+  2    usage
+  {WAIT_DEAD}    the task is dead (out of attempts, its last lease ran out, or not retryable)
+  {WAIT_CANCELLED}    the task was cancelled
+  {WAIT_NOT_FINISHED}    it had not finished within --timeout (it is printed as it is)
+  {WAIT_INTERRUPTED}  interrupted (Ctrl-C) before it finished"""
 
 
 def human_duration(seconds: float) -> str:
@@ -95,6 +116,42 @@ def human_duration(seconds: float) -> str:
     return "".join(parts)
 
 
+def parse_duration(text: str) -> float:
+    """Seconds in what human_duration writes: "90", "90s", "250ms", "1h30m", "1.5h", "7d"."""
+    text = text.strip().lower()
+    if text and not _DURATION_PART.sub("", text):
+        return sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(text))
+    return _seconds(text, "a duration (such as 90s, 250ms, 1h30m, 7d)")
+
+
+def _seconds(text: str, what: str = "a number of seconds") -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+    return value
+
+
+def _retention_age(text: str) -> float:
+    """--succeeded-for / --dead-for: a duration, or "unlimited" (or 0): no age limit."""
+    return 0.0 if text.strip().lower() == UNLIMITED else parse_duration(text)
+
+
+def _retention_count(text: str) -> int | str:
+    """--keep-succeeded / --keep-dead: a count (0 keeps none) or "unlimited"."""
+    if text.strip().lower() == UNLIMITED:
+        return UNLIMITED
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count (a number, or {UNLIMITED})") from None
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"{count} is negative")
+    return count
+
+
 def _cell(value: Any) -> str:
     """A table cell: durations (protobuf JSON "29.473s") in human units."""
     text = str(value)
@@ -107,6 +164,106 @@ def _table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip()]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
     return "\n".join(lines)
+
+
+def _fields(pairs: Sequence[tuple[str, str]]) -> str:
+    """One "name  value" line each, the values aligned (a value's further lines too):
+    for one thing with many fields."""
+    width = max(len(name) for name, _ in pairs)
+    indent = "\n" + " " * (width + 2)
+    return "\n".join(f"{name.ljust(width)}  {indent.join(value.splitlines())}".rstrip() for name, value in pairs)
+
+
+_SHOWN_BYTES = 200  # of a payload or result in a table; --json has them whole
+
+
+def _bytes_text(data: bytes) -> str:
+    """A payload or result for a human: its text when it is UTF-8 (JSON included),
+    quoted when it spans lines, else (binary) its size and base64; long ones cut."""
+    if not data:
+        return "(empty)"
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and not text.isprintable():
+        printable = text.replace("\n", "").replace("\r", "").replace("\t", "").isprintable()
+        text = json.dumps(text, ensure_ascii=False) if printable else None
+    if text is None:
+        text = f"{len(data)} bytes, base64 {base64.b64encode(data[:_SHOWN_BYTES]).decode()}"
+    return text if len(text) <= _SHOWN_BYTES else f"{text[:_SHOWN_BYTES]}… ({len(data)} bytes; --json for all)"
+
+
+def _time(message: Any, name: str) -> str:
+    return getattr(message, name).ToJsonString() if message.HasField(name) else ""
+
+
+def _age(message: Any, name: str, unset: str = UNLIMITED) -> str:
+    """A Duration field for a table: human units, ``unset`` when absent or zero."""
+    nanos = getattr(message, name).ToNanoseconds() if message.HasField(name) else 0
+    return human_duration(nanos / 1e9) if nanos else unset
+
+
+def _retry_row(m: queue_pb2.RetryPolicy) -> dict[str, Any]:
+    """A RetryPolicy as a table row; fields it does not set are left blank."""
+    row: dict[str, Any] = {"max_attempts": m.max_attempts or ""}
+    if m.backoff:
+        row["backoff"] = queue_pb2.Backoff.Name(m.backoff).removeprefix("BACKOFF_").lower()
+    for name in ("initial_delay", "max_delay"):
+        if m.HasField(name):
+            row[name] = human_duration(getattr(m, name).ToNanoseconds() / 1e9)
+    if m.HasField("jitter"):
+        row["jitter"] = "yes" if m.jitter else "no"
+    return row
+
+
+_RETRY_COLUMNS = ["max_attempts", "backoff", "initial_delay", "max_delay", "jitter"]
+
+
+def _task_text(t: queue_pb2.Task) -> str:
+    """A task as GetTask reports it: its identity in a table, then every field it has."""
+    state = STATE_NAMES.get(t.state, queue_pb2.TaskState.Name(t.state))
+    head = _table([{"queue": t.queue, "task_id": t.task_id, "type": t.type, "state": state, "attempt": t.attempt,
+                    "max_attempts": t.max_attempts, "priority": t.priority}],
+                  ["queue", "task_id", "type", "state", "attempt", "max_attempts", "priority"])
+    pairs = [(name, _time(t, name)) for name in ("enqueued_at", "ready_at", "leased_at", "lease_expires_at",
+                                                 "finished_at") if t.HasField(name)]
+    if t.dead_reason:
+        pairs.append(("dead_reason", t.dead_reason))
+    if t.last_error:  # a worker's may hold a traceback: shown whole, line by line
+        pairs.append(("last_error", t.last_error.rstrip()))
+    if t.HasField("progress"):
+        p = t.progress
+        shown = [f"{p.value:g}" if p.HasField("value") else "", _bytes_text(p.json.encode()) if p.json else "",
+                 f"(reported {_time(p, 'reported_at')})"]
+        pairs.append(("progress", "  ".join(s for s in shown if s)))
+    if t.state == queue_pb2.TASK_STATE_SUCCEEDED or t.result or t.result_type:
+        kind = f"  ({t.result_type})" if t.result_type else ""
+        pairs.append(("result", ("(none)" if not t.result and not t.result_type else _bytes_text(t.result)) + kind))
+    pairs.append(("payload", _bytes_text(t.payload)))
+    if t.HasField("retry"):
+        row = _retry_row(t.retry)
+        pairs.append(("retry", ", ".join(f"{k} {v}" for k, v in row.items() if v != "")))
+    return head + "\n\n" + _fields(pairs)
+
+
+def _policy_text(queue: str, p: queue_pb2.QueuePolicy) -> str:
+    rows = [{"finished": kind, "keep": r.max_count if r.HasField("max_count") else UNLIMITED,
+             "for": _age(r, "max_age")} for kind, r in (("succeeded, cancelled", p.succeeded), ("dead", p.dead))]
+    return (f"queue {queue!r} keeps finished tasks:\n" + _table(rows, ["finished", "keep", "for"])
+            + "\n\nretries failed attempts:\n" + _table([_retry_row(p.retry)], _RETRY_COLUMNS))
+
+
+def _set_retention(r: queue_pb2.Retention, count: int | str | None, age: float | None) -> None:
+    """Changes what was given; the rest stays as it is. max_age is always sent (0: no
+    age limit), so the server never reads the retention as unset (its default)."""
+    if count == UNLIMITED:
+        r.ClearField("max_count")
+    elif count is not None:
+        r.max_count = count
+    if age is not None:
+        r.max_age.CopyFrom(duration(age))
+    r.max_age.SetInParent()
 
 
 class Admin:
@@ -182,10 +339,11 @@ class Admin:
     def queue_describe(self, args: argparse.Namespace) -> None:
         r = self.call("queue", "Stats", queue_pb2.StatsRequest(queue=args.name))
         d = {"queue": args.name, **_dict(r)}
-        if not (r.ready or r.delayed or r.leased or r.dead):
+        if not (r.ready or r.delayed or r.leased or r.dead or r.finished):
             self.emit(d, f"queue {args.name!r} holds no tasks" + (" (paused)" if r.paused else ""))
             return
-        self.emit(d, _table([d], ["queue", "ready", "delayed", "leased", "dead", "oldest_ready_age", "paused"]))
+        self.emit(d, _table([d], ["queue", "ready", "delayed", "leased", "dead", "finished", "oldest_ready_age",
+                                  "paused"]))
 
     def queue_pause(self, args: argparse.Namespace) -> None:
         was = self.call("queue", "PauseQueue", queue_pb2.PauseQueueRequest(queue=args.name)).was_paused
@@ -196,6 +354,61 @@ class Admin:
         was = self.call("queue", "ResumeQueue", queue_pb2.ResumeQueueRequest(queue=args.name)).was_paused
         self.emit({"queue": args.name, "paused": False, "was_paused": was},
                   f"queue {args.name!r} {'resumed' if was else 'was not paused'}")
+
+    def queue_task(self, args: argparse.Namespace) -> None:
+        r = self.call("queue", "GetTask", queue_pb2.GetTaskRequest(queue=args.name, task_id=args.task_id))
+        self.emit(_dict(r.task), _task_text(r.task))
+
+    def queue_wait(self, args: argparse.Namespace) -> int:
+        """One look; unless the task has finished, WaitTask until it does or --timeout
+        passes (none: forever), in server-side waits of at most a few minutes each.
+        The exit code says how it ended."""
+        def request(wait: float) -> queue_pb2.WaitTaskRequest:
+            return queue_pb2.WaitTaskRequest(queue=args.name, task_id=args.task_id, wait_timeout=duration(wait))
+
+        r = self.call("queue", "WaitTask", request(0))
+        if not r.finished and args.wait != 0:
+            # On stderr, like chat tail's: stdout keeps the outcome alone.
+            print(f"waiting for task {args.task_id} of {args.name!r} to finish (Ctrl-C to stop)", file=sys.stderr,
+                  flush=True)
+            last = [r]
+
+            def finished(response: queue_pb2.WaitTaskResponse) -> queue_pb2.WaitTaskResponse | None:
+                last[:] = [response]
+                return response if response.finished else None
+
+            try:
+                self.client._service("queue").wait_for("WaitTask", request, args.wait, finished)
+            except KeyboardInterrupt:
+                print(f"concord: interrupted: task {args.task_id} of {args.name!r} had not finished",
+                      file=sys.stderr)
+                return WAIT_INTERRUPTED
+            r = last[-1]
+        t, state = r.task, STATE_NAMES.get(r.task.state, "")
+        if not r.finished:
+            headline, code = (f"task {t.task_id} of {args.name!r} has not finished within "
+                              f"{human_duration(args.wait or 0)} (it is {state})"), WAIT_NOT_FINISHED
+        elif t.state == queue_pb2.TASK_STATE_SUCCEEDED:
+            headline, code = f"task {t.task_id} of {args.name!r} succeeded", 0
+        elif t.state == queue_pb2.TASK_STATE_CANCELLED:
+            headline, code = f"task {t.task_id} of {args.name!r} was cancelled", WAIT_CANCELLED
+        else:
+            error = t.last_error.strip().splitlines()[0] if t.last_error.strip() else "no error given"
+            headline, code = f"task {t.task_id} of {args.name!r} died ({t.dead_reason}): {error}", WAIT_DEAD
+        self.emit(_dict(r), headline + "\n\n" + _task_text(t))
+        return code
+
+    def queue_policy(self, args: argparse.Namespace) -> None:
+        """Shows the policy; with options, changes what they name and keeps the rest
+        (SetQueuePolicy replaces the whole policy, so this sends the current one, changed)."""
+        policy = self.call("queue", "GetQueuePolicy", queue_pb2.GetQueuePolicyRequest(queue=args.name)).policy
+        changes = (args.keep_succeeded, args.succeeded_for, args.keep_dead, args.dead_for)
+        if any(c is not None for c in changes):
+            _set_retention(policy.succeeded, args.keep_succeeded, args.succeeded_for)
+            _set_retention(policy.dead, args.keep_dead, args.dead_for)
+            policy = self.call("queue", "SetQueuePolicy",
+                               queue_pb2.SetQueuePolicyRequest(queue=args.name, policy=policy)).policy
+        self.emit({"queue": args.name, **_dict(policy)}, _policy_text(args.name, policy))
 
     def queue_dead(self, args: argparse.Namespace) -> None:
         r = self.call("queue", "ListDead", queue_pb2.ListDeadRequest(queue=args.name, limit=args.limit))
@@ -297,8 +510,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--key", default=env("CONCORD_KEY"), help="PEM key of --cert (env CONCORD_KEY)")
     kinds = p.add_subparsers(dest="kind", required=True, metavar="{lock,semaphore,queue,chat}")
 
-    def command(kind: argparse._SubParsersAction, name: str, handler: str, help: str) -> argparse.ArgumentParser:
-        sub = kind.add_parser(name, help=help)
+    def command(kind: argparse._SubParsersAction, name: str, handler: str, help: str,
+                **more: Any) -> argparse.ArgumentParser:
+        sub = kind.add_parser(name, help=help, **more)
         sub.set_defaults(handler=handler)
         return sub
 
@@ -316,7 +530,9 @@ def parser() -> argparse.ArgumentParser:
 
     queue = kinds.add_parser("queue", help="task queues").add_subparsers(dest="action", required=True)
     command(queue, "list", "queue_list", "queues holding tasks")
-    command(queue, "describe", "queue_describe", "task counts by state, and whether it is paused").add_argument("name")
+    command(queue, "describe", "queue_describe",
+            "task counts by state (finished: succeeded and cancelled ones kept), and whether it is paused"
+            ).add_argument("name")
     command(queue, "pause", "queue_pause", "stop leasing tasks (they keep arriving)").add_argument("name")
     command(queue, "resume", "queue_resume", "lease again, waking waiting workers").add_argument("name")
     dead = command(queue, "dead", "queue_dead", "dead-lettered tasks")
@@ -326,6 +542,27 @@ def parser() -> argparse.ArgumentParser:
     retry.add_argument("name")
     retry.add_argument("task_ids", nargs="*")
     retry.add_argument("--limit", type=int, default=1000)
+    task = command(queue, "task", "queue_task", "one task in any state: times, attempts, progress, result or error")
+    task.add_argument("name")
+    task.add_argument("task_id")
+    wait = command(queue, "wait", "queue_wait", "wait for a task to finish and print how it ended",
+                   epilog=WAIT_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    wait.add_argument("name")
+    wait.add_argument("task_id")
+    wait.add_argument("--timeout", dest="wait", type=_seconds, metavar="S",
+                      help="seconds to wait (0: look once; default: until it finishes)")
+    policy = command(queue, "policy", "queue_policy",
+                     "show how many finished tasks the queue keeps, and for how long; the options change that",
+                     description="Shows the queue's policy: the retention of finished tasks (succeeded and "
+                     "cancelled ones; dead ones) and the retry policy. Options change the retention for tasks "
+                     "that finish from then on, a lower limit at once; what no option names stays as it is.")
+    policy.add_argument("name")
+    for kind, what in (("succeeded", "succeeded and cancelled tasks"), ("dead", "dead tasks")):
+        policy.add_argument(f"--keep-{kind}", type=_retention_count, metavar="N",
+                            help=f"keep at most N {what} (0: none; {UNLIMITED}: no count limit)")
+        policy.add_argument(f"--{kind}-for", type=_retention_age, metavar="DURATION",
+                            help=f"keep each of the {what} this long, such as 90s, 1h30m, 7d "
+                            f"(0 or {UNLIMITED}: no age limit)")
 
     chat = kinds.add_parser("chat", help="chats").add_subparsers(dest="action", required=True)
     command(chat, "list", "chat_list", "every chat's id")
@@ -343,10 +580,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with Client(args.target, timeout=args.timeout, tls=args.tls, root_certificates=args.ca,
                     client_cert=args.cert, client_key=args.key, token=args.token) as client:
-            getattr(Admin(client, args.json), args.handler)(args)
-        return 0
-    except KeyboardInterrupt:
-        return 0
+            return getattr(Admin(client, args.json), args.handler)(args) or 0
+    except KeyboardInterrupt:  # the way to stop `chat tail`; `queue wait` must not look like success
+        return WAIT_INTERRUPTED if args.handler == "queue_wait" else 0
     except (Failed, ConcordError) as exc:
         print(f"concord: {exc}", file=sys.stderr)
         return 1
