@@ -75,6 +75,8 @@ BAD_REQUESTS = {
     "Release queue empty": ("Release", pb.ReleaseRequest(task_id="1", lease=LEASE), "queue"),
     "Stats queue empty": ("Stats", pb.StatsRequest(), "queue"),
     "Peek dead state": ("Peek", pb.PeekRequest(queue="q", state=pb.TASK_STATE_DEAD), "state"),
+    "Peek waiting state": ("Peek", pb.PeekRequest(queue="q", state=pb.TASK_STATE_WAITING), "state"),
+    "Peek succeeded state": ("Peek", pb.PeekRequest(queue="q", state=pb.TASK_STATE_SUCCEEDED), "state"),
     "Peek limit too large": ("Peek", pb.PeekRequest(queue="q", limit=1001), "limit"),
     "Cancel task_id empty": ("Cancel", pb.CancelRequest(queue="q"), "task_id"),
     "Purge queue empty": ("Purge", pb.PurgeRequest(), "queue"),

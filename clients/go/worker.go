@@ -106,6 +106,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		switch {
 		case ctx.Err() != nil:
 			return nil
+		case status.Code(err) == codes.DeadlineExceeded:
+			// Only Run's own ctx bounds the call; the status can arrive a moment
+			// before ctx.Err() is set (the server's copy of the deadline ran out
+			// first). The loop's select then sees ctx end.
+			continue
 		case status.Code(err) == codes.Unavailable: // the server restarts, or Redis is away: retry
 			select {
 			case <-time.After(time.Second):

@@ -300,7 +300,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
     async def Peek(self, request: pb.PeekRequest, context) -> pb.PeekResponse:
         queue = v.name(request.queue, "queue")
         state = _STATE_NAMES.get(request.state or pb.TASK_STATE_READY)
-        if state is None or state == "dead":
+        if state not in ("ready", "delayed", "leased"):
             raise InvalidArgument("state must be READY, DELAYED or LEASED (ListDead lists dead tasks)", field="state")
         tasks = await self._queues.peek(queue, state, self._limit(request.limit, DEFAULT_LIST, MAX_LIST))
         return pb.PeekResponse(tasks=[task_message(t) for t in tasks])
