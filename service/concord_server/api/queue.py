@@ -307,7 +307,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
 
     @rpc
     async def Cancel(self, request: pb.CancelRequest, context) -> pb.CancelResponse:
-        await self._queues.cancel(v.name(request.queue, "queue"), v.token(request.task_id, "task_id"))
+        await self._queues.cancel(*self._task_args(request))
         return pb.CancelResponse()
 
     @rpc

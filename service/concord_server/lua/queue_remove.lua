@@ -28,7 +28,7 @@ if what == 'cancel' then
     forget(id)
   else
     redis.call('HSET', task_key(id), 'state', 'cancelled')
-    retire(id, now_ms)
+    retire(id, false, now_ms)
   end
   return CANCEL.CANCELLED
 end

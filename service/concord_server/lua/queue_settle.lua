@@ -42,7 +42,7 @@ else
   att, max, prio = tonumber(att), tonumber(max), tonumber(prio)
   if action == 'ack' then
     redis.call('HSET', k, 'state', 'succeeded', 'res', text, 'rct', ARGV[10])
-    retire(id, now_ms)
+    retire(id, false, now_ms)
     reply = {HELD.HELD, 'succeeded', now_ms}
   elseif action == 'release' then
     redis.call('HSET', k, 'att', att - 1)

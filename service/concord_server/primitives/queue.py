@@ -99,31 +99,19 @@ def _policy_reply(r: list[Any]) -> PolicyReply:
     return PolicyReply(*r[:5], *(_text(x) for x in r[5:]))
 
 
-def _inspect_reply(r: list[Any] | int) -> StatsReply | TaskReply | PolicyReply | list[list[Any]] | None:
-    """stats: StatsReply; task: TaskReply, None when there is no such task; policy:
-    PolicyReply; a state's tasks: the list of TASKs (never a list of ints)."""
-    if r == 0:
-        return None
-    assert isinstance(r, list)
-    if len(r) == 9 and isinstance(r[0], int) and isinstance(r[5], (str, bytes)):
-        return _policy_reply(r)
-    if r and all(isinstance(x, int) for x in r):
-        return StatsReply._make(r)
-    if len(r) == 3 and isinstance(r[0], int):
-        return TaskReply(*r)
-    return r
-
-
 _ENQUEUE = script("queue_enqueue.lua", Seq(each=(STR, Codes(0, 1))),
                   decode=lambda r: EnqueueReply([(r[i], r[i + 1] == 1) for i in range(0, len(r), 2)]))
 _DEQUEUE = script("queue_dequeue.lua", Seq(INT, INT, INT, each=(TASK,)), raw=True,
                   decode=lambda r: DequeueReply(*r[:3], r[3:]))
 _SETTLE = script("queue_settle.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(STR, INT)}),
                  decode=lambda r: SettleReply(*r))
+# One script, several questions: each caller decodes the reply to the one it asked
+# (stats: StatsReply; task: TaskReply, or 0 for no such task; policy: PolicyReply; a
+# state: its TASKs).
 _INSPECT = script("queue_inspect.lua",
                   Either(Tup(INT, INT, INT, INT, INT, Codes(0, 1), INT), Tup(INT, Codes(0, 1), TASK_DETAIL),
                          POLICY, Codes(0), Seq(each=(TASK,))),
-                  raw=True, decode=_inspect_reply)
+                  raw=True)
 # cancel: a CANCEL status; purge: PurgeReply
 _REMOVE = script("queue_remove.lua", Either(Codes(*CANCEL.codes()), Tup(INT, Codes(0, 1))),
                  decode=lambda r: PurgeReply(*r) if isinstance(r, list) else r)
@@ -211,12 +199,12 @@ class RetryPolicy:
                 "" if self.cap_ms is None else self.cap_ms, "" if self.jitter is None else int(self.jitter)]
 
     @staticmethod
-    def parse(max_attempts: int | None, bk: bytes | str, bb: bytes | str, bc: bytes | str,
-              bj: bytes | str) -> RetryPolicy | None:
+    def parse(bk: bytes | str, bb: bytes | str, bc: bytes | str, bj: bytes | str) -> RetryPolicy | None:
+        """A task's own retry fields (its max attempts are stored apart); None if it set none."""
         bk, bb, bc, bj = (_text(x) for x in (bk, bb, bc, bj))
-        if max_attempts is None and not (bk or bb or bc or bj):
+        if not (bk or bb or bc or bj):
             return None
-        return RetryPolicy(max_attempts, bk or None, int(bb) if bb else None, int(bc) if bc else None,
+        return RetryPolicy(None, bk or None, int(bb) if bb else None, int(bc) if bc else None,
                            bj == "1" if bj else None)
 
 
@@ -274,7 +262,7 @@ def _detail(queue: str, paused: bool, f: list[Any]) -> TaskRecord:
     """A TASK_DETAIL reply; a ready task of a paused queue is ``waiting``."""
     base = _record(queue, f)
     leased, value, pj, reported, result, rtype, finished, why = f[12:20]
-    retry = RetryPolicy.parse(None, *f[20:24])
+    retry = RetryPolicy.parse(*f[20:24])
     state = "waiting" if base.state == "ready" and paused else base.state
     progress = Progress(float(value) if value else None, _text(pj), int(reported)) if reported else None
     return replace(base, state=state, leased_ms=_ms(leased), progress=progress, result=bytes(result),
@@ -455,7 +443,7 @@ class Queues:
                                 page_token, count)
 
     async def stats(self, queue: str) -> QueueStats:
-        r = await self._run(_INSPECT, self._keys.queue(queue), "stats", 0, 0)
+        r = StatsReply._make(await self._run(_INSPECT, self._keys.queue(queue), "stats", 0, 0))
         return QueueStats(r.ready, r.delayed, r.leased, r.dead, max(0, r.oldest_ready_age_ms), r.paused == 1,
                           r.finished)
 
@@ -465,9 +453,10 @@ class Queues:
 
     async def _look(self, queue: str, task_id: str) -> tuple[int, TaskRecord]:
         """(Redis's now in ms, the task)."""
-        r = await self._run(_INSPECT, self._keys.queue(queue), "task", task_id, 0)
-        if r is None:
+        reply = await self._run(_INSPECT, self._keys.queue(queue), "task", task_id, 0)
+        if reply == 0:
             raise TaskNotFound(f"queue {queue!r} has no task {task_id!r}", queue=queue, task_id=task_id)
+        r = TaskReply(*reply)
         return r.now_ms, _detail(queue, r.paused == 1, r.fields)
 
     async def wait_task(self, queue: str, task_id: str, wait_ms: int) -> tuple[bool, TaskRecord]:
@@ -498,7 +487,7 @@ class Queues:
         return self._policy(await self._run(_POLICY, self._keys.queue(queue), *_policy_args(policy)))
 
     async def get_policy(self, queue: str) -> Policy:
-        return self._policy(await self._run(_INSPECT, self._keys.queue(queue), "policy", 0, 0))
+        return self._policy(_policy_reply(await self._run(_INSPECT, self._keys.queue(queue), "policy", 0, 0)))
 
     def _policy(self, r: PolicyReply) -> Policy:
         """The reply with every default filled in, the server's backoff included."""

@@ -95,12 +95,12 @@ local function trim(set, n, age, now_ms)
   end
 end
 
--- The task finished (state succeeded, cancelled or dead, already set in its hash):
--- keep it under the queue's retention, or delete it, and tell WaitTask.
-local function retire(id, now_ms)
+-- The task finished (state succeeded, cancelled or dead, already set in its hash;
+-- dead says which kind): keep it under the queue's retention, or delete it, and
+-- tell WaitTask.
+local function retire(id, dead, now_ms)
   release_dedupe(id)
   local k = task_key(id)
-  local dead = redis.call('HGET', k, 'state') == 'dead'
   local set, kind = KEYS[8], 's'
   if dead then
     set, kind = KEYS[5], 'd'
@@ -131,7 +131,7 @@ end
 -- why: the rule that ended it ('attempts', 'lease', 'not_retryable').
 local function kill(id, err, why, now_ms)
   redis.call('HSET', task_key(id), 'state', 'dead', 'err', err, 'why', why)
-  retire(id, now_ms)
+  retire(id, true, now_ms)
 end
 
 -- What the clock alone changes: due delayed tasks become ready (ordered by when
@@ -160,8 +160,9 @@ local function sweep(now_ms)
     end
   end
   -- Finished tasks past their age limit: their hashes expired by themselves.
-  trim(KEYS[8], -1, select(2, retention('s')), now_ms)
-  trim(KEYS[5], -1, select(2, retention('d')), now_ms)
+  local sa, da = unpack(redis.call('HMGET', KEYS[9], 'sa', 'da'))
+  trim(KEYS[8], -1, tonumber(sa or RETAIN_DEFAULTS.sa), now_ms)
+  trim(KEYS[5], -1, tonumber(da or RETAIN_DEFAULTS.da), now_ms)
   return n
 end
 
