@@ -44,7 +44,8 @@ from .edge.methods import SERVICES
 from .edge.rpc_metrics import RpcMetrics
 from .metrics import Metrics
 from .notifications import NotificationBus
-from .primitives import autocomplete, chat, chat_feeds, files, lock, queue, semaphore
+from .primitives import autocomplete, chat, chat_feeds, files, lock, queue, schedules, semaphore
+from .primitives.schedule_ticker import Ticker
 from .redis_health import RedisHealth
 from .redis_client import connect_cluster
 from .redis_link import Endpoint
@@ -82,6 +83,7 @@ class Primitives:
     locks: lock.Locks
     semaphores: semaphore.Semaphores
     queues: queue.Queues
+    schedules: schedules.Schedules
     chats: chat.Chats
     feeds: chat_feeds.Feeds
     autocomplete: autocomplete.Autocomplete
@@ -108,6 +110,7 @@ class Server:
     metrics: Metrics | None = None  # --metrics-listen
     auth: auth.AuthInterceptor | None = None  # --auth-tokens; reloaded on SIGHUP
     redis_health: RedisHealth | None = None  # health NOT_SERVING while Redis is unreachable
+    ticker: Ticker | None = None  # runs the queues' schedules
 
     async def stop(self) -> None:
         """Health goes NOT_SERVING; blocked waits end with UNAVAILABLE at once (their
@@ -119,6 +122,8 @@ class Server:
         self.waiters.close()
         for listeners in self.listeners:
             listeners.close()
+        if self.ticker is not None:
+            await self.ticker.aclose()
         await self.grpc_server.stop(self.settings.shutdown_grace)
         for primitive in self.primitives:
             await primitive.drain(timeout=5.0)
@@ -159,6 +164,7 @@ async def start(settings: Settings) -> Server:
         queues = queue.Queues(commands, keyspace, doorbells, outcomes,
                               priority_aging_ms=int(settings.queue_priority_aging * 1000),
                               retry_backoff_ms=int(settings.queue_retry_backoff * 1000))
+        ticks = schedules.Schedules(commands, keyspace, queues.weight)
         chats = chat.Chats(commands, keyspace, max_messages=settings.chat_max_messages,
                            max_bytes=settings.chat_max_bytes, max_members=settings.chat_max_members)
         feeds = chat_feeds.Feeds(chats, keyspace, chat_bells)
@@ -167,14 +173,14 @@ async def start(settings: Settings) -> Server:
                               group_bound=settings.file_group_bound,
                               upload_lease_ms=int(settings.file_upload_lease * 1000),
                               max_line=settings.max_message_size // 2)
-        return Primitives(locks, semaphores, queues, chats, feeds, completer, shipper)
+        return Primitives(locks, semaphores, queues, ticks, chats, feeds, completer, shipper)
 
     p = tenants.route(keyspace, build, tenanted=bool(settings.auth_tokens))
     locks, semaphores, queues, chats, feeds = p.locks, p.semaphores, p.queues, p.chats, p.feeds
     completer, shipper = p.autocomplete, p.files
     try:  # load scripts up front; a Redis that is down now is retried on first use
-        for s in (*lock.SCRIPTS, *semaphore.SCRIPTS, *queue.SCRIPTS, *chat.SCRIPTS, *autocomplete.SCRIPTS,
-                  *files.SCRIPTS):
+        for s in (*lock.SCRIPTS, *semaphore.SCRIPTS, *queue.SCRIPTS, *schedules.SCRIPTS, *chat.SCRIPTS,
+                  *autocomplete.SCRIPTS, *files.SCRIPTS):
             await s.load(commands)
     except Exception as exc:
         log.warning("Redis not reachable at start-up (%s); serving UNAVAILABLE until it is", exc)
@@ -190,7 +196,7 @@ async def start(settings: Settings) -> Server:
     add_servicer(server, lock_pb2_grpc.add_LockServiceServicer_to_server, LockServicer(locks, settings))
     add_servicer(server, semaphore_pb2_grpc.add_SemaphoreServiceServicer_to_server,
                  SemaphoreServicer(semaphores, settings))
-    add_servicer(server, queue_pb2_grpc.add_QueueServiceServicer_to_server, QueueServicer(queues, settings))
+    add_servicer(server, queue_pb2_grpc.add_QueueServiceServicer_to_server, QueueServicer(queues, p.schedules, settings))
     add_servicer(server, chat_pb2_grpc.add_ChatServiceServicer_to_server, ChatServicer(chats, feeds, settings))
     add_servicer(server, autocomplete_pb2_grpc.add_AutocompleteServiceServicer_to_server,
                  AutocompleteServicer(completer, settings))
@@ -209,11 +215,13 @@ async def start(settings: Settings) -> Server:
         observer.watch(waiters, doorbells, chat_bells, queues, monitor)
         log.info("metrics at http://%s/metrics (port %d)", settings.metrics_listen,
                  observer.serve(settings.metrics_listen or ""))
+    # Every process ticks every queue's schedules; the scripts let one claim each tick.
+    ticker = Ticker(commands, keyspace, bus, p.queues.weight).start()
     collector = GcPolicy(calls_in_progress)  # full collections stalled the loop for seconds under load
     collector.start()
     return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, (doorbells, chat_bells, outcomes),
                   (locks, semaphores, queues, feeds, completer, shipper),
-                  monitor, collector, observer, auth=auth_interceptor, redis_health=redis_health)
+                  monitor, collector, observer, auth=auth_interceptor, redis_health=redis_health, ticker=ticker)
 
 
 async def serve(settings: Settings) -> None:

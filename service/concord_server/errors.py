@@ -40,6 +40,8 @@ from concord.error.v1.error_pb2 import (
     REASON_PERMITS_EXCEED_LIMIT,
     REASON_REDIS_UNAVAILABLE,
     REASON_RESOURCE_EXHAUSTED,
+    REASON_SCHEDULE_EXISTS,
+    REASON_SCHEDULE_NOT_FOUND,
     REASON_SEMAPHORE_WAIT_TIMEOUT,
     REASON_TASK_LEASE_NOT_HELD,
     REASON_TASK_LEASED,
@@ -171,6 +173,14 @@ class TaskFinished(FailedPrecondition):
     """Cancel of a task that finished already (succeeded, or cancelled before)."""
 
     reason = reason_name(REASON_TASK_FINISHED)
+
+
+class ScheduleNotFound(NotFound):
+    reason = reason_name(REASON_SCHEDULE_NOT_FOUND)
+
+
+class ScheduleExists(AlreadyExists):
+    reason = reason_name(REASON_SCHEDULE_EXISTS)
 
 
 class ChatNotFound(NotFound):

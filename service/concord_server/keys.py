@@ -75,18 +75,27 @@ class QueueKeys(NamedTuple):
     paused: str  # string: "1" while the queue is paused (nothing is leased)
     done: str  # zset: task id -> finished ms, for retained succeeded and cancelled tasks
     policy: str  # hash: the queue's policy (retention); absent fields take the defaults
+    schedules: str  # zset: schedule name -> its next tick (ms), +inf while paused
     channel: str  # shard channel: "<n>" when n tasks became ready
     finished: str  # shard channel: "<task id>" when that task finished, "*" when many did
     task_prefix: str  # + task id: hash with the task's fields
     dedupe_prefix: str  # + dedupe key: string -> the task id holding that key
+    schedule_prefix: str  # + schedule name: hash with the schedule's fields
 
     @property
     def keys(self) -> list[str]:
         return [self.ready, self.since, self.delayed, self.leased, self.dead, self.seq, self.paused, self.done,
-                self.policy]
+                self.policy, self.schedules]
 
     def dedupe(self, key: str) -> str:
         return self.dedupe_prefix + key
+
+
+class ScheduleIndexKeys(NamedTuple):
+    """Which queues have schedules, across tenants; kept apart from the queues' own slots."""
+
+    queues: str  # set: "<key space prefix> <queue name>" of each queue with schedules
+    channel: str  # shard channel: such a member when that queue's schedules changed
 
 
 class ChatKeys(NamedTuple):
@@ -211,5 +220,17 @@ class KeySpace:
     def queue(self, name: str) -> QueueKeys:
         t = self.tag("queue", name)
         return QueueKeys(f"{t}:ready", f"{t}:since", f"{t}:delayed", f"{t}:leased", f"{t}:dead", f"{t}:seq",
-                         f"{t}:paused", f"{t}:done", f"{t}:policy", f"{t}:wake", f"{t}:finished", f"{t}:task:",
-                         f"{t}:dedupe:")
+                         f"{t}:paused", f"{t}:done", f"{t}:policy", f"{t}:schedules", f"{t}:wake",
+                         f"{t}:finished", f"{t}:task:", f"{t}:dedupe:", f"{t}:schedule:")
+
+    @property
+    def schedule_index(self) -> ScheduleIndexKeys:
+        """The one index of queues with schedules, for every tenant: its keys sit
+        under the prefix before any tenant's '@', so one ticker per process finds
+        them all (primitives/schedule_ticker.py)."""
+        t = "{%s:schedules}" % self.prefix.split("@")[0]
+        return ScheduleIndexKeys(t, f"{t}:changed")
+
+    def index_entry(self, queue: str) -> str:
+        """The schedule index's member for one of this key space's queues."""
+        return f"{self.prefix} {queue}"

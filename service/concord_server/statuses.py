@@ -55,6 +55,14 @@ class CANCEL(Family):
     FINISHED = -2  # succeeded or cancelled already: not changed
 
 
+class SCHEDULE(Family):
+    """queue_schedule, queue_schedule_claim."""
+    OK = 1  # (claim: the ticks were enqueued)
+    NO_SUCH_SCHEDULE = 0
+    EXISTS = -1  # (create) a schedule of that name exists: not changed
+    STALE = -2  # (claim) the schedule changed, or another server claimed the tick
+
+
 class CREATE(Family):
     """chat_create."""
     CREATED = 1
@@ -85,7 +93,7 @@ class DONE(Family):
     NOT_COMPLETE = -2  # not announced yet
 
 
-FAMILIES: tuple[type[Family], ...] = (ACQUIRE, HELD, WITHDRAW, CANCEL, CREATE, CHAT, UPLOAD, DONE)
+FAMILIES: tuple[type[Family], ...] = (ACQUIRE, HELD, WITHDRAW, CANCEL, SCHEDULE, CREATE, CHAT, UPLOAD, DONE)
 
 
 def lua_source() -> str:

@@ -28,6 +28,8 @@ export type Reason =
   | 'TASK_NOT_FOUND'
   | 'TASK_LEASED'
   | 'TASK_FINISHED'
+  | 'SCHEDULE_NOT_FOUND'
+  | 'SCHEDULE_EXISTS'
   | 'CHAT_NOT_FOUND'
   | 'CHAT_EXISTS'
   | 'NOT_A_MEMBER'
@@ -1266,6 +1268,57 @@ export declare namespace concord.queue.v1 {
     getQueuePolicy(request: concord.queue.v1.GetQueuePolicyRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.GetQueuePolicyResponse__Output>;
     /** getQueuePolicy, by its name in the .proto file. */
     GetQueuePolicy(request: concord.queue.v1.GetQueuePolicyRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.GetQueuePolicyResponse__Output>;
+    /**
+     * CreateSchedule adds a named recurring schedule to the queue: each tick enqueues
+     * one task, exactly once however many servers run, also across server and Redis
+     * restarts. Every server's ticker tries each tick; the first claims it in Redis,
+     * on Redis's clock, so no tick runs early and no leader is elected.
+     * SCHEDULE_EXISTS if the queue has a schedule of that name.
+     */
+    createSchedule(request: concord.queue.v1.CreateScheduleRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.CreateScheduleResponse__Output>;
+    /** createSchedule, by its name in the .proto file. */
+    CreateSchedule(request: concord.queue.v1.CreateScheduleRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.CreateScheduleResponse__Output>;
+    /**
+     * UpdateSchedule replaces a schedule's spec; its next tick is reckoned from now.
+     * SCHEDULE_NOT_FOUND if there is none of that name.
+     */
+    updateSchedule(request: concord.queue.v1.UpdateScheduleRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.UpdateScheduleResponse__Output>;
+    /** updateSchedule, by its name in the .proto file. */
+    UpdateSchedule(request: concord.queue.v1.UpdateScheduleRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.UpdateScheduleResponse__Output>;
+    /**
+     * PauseSchedule stops its ticks; ResumeSchedule starts them again from the next
+     * tick after now (ticks due while paused do not run).
+     */
+    pauseSchedule(request: concord.queue.v1.PauseScheduleRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.PauseScheduleResponse__Output>;
+    /** pauseSchedule, by its name in the .proto file. */
+    PauseSchedule(request: concord.queue.v1.PauseScheduleRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.PauseScheduleResponse__Output>;
+    resumeSchedule(request: concord.queue.v1.ResumeScheduleRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.ResumeScheduleResponse__Output>;
+    /** resumeSchedule, by its name in the .proto file. */
+    ResumeSchedule(request: concord.queue.v1.ResumeScheduleRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.ResumeScheduleResponse__Output>;
+    /** DeleteSchedule removes it; tasks it enqueued stay. SCHEDULE_NOT_FOUND if absent. */
+    deleteSchedule(request: concord.queue.v1.DeleteScheduleRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.DeleteScheduleResponse__Output>;
+    /** deleteSchedule, by its name in the .proto file. */
+    DeleteSchedule(request: concord.queue.v1.DeleteScheduleRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.DeleteScheduleResponse__Output>;
+    getSchedule(request: concord.queue.v1.GetScheduleRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.GetScheduleResponse__Output>;
+    /** getSchedule, by its name in the .proto file. */
+    GetSchedule(request: concord.queue.v1.GetScheduleRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.GetScheduleResponse__Output>;
+    /**
+     * ListSchedules pages through the queue's schedules, soonest next tick first
+     * (paused ones last).
+     */
+    listSchedules(request: concord.queue.v1.ListSchedulesRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.ListSchedulesResponse__Output>;
+    /** listSchedules, by its name in the .proto file. */
+    ListSchedules(request: concord.queue.v1.ListSchedulesRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.ListSchedulesResponse__Output>;
+    /**
+     * WatchQueue streams the queue's task events as they happen, made through any
+     * replica. The queue keeps its latest events (QueuePolicy.keep_events); a watcher
+     * that passes the position of the last event it saw resumes right after it and
+     * misses nothing still kept. If events after that position were dropped, the
+     * stream first sends a GAP event, so a gap is never silent.
+     */
+    watchQueue(request: concord.queue.v1.WatchQueueRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<concord.queue.v1.QueueEvent__Output>;
+    /** watchQueue, by its name in the .proto file. */
+    WatchQueue(request: concord.queue.v1.WatchQueueRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<concord.queue.v1.QueueEvent__Output>;
   }
 
   /** TaskState is where a task is in its life. */
@@ -1437,6 +1490,12 @@ export declare namespace concord.queue.v1 {
     deadReason?: string;
     /** The retry policy this task set for itself (GetTask and WaitTask only). */
     retry?: concord.queue.v1.RetryPolicy | null;
+    /**
+     * Set when a schedule enqueued the task: its name, and the tick's time (the
+     * task's enqueued_at minus this is how late the tick ran).
+     */
+    schedule?: string;
+    scheduledAt?: google.protobuf.Timestamp | null;
   }
   /** Task is a task as stored, and as handed to a worker. */
   interface Task__Output {
@@ -1474,6 +1533,12 @@ export declare namespace concord.queue.v1 {
     deadReason: string;
     /** The retry policy this task set for itself (GetTask and WaitTask only). */
     retry: concord.queue.v1.RetryPolicy__Output | null;
+    /**
+     * Set when a schedule enqueued the task: its name, and the tick's time (the
+     * task's enqueued_at minus this is how late the tick ran).
+     */
+    schedule: string;
+    scheduledAt: google.protobuf.Timestamp__Output | null;
   }
 
   /** Progress is a leased task's report of how far it got. */
@@ -2024,6 +2089,11 @@ export declare namespace concord.queue.v1 {
      * retry from then on.
      */
     retry?: concord.queue.v1.RetryPolicy | null;
+    /**
+     * How many of the latest task events WatchQueue can replay (0: none are kept,
+     * and watchers see nothing). Default 1000, at most 1,000,000.
+     */
+    keepEvents?: number;
   }
   /** QueuePolicy is a queue's settings, kept in Redis with its tasks. */
   interface QueuePolicy__Output {
@@ -2040,6 +2110,13 @@ export declare namespace concord.queue.v1 {
      * retry from then on.
      */
     retry: concord.queue.v1.RetryPolicy__Output | null;
+    /**
+     * How many of the latest task events WatchQueue can replay (0: none are kept,
+     * and watchers see nothing). Default 1000, at most 1,000,000.
+     */
+    keepEvents?: number;
+    /** Which of the oneof's fields is set. */
+    _keepEvents?: 'keepEvents';
   }
 
   interface SetQueuePolicyRequest {
@@ -2070,6 +2147,327 @@ export declare namespace concord.queue.v1 {
   }
   interface GetQueuePolicyResponse__Output {
     policy: concord.queue.v1.QueuePolicy__Output | null;
+  }
+
+  /**
+   * MissedTicks says what becomes of ticks that came while no server could run them
+   * (all down, Redis unreachable) and are more than the schedule's grace late.
+   */
+  type MissedTicks = 'MISSED_TICKS_UNSPECIFIED' | 'MISSED_TICKS_RUN_ONCE' | 'MISSED_TICKS_SKIP';
+
+  interface ScheduleSpec {
+    /**
+     * A cron expression: 5 fields (minute hour day-of-month month day-of-week), or
+     * 6 with seconds first; or @hourly, @daily, @weekly, @monthly, @yearly.
+     */
+    cron?: string;
+    /** A fixed interval, 1 second to a year. */
+    every?: google.protobuf.Duration | null;
+    /**
+     * The cron expression's time zone, an IANA name (default UTC). Daylight saving:
+     * a time skipped when clocks go forward runs right after the change; a time that
+     * happens twice when they go back runs once (both times when the hour field is *).
+     */
+    timeZone?: string;
+    /**
+     * Intervals: the first tick (default: one interval after the schedule is made);
+     * later ticks follow it every interval.
+     */
+    startAt?: google.protobuf.Timestamp | null;
+    /** The task each tick enqueues (as in NewTask). */
+    type?: string;
+    payload?: Buffer | Uint8Array | string;
+    priority?: number;
+    /** 0 = the queue's retry policy. */
+    maxAttempts?: number;
+    missed?: concord.queue.v1.MissedTicks | number;
+    /**
+     * A tick up to this late still runs as itself, so a short outage loses none;
+     * later it counts as missed. Default 10 s, at most 1 hour.
+     */
+    grace?: google.protobuf.Duration | null;
+  }
+  interface ScheduleSpec__Output {
+    /**
+     * A cron expression: 5 fields (minute hour day-of-month month day-of-week), or
+     * 6 with seconds first; or @hourly, @daily, @weekly, @monthly, @yearly.
+     */
+    cron?: string;
+    /** A fixed interval, 1 second to a year. */
+    every?: google.protobuf.Duration__Output | null;
+    /**
+     * The cron expression's time zone, an IANA name (default UTC). Daylight saving:
+     * a time skipped when clocks go forward runs right after the change; a time that
+     * happens twice when they go back runs once (both times when the hour field is *).
+     */
+    timeZone: string;
+    /**
+     * Intervals: the first tick (default: one interval after the schedule is made);
+     * later ticks follow it every interval.
+     */
+    startAt: google.protobuf.Timestamp__Output | null;
+    /** The task each tick enqueues (as in NewTask). */
+    type: string;
+    payload: Buffer;
+    priority: number;
+    /** 0 = the queue's retry policy. */
+    maxAttempts: number;
+    missed: concord.queue.v1.MissedTicks;
+    /**
+     * A tick up to this late still runs as itself, so a short outage loses none;
+     * later it counts as missed. Default 10 s, at most 1 hour.
+     */
+    grace: google.protobuf.Duration__Output | null;
+    /** Which of the oneof's fields is set. */
+    timing?: 'cron' | 'every';
+  }
+
+  interface Schedule {
+    queue?: string;
+    name?: string;
+    spec?: concord.queue.v1.ScheduleSpec | null;
+    paused?: boolean;
+    /** The next tick (unset while paused). */
+    nextRunAt?: google.protobuf.Timestamp | null;
+    /** The tick of the last task it enqueued, and that task. */
+    lastRunAt?: google.protobuf.Timestamp | null;
+    lastTaskId?: string;
+    /** Tasks it has enqueued. */
+    runs?: number | string;
+    /** The latest tick that was missed (dropped, or rolled into one run). */
+    lastMissedAt?: google.protobuf.Timestamp | null;
+    createdAt?: google.protobuf.Timestamp | null;
+    updatedAt?: google.protobuf.Timestamp | null;
+    /** Bumped by every change. */
+    version?: number | string;
+  }
+  interface Schedule__Output {
+    queue: string;
+    name: string;
+    spec: concord.queue.v1.ScheduleSpec__Output | null;
+    paused: boolean;
+    /** The next tick (unset while paused). */
+    nextRunAt: google.protobuf.Timestamp__Output | null;
+    /** The tick of the last task it enqueued, and that task. */
+    lastRunAt: google.protobuf.Timestamp__Output | null;
+    lastTaskId: string;
+    /** Tasks it has enqueued. */
+    runs: string;
+    /** The latest tick that was missed (dropped, or rolled into one run). */
+    lastMissedAt: google.protobuf.Timestamp__Output | null;
+    createdAt: google.protobuf.Timestamp__Output | null;
+    updatedAt: google.protobuf.Timestamp__Output | null;
+    /** Bumped by every change. */
+    version: string;
+  }
+
+  interface CreateScheduleRequest {
+    queue?: string;
+    /** 1-200 bytes of UTF-8. */
+    name?: string;
+    spec?: concord.queue.v1.ScheduleSpec | null;
+    /** Create it paused. */
+    paused?: boolean;
+  }
+  interface CreateScheduleRequest__Output {
+    queue: string;
+    /** 1-200 bytes of UTF-8. */
+    name: string;
+    spec: concord.queue.v1.ScheduleSpec__Output | null;
+    /** Create it paused. */
+    paused: boolean;
+  }
+
+  interface CreateScheduleResponse {
+    schedule?: concord.queue.v1.Schedule | null;
+  }
+  interface CreateScheduleResponse__Output {
+    schedule: concord.queue.v1.Schedule__Output | null;
+  }
+
+  interface UpdateScheduleRequest {
+    queue?: string;
+    name?: string;
+    /** Replaces the whole spec. */
+    spec?: concord.queue.v1.ScheduleSpec | null;
+    /** Unset: paused as it was. */
+    paused?: boolean;
+  }
+  interface UpdateScheduleRequest__Output {
+    queue: string;
+    name: string;
+    /** Replaces the whole spec. */
+    spec: concord.queue.v1.ScheduleSpec__Output | null;
+    /** Unset: paused as it was. */
+    paused?: boolean;
+    /** Which of the oneof's fields is set. */
+    _paused?: 'paused';
+  }
+
+  interface UpdateScheduleResponse {
+    schedule?: concord.queue.v1.Schedule | null;
+  }
+  interface UpdateScheduleResponse__Output {
+    schedule: concord.queue.v1.Schedule__Output | null;
+  }
+
+  interface PauseScheduleRequest {
+    queue?: string;
+    name?: string;
+  }
+  interface PauseScheduleRequest__Output {
+    queue: string;
+    name: string;
+  }
+
+  interface PauseScheduleResponse {
+    schedule?: concord.queue.v1.Schedule | null;
+  }
+  interface PauseScheduleResponse__Output {
+    schedule: concord.queue.v1.Schedule__Output | null;
+  }
+
+  interface ResumeScheduleRequest {
+    queue?: string;
+    name?: string;
+  }
+  interface ResumeScheduleRequest__Output {
+    queue: string;
+    name: string;
+  }
+
+  interface ResumeScheduleResponse {
+    schedule?: concord.queue.v1.Schedule | null;
+  }
+  interface ResumeScheduleResponse__Output {
+    schedule: concord.queue.v1.Schedule__Output | null;
+  }
+
+  interface DeleteScheduleRequest {
+    queue?: string;
+    name?: string;
+  }
+  interface DeleteScheduleRequest__Output {
+    queue: string;
+    name: string;
+  }
+
+  interface DeleteScheduleResponse {
+  }
+  interface DeleteScheduleResponse__Output {
+  }
+
+  interface GetScheduleRequest {
+    queue?: string;
+    name?: string;
+  }
+  interface GetScheduleRequest__Output {
+    queue: string;
+    name: string;
+  }
+
+  interface GetScheduleResponse {
+    schedule?: concord.queue.v1.Schedule | null;
+  }
+  interface GetScheduleResponse__Output {
+    schedule: concord.queue.v1.Schedule__Output | null;
+  }
+
+  interface ListSchedulesRequest {
+    queue?: string;
+    /** 1-1000; 0 = 100. */
+    pageSize?: number;
+    /** next_page_token of the previous page; empty for the first. */
+    pageToken?: string;
+  }
+  interface ListSchedulesRequest__Output {
+    queue: string;
+    /** 1-1000; 0 = 100. */
+    pageSize: number;
+    /** next_page_token of the previous page; empty for the first. */
+    pageToken: string;
+  }
+
+  interface ListSchedulesResponse {
+    schedules?: (concord.queue.v1.Schedule)[];
+    nextPageToken?: string;
+  }
+  interface ListSchedulesResponse__Output {
+    schedules: (concord.queue.v1.Schedule__Output)[];
+    nextPageToken: string;
+  }
+
+  interface WatchQueueRequest {
+    queue?: string;
+    /**
+     * Resume after this event (a QueueEvent.position from an earlier stream). Empty:
+     * start with the events that come next, or with every event kept if from_oldest.
+     */
+    after?: string;
+    fromOldest?: boolean;
+  }
+  interface WatchQueueRequest__Output {
+    queue: string;
+    /**
+     * Resume after this event (a QueueEvent.position from an earlier stream). Empty:
+     * start with the events that come next, or with every event kept if from_oldest.
+     */
+    after: string;
+    fromOldest: boolean;
+  }
+
+  /** QueueEventKind is what happened to a task. */
+  type QueueEventKind = 'QUEUE_EVENT_KIND_UNSPECIFIED' | 'QUEUE_EVENT_KIND_ENQUEUED' | 'QUEUE_EVENT_KIND_LEASED' | 'QUEUE_EVENT_KIND_PROGRESS' | 'QUEUE_EVENT_KIND_SUCCEEDED' | 'QUEUE_EVENT_KIND_FAILED' | 'QUEUE_EVENT_KIND_DEAD' | 'QUEUE_EVENT_KIND_CANCELLED' | 'QUEUE_EVENT_KIND_RELEASED' | 'QUEUE_EVENT_KIND_RETRIED' | 'QUEUE_EVENT_KIND_GAP';
+
+  interface QueueEvent {
+    /**
+     * Where this event is in the queue's events: pass it as WatchQueueRequest.after
+     * to resume after it. Positions increase.
+     */
+    position?: string;
+    kind?: concord.queue.v1.QueueEventKind | number;
+    taskId?: string;
+    /** When it happened (Redis's clock). */
+    at?: google.protobuf.Timestamp | null;
+    /** The attempt it concerns (LEASED: the new one). */
+    attempt?: number;
+    /** ENQUEUED: the task's type. */
+    type?: string;
+    /** ENQUEUED, FAILED, RELEASED, RETRIED: when it is (again) ready. */
+    readyAt?: google.protobuf.Timestamp | null;
+    /** FAILED, DEAD: the attempt's error. */
+    error?: string;
+    /** DEAD: the rule that ended it (as Task.dead_reason). */
+    deadReason?: string;
+    /** PROGRESS: what was reported. */
+    progress?: concord.queue.v1.Progress | null;
+    /** ENQUEUED by a schedule: its name. */
+    schedule?: string;
+  }
+  interface QueueEvent__Output {
+    /**
+     * Where this event is in the queue's events: pass it as WatchQueueRequest.after
+     * to resume after it. Positions increase.
+     */
+    position: string;
+    kind: concord.queue.v1.QueueEventKind;
+    taskId: string;
+    /** When it happened (Redis's clock). */
+    at: google.protobuf.Timestamp__Output | null;
+    /** The attempt it concerns (LEASED: the new one). */
+    attempt: number;
+    /** ENQUEUED: the task's type. */
+    type: string;
+    /** ENQUEUED, FAILED, RELEASED, RETRIED: when it is (again) ready. */
+    readyAt: google.protobuf.Timestamp__Output | null;
+    /** FAILED, DEAD: the attempt's error. */
+    error: string;
+    /** DEAD: the rule that ended it (as Task.dead_reason). */
+    deadReason: string;
+    /** PROGRESS: what was reported. */
+    progress: concord.queue.v1.Progress__Output | null;
+    /** ENQUEUED by a schedule: its name. */
+    schedule: string;
   }
 }
 

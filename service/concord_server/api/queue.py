@@ -13,6 +13,8 @@ from concord.queue.v1 import queue_pb2_grpc
 from ..config import Settings
 from ..errors import InvalidArgument
 from ..primitives.queue import MAX_PRIORITY, NewTask, Policy, Queues, Retention, RetryPolicy, TaskRecord
+from ..primitives.schedule_times import BadTiming, Timing
+from ..primitives.schedules import ScheduleRecord, Schedules, ScheduleSpec
 from . import validation as v
 from .consume import ConsumeStream, next_request
 from .convert import duration, name_page, timestamp, wait_budget_ms
@@ -31,6 +33,10 @@ MAX_RETRY_DEAD = 10_000
 MAX_PROGRESS_JSON = 4096
 MAX_RETAIN_COUNT = 1_000_000
 MAX_RETAIN_AGE_MS = 366 * 86_400_000
+MIN_EVERY_MS = 1000
+MAX_GRACE_MS = 3_600_000
+_MISSED = {pb.MISSED_TICKS_UNSPECIFIED: "once", pb.MISSED_TICKS_RUN_ONCE: "once", pb.MISSED_TICKS_SKIP: "skip"}
+_MISSED_ENUM = {"once": pb.MISSED_TICKS_RUN_ONCE, "skip": pb.MISSED_TICKS_SKIP}
 
 _STATES = {"ready": pb.TASK_STATE_READY, "delayed": pb.TASK_STATE_DELAYED, "leased": pb.TASK_STATE_LEASED,
            "dead": pb.TASK_STATE_DEAD, "waiting": pb.TASK_STATE_WAITING, "succeeded": pb.TASK_STATE_SUCCEEDED,
@@ -52,11 +58,33 @@ def task_message(t: TaskRecord) -> pb.Task:
         m.leased_at.CopyFrom(timestamp(t.leased_ms))
     if t.finished_ms is not None:
         m.finished_at.CopyFrom(timestamp(t.finished_ms))
+    if t.schedule:
+        m.schedule = t.schedule
+    if t.scheduled_ms is not None:
+        m.scheduled_at.CopyFrom(timestamp(t.scheduled_ms))
     if t.progress is not None:
         m.progress.json = t.progress.json
         m.progress.reported_at.CopyFrom(timestamp(t.progress.reported_ms))
         if t.progress.value is not None:
             m.progress.value = t.progress.value
+    return m
+
+
+def schedule_message(s: ScheduleRecord) -> pb.Schedule:
+    spec = s.spec
+    m = pb.Schedule(queue=s.queue, name=s.name, paused=s.paused, last_task_id=s.last_task_id, runs=s.runs,
+                    version=s.version, created_at=timestamp(s.created_ms), updated_at=timestamp(s.updated_ms))
+    m.spec.type, m.spec.payload, m.spec.priority = spec.type, spec.payload, spec.priority
+    m.spec.max_attempts, m.spec.missed = spec.max_attempts, _MISSED_ENUM[spec.missed]
+    m.spec.grace.CopyFrom(duration(spec.grace_ms))
+    if spec.timing.cron:
+        m.spec.cron, m.spec.time_zone = spec.timing.cron, spec.timing.timezone
+    else:
+        m.spec.every.CopyFrom(duration(spec.timing.every_ms))
+        m.spec.start_at.CopyFrom(timestamp(spec.timing.anchor_ms))
+    for field, ms in (("next_run_at", s.next_ms), ("last_run_at", s.last_ms), ("last_missed_at", s.last_missed_ms)):
+        if ms is not None:
+            getattr(m, field).CopyFrom(timestamp(ms))
     return m
 
 
@@ -94,8 +122,9 @@ def _policy_message(p: Policy) -> pb.QueuePolicy:
 
 
 class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
-    def __init__(self, queues: Queues, settings: Settings) -> None:
+    def __init__(self, queues: Queues, schedules: Schedules, settings: Settings) -> None:
         self._queues = queues
+        self._schedules = schedules
         self._durations = v.Durations(settings.max_ttl, settings.max_wait)
         self._max_batch = settings.queue_max_batch
         self._max_payload = settings.queue_max_payload
@@ -189,6 +218,43 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
                             label=f"{field}.max_age")
         return Retention(count, age)
 
+    def _schedule_spec(self, m: pb.ScheduleSpec) -> ScheduleSpec:
+        if len(m.payload) > self._max_payload:
+            raise InvalidArgument(f"spec.payload is larger than {self._max_payload} bytes", field="spec.payload")
+        v.count(m.priority, "spec.priority", minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY)
+        if m.max_attempts:
+            v.count(m.max_attempts, "spec.max_attempts", minimum=1, maximum=MAX_ATTEMPTS)
+        if m.missed not in _MISSED:
+            raise InvalidArgument("spec.missed must be MISSED_TICKS_RUN_ONCE or MISSED_TICKS_SKIP", field="spec.missed")
+        grace = v.duration_ms(m, "grace", minimum_ms=0, maximum_ms=MAX_GRACE_MS, required=False, label="spec.grace")
+        which = m.WhichOneof("timing")
+        start = None
+        try:
+            if which == "cron":
+                if m.HasField("start_at"):
+                    raise InvalidArgument("spec.start_at is for intervals (spec.every)", field="spec.start_at")
+                timing = Timing(cron=m.cron.strip(), timezone=m.time_zone or "UTC")
+            elif which == "every":
+                if m.time_zone:
+                    raise InvalidArgument("spec.time_zone is for cron expressions", field="spec.time_zone")
+                every = v.duration_ms(m, "every", minimum_ms=MIN_EVERY_MS, maximum_ms=MAX_DELAY_MS, required=True,
+                                      label="spec.every")
+                timing = Timing(every_ms=every)
+                if m.HasField("start_at"):
+                    if m.start_at.seconds < 0 or m.start_at.nanos < 0 or m.start_at.seconds > 253_402_300_799:
+                        raise InvalidArgument("spec.start_at is not a valid time", field="spec.start_at")
+                    start = m.start_at.ToMilliseconds()
+            else:
+                raise InvalidArgument("spec needs cron or every", field="spec.cron")
+        except BadTiming as exc:
+            raise InvalidArgument(str(exc), field="spec.time_zone" if "time zone" in str(exc) else "spec.cron") \
+                from exc
+        return ScheduleSpec(timing, v.name(m.type, "spec.type"), m.payload, m.priority, m.max_attempts,
+                            _MISSED[m.missed], grace if m.HasField("grace") else 10_000, start)
+
+    def _schedule_args(self, request) -> tuple[str, str]:
+        return v.name(request.queue, "queue"), v.name(request.name, "name")
+
     def _limit(self, value: int, default: int, maximum: int) -> int:
         return v.count(value or default, "limit", minimum=1, maximum=maximum)
 
@@ -271,6 +337,50 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
     async def GetQueuePolicy(self, request: pb.GetQueuePolicyRequest, context) -> pb.GetQueuePolicyResponse:
         policy = await self._queues.get_policy(v.name(request.queue, "queue"))
         return pb.GetQueuePolicyResponse(policy=_policy_message(policy))
+
+    @rpc
+    async def CreateSchedule(self, request: pb.CreateScheduleRequest, context) -> pb.CreateScheduleResponse:
+        queue, name = self._schedule_args(request)
+        s = await self._schedules.create(queue, name, self._schedule_spec(request.spec), request.paused)
+        return pb.CreateScheduleResponse(schedule=schedule_message(s))
+
+    @rpc
+    async def UpdateSchedule(self, request: pb.UpdateScheduleRequest, context) -> pb.UpdateScheduleResponse:
+        queue, name = self._schedule_args(request)
+        paused = request.paused if request.HasField("paused") else None
+        s = await self._schedules.update(queue, name, self._schedule_spec(request.spec), paused)
+        return pb.UpdateScheduleResponse(schedule=schedule_message(s))
+
+    @rpc
+    async def PauseSchedule(self, request: pb.PauseScheduleRequest, context) -> pb.PauseScheduleResponse:
+        return pb.PauseScheduleResponse(schedule=schedule_message(
+            await self._schedules.pause(*self._schedule_args(request))))
+
+    @rpc
+    async def ResumeSchedule(self, request: pb.ResumeScheduleRequest, context) -> pb.ResumeScheduleResponse:
+        return pb.ResumeScheduleResponse(schedule=schedule_message(
+            await self._schedules.resume(*self._schedule_args(request))))
+
+    @rpc
+    async def DeleteSchedule(self, request: pb.DeleteScheduleRequest, context) -> pb.DeleteScheduleResponse:
+        await self._schedules.delete(*self._schedule_args(request))
+        return pb.DeleteScheduleResponse()
+
+    @rpc
+    async def GetSchedule(self, request: pb.GetScheduleRequest, context) -> pb.GetScheduleResponse:
+        return pb.GetScheduleResponse(schedule=schedule_message(
+            await self._schedules.get(*self._schedule_args(request))))
+
+    @rpc
+    async def ListSchedules(self, request: pb.ListSchedulesRequest, context) -> pb.ListSchedulesResponse:
+        queue = v.name(request.queue, "queue")
+        if request.page_token and not (request.page_token.isdigit() and len(request.page_token) <= 9):
+            raise InvalidArgument("page_token is not one this server issued", field="page_token")
+        offset = int(request.page_token or 0)
+        size = v.count(request.page_size or DEFAULT_LIST, "page_size", minimum=1, maximum=MAX_LIST)
+        found, more = await self._schedules.list(queue, offset, size)
+        return pb.ListSchedulesResponse(schedules=[schedule_message(s) for s in found],
+                                        next_page_token=str(offset + size) if more else "")
 
     @rpc
     async def Nack(self, request: pb.NackRequest, context) -> pb.NackResponse:

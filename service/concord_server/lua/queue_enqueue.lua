@@ -26,30 +26,27 @@ for i = 0, n - 1 do
     reply[#reply + 1] = first
     reply[#reply + 1] = 1
   else
-    local id = string.format('%012x', redis.call('INCR', KEYS[6]))
     local at = now_ms
     if delay >= 0 then
       at = now_ms + delay
     elseif run_at >= 0 then
       at = run_at
     end
-    redis.call('HSET', task_key(id), 'type', ttype, 'payload', payload, 'prio', prio, 'att', 0, 'max', max,
-      'enq', now_ms, 'dk', dk, 'dw', dw)
+    local more = {'dk', dk, 'dw', dw}
     for j, field in ipairs(RETRY_FIELDS) do
       if ARGV[base + 7 + j] ~= '' then
-        redis.call('HSET', task_key(id), field, ARGV[base + 7 + j])
+        more[#more + 1] = field
+        more[#more + 1] = ARGV[base + 7 + j]
       end
     end
+    local id, now_ready = add_task(ttype, payload, prio, max, at, now_ms, more)
     if dk ~= '' then
       redis.call('SET', dk, id)
     end
-    if at > now_ms then
-      redis.call('ZADD', KEYS[3], fmt(at), id)
-      redis.call('HSET', task_key(id), 'state', 'delayed', 'ready', fmt(at))
-      soonest = math.min(soonest or at, at)
-    else
-      make_ready(id, now_ms, prio)
+    if now_ready then
       ready = ready + 1
+    else
+      soonest = math.min(soonest or at, at)
     end
     reply[#reply + 1] = id
     reply[#reply + 1] = 0

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 from ..errors import TaskFinished, TaskLeased, TaskLeaseNotHeld, TaskNotFound
 from ..keys import KeySpace, QueueKeys
 from ..reply_shapes import Codes, Either, INT, Maybe, STR, Seq, Tagged, Tup
-from ..scripts import Commands, script
+from ..scripts import Commands, Script, script
 from ..statuses import CANCEL, HELD
 from ..wakeups.doorbells import Doorbells
 from ..wakeups.outcomes import Outcomes
@@ -36,8 +36,8 @@ from .listing import scan_names
 
 # One task as queue_common.lua's task_reply gives it: its id, then eleven fields (nil if unset).
 TASK = Tup(STR, *[Maybe(STR)] * 11)
-# task_detail: TASK's twelve, then lat prog pj pt res rct fin why bk bb bc bj ('' when unset).
-TASK_DETAIL = Tup(STR, *[Maybe(STR)] * 23)
+# task_detail: TASK's twelve, then lat prog pj pt res rct fin why bk bb bc bj sch sat ('' when unset).
+TASK_DETAIL = Tup(STR, *[Maybe(STR)] * 25)
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
 
@@ -173,6 +173,8 @@ class TaskRecord:
     finished_ms: int | None = None
     dead_reason: str = ""  # attempts | lease | not_retryable
     retry: RetryPolicy | None = None  # the task's own, if it set one
+    schedule: str = ""  # the schedule that enqueued it
+    scheduled_ms: int | None = None  # the tick it ran for
 
 
 @dataclass(frozen=True)
@@ -263,10 +265,12 @@ def _detail(queue: str, paused: bool, f: list[Any]) -> TaskRecord:
     base = _record(queue, f)
     leased, value, pj, reported, result, rtype, finished, why = f[12:20]
     retry = RetryPolicy.parse(*f[20:24])
+    schedule, scheduled = f[24:26]
     state = "waiting" if base.state == "ready" and paused else base.state
     progress = Progress(float(value) if value else None, _text(pj), int(reported)) if reported else None
     return replace(base, state=state, leased_ms=_ms(leased), progress=progress, result=bytes(result),
-                   result_type=_text(rtype), finished_ms=_ms(finished), dead_reason=_text(why), retry=retry)
+                   result_type=_text(rtype), finished_ms=_ms(finished), dead_reason=_text(why), retry=retry,
+                   schedule=_text(schedule), scheduled_ms=_ms(scheduled))
 
 
 def _retention_args(r: Retention | None) -> list[object]:
@@ -281,6 +285,12 @@ def _policy_args(p: Policy) -> list[object]:
     retry = p.retry or RetryPolicy()
     return [*_retention_args(p.succeeded), *_retention_args(p.dead),
             "" if retry.max_attempts is None else retry.max_attempts, *retry.fields()]
+
+
+def run(redis: Commands, s: Script, k: QueueKeys, weight: int, *args: object):
+    """Runs a queue script: every one takes the queue's KEYS and the same first four ARGV
+    (queue_common.lua), then its own."""
+    return s.run(redis, k.keys, [k.channel, k.finished, k.task_prefix, weight, *args])
 
 
 class Queues:
@@ -299,12 +309,12 @@ class Queues:
         self._keys = keyspace
         self._doorbells = doorbells
         self._outcomes = outcomes
-        self._weight = priority_aging_ms or STRICT
+        self.weight = priority_aging_ms or STRICT
         self._backoff_ms = retry_backoff_ms
         self._releaser = Releaser()
 
     def _run(self, s, k: QueueKeys, *args: object):
-        return s.run(self._redis, k.keys, [k.channel, k.finished, k.task_prefix, self._weight, *args])
+        return run(self._redis, s, k, self.weight, *args)
 
     async def enqueue(self, queue: str, tasks: Sequence[NewTask]) -> list[Enqueued]:
         """Adds all tasks atomically; a task whose dedupe key is taken names the first one."""
@@ -439,7 +449,8 @@ class Queues:
 
     async def names(self, page_token: str, count: int) -> tuple[list[str], str]:
         """A page of the queues that hold tasks in any state (listing.scan_names)."""
-        return await scan_names(self._redis, self._keys, "queue", ("ready", "delayed", "leased", "dead", "done"),
+        return await scan_names(self._redis, self._keys, "queue",
+                                ("ready", "delayed", "leased", "dead", "done", "schedules"),
                                 page_token, count)
 
     async def stats(self, queue: str) -> QueueStats:

@@ -10,6 +10,8 @@
 --   KEYS[7] paused   string  "1" while the queue is paused: nothing is leased
 --   KEYS[8] done     zset    task id -> finished ms: retained succeeded and cancelled tasks
 --   KEYS[9] policy   hash    the queue's policy; absent fields take the defaults below
+--   KEYS[10] schedules zset  schedule name -> next tick ms (+inf while paused);
+--           each schedule's hash is built from a prefix in ARGV (queue_schedule.lua)
 -- Task hashes ("<task prefix><id>") and dedupe keys are built from ARGV prefixes that
 -- carry the same hash tag, so every script still touches one slot.
 -- and starts its ARGV with the same four values:
@@ -22,8 +24,9 @@
 --           (2^43 for strict priority; the aging interval otherwise)
 -- A task hash holds: type payload prio att max enq ready state lease err dk dw, and
 -- once they happen: lat (leased at), prog pj pt (progress value, JSON, at), res rct
--- (result, its type), fin (finished at), why (dead: the rule that ended it); and the
--- retry fields the task set for itself: bk bb bc bj (see backoff_ms).
+-- (result, its type), fin (finished at), why (dead: the rule that ended it); the
+-- retry fields the task set for itself: bk bb bc bj (see backoff_ms); and, for a
+-- task a schedule enqueued, sch sat (the schedule's name, the tick's time).
 -- state is ready | delayed | leased | dead | succeeded | cancelled.
 --
 -- Retention (KEYS[9]): sn/sa keep at most sn succeeded or cancelled tasks for sa ms
@@ -46,6 +49,25 @@ local function make_ready(id, ready_ms, prio)
   redis.call('ZADD', KEYS[1], fmt(ready_ms - prio * WEIGHT), id)
   redis.call('ZADD', KEYS[2], fmt(ready_ms), id)
   redis.call('HSET', task_key(id), 'state', 'ready', 'ready', fmt(ready_ms))
+end
+
+-- A new task, ready at at_ms (now or later; the caller announces it); its hash
+-- also holds `more` (a flat list of field, value). Returns its id and whether it
+-- is ready now.
+local function add_task(ttype, payload, prio, max, at_ms, now_ms, more)
+  local id = string.format('%012x', redis.call('INCR', KEYS[6]))
+  local k = task_key(id)
+  redis.call('HSET', k, 'type', ttype, 'payload', payload, 'prio', prio, 'att', 0, 'max', max, 'enq', fmt(now_ms))
+  if #more > 0 then
+    redis.call('HSET', k, unpack(more))
+  end
+  if at_ms > now_ms then
+    redis.call('ZADD', KEYS[3], fmt(at_ms), id)
+    redis.call('HSET', k, 'state', 'delayed', 'ready', fmt(at_ms))
+    return id, false
+  end
+  make_ready(id, now_ms, prio)
+  return id, true
 end
 
 -- The task no longer counts as pending for its dedupe key: the key lives on for the
@@ -229,12 +251,12 @@ local function task_reply(id)
 end
 
 -- All GetTask shows: task_reply, then lat prog pj pt res rct fin why bk bb bc bj
--- ('' when unset).
+-- sch sat ('' when unset).
 local function task_detail(id)
   local reply = task_reply(id)
-  local f = redis.call('HMGET', task_key(id), 'lat', 'prog', 'pj', 'pt', 'res', 'rct', 'fin', 'why',
-    unpack(RETRY_FIELDS))
-  for i = 1, 12 do
+  local f = redis.call('HMGET', task_key(id), 'lat', 'prog', 'pj', 'pt', 'res', 'rct', 'fin', 'why', 'bk', 'bb',
+    'bc', 'bj', 'sch', 'sat')
+  for i = 1, 14 do
     reply[#reply + 1] = f[i] or ''
   end
   return reply

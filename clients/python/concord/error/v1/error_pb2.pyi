@@ -47,6 +47,8 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_TASK_NOT_FOUND: _ClassVar[Reason]
     REASON_TASK_LEASED: _ClassVar[Reason]
     REASON_TASK_FINISHED: _ClassVar[Reason]
+    REASON_SCHEDULE_NOT_FOUND: _ClassVar[Reason]
+    REASON_SCHEDULE_EXISTS: _ClassVar[Reason]
     REASON_CHAT_NOT_FOUND: _ClassVar[Reason]
     REASON_CHAT_EXISTS: _ClassVar[Reason]
     REASON_NOT_A_MEMBER: _ClassVar[Reason]
@@ -99,6 +101,8 @@ REASON_TASK_LEASE_NOT_HELD: Reason
 REASON_TASK_NOT_FOUND: Reason
 REASON_TASK_LEASED: Reason
 REASON_TASK_FINISHED: Reason
+REASON_SCHEDULE_NOT_FOUND: Reason
+REASON_SCHEDULE_EXISTS: Reason
 REASON_CHAT_NOT_FOUND: Reason
 REASON_CHAT_EXISTS: Reason
 REASON_NOT_A_MEMBER: Reason

@@ -27,6 +27,26 @@ class Backoff(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BACKOFF_UNSPECIFIED: _ClassVar[Backoff]
     BACKOFF_FIXED: _ClassVar[Backoff]
     BACKOFF_EXPONENTIAL: _ClassVar[Backoff]
+
+class MissedTicks(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MISSED_TICKS_UNSPECIFIED: _ClassVar[MissedTicks]
+    MISSED_TICKS_RUN_ONCE: _ClassVar[MissedTicks]
+    MISSED_TICKS_SKIP: _ClassVar[MissedTicks]
+
+class QueueEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    QUEUE_EVENT_KIND_UNSPECIFIED: _ClassVar[QueueEventKind]
+    QUEUE_EVENT_KIND_ENQUEUED: _ClassVar[QueueEventKind]
+    QUEUE_EVENT_KIND_LEASED: _ClassVar[QueueEventKind]
+    QUEUE_EVENT_KIND_PROGRESS: _ClassVar[QueueEventKind]
+    QUEUE_EVENT_KIND_SUCCEEDED: _ClassVar[QueueEventKind]
+    QUEUE_EVENT_KIND_FAILED: _ClassVar[QueueEventKind]
+    QUEUE_EVENT_KIND_DEAD: _ClassVar[QueueEventKind]
+    QUEUE_EVENT_KIND_CANCELLED: _ClassVar[QueueEventKind]
+    QUEUE_EVENT_KIND_RELEASED: _ClassVar[QueueEventKind]
+    QUEUE_EVENT_KIND_RETRIED: _ClassVar[QueueEventKind]
+    QUEUE_EVENT_KIND_GAP: _ClassVar[QueueEventKind]
 TASK_STATE_UNSPECIFIED: TaskState
 TASK_STATE_READY: TaskState
 TASK_STATE_DELAYED: TaskState
@@ -38,6 +58,20 @@ TASK_STATE_CANCELLED: TaskState
 BACKOFF_UNSPECIFIED: Backoff
 BACKOFF_FIXED: Backoff
 BACKOFF_EXPONENTIAL: Backoff
+MISSED_TICKS_UNSPECIFIED: MissedTicks
+MISSED_TICKS_RUN_ONCE: MissedTicks
+MISSED_TICKS_SKIP: MissedTicks
+QUEUE_EVENT_KIND_UNSPECIFIED: QueueEventKind
+QUEUE_EVENT_KIND_ENQUEUED: QueueEventKind
+QUEUE_EVENT_KIND_LEASED: QueueEventKind
+QUEUE_EVENT_KIND_PROGRESS: QueueEventKind
+QUEUE_EVENT_KIND_SUCCEEDED: QueueEventKind
+QUEUE_EVENT_KIND_FAILED: QueueEventKind
+QUEUE_EVENT_KIND_DEAD: QueueEventKind
+QUEUE_EVENT_KIND_CANCELLED: QueueEventKind
+QUEUE_EVENT_KIND_RELEASED: QueueEventKind
+QUEUE_EVENT_KIND_RETRIED: QueueEventKind
+QUEUE_EVENT_KIND_GAP: QueueEventKind
 
 class NewTask(_message.Message):
     __slots__ = ("type", "payload", "priority", "delay", "run_at", "dedupe_key", "dedupe_window", "max_attempts", "retry")
@@ -98,7 +132,7 @@ class EnqueueResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[EnqueueResult, _Mapping]]] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("queue", "task_id", "type", "payload", "priority", "state", "attempt", "max_attempts", "lease", "lease_expires_at", "enqueued_at", "ready_at", "last_error", "progress", "result", "result_type", "leased_at", "finished_at", "dead_reason", "retry")
+    __slots__ = ("queue", "task_id", "type", "payload", "priority", "state", "attempt", "max_attempts", "lease", "lease_expires_at", "enqueued_at", "ready_at", "last_error", "progress", "result", "result_type", "leased_at", "finished_at", "dead_reason", "retry", "schedule", "scheduled_at")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -119,6 +153,8 @@ class Task(_message.Message):
     FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
     DEAD_REASON_FIELD_NUMBER: _ClassVar[int]
     RETRY_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
     queue: str
     task_id: str
     type: str
@@ -139,7 +175,9 @@ class Task(_message.Message):
     finished_at: _timestamp_pb2.Timestamp
     dead_reason: str
     retry: RetryPolicy
-    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., lease: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., result: _Optional[bytes] = ..., result_type: _Optional[str] = ..., leased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dead_reason: _Optional[str] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ...) -> None: ...
+    schedule: str
+    scheduled_at: _timestamp_pb2.Timestamp
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., lease: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., result: _Optional[bytes] = ..., result_type: _Optional[str] = ..., leased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dead_reason: _Optional[str] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., schedule: _Optional[str] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("value", "json", "reported_at")
@@ -504,14 +542,16 @@ class Retention(_message.Message):
     def __init__(self, max_count: _Optional[int] = ..., max_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class QueuePolicy(_message.Message):
-    __slots__ = ("succeeded", "dead", "retry")
+    __slots__ = ("succeeded", "dead", "retry", "keep_events")
     SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
     DEAD_FIELD_NUMBER: _ClassVar[int]
     RETRY_FIELD_NUMBER: _ClassVar[int]
+    KEEP_EVENTS_FIELD_NUMBER: _ClassVar[int]
     succeeded: Retention
     dead: Retention
     retry: RetryPolicy
-    def __init__(self, succeeded: _Optional[_Union[Retention, _Mapping]] = ..., dead: _Optional[_Union[Retention, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ...) -> None: ...
+    keep_events: int
+    def __init__(self, succeeded: _Optional[_Union[Retention, _Mapping]] = ..., dead: _Optional[_Union[Retention, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., keep_events: _Optional[int] = ...) -> None: ...
 
 class SetQueuePolicyRequest(_message.Message):
     __slots__ = ("queue", "policy")
@@ -538,3 +578,199 @@ class GetQueuePolicyResponse(_message.Message):
     POLICY_FIELD_NUMBER: _ClassVar[int]
     policy: QueuePolicy
     def __init__(self, policy: _Optional[_Union[QueuePolicy, _Mapping]] = ...) -> None: ...
+
+class ScheduleSpec(_message.Message):
+    __slots__ = ("cron", "every", "time_zone", "start_at", "type", "payload", "priority", "max_attempts", "missed", "grace")
+    CRON_FIELD_NUMBER: _ClassVar[int]
+    EVERY_FIELD_NUMBER: _ClassVar[int]
+    TIME_ZONE_FIELD_NUMBER: _ClassVar[int]
+    START_AT_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    MISSED_FIELD_NUMBER: _ClassVar[int]
+    GRACE_FIELD_NUMBER: _ClassVar[int]
+    cron: str
+    every: _duration_pb2.Duration
+    time_zone: str
+    start_at: _timestamp_pb2.Timestamp
+    type: str
+    payload: bytes
+    priority: int
+    max_attempts: int
+    missed: MissedTicks
+    grace: _duration_pb2.Duration
+    def __init__(self, cron: _Optional[str] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., time_zone: _Optional[str] = ..., start_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., max_attempts: _Optional[int] = ..., missed: _Optional[_Union[MissedTicks, str]] = ..., grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class Schedule(_message.Message):
+    __slots__ = ("queue", "name", "spec", "paused", "next_run_at", "last_run_at", "last_task_id", "runs", "last_missed_at", "created_at", "updated_at", "version")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    NEXT_RUN_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_RUN_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    LAST_MISSED_AT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    name: str
+    spec: ScheduleSpec
+    paused: bool
+    next_run_at: _timestamp_pb2.Timestamp
+    last_run_at: _timestamp_pb2.Timestamp
+    last_task_id: str
+    runs: int
+    last_missed_at: _timestamp_pb2.Timestamp
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    version: int
+    def __init__(self, queue: _Optional[str] = ..., name: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., paused: _Optional[bool] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_task_id: _Optional[str] = ..., runs: _Optional[int] = ..., last_missed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
+
+class CreateScheduleRequest(_message.Message):
+    __slots__ = ("queue", "name", "spec", "paused")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    name: str
+    spec: ScheduleSpec
+    paused: bool
+    def __init__(self, queue: _Optional[str] = ..., name: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., paused: _Optional[bool] = ...) -> None: ...
+
+class CreateScheduleResponse(_message.Message):
+    __slots__ = ("schedule",)
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ...) -> None: ...
+
+class UpdateScheduleRequest(_message.Message):
+    __slots__ = ("queue", "name", "spec", "paused")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    name: str
+    spec: ScheduleSpec
+    paused: bool
+    def __init__(self, queue: _Optional[str] = ..., name: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., paused: _Optional[bool] = ...) -> None: ...
+
+class UpdateScheduleResponse(_message.Message):
+    __slots__ = ("schedule",)
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ...) -> None: ...
+
+class PauseScheduleRequest(_message.Message):
+    __slots__ = ("queue", "name")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    name: str
+    def __init__(self, queue: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class PauseScheduleResponse(_message.Message):
+    __slots__ = ("schedule",)
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ...) -> None: ...
+
+class ResumeScheduleRequest(_message.Message):
+    __slots__ = ("queue", "name")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    name: str
+    def __init__(self, queue: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class ResumeScheduleResponse(_message.Message):
+    __slots__ = ("schedule",)
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ...) -> None: ...
+
+class DeleteScheduleRequest(_message.Message):
+    __slots__ = ("queue", "name")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    name: str
+    def __init__(self, queue: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class DeleteScheduleResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetScheduleRequest(_message.Message):
+    __slots__ = ("queue", "name")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    name: str
+    def __init__(self, queue: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class GetScheduleResponse(_message.Message):
+    __slots__ = ("schedule",)
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ...) -> None: ...
+
+class ListSchedulesRequest(_message.Message):
+    __slots__ = ("queue", "page_size", "page_token")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    page_size: int
+    page_token: str
+    def __init__(self, queue: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListSchedulesResponse(_message.Message):
+    __slots__ = ("schedules", "next_page_token")
+    SCHEDULES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    schedules: _containers.RepeatedCompositeFieldContainer[Schedule]
+    next_page_token: str
+    def __init__(self, schedules: _Optional[_Iterable[_Union[Schedule, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class WatchQueueRequest(_message.Message):
+    __slots__ = ("queue", "after", "from_oldest")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    FROM_OLDEST_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    after: str
+    from_oldest: bool
+    def __init__(self, queue: _Optional[str] = ..., after: _Optional[str] = ..., from_oldest: _Optional[bool] = ...) -> None: ...
+
+class QueueEvent(_message.Message):
+    __slots__ = ("position", "kind", "task_id", "at", "attempt", "type", "ready_at", "error", "dead_reason", "progress", "schedule")
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    READY_AT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    DEAD_REASON_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    position: str
+    kind: QueueEventKind
+    task_id: str
+    at: _timestamp_pb2.Timestamp
+    attempt: int
+    type: str
+    ready_at: _timestamp_pb2.Timestamp
+    error: str
+    dead_reason: str
+    progress: Progress
+    schedule: str
+    def __init__(self, position: _Optional[str] = ..., kind: _Optional[_Union[QueueEventKind, str]] = ..., task_id: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt: _Optional[int] = ..., type: _Optional[str] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., dead_reason: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., schedule: _Optional[str] = ...) -> None: ...

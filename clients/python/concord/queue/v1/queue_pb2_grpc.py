@@ -149,6 +149,46 @@ class QueueServiceStub:
                 request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetQueuePolicyRequest.SerializeToString,
                 response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetQueuePolicyResponse.FromString,
                 _registered_method=True)
+        self.CreateSchedule = channel.unary_unary(
+                '/concord.queue.v1.QueueService/CreateSchedule',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.CreateScheduleRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.CreateScheduleResponse.FromString,
+                _registered_method=True)
+        self.UpdateSchedule = channel.unary_unary(
+                '/concord.queue.v1.QueueService/UpdateSchedule',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.UpdateScheduleRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.UpdateScheduleResponse.FromString,
+                _registered_method=True)
+        self.PauseSchedule = channel.unary_unary(
+                '/concord.queue.v1.QueueService/PauseSchedule',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.PauseScheduleRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.PauseScheduleResponse.FromString,
+                _registered_method=True)
+        self.ResumeSchedule = channel.unary_unary(
+                '/concord.queue.v1.QueueService/ResumeSchedule',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ResumeScheduleRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.ResumeScheduleResponse.FromString,
+                _registered_method=True)
+        self.DeleteSchedule = channel.unary_unary(
+                '/concord.queue.v1.QueueService/DeleteSchedule',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.DeleteScheduleRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.DeleteScheduleResponse.FromString,
+                _registered_method=True)
+        self.GetSchedule = channel.unary_unary(
+                '/concord.queue.v1.QueueService/GetSchedule',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetScheduleRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetScheduleResponse.FromString,
+                _registered_method=True)
+        self.ListSchedules = channel.unary_unary(
+                '/concord.queue.v1.QueueService/ListSchedules',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ListSchedulesRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.ListSchedulesResponse.FromString,
+                _registered_method=True)
+        self.WatchQueue = channel.unary_stream(
+                '/concord.queue.v1.QueueService/WatchQueue',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.WatchQueueRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.QueueEvent.FromString,
+                _registered_method=True)
 
 
 class QueueServiceServicer:
@@ -337,6 +377,71 @@ class QueueServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateSchedule(self, request, context):
+        """CreateSchedule adds a named recurring schedule to the queue: each tick enqueues
+        one task, exactly once however many servers run, also across server and Redis
+        restarts. Every server's ticker tries each tick; the first claims it in Redis,
+        on Redis's clock, so no tick runs early and no leader is elected.
+        SCHEDULE_EXISTS if the queue has a schedule of that name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateSchedule(self, request, context):
+        """UpdateSchedule replaces a schedule's spec; its next tick is reckoned from now.
+        SCHEDULE_NOT_FOUND if there is none of that name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseSchedule(self, request, context):
+        """PauseSchedule stops its ticks; ResumeSchedule starts them again from the next
+        tick after now (ticks due while paused do not run).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeSchedule(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSchedule(self, request, context):
+        """DeleteSchedule removes it; tasks it enqueued stay. SCHEDULE_NOT_FOUND if absent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSchedule(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSchedules(self, request, context):
+        """ListSchedules pages through the queue's schedules, soonest next tick first
+        (paused ones last).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchQueue(self, request, context):
+        """WatchQueue streams the queue's task events as they happen, made through any
+        replica. The queue keeps its latest events (QueuePolicy.keep_events); a watcher
+        that passes the position of the last event it saw resumes right after it and
+        misses nothing still kept. If events after that position were dropped, the
+        stream first sends a GAP event, so a gap is never silent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueueServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -444,6 +549,46 @@ def add_QueueServiceServicer_to_server(servicer, server):
                     servicer.GetQueuePolicy,
                     request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetQueuePolicyRequest.FromString,
                     response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetQueuePolicyResponse.SerializeToString,
+            ),
+            'CreateSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSchedule,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.CreateScheduleRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.CreateScheduleResponse.SerializeToString,
+            ),
+            'UpdateSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSchedule,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.UpdateScheduleRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.UpdateScheduleResponse.SerializeToString,
+            ),
+            'PauseSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseSchedule,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.PauseScheduleRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.PauseScheduleResponse.SerializeToString,
+            ),
+            'ResumeSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeSchedule,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.ResumeScheduleRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ResumeScheduleResponse.SerializeToString,
+            ),
+            'DeleteSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSchedule,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.DeleteScheduleRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.DeleteScheduleResponse.SerializeToString,
+            ),
+            'GetSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSchedule,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetScheduleRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetScheduleResponse.SerializeToString,
+            ),
+            'ListSchedules': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSchedules,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.ListSchedulesRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ListSchedulesResponse.SerializeToString,
+            ),
+            'WatchQueue': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchQueue,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.WatchQueueRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.QueueEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1023,6 +1168,222 @@ class QueueService:
             '/concord.queue.v1.QueueService/GetQueuePolicy',
             concord_dot_queue_dot_v1_dot_queue__pb2.GetQueuePolicyRequest.SerializeToString,
             concord_dot_queue_dot_v1_dot_queue__pb2.GetQueuePolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/CreateSchedule',
+            concord_dot_queue_dot_v1_dot_queue__pb2.CreateScheduleRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.CreateScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/UpdateSchedule',
+            concord_dot_queue_dot_v1_dot_queue__pb2.UpdateScheduleRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.UpdateScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/PauseSchedule',
+            concord_dot_queue_dot_v1_dot_queue__pb2.PauseScheduleRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.PauseScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/ResumeSchedule',
+            concord_dot_queue_dot_v1_dot_queue__pb2.ResumeScheduleRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.ResumeScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/DeleteSchedule',
+            concord_dot_queue_dot_v1_dot_queue__pb2.DeleteScheduleRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.DeleteScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/GetSchedule',
+            concord_dot_queue_dot_v1_dot_queue__pb2.GetScheduleRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.GetScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSchedules(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/ListSchedules',
+            concord_dot_queue_dot_v1_dot_queue__pb2.ListSchedulesRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.ListSchedulesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/WatchQueue',
+            concord_dot_queue_dot_v1_dot_queue__pb2.WatchQueueRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.QueueEvent.FromString,
             options,
             channel_credentials,
             insecure,

@@ -127,6 +127,36 @@ class QueueServiceStub:
     """
     GetQueuePolicy: _grpc.UnaryUnaryMultiCallable[_queue_pb2.GetQueuePolicyRequest, _queue_pb2.GetQueuePolicyResponse]
     """GetQueuePolicy returns the queue's policy with the defaults filled in."""
+    CreateSchedule: _grpc.UnaryUnaryMultiCallable[_queue_pb2.CreateScheduleRequest, _queue_pb2.CreateScheduleResponse]
+    """CreateSchedule adds a named recurring schedule to the queue: each tick enqueues
+    one task, exactly once however many servers run, also across server and Redis
+    restarts. Every server's ticker tries each tick; the first claims it in Redis,
+    on Redis's clock, so no tick runs early and no leader is elected.
+    SCHEDULE_EXISTS if the queue has a schedule of that name.
+    """
+    UpdateSchedule: _grpc.UnaryUnaryMultiCallable[_queue_pb2.UpdateScheduleRequest, _queue_pb2.UpdateScheduleResponse]
+    """UpdateSchedule replaces a schedule's spec; its next tick is reckoned from now.
+    SCHEDULE_NOT_FOUND if there is none of that name.
+    """
+    PauseSchedule: _grpc.UnaryUnaryMultiCallable[_queue_pb2.PauseScheduleRequest, _queue_pb2.PauseScheduleResponse]
+    """PauseSchedule stops its ticks; ResumeSchedule starts them again from the next
+    tick after now (ticks due while paused do not run).
+    """
+    ResumeSchedule: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ResumeScheduleRequest, _queue_pb2.ResumeScheduleResponse]
+    DeleteSchedule: _grpc.UnaryUnaryMultiCallable[_queue_pb2.DeleteScheduleRequest, _queue_pb2.DeleteScheduleResponse]
+    """DeleteSchedule removes it; tasks it enqueued stay. SCHEDULE_NOT_FOUND if absent."""
+    GetSchedule: _grpc.UnaryUnaryMultiCallable[_queue_pb2.GetScheduleRequest, _queue_pb2.GetScheduleResponse]
+    ListSchedules: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ListSchedulesRequest, _queue_pb2.ListSchedulesResponse]
+    """ListSchedules pages through the queue's schedules, soonest next tick first
+    (paused ones last).
+    """
+    WatchQueue: _grpc.UnaryStreamMultiCallable[_queue_pb2.WatchQueueRequest, _queue_pb2.QueueEvent]
+    """WatchQueue streams the queue's task events as they happen, made through any
+    replica. The queue keeps its latest events (QueuePolicy.keep_events); a watcher
+    that passes the position of the last event it saw resumes right after it and
+    misses nothing still kept. If events after that position were dropped, the
+    stream first sends a GAP event, so a gap is never silent.
+    """
 
 @_typing.type_check_only
 class QueueServiceAsyncStub(QueueServiceStub):
@@ -227,6 +257,36 @@ class QueueServiceAsyncStub(QueueServiceStub):
     """
     GetQueuePolicy: _aio.UnaryUnaryMultiCallable[_queue_pb2.GetQueuePolicyRequest, _queue_pb2.GetQueuePolicyResponse]  # type: ignore[assignment]
     """GetQueuePolicy returns the queue's policy with the defaults filled in."""
+    CreateSchedule: _aio.UnaryUnaryMultiCallable[_queue_pb2.CreateScheduleRequest, _queue_pb2.CreateScheduleResponse]  # type: ignore[assignment]
+    """CreateSchedule adds a named recurring schedule to the queue: each tick enqueues
+    one task, exactly once however many servers run, also across server and Redis
+    restarts. Every server's ticker tries each tick; the first claims it in Redis,
+    on Redis's clock, so no tick runs early and no leader is elected.
+    SCHEDULE_EXISTS if the queue has a schedule of that name.
+    """
+    UpdateSchedule: _aio.UnaryUnaryMultiCallable[_queue_pb2.UpdateScheduleRequest, _queue_pb2.UpdateScheduleResponse]  # type: ignore[assignment]
+    """UpdateSchedule replaces a schedule's spec; its next tick is reckoned from now.
+    SCHEDULE_NOT_FOUND if there is none of that name.
+    """
+    PauseSchedule: _aio.UnaryUnaryMultiCallable[_queue_pb2.PauseScheduleRequest, _queue_pb2.PauseScheduleResponse]  # type: ignore[assignment]
+    """PauseSchedule stops its ticks; ResumeSchedule starts them again from the next
+    tick after now (ticks due while paused do not run).
+    """
+    ResumeSchedule: _aio.UnaryUnaryMultiCallable[_queue_pb2.ResumeScheduleRequest, _queue_pb2.ResumeScheduleResponse]  # type: ignore[assignment]
+    DeleteSchedule: _aio.UnaryUnaryMultiCallable[_queue_pb2.DeleteScheduleRequest, _queue_pb2.DeleteScheduleResponse]  # type: ignore[assignment]
+    """DeleteSchedule removes it; tasks it enqueued stay. SCHEDULE_NOT_FOUND if absent."""
+    GetSchedule: _aio.UnaryUnaryMultiCallable[_queue_pb2.GetScheduleRequest, _queue_pb2.GetScheduleResponse]  # type: ignore[assignment]
+    ListSchedules: _aio.UnaryUnaryMultiCallable[_queue_pb2.ListSchedulesRequest, _queue_pb2.ListSchedulesResponse]  # type: ignore[assignment]
+    """ListSchedules pages through the queue's schedules, soonest next tick first
+    (paused ones last).
+    """
+    WatchQueue: _aio.UnaryStreamMultiCallable[_queue_pb2.WatchQueueRequest, _queue_pb2.QueueEvent]  # type: ignore[assignment]
+    """WatchQueue streams the queue's task events as they happen, made through any
+    replica. The queue keeps its latest events (QueuePolicy.keep_events); a watcher
+    that passes the position of the last event it saw resumes right after it and
+    misses nothing still kept. If events after that position were dropped, the
+    stream first sends a GAP event, so a gap is never silent.
+    """
 
 class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
     """QueueService keeps reliable task queues in Redis.
@@ -450,5 +510,83 @@ class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_queue_pb2.GetQueuePolicyResponse, _abc.Awaitable[_queue_pb2.GetQueuePolicyResponse]]:
         """GetQueuePolicy returns the queue's policy with the defaults filled in."""
+
+    @_abc_1.abstractmethod
+    def CreateSchedule(
+        self,
+        request: _queue_pb2.CreateScheduleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.CreateScheduleResponse, _abc.Awaitable[_queue_pb2.CreateScheduleResponse]]:
+        """CreateSchedule adds a named recurring schedule to the queue: each tick enqueues
+        one task, exactly once however many servers run, also across server and Redis
+        restarts. Every server's ticker tries each tick; the first claims it in Redis,
+        on Redis's clock, so no tick runs early and no leader is elected.
+        SCHEDULE_EXISTS if the queue has a schedule of that name.
+        """
+
+    @_abc_1.abstractmethod
+    def UpdateSchedule(
+        self,
+        request: _queue_pb2.UpdateScheduleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.UpdateScheduleResponse, _abc.Awaitable[_queue_pb2.UpdateScheduleResponse]]:
+        """UpdateSchedule replaces a schedule's spec; its next tick is reckoned from now.
+        SCHEDULE_NOT_FOUND if there is none of that name.
+        """
+
+    @_abc_1.abstractmethod
+    def PauseSchedule(
+        self,
+        request: _queue_pb2.PauseScheduleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.PauseScheduleResponse, _abc.Awaitable[_queue_pb2.PauseScheduleResponse]]:
+        """PauseSchedule stops its ticks; ResumeSchedule starts them again from the next
+        tick after now (ticks due while paused do not run).
+        """
+
+    @_abc_1.abstractmethod
+    def ResumeSchedule(
+        self,
+        request: _queue_pb2.ResumeScheduleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ResumeScheduleResponse, _abc.Awaitable[_queue_pb2.ResumeScheduleResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteSchedule(
+        self,
+        request: _queue_pb2.DeleteScheduleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.DeleteScheduleResponse, _abc.Awaitable[_queue_pb2.DeleteScheduleResponse]]:
+        """DeleteSchedule removes it; tasks it enqueued stay. SCHEDULE_NOT_FOUND if absent."""
+
+    @_abc_1.abstractmethod
+    def GetSchedule(
+        self,
+        request: _queue_pb2.GetScheduleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.GetScheduleResponse, _abc.Awaitable[_queue_pb2.GetScheduleResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListSchedules(
+        self,
+        request: _queue_pb2.ListSchedulesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ListSchedulesResponse, _abc.Awaitable[_queue_pb2.ListSchedulesResponse]]:
+        """ListSchedules pages through the queue's schedules, soonest next tick first
+        (paused ones last).
+        """
+
+    @_abc_1.abstractmethod
+    def WatchQueue(
+        self,
+        request: _queue_pb2.WatchQueueRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_queue_pb2.QueueEvent], _abc.AsyncIterator[_queue_pb2.QueueEvent]]:
+        """WatchQueue streams the queue's task events as they happen, made through any
+        replica. The queue keeps its latest events (QueuePolicy.keep_events); a watcher
+        that passes the position of the last event it saw resumes right after it and
+        misses nothing still kept. If events after that position were dropped, the
+        stream first sends a GAP event, so a gap is never silent.
+        """
 
 def add_QueueServiceServicer_to_server(servicer: QueueServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -188,6 +188,10 @@ const (
 	Reason_REASON_TASK_LEASED Reason = 18
 	// Cancel of a task that finished already (succeeded, or cancelled before).
 	Reason_REASON_TASK_FINISHED Reason = 34
+	// The queue has no schedule of that name.
+	Reason_REASON_SCHEDULE_NOT_FOUND Reason = 35
+	// CreateSchedule of a name the queue has already: use UpdateSchedule to change it.
+	Reason_REASON_SCHEDULE_EXISTS Reason = 36
 	// No chat has that id: never created, or its last member left (metadata: chat_id).
 	Reason_REASON_CHAT_NOT_FOUND Reason = 19
 	// CreateChat with a chat_id that is taken (metadata: chat_id).
@@ -249,6 +253,8 @@ var (
 		17: "REASON_TASK_NOT_FOUND",
 		18: "REASON_TASK_LEASED",
 		34: "REASON_TASK_FINISHED",
+		35: "REASON_SCHEDULE_NOT_FOUND",
+		36: "REASON_SCHEDULE_EXISTS",
 		19: "REASON_CHAT_NOT_FOUND",
 		20: "REASON_CHAT_EXISTS",
 		21: "REASON_NOT_A_MEMBER",
@@ -286,6 +292,8 @@ var (
 		"REASON_TASK_NOT_FOUND":         17,
 		"REASON_TASK_LEASED":            18,
 		"REASON_TASK_FINISHED":          34,
+		"REASON_SCHEDULE_NOT_FOUND":     35,
+		"REASON_SCHEDULE_EXISTS":        36,
 		"REASON_CHAT_NOT_FOUND":         19,
 		"REASON_CHAT_EXISTS":            20,
 		"REASON_NOT_A_MEMBER":           21,
@@ -373,7 +381,7 @@ const file_concord_error_v1_error_proto_rawDesc = "" +
 	"\rCODE_INTERNAL\x10\r\x12\x14\n" +
 	"\x10CODE_UNAVAILABLE\x10\x0e\x12\x12\n" +
 	"\x0eCODE_DATA_LOSS\x10\x0f\x12\x18\n" +
-	"\x14CODE_UNAUTHENTICATED\x10\x10*\xa2\t\n" +
+	"\x14CODE_UNAUTHENTICATED\x10\x10*\xe9\t\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x0fREASON_INTERNAL\x10\x01\x1a\x04\x88\xbf\x18\r\x12!\n" +
@@ -395,7 +403,9 @@ const file_concord_error_v1_error_proto_rawDesc = "" +
 	"\x1aREASON_TASK_LEASE_NOT_HELD\x10\x10\x1a\x04\x88\xbf\x18\t\x12\x1f\n" +
 	"\x15REASON_TASK_NOT_FOUND\x10\x11\x1a\x04\x88\xbf\x18\x05\x12\x1c\n" +
 	"\x12REASON_TASK_LEASED\x10\x12\x1a\x04\x88\xbf\x18\t\x12\x1e\n" +
-	"\x14REASON_TASK_FINISHED\x10\"\x1a\x04\x88\xbf\x18\t\x12\x1f\n" +
+	"\x14REASON_TASK_FINISHED\x10\"\x1a\x04\x88\xbf\x18\t\x12#\n" +
+	"\x19REASON_SCHEDULE_NOT_FOUND\x10#\x1a\x04\x88\xbf\x18\x05\x12 \n" +
+	"\x16REASON_SCHEDULE_EXISTS\x10$\x1a\x04\x88\xbf\x18\x06\x12\x1f\n" +
 	"\x15REASON_CHAT_NOT_FOUND\x10\x13\x1a\x04\x88\xbf\x18\x05\x12\x1c\n" +
 	"\x12REASON_CHAT_EXISTS\x10\x14\x1a\x04\x88\xbf\x18\x06\x12\x1d\n" +
 	"\x13REASON_NOT_A_MEMBER\x10\x15\x1a\x04\x88\xbf\x18\a\x12\x1a\n" +

@@ -143,6 +143,143 @@ func (Backoff) EnumDescriptor() ([]byte, []int) {
 	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{1}
 }
 
+// MissedTicks says what becomes of ticks that came while no server could run them
+// (all down, Redis unreachable) and are more than the schedule's grace late.
+type MissedTicks int32
+
+const (
+	// RUN_ONCE.
+	MissedTicks_MISSED_TICKS_UNSPECIFIED MissedTicks = 0
+	// One task stands for all of them (its scheduled_at is the latest one).
+	MissedTicks_MISSED_TICKS_RUN_ONCE MissedTicks = 1
+	// They are dropped; the schedule goes on from its next tick.
+	MissedTicks_MISSED_TICKS_SKIP MissedTicks = 2
+)
+
+// Enum value maps for MissedTicks.
+var (
+	MissedTicks_name = map[int32]string{
+		0: "MISSED_TICKS_UNSPECIFIED",
+		1: "MISSED_TICKS_RUN_ONCE",
+		2: "MISSED_TICKS_SKIP",
+	}
+	MissedTicks_value = map[string]int32{
+		"MISSED_TICKS_UNSPECIFIED": 0,
+		"MISSED_TICKS_RUN_ONCE":    1,
+		"MISSED_TICKS_SKIP":        2,
+	}
+)
+
+func (x MissedTicks) Enum() *MissedTicks {
+	p := new(MissedTicks)
+	*p = x
+	return p
+}
+
+func (x MissedTicks) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MissedTicks) Descriptor() protoreflect.EnumDescriptor {
+	return file_concord_queue_v1_queue_proto_enumTypes[2].Descriptor()
+}
+
+func (MissedTicks) Type() protoreflect.EnumType {
+	return &file_concord_queue_v1_queue_proto_enumTypes[2]
+}
+
+func (x MissedTicks) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MissedTicks.Descriptor instead.
+func (MissedTicks) EnumDescriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{2}
+}
+
+// QueueEventKind is what happened to a task.
+type QueueEventKind int32
+
+const (
+	QueueEventKind_QUEUE_EVENT_KIND_UNSPECIFIED QueueEventKind = 0
+	// Enqueued (by Enqueue, or by a schedule's tick); ready_at says when it is ready.
+	QueueEventKind_QUEUE_EVENT_KIND_ENQUEUED QueueEventKind = 1
+	// Leased to a worker for an attempt.
+	QueueEventKind_QUEUE_EVENT_KIND_LEASED QueueEventKind = 2
+	// The worker reported progress.
+	QueueEventKind_QUEUE_EVENT_KIND_PROGRESS  QueueEventKind = 3
+	QueueEventKind_QUEUE_EVENT_KIND_SUCCEEDED QueueEventKind = 4
+	// An attempt failed (Nack, or its lease expired); the task is retried at ready_at.
+	QueueEventKind_QUEUE_EVENT_KIND_FAILED QueueEventKind = 5
+	// An attempt failed and it was the last: dead_reason says which rule ended it.
+	QueueEventKind_QUEUE_EVENT_KIND_DEAD      QueueEventKind = 6
+	QueueEventKind_QUEUE_EVENT_KIND_CANCELLED QueueEventKind = 7
+	// Handed back by its worker (Release, a Consume stream ending), attempt not counted.
+	QueueEventKind_QUEUE_EVENT_KIND_RELEASED QueueEventKind = 8
+	// A dead task sent back to be ready by RetryDead.
+	QueueEventKind_QUEUE_EVENT_KIND_RETRIED QueueEventKind = 9
+	// Events after the position asked for were dropped (the queue keeps only its
+	// latest); the next event is the oldest still kept. No task_id.
+	QueueEventKind_QUEUE_EVENT_KIND_GAP QueueEventKind = 10
+)
+
+// Enum value maps for QueueEventKind.
+var (
+	QueueEventKind_name = map[int32]string{
+		0:  "QUEUE_EVENT_KIND_UNSPECIFIED",
+		1:  "QUEUE_EVENT_KIND_ENQUEUED",
+		2:  "QUEUE_EVENT_KIND_LEASED",
+		3:  "QUEUE_EVENT_KIND_PROGRESS",
+		4:  "QUEUE_EVENT_KIND_SUCCEEDED",
+		5:  "QUEUE_EVENT_KIND_FAILED",
+		6:  "QUEUE_EVENT_KIND_DEAD",
+		7:  "QUEUE_EVENT_KIND_CANCELLED",
+		8:  "QUEUE_EVENT_KIND_RELEASED",
+		9:  "QUEUE_EVENT_KIND_RETRIED",
+		10: "QUEUE_EVENT_KIND_GAP",
+	}
+	QueueEventKind_value = map[string]int32{
+		"QUEUE_EVENT_KIND_UNSPECIFIED": 0,
+		"QUEUE_EVENT_KIND_ENQUEUED":    1,
+		"QUEUE_EVENT_KIND_LEASED":      2,
+		"QUEUE_EVENT_KIND_PROGRESS":    3,
+		"QUEUE_EVENT_KIND_SUCCEEDED":   4,
+		"QUEUE_EVENT_KIND_FAILED":      5,
+		"QUEUE_EVENT_KIND_DEAD":        6,
+		"QUEUE_EVENT_KIND_CANCELLED":   7,
+		"QUEUE_EVENT_KIND_RELEASED":    8,
+		"QUEUE_EVENT_KIND_RETRIED":     9,
+		"QUEUE_EVENT_KIND_GAP":         10,
+	}
+)
+
+func (x QueueEventKind) Enum() *QueueEventKind {
+	p := new(QueueEventKind)
+	*p = x
+	return p
+}
+
+func (x QueueEventKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (QueueEventKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_concord_queue_v1_queue_proto_enumTypes[3].Descriptor()
+}
+
+func (QueueEventKind) Type() protoreflect.EnumType {
+	return &file_concord_queue_v1_queue_proto_enumTypes[3]
+}
+
+func (x QueueEventKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use QueueEventKind.Descriptor instead.
+func (QueueEventKind) EnumDescriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{3}
+}
+
 // NewTask is one task to enqueue.
 type NewTask struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -532,7 +669,11 @@ type Task struct {
 	// with retryable false).
 	DeadReason string `protobuf:"bytes,19,opt,name=dead_reason,json=deadReason,proto3" json:"dead_reason,omitempty"`
 	// The retry policy this task set for itself (GetTask and WaitTask only).
-	Retry         *RetryPolicy `protobuf:"bytes,20,opt,name=retry,proto3" json:"retry,omitempty"`
+	Retry *RetryPolicy `protobuf:"bytes,20,opt,name=retry,proto3" json:"retry,omitempty"`
+	// Set when a schedule enqueued the task: its name, and the tick's time (the
+	// task's enqueued_at minus this is how late the tick ran).
+	Schedule      string                 `protobuf:"bytes,21,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	ScheduledAt   *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -703,6 +844,20 @@ func (x *Task) GetDeadReason() string {
 func (x *Task) GetRetry() *RetryPolicy {
 	if x != nil {
 		return x.Retry
+	}
+	return nil
+}
+
+func (x *Task) GetSchedule() string {
+	if x != nil {
+		return x.Schedule
+	}
+	return ""
+}
+
+func (x *Task) GetScheduledAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ScheduledAt
 	}
 	return nil
 }
@@ -3102,7 +3257,10 @@ type QueuePolicy struct {
 	// How failed attempts are retried, for tasks that do not say otherwise.
 	// max_attempts applies to tasks enqueued from then on, the backoff to every
 	// retry from then on.
-	Retry         *RetryPolicy `protobuf:"bytes,3,opt,name=retry,proto3" json:"retry,omitempty"`
+	Retry *RetryPolicy `protobuf:"bytes,3,opt,name=retry,proto3" json:"retry,omitempty"`
+	// How many of the latest task events WatchQueue can replay (0: none are kept,
+	// and watchers see nothing). Default 1000, at most 1,000,000.
+	KeepEvents    *uint32 `protobuf:"varint,4,opt,name=keep_events,json=keepEvents,proto3,oneof" json:"keep_events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3156,6 +3314,13 @@ func (x *QueuePolicy) GetRetry() *RetryPolicy {
 		return x.Retry
 	}
 	return nil
+}
+
+func (x *QueuePolicy) GetKeepEvents() uint32 {
+	if x != nil && x.KeepEvents != nil {
+		return *x.KeepEvents
+	}
+	return 0
 }
 
 type SetQueuePolicyRequest struct {
@@ -3342,6 +3507,1217 @@ func (x *GetQueuePolicyResponse) GetPolicy() *QueuePolicy {
 	return nil
 }
 
+type ScheduleSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When it ticks.
+	//
+	// Types that are valid to be assigned to Timing:
+	//
+	//	*ScheduleSpec_Cron
+	//	*ScheduleSpec_Every
+	Timing isScheduleSpec_Timing `protobuf_oneof:"timing"`
+	// The cron expression's time zone, an IANA name (default UTC). Daylight saving:
+	// a time skipped when clocks go forward runs right after the change; a time that
+	// happens twice when they go back runs once (both times when the hour field is *).
+	TimeZone string `protobuf:"bytes,3,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	// Intervals: the first tick (default: one interval after the schedule is made);
+	// later ticks follow it every interval.
+	StartAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=start_at,json=startAt,proto3" json:"start_at,omitempty"`
+	// The task each tick enqueues (as in NewTask).
+	Type     string `protobuf:"bytes,5,opt,name=type,proto3" json:"type,omitempty"`
+	Payload  []byte `protobuf:"bytes,6,opt,name=payload,proto3" json:"payload,omitempty"`
+	Priority int32  `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
+	// 0 = the queue's retry policy.
+	MaxAttempts uint32      `protobuf:"varint,8,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	Missed      MissedTicks `protobuf:"varint,9,opt,name=missed,proto3,enum=concord.queue.v1.MissedTicks" json:"missed,omitempty"`
+	// A tick up to this late still runs as itself, so a short outage loses none;
+	// later it counts as missed. Default 10 s, at most 1 hour.
+	Grace         *durationpb.Duration `protobuf:"bytes,10,opt,name=grace,proto3" json:"grace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleSpec) Reset() {
+	*x = ScheduleSpec{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleSpec) ProtoMessage() {}
+
+func (x *ScheduleSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleSpec.ProtoReflect.Descriptor instead.
+func (*ScheduleSpec) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ScheduleSpec) GetTiming() isScheduleSpec_Timing {
+	if x != nil {
+		return x.Timing
+	}
+	return nil
+}
+
+func (x *ScheduleSpec) GetCron() string {
+	if x != nil {
+		if x, ok := x.Timing.(*ScheduleSpec_Cron); ok {
+			return x.Cron
+		}
+	}
+	return ""
+}
+
+func (x *ScheduleSpec) GetEvery() *durationpb.Duration {
+	if x != nil {
+		if x, ok := x.Timing.(*ScheduleSpec_Every); ok {
+			return x.Every
+		}
+	}
+	return nil
+}
+
+func (x *ScheduleSpec) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *ScheduleSpec) GetStartAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartAt
+	}
+	return nil
+}
+
+func (x *ScheduleSpec) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ScheduleSpec) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *ScheduleSpec) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *ScheduleSpec) GetMaxAttempts() uint32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *ScheduleSpec) GetMissed() MissedTicks {
+	if x != nil {
+		return x.Missed
+	}
+	return MissedTicks_MISSED_TICKS_UNSPECIFIED
+}
+
+func (x *ScheduleSpec) GetGrace() *durationpb.Duration {
+	if x != nil {
+		return x.Grace
+	}
+	return nil
+}
+
+type isScheduleSpec_Timing interface {
+	isScheduleSpec_Timing()
+}
+
+type ScheduleSpec_Cron struct {
+	// A cron expression: 5 fields (minute hour day-of-month month day-of-week), or
+	// 6 with seconds first; or @hourly, @daily, @weekly, @monthly, @yearly.
+	Cron string `protobuf:"bytes,1,opt,name=cron,proto3,oneof"`
+}
+
+type ScheduleSpec_Every struct {
+	// A fixed interval, 1 second to a year.
+	Every *durationpb.Duration `protobuf:"bytes,2,opt,name=every,proto3,oneof"`
+}
+
+func (*ScheduleSpec_Cron) isScheduleSpec_Timing() {}
+
+func (*ScheduleSpec_Every) isScheduleSpec_Timing() {}
+
+type Schedule struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Queue  string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Name   string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Spec   *ScheduleSpec          `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
+	Paused bool                   `protobuf:"varint,4,opt,name=paused,proto3" json:"paused,omitempty"`
+	// The next tick (unset while paused).
+	NextRunAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=next_run_at,json=nextRunAt,proto3" json:"next_run_at,omitempty"`
+	// The tick of the last task it enqueued, and that task.
+	LastRunAt  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_run_at,json=lastRunAt,proto3" json:"last_run_at,omitempty"`
+	LastTaskId string                 `protobuf:"bytes,7,opt,name=last_task_id,json=lastTaskId,proto3" json:"last_task_id,omitempty"`
+	// Tasks it has enqueued.
+	Runs uint64 `protobuf:"varint,8,opt,name=runs,proto3" json:"runs,omitempty"`
+	// The latest tick that was missed (dropped, or rolled into one run).
+	LastMissedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_missed_at,json=lastMissedAt,proto3" json:"last_missed_at,omitempty"`
+	CreatedAt    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Bumped by every change.
+	Version       uint64 `protobuf:"varint,12,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Schedule) Reset() {
+	*x = Schedule{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Schedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Schedule) ProtoMessage() {}
+
+func (x *Schedule) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Schedule.ProtoReflect.Descriptor instead.
+func (*Schedule) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *Schedule) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *Schedule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Schedule) GetSpec() *ScheduleSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *Schedule) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *Schedule) GetNextRunAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextRunAt
+	}
+	return nil
+}
+
+func (x *Schedule) GetLastRunAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastRunAt
+	}
+	return nil
+}
+
+func (x *Schedule) GetLastTaskId() string {
+	if x != nil {
+		return x.LastTaskId
+	}
+	return ""
+}
+
+func (x *Schedule) GetRuns() uint64 {
+	if x != nil {
+		return x.Runs
+	}
+	return 0
+}
+
+func (x *Schedule) GetLastMissedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastMissedAt
+	}
+	return nil
+}
+
+func (x *Schedule) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Schedule) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *Schedule) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+type CreateScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// 1-200 bytes of UTF-8.
+	Name string        `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Spec *ScheduleSpec `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
+	// Create it paused.
+	Paused        bool `protobuf:"varint,4,opt,name=paused,proto3" json:"paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateScheduleRequest) Reset() {
+	*x = CreateScheduleRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateScheduleRequest) ProtoMessage() {}
+
+func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
+func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *CreateScheduleRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *CreateScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateScheduleRequest) GetSpec() *ScheduleSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *CreateScheduleRequest) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+type CreateScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateScheduleResponse) Reset() {
+	*x = CreateScheduleResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateScheduleResponse) ProtoMessage() {}
+
+func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
+func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *CreateScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+type UpdateScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Replaces the whole spec.
+	Spec *ScheduleSpec `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
+	// Unset: paused as it was.
+	Paused        *bool `protobuf:"varint,4,opt,name=paused,proto3,oneof" json:"paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateScheduleRequest) Reset() {
+	*x = UpdateScheduleRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateScheduleRequest) ProtoMessage() {}
+
+func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
+func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *UpdateScheduleRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *UpdateScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateScheduleRequest) GetSpec() *ScheduleSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *UpdateScheduleRequest) GetPaused() bool {
+	if x != nil && x.Paused != nil {
+		return *x.Paused
+	}
+	return false
+}
+
+type UpdateScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateScheduleResponse) Reset() {
+	*x = UpdateScheduleResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateScheduleResponse) ProtoMessage() {}
+
+func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
+func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *UpdateScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+type PauseScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseScheduleRequest) Reset() {
+	*x = PauseScheduleRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseScheduleRequest) ProtoMessage() {}
+
+func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
+func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *PauseScheduleRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *PauseScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type PauseScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseScheduleResponse) Reset() {
+	*x = PauseScheduleResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseScheduleResponse) ProtoMessage() {}
+
+func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
+func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *PauseScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+type ResumeScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeScheduleRequest) Reset() {
+	*x = ResumeScheduleRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeScheduleRequest) ProtoMessage() {}
+
+func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
+func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *ResumeScheduleRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ResumeScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ResumeScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeScheduleResponse) Reset() {
+	*x = ResumeScheduleResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeScheduleResponse) ProtoMessage() {}
+
+func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
+func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *ResumeScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+type DeleteScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleRequest) Reset() {
+	*x = DeleteScheduleRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleRequest) ProtoMessage() {}
+
+func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *DeleteScheduleRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *DeleteScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleResponse) Reset() {
+	*x = DeleteScheduleResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleResponse) ProtoMessage() {}
+
+func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{63}
+}
+
+type GetScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScheduleRequest) Reset() {
+	*x = GetScheduleRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScheduleRequest) ProtoMessage() {}
+
+func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
+func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *GetScheduleRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *GetScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type GetScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScheduleResponse) Reset() {
+	*x = GetScheduleResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScheduleResponse) ProtoMessage() {}
+
+func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
+func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *GetScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+type ListSchedulesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// 1-1000; 0 = 100.
+	PageSize uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesRequest) Reset() {
+	*x = ListSchedulesRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesRequest) ProtoMessage() {}
+
+func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
+func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ListSchedulesRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ListSchedulesRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListSchedulesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListSchedulesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedules     []*Schedule            `protobuf:"bytes,1,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesResponse) Reset() {
+	*x = ListSchedulesResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesResponse) ProtoMessage() {}
+
+func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
+func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+func (x *ListSchedulesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type WatchQueueRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Resume after this event (a QueueEvent.position from an earlier stream). Empty:
+	// start with the events that come next, or with every event kept if from_oldest.
+	After         string `protobuf:"bytes,2,opt,name=after,proto3" json:"after,omitempty"`
+	FromOldest    bool   `protobuf:"varint,3,opt,name=from_oldest,json=fromOldest,proto3" json:"from_oldest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchQueueRequest) Reset() {
+	*x = WatchQueueRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchQueueRequest) ProtoMessage() {}
+
+func (x *WatchQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchQueueRequest.ProtoReflect.Descriptor instead.
+func (*WatchQueueRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *WatchQueueRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *WatchQueueRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *WatchQueueRequest) GetFromOldest() bool {
+	if x != nil {
+		return x.FromOldest
+	}
+	return false
+}
+
+type QueueEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where this event is in the queue's events: pass it as WatchQueueRequest.after
+	// to resume after it. Positions increase.
+	Position string         `protobuf:"bytes,1,opt,name=position,proto3" json:"position,omitempty"`
+	Kind     QueueEventKind `protobuf:"varint,2,opt,name=kind,proto3,enum=concord.queue.v1.QueueEventKind" json:"kind,omitempty"`
+	TaskId   string         `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// When it happened (Redis's clock).
+	At *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	// The attempt it concerns (LEASED: the new one).
+	Attempt uint32 `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// ENQUEUED: the task's type.
+	Type string `protobuf:"bytes,6,opt,name=type,proto3" json:"type,omitempty"`
+	// ENQUEUED, FAILED, RELEASED, RETRIED: when it is (again) ready.
+	ReadyAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=ready_at,json=readyAt,proto3" json:"ready_at,omitempty"`
+	// FAILED, DEAD: the attempt's error.
+	Error string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	// DEAD: the rule that ended it (as Task.dead_reason).
+	DeadReason string `protobuf:"bytes,9,opt,name=dead_reason,json=deadReason,proto3" json:"dead_reason,omitempty"`
+	// PROGRESS: what was reported.
+	Progress *Progress `protobuf:"bytes,10,opt,name=progress,proto3" json:"progress,omitempty"`
+	// ENQUEUED by a schedule: its name.
+	Schedule      string `protobuf:"bytes,11,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueEvent) Reset() {
+	*x = QueueEvent{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueEvent) ProtoMessage() {}
+
+func (x *QueueEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueEvent.ProtoReflect.Descriptor instead.
+func (*QueueEvent) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *QueueEvent) GetPosition() string {
+	if x != nil {
+		return x.Position
+	}
+	return ""
+}
+
+func (x *QueueEvent) GetKind() QueueEventKind {
+	if x != nil {
+		return x.Kind
+	}
+	return QueueEventKind_QUEUE_EVENT_KIND_UNSPECIFIED
+}
+
+func (x *QueueEvent) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *QueueEvent) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *QueueEvent) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *QueueEvent) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *QueueEvent) GetReadyAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReadyAt
+	}
+	return nil
+}
+
+func (x *QueueEvent) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *QueueEvent) GetDeadReason() string {
+	if x != nil {
+		return x.DeadReason
+	}
+	return ""
+}
+
+func (x *QueueEvent) GetProgress() *Progress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+func (x *QueueEvent) GetSchedule() string {
+	if x != nil {
+		return x.Schedule
+	}
+	return ""
+}
+
 var File_concord_queue_v1_queue_proto protoreflect.FileDescriptor
 
 const file_concord_queue_v1_queue_proto_rawDesc = "" +
@@ -3372,7 +4748,7 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"L\n" +
 	"\x0fEnqueueResponse\x129\n" +
-	"\aresults\x18\x01 \x03(\v2\x1f.concord.queue.v1.EnqueueResultR\aresults\"\x9b\x06\n" +
+	"\aresults\x18\x01 \x03(\v2\x1f.concord.queue.v1.EnqueueResultR\aresults\"\xf6\x06\n" +
 	"\x04Task\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x12\n" +
@@ -3399,7 +4775,9 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"finishedAt\x12\x1f\n" +
 	"\vdead_reason\x18\x13 \x01(\tR\n" +
 	"deadReason\x123\n" +
-	"\x05retry\x18\x14 \x01(\v2\x1d.concord.queue.v1.RetryPolicyR\x05retry\"\x80\x01\n" +
+	"\x05retry\x18\x14 \x01(\v2\x1d.concord.queue.v1.RetryPolicyR\x05retry\x12\x1a\n" +
+	"\bschedule\x18\x15 \x01(\tR\bschedule\x12=\n" +
+	"\fscheduled_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAt\"\x80\x01\n" +
 	"\bProgress\x12\x19\n" +
 	"\x05value\x18\x01 \x01(\x01H\x00R\x05value\x88\x01\x01\x12\x12\n" +
 	"\x04json\x18\x02 \x01(\tR\x04json\x12;\n" +
@@ -3558,11 +4936,14 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\tmax_count\x18\x01 \x01(\rH\x00R\bmaxCount\x88\x01\x01\x122\n" +
 	"\amax_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06maxAgeB\f\n" +
 	"\n" +
-	"_max_count\"\xae\x01\n" +
+	"_max_count\"\xe4\x01\n" +
 	"\vQueuePolicy\x129\n" +
 	"\tsucceeded\x18\x01 \x01(\v2\x1b.concord.queue.v1.RetentionR\tsucceeded\x12/\n" +
 	"\x04dead\x18\x02 \x01(\v2\x1b.concord.queue.v1.RetentionR\x04dead\x123\n" +
-	"\x05retry\x18\x03 \x01(\v2\x1d.concord.queue.v1.RetryPolicyR\x05retry\"d\n" +
+	"\x05retry\x18\x03 \x01(\v2\x1d.concord.queue.v1.RetryPolicyR\x05retry\x12$\n" +
+	"\vkeep_events\x18\x04 \x01(\rH\x00R\n" +
+	"keepEvents\x88\x01\x01B\x0e\n" +
+	"\f_keep_events\"d\n" +
 	"\x15SetQueuePolicyRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x125\n" +
 	"\x06policy\x18\x02 \x01(\v2\x1d.concord.queue.v1.QueuePolicyR\x06policy\"O\n" +
@@ -3571,7 +4952,99 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\x15GetQueuePolicyRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"O\n" +
 	"\x16GetQueuePolicyResponse\x125\n" +
-	"\x06policy\x18\x01 \x01(\v2\x1d.concord.queue.v1.QueuePolicyR\x06policy*\xcd\x01\n" +
+	"\x06policy\x18\x01 \x01(\v2\x1d.concord.queue.v1.QueuePolicyR\x06policy\"\x8a\x03\n" +
+	"\fScheduleSpec\x12\x14\n" +
+	"\x04cron\x18\x01 \x01(\tH\x00R\x04cron\x121\n" +
+	"\x05every\x18\x02 \x01(\v2\x19.google.protobuf.DurationH\x00R\x05every\x12\x1b\n" +
+	"\ttime_zone\x18\x03 \x01(\tR\btimeZone\x125\n" +
+	"\bstart_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\astartAt\x12\x12\n" +
+	"\x04type\x18\x05 \x01(\tR\x04type\x12\x18\n" +
+	"\apayload\x18\x06 \x01(\fR\apayload\x12\x1a\n" +
+	"\bpriority\x18\a \x01(\x05R\bpriority\x12!\n" +
+	"\fmax_attempts\x18\b \x01(\rR\vmaxAttempts\x125\n" +
+	"\x06missed\x18\t \x01(\x0e2\x1d.concord.queue.v1.MissedTicksR\x06missed\x12/\n" +
+	"\x05grace\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x05graceB\b\n" +
+	"\x06timing\"\x80\x04\n" +
+	"\bSchedule\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x122\n" +
+	"\x04spec\x18\x03 \x01(\v2\x1e.concord.queue.v1.ScheduleSpecR\x04spec\x12\x16\n" +
+	"\x06paused\x18\x04 \x01(\bR\x06paused\x12:\n" +
+	"\vnext_run_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tnextRunAt\x12:\n" +
+	"\vlast_run_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tlastRunAt\x12 \n" +
+	"\flast_task_id\x18\a \x01(\tR\n" +
+	"lastTaskId\x12\x12\n" +
+	"\x04runs\x18\b \x01(\x04R\x04runs\x12@\n" +
+	"\x0elast_missed_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\flastMissedAt\x129\n" +
+	"\n" +
+	"created_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x18\n" +
+	"\aversion\x18\f \x01(\x04R\aversion\"\x8d\x01\n" +
+	"\x15CreateScheduleRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x122\n" +
+	"\x04spec\x18\x03 \x01(\v2\x1e.concord.queue.v1.ScheduleSpecR\x04spec\x12\x16\n" +
+	"\x06paused\x18\x04 \x01(\bR\x06paused\"P\n" +
+	"\x16CreateScheduleResponse\x126\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1a.concord.queue.v1.ScheduleR\bschedule\"\x9d\x01\n" +
+	"\x15UpdateScheduleRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x122\n" +
+	"\x04spec\x18\x03 \x01(\v2\x1e.concord.queue.v1.ScheduleSpecR\x04spec\x12\x1b\n" +
+	"\x06paused\x18\x04 \x01(\bH\x00R\x06paused\x88\x01\x01B\t\n" +
+	"\a_paused\"P\n" +
+	"\x16UpdateScheduleResponse\x126\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1a.concord.queue.v1.ScheduleR\bschedule\"@\n" +
+	"\x14PauseScheduleRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"O\n" +
+	"\x15PauseScheduleResponse\x126\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1a.concord.queue.v1.ScheduleR\bschedule\"A\n" +
+	"\x15ResumeScheduleRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"P\n" +
+	"\x16ResumeScheduleResponse\x126\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1a.concord.queue.v1.ScheduleR\bschedule\"A\n" +
+	"\x15DeleteScheduleRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x18\n" +
+	"\x16DeleteScheduleResponse\">\n" +
+	"\x12GetScheduleRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"M\n" +
+	"\x13GetScheduleResponse\x126\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1a.concord.queue.v1.ScheduleR\bschedule\"h\n" +
+	"\x14ListSchedulesRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"y\n" +
+	"\x15ListSchedulesResponse\x128\n" +
+	"\tschedules\x18\x01 \x03(\v2\x1a.concord.queue.v1.ScheduleR\tschedules\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"`\n" +
+	"\x11WatchQueueRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\tR\x05after\x12\x1f\n" +
+	"\vfrom_oldest\x18\x03 \x01(\bR\n" +
+	"fromOldest\"\x93\x03\n" +
+	"\n" +
+	"QueueEvent\x12\x1a\n" +
+	"\bposition\x18\x01 \x01(\tR\bposition\x124\n" +
+	"\x04kind\x18\x02 \x01(\x0e2 .concord.queue.v1.QueueEventKindR\x04kind\x12\x17\n" +
+	"\atask_id\x18\x03 \x01(\tR\x06taskId\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x18\n" +
+	"\aattempt\x18\x05 \x01(\rR\aattempt\x12\x12\n" +
+	"\x04type\x18\x06 \x01(\tR\x04type\x125\n" +
+	"\bready_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\areadyAt\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05error\x12\x1f\n" +
+	"\vdead_reason\x18\t \x01(\tR\n" +
+	"deadReason\x126\n" +
+	"\bprogress\x18\n" +
+	" \x01(\v2\x1a.concord.queue.v1.ProgressR\bprogress\x12\x1a\n" +
+	"\bschedule\x18\v \x01(\tR\bschedule*\xcd\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10TASK_STATE_READY\x10\x01\x12\x16\n" +
@@ -3584,7 +5057,24 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\aBackoff\x12\x17\n" +
 	"\x13BACKOFF_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rBACKOFF_FIXED\x10\x01\x12\x17\n" +
-	"\x13BACKOFF_EXPONENTIAL\x10\x022\xea\r\n" +
+	"\x13BACKOFF_EXPONENTIAL\x10\x02*]\n" +
+	"\vMissedTicks\x12\x1c\n" +
+	"\x18MISSED_TICKS_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15MISSED_TICKS_RUN_ONCE\x10\x01\x12\x15\n" +
+	"\x11MISSED_TICKS_SKIP\x10\x02*\xdc\x02\n" +
+	"\x0eQueueEventKind\x12 \n" +
+	"\x1cQUEUE_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19QUEUE_EVENT_KIND_ENQUEUED\x10\x01\x12\x1b\n" +
+	"\x17QUEUE_EVENT_KIND_LEASED\x10\x02\x12\x1d\n" +
+	"\x19QUEUE_EVENT_KIND_PROGRESS\x10\x03\x12\x1e\n" +
+	"\x1aQUEUE_EVENT_KIND_SUCCEEDED\x10\x04\x12\x1b\n" +
+	"\x17QUEUE_EVENT_KIND_FAILED\x10\x05\x12\x19\n" +
+	"\x15QUEUE_EVENT_KIND_DEAD\x10\x06\x12\x1e\n" +
+	"\x1aQUEUE_EVENT_KIND_CANCELLED\x10\a\x12\x1d\n" +
+	"\x19QUEUE_EVENT_KIND_RELEASED\x10\b\x12\x1c\n" +
+	"\x18QUEUE_EVENT_KIND_RETRIED\x10\t\x12\x18\n" +
+	"\x14QUEUE_EVENT_KIND_GAP\x10\n" +
+	"2\xf1\x13\n" +
 	"\fQueueService\x12N\n" +
 	"\aEnqueue\x12 .concord.queue.v1.EnqueueRequest\x1a!.concord.queue.v1.EnqueueResponse\x12N\n" +
 	"\aDequeue\x12 .concord.queue.v1.DequeueRequest\x1a!.concord.queue.v1.DequeueResponse\x12B\n" +
@@ -3608,7 +5098,16 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\bWaitTask\x12!.concord.queue.v1.WaitTaskRequest\x1a\".concord.queue.v1.WaitTaskResponse\x12c\n" +
 	"\x0eReportProgress\x12'.concord.queue.v1.ReportProgressRequest\x1a(.concord.queue.v1.ReportProgressResponse\x12c\n" +
 	"\x0eSetQueuePolicy\x12'.concord.queue.v1.SetQueuePolicyRequest\x1a(.concord.queue.v1.SetQueuePolicyResponse\x12c\n" +
-	"\x0eGetQueuePolicy\x12'.concord.queue.v1.GetQueuePolicyRequest\x1a(.concord.queue.v1.GetQueuePolicyResponseB\xb9\x01\n" +
+	"\x0eGetQueuePolicy\x12'.concord.queue.v1.GetQueuePolicyRequest\x1a(.concord.queue.v1.GetQueuePolicyResponse\x12c\n" +
+	"\x0eCreateSchedule\x12'.concord.queue.v1.CreateScheduleRequest\x1a(.concord.queue.v1.CreateScheduleResponse\x12c\n" +
+	"\x0eUpdateSchedule\x12'.concord.queue.v1.UpdateScheduleRequest\x1a(.concord.queue.v1.UpdateScheduleResponse\x12`\n" +
+	"\rPauseSchedule\x12&.concord.queue.v1.PauseScheduleRequest\x1a'.concord.queue.v1.PauseScheduleResponse\x12c\n" +
+	"\x0eResumeSchedule\x12'.concord.queue.v1.ResumeScheduleRequest\x1a(.concord.queue.v1.ResumeScheduleResponse\x12c\n" +
+	"\x0eDeleteSchedule\x12'.concord.queue.v1.DeleteScheduleRequest\x1a(.concord.queue.v1.DeleteScheduleResponse\x12Z\n" +
+	"\vGetSchedule\x12$.concord.queue.v1.GetScheduleRequest\x1a%.concord.queue.v1.GetScheduleResponse\x12`\n" +
+	"\rListSchedules\x12&.concord.queue.v1.ListSchedulesRequest\x1a'.concord.queue.v1.ListSchedulesResponse\x12Q\n" +
+	"\n" +
+	"WatchQueue\x12#.concord.queue.v1.WatchQueueRequest\x1a\x1c.concord.queue.v1.QueueEvent0\x01B\xb9\x01\n" +
 	"\x14com.concord.queue.v1B\n" +
 	"QueueProtoP\x01Z3go.concord.dev/concord/gen/concord/queue/v1;queuev1\xa2\x02\x03CQX\xaa\x02\x10Concord.Queue.V1\xca\x02\x10Concord\\Queue\\V1\xe2\x02\x1cConcord\\Queue\\V1\\GPBMetadata\xea\x02\x12Concord::Queue::V1b\x06proto3"
 
@@ -3624,162 +5123,221 @@ func file_concord_queue_v1_queue_proto_rawDescGZIP() []byte {
 	return file_concord_queue_v1_queue_proto_rawDescData
 }
 
-var file_concord_queue_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_concord_queue_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_concord_queue_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_concord_queue_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_concord_queue_v1_queue_proto_goTypes = []any{
 	(TaskState)(0),                 // 0: concord.queue.v1.TaskState
 	(Backoff)(0),                   // 1: concord.queue.v1.Backoff
-	(*NewTask)(nil),                // 2: concord.queue.v1.NewTask
-	(*RetryPolicy)(nil),            // 3: concord.queue.v1.RetryPolicy
-	(*EnqueueRequest)(nil),         // 4: concord.queue.v1.EnqueueRequest
-	(*EnqueueResult)(nil),          // 5: concord.queue.v1.EnqueueResult
-	(*EnqueueResponse)(nil),        // 6: concord.queue.v1.EnqueueResponse
-	(*Task)(nil),                   // 7: concord.queue.v1.Task
-	(*Progress)(nil),               // 8: concord.queue.v1.Progress
-	(*DequeueRequest)(nil),         // 9: concord.queue.v1.DequeueRequest
-	(*DequeueResponse)(nil),        // 10: concord.queue.v1.DequeueResponse
-	(*AckRequest)(nil),             // 11: concord.queue.v1.AckRequest
-	(*AckResponse)(nil),            // 12: concord.queue.v1.AckResponse
-	(*NackRequest)(nil),            // 13: concord.queue.v1.NackRequest
-	(*NackResponse)(nil),           // 14: concord.queue.v1.NackResponse
-	(*ExtendLeaseRequest)(nil),     // 15: concord.queue.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),    // 16: concord.queue.v1.ExtendLeaseResponse
-	(*ReleaseRequest)(nil),         // 17: concord.queue.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),        // 18: concord.queue.v1.ReleaseResponse
-	(*ConsumeStart)(nil),           // 19: concord.queue.v1.ConsumeStart
-	(*Settle)(nil),                 // 20: concord.queue.v1.Settle
-	(*ConsumeRequest)(nil),         // 21: concord.queue.v1.ConsumeRequest
-	(*Settled)(nil),                // 22: concord.queue.v1.Settled
-	(*ConsumeResponse)(nil),        // 23: concord.queue.v1.ConsumeResponse
-	(*StatsRequest)(nil),           // 24: concord.queue.v1.StatsRequest
-	(*StatsResponse)(nil),          // 25: concord.queue.v1.StatsResponse
-	(*PeekRequest)(nil),            // 26: concord.queue.v1.PeekRequest
-	(*PeekResponse)(nil),           // 27: concord.queue.v1.PeekResponse
-	(*CancelRequest)(nil),          // 28: concord.queue.v1.CancelRequest
-	(*CancelResponse)(nil),         // 29: concord.queue.v1.CancelResponse
-	(*PurgeRequest)(nil),           // 30: concord.queue.v1.PurgeRequest
-	(*PurgeResponse)(nil),          // 31: concord.queue.v1.PurgeResponse
-	(*ListDeadRequest)(nil),        // 32: concord.queue.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),       // 33: concord.queue.v1.ListDeadResponse
-	(*RetryDeadRequest)(nil),       // 34: concord.queue.v1.RetryDeadRequest
-	(*RetryDeadResponse)(nil),      // 35: concord.queue.v1.RetryDeadResponse
-	(*ListQueuesRequest)(nil),      // 36: concord.queue.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),     // 37: concord.queue.v1.ListQueuesResponse
-	(*PauseQueueRequest)(nil),      // 38: concord.queue.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),     // 39: concord.queue.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),     // 40: concord.queue.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),    // 41: concord.queue.v1.ResumeQueueResponse
-	(*GetTaskRequest)(nil),         // 42: concord.queue.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),        // 43: concord.queue.v1.GetTaskResponse
-	(*WaitTaskRequest)(nil),        // 44: concord.queue.v1.WaitTaskRequest
-	(*WaitTaskResponse)(nil),       // 45: concord.queue.v1.WaitTaskResponse
-	(*ReportProgressRequest)(nil),  // 46: concord.queue.v1.ReportProgressRequest
-	(*ReportProgressResponse)(nil), // 47: concord.queue.v1.ReportProgressResponse
-	(*Retention)(nil),              // 48: concord.queue.v1.Retention
-	(*QueuePolicy)(nil),            // 49: concord.queue.v1.QueuePolicy
-	(*SetQueuePolicyRequest)(nil),  // 50: concord.queue.v1.SetQueuePolicyRequest
-	(*SetQueuePolicyResponse)(nil), // 51: concord.queue.v1.SetQueuePolicyResponse
-	(*GetQueuePolicyRequest)(nil),  // 52: concord.queue.v1.GetQueuePolicyRequest
-	(*GetQueuePolicyResponse)(nil), // 53: concord.queue.v1.GetQueuePolicyResponse
-	(*durationpb.Duration)(nil),    // 54: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 55: google.protobuf.Timestamp
+	(MissedTicks)(0),               // 2: concord.queue.v1.MissedTicks
+	(QueueEventKind)(0),            // 3: concord.queue.v1.QueueEventKind
+	(*NewTask)(nil),                // 4: concord.queue.v1.NewTask
+	(*RetryPolicy)(nil),            // 5: concord.queue.v1.RetryPolicy
+	(*EnqueueRequest)(nil),         // 6: concord.queue.v1.EnqueueRequest
+	(*EnqueueResult)(nil),          // 7: concord.queue.v1.EnqueueResult
+	(*EnqueueResponse)(nil),        // 8: concord.queue.v1.EnqueueResponse
+	(*Task)(nil),                   // 9: concord.queue.v1.Task
+	(*Progress)(nil),               // 10: concord.queue.v1.Progress
+	(*DequeueRequest)(nil),         // 11: concord.queue.v1.DequeueRequest
+	(*DequeueResponse)(nil),        // 12: concord.queue.v1.DequeueResponse
+	(*AckRequest)(nil),             // 13: concord.queue.v1.AckRequest
+	(*AckResponse)(nil),            // 14: concord.queue.v1.AckResponse
+	(*NackRequest)(nil),            // 15: concord.queue.v1.NackRequest
+	(*NackResponse)(nil),           // 16: concord.queue.v1.NackResponse
+	(*ExtendLeaseRequest)(nil),     // 17: concord.queue.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),    // 18: concord.queue.v1.ExtendLeaseResponse
+	(*ReleaseRequest)(nil),         // 19: concord.queue.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),        // 20: concord.queue.v1.ReleaseResponse
+	(*ConsumeStart)(nil),           // 21: concord.queue.v1.ConsumeStart
+	(*Settle)(nil),                 // 22: concord.queue.v1.Settle
+	(*ConsumeRequest)(nil),         // 23: concord.queue.v1.ConsumeRequest
+	(*Settled)(nil),                // 24: concord.queue.v1.Settled
+	(*ConsumeResponse)(nil),        // 25: concord.queue.v1.ConsumeResponse
+	(*StatsRequest)(nil),           // 26: concord.queue.v1.StatsRequest
+	(*StatsResponse)(nil),          // 27: concord.queue.v1.StatsResponse
+	(*PeekRequest)(nil),            // 28: concord.queue.v1.PeekRequest
+	(*PeekResponse)(nil),           // 29: concord.queue.v1.PeekResponse
+	(*CancelRequest)(nil),          // 30: concord.queue.v1.CancelRequest
+	(*CancelResponse)(nil),         // 31: concord.queue.v1.CancelResponse
+	(*PurgeRequest)(nil),           // 32: concord.queue.v1.PurgeRequest
+	(*PurgeResponse)(nil),          // 33: concord.queue.v1.PurgeResponse
+	(*ListDeadRequest)(nil),        // 34: concord.queue.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),       // 35: concord.queue.v1.ListDeadResponse
+	(*RetryDeadRequest)(nil),       // 36: concord.queue.v1.RetryDeadRequest
+	(*RetryDeadResponse)(nil),      // 37: concord.queue.v1.RetryDeadResponse
+	(*ListQueuesRequest)(nil),      // 38: concord.queue.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),     // 39: concord.queue.v1.ListQueuesResponse
+	(*PauseQueueRequest)(nil),      // 40: concord.queue.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),     // 41: concord.queue.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),     // 42: concord.queue.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),    // 43: concord.queue.v1.ResumeQueueResponse
+	(*GetTaskRequest)(nil),         // 44: concord.queue.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),        // 45: concord.queue.v1.GetTaskResponse
+	(*WaitTaskRequest)(nil),        // 46: concord.queue.v1.WaitTaskRequest
+	(*WaitTaskResponse)(nil),       // 47: concord.queue.v1.WaitTaskResponse
+	(*ReportProgressRequest)(nil),  // 48: concord.queue.v1.ReportProgressRequest
+	(*ReportProgressResponse)(nil), // 49: concord.queue.v1.ReportProgressResponse
+	(*Retention)(nil),              // 50: concord.queue.v1.Retention
+	(*QueuePolicy)(nil),            // 51: concord.queue.v1.QueuePolicy
+	(*SetQueuePolicyRequest)(nil),  // 52: concord.queue.v1.SetQueuePolicyRequest
+	(*SetQueuePolicyResponse)(nil), // 53: concord.queue.v1.SetQueuePolicyResponse
+	(*GetQueuePolicyRequest)(nil),  // 54: concord.queue.v1.GetQueuePolicyRequest
+	(*GetQueuePolicyResponse)(nil), // 55: concord.queue.v1.GetQueuePolicyResponse
+	(*ScheduleSpec)(nil),           // 56: concord.queue.v1.ScheduleSpec
+	(*Schedule)(nil),               // 57: concord.queue.v1.Schedule
+	(*CreateScheduleRequest)(nil),  // 58: concord.queue.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil), // 59: concord.queue.v1.CreateScheduleResponse
+	(*UpdateScheduleRequest)(nil),  // 60: concord.queue.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil), // 61: concord.queue.v1.UpdateScheduleResponse
+	(*PauseScheduleRequest)(nil),   // 62: concord.queue.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),  // 63: concord.queue.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),  // 64: concord.queue.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil), // 65: concord.queue.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),  // 66: concord.queue.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 67: concord.queue.v1.DeleteScheduleResponse
+	(*GetScheduleRequest)(nil),     // 68: concord.queue.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 69: concord.queue.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 70: concord.queue.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 71: concord.queue.v1.ListSchedulesResponse
+	(*WatchQueueRequest)(nil),      // 72: concord.queue.v1.WatchQueueRequest
+	(*QueueEvent)(nil),             // 73: concord.queue.v1.QueueEvent
+	(*durationpb.Duration)(nil),    // 74: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 75: google.protobuf.Timestamp
 }
 var file_concord_queue_v1_queue_proto_depIdxs = []int32{
-	54, // 0: concord.queue.v1.NewTask.delay:type_name -> google.protobuf.Duration
-	55, // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
-	54, // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
-	3,  // 3: concord.queue.v1.NewTask.retry:type_name -> concord.queue.v1.RetryPolicy
-	1,  // 4: concord.queue.v1.RetryPolicy.backoff:type_name -> concord.queue.v1.Backoff
-	54, // 5: concord.queue.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
-	54, // 6: concord.queue.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
-	2,  // 7: concord.queue.v1.EnqueueRequest.tasks:type_name -> concord.queue.v1.NewTask
-	5,  // 8: concord.queue.v1.EnqueueResponse.results:type_name -> concord.queue.v1.EnqueueResult
-	0,  // 9: concord.queue.v1.Task.state:type_name -> concord.queue.v1.TaskState
-	55, // 10: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
-	55, // 11: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
-	55, // 12: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
-	8,  // 13: concord.queue.v1.Task.progress:type_name -> concord.queue.v1.Progress
-	55, // 14: concord.queue.v1.Task.leased_at:type_name -> google.protobuf.Timestamp
-	55, // 15: concord.queue.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
-	3,  // 16: concord.queue.v1.Task.retry:type_name -> concord.queue.v1.RetryPolicy
-	55, // 17: concord.queue.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
-	54, // 18: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
-	54, // 19: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
-	7,  // 20: concord.queue.v1.DequeueResponse.tasks:type_name -> concord.queue.v1.Task
-	54, // 21: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
-	0,  // 22: concord.queue.v1.NackResponse.state:type_name -> concord.queue.v1.TaskState
-	55, // 23: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
-	54, // 24: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
-	55, // 25: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	54, // 26: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
-	54, // 27: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
-	19, // 28: concord.queue.v1.ConsumeRequest.start:type_name -> concord.queue.v1.ConsumeStart
-	20, // 29: concord.queue.v1.ConsumeRequest.settle:type_name -> concord.queue.v1.Settle
-	7,  // 30: concord.queue.v1.ConsumeResponse.task:type_name -> concord.queue.v1.Task
-	22, // 31: concord.queue.v1.ConsumeResponse.settled:type_name -> concord.queue.v1.Settled
-	54, // 32: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
-	0,  // 33: concord.queue.v1.PeekRequest.state:type_name -> concord.queue.v1.TaskState
-	7,  // 34: concord.queue.v1.PeekResponse.tasks:type_name -> concord.queue.v1.Task
-	7,  // 35: concord.queue.v1.ListDeadResponse.tasks:type_name -> concord.queue.v1.Task
-	7,  // 36: concord.queue.v1.GetTaskResponse.task:type_name -> concord.queue.v1.Task
-	54, // 37: concord.queue.v1.WaitTaskRequest.wait_timeout:type_name -> google.protobuf.Duration
-	7,  // 38: concord.queue.v1.WaitTaskResponse.task:type_name -> concord.queue.v1.Task
-	54, // 39: concord.queue.v1.ReportProgressRequest.lease_ttl:type_name -> google.protobuf.Duration
-	55, // 40: concord.queue.v1.ReportProgressResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	54, // 41: concord.queue.v1.Retention.max_age:type_name -> google.protobuf.Duration
-	48, // 42: concord.queue.v1.QueuePolicy.succeeded:type_name -> concord.queue.v1.Retention
-	48, // 43: concord.queue.v1.QueuePolicy.dead:type_name -> concord.queue.v1.Retention
-	3,  // 44: concord.queue.v1.QueuePolicy.retry:type_name -> concord.queue.v1.RetryPolicy
-	49, // 45: concord.queue.v1.SetQueuePolicyRequest.policy:type_name -> concord.queue.v1.QueuePolicy
-	49, // 46: concord.queue.v1.SetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
-	49, // 47: concord.queue.v1.GetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
-	4,  // 48: concord.queue.v1.QueueService.Enqueue:input_type -> concord.queue.v1.EnqueueRequest
-	9,  // 49: concord.queue.v1.QueueService.Dequeue:input_type -> concord.queue.v1.DequeueRequest
-	11, // 50: concord.queue.v1.QueueService.Ack:input_type -> concord.queue.v1.AckRequest
-	13, // 51: concord.queue.v1.QueueService.Nack:input_type -> concord.queue.v1.NackRequest
-	15, // 52: concord.queue.v1.QueueService.ExtendLease:input_type -> concord.queue.v1.ExtendLeaseRequest
-	17, // 53: concord.queue.v1.QueueService.Release:input_type -> concord.queue.v1.ReleaseRequest
-	21, // 54: concord.queue.v1.QueueService.Consume:input_type -> concord.queue.v1.ConsumeRequest
-	24, // 55: concord.queue.v1.QueueService.Stats:input_type -> concord.queue.v1.StatsRequest
-	26, // 56: concord.queue.v1.QueueService.Peek:input_type -> concord.queue.v1.PeekRequest
-	28, // 57: concord.queue.v1.QueueService.Cancel:input_type -> concord.queue.v1.CancelRequest
-	30, // 58: concord.queue.v1.QueueService.Purge:input_type -> concord.queue.v1.PurgeRequest
-	32, // 59: concord.queue.v1.QueueService.ListDead:input_type -> concord.queue.v1.ListDeadRequest
-	34, // 60: concord.queue.v1.QueueService.RetryDead:input_type -> concord.queue.v1.RetryDeadRequest
-	36, // 61: concord.queue.v1.QueueService.ListQueues:input_type -> concord.queue.v1.ListQueuesRequest
-	38, // 62: concord.queue.v1.QueueService.PauseQueue:input_type -> concord.queue.v1.PauseQueueRequest
-	40, // 63: concord.queue.v1.QueueService.ResumeQueue:input_type -> concord.queue.v1.ResumeQueueRequest
-	42, // 64: concord.queue.v1.QueueService.GetTask:input_type -> concord.queue.v1.GetTaskRequest
-	44, // 65: concord.queue.v1.QueueService.WaitTask:input_type -> concord.queue.v1.WaitTaskRequest
-	46, // 66: concord.queue.v1.QueueService.ReportProgress:input_type -> concord.queue.v1.ReportProgressRequest
-	50, // 67: concord.queue.v1.QueueService.SetQueuePolicy:input_type -> concord.queue.v1.SetQueuePolicyRequest
-	52, // 68: concord.queue.v1.QueueService.GetQueuePolicy:input_type -> concord.queue.v1.GetQueuePolicyRequest
-	6,  // 69: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
-	10, // 70: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
-	12, // 71: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
-	14, // 72: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
-	16, // 73: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
-	18, // 74: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
-	23, // 75: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
-	25, // 76: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
-	27, // 77: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
-	29, // 78: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
-	31, // 79: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
-	33, // 80: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
-	35, // 81: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
-	37, // 82: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
-	39, // 83: concord.queue.v1.QueueService.PauseQueue:output_type -> concord.queue.v1.PauseQueueResponse
-	41, // 84: concord.queue.v1.QueueService.ResumeQueue:output_type -> concord.queue.v1.ResumeQueueResponse
-	43, // 85: concord.queue.v1.QueueService.GetTask:output_type -> concord.queue.v1.GetTaskResponse
-	45, // 86: concord.queue.v1.QueueService.WaitTask:output_type -> concord.queue.v1.WaitTaskResponse
-	47, // 87: concord.queue.v1.QueueService.ReportProgress:output_type -> concord.queue.v1.ReportProgressResponse
-	51, // 88: concord.queue.v1.QueueService.SetQueuePolicy:output_type -> concord.queue.v1.SetQueuePolicyResponse
-	53, // 89: concord.queue.v1.QueueService.GetQueuePolicy:output_type -> concord.queue.v1.GetQueuePolicyResponse
-	69, // [69:90] is the sub-list for method output_type
-	48, // [48:69] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	74,  // 0: concord.queue.v1.NewTask.delay:type_name -> google.protobuf.Duration
+	75,  // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
+	74,  // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
+	5,   // 3: concord.queue.v1.NewTask.retry:type_name -> concord.queue.v1.RetryPolicy
+	1,   // 4: concord.queue.v1.RetryPolicy.backoff:type_name -> concord.queue.v1.Backoff
+	74,  // 5: concord.queue.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
+	74,  // 6: concord.queue.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
+	4,   // 7: concord.queue.v1.EnqueueRequest.tasks:type_name -> concord.queue.v1.NewTask
+	7,   // 8: concord.queue.v1.EnqueueResponse.results:type_name -> concord.queue.v1.EnqueueResult
+	0,   // 9: concord.queue.v1.Task.state:type_name -> concord.queue.v1.TaskState
+	75,  // 10: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
+	75,  // 11: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
+	75,  // 12: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
+	10,  // 13: concord.queue.v1.Task.progress:type_name -> concord.queue.v1.Progress
+	75,  // 14: concord.queue.v1.Task.leased_at:type_name -> google.protobuf.Timestamp
+	75,  // 15: concord.queue.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
+	5,   // 16: concord.queue.v1.Task.retry:type_name -> concord.queue.v1.RetryPolicy
+	75,  // 17: concord.queue.v1.Task.scheduled_at:type_name -> google.protobuf.Timestamp
+	75,  // 18: concord.queue.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
+	74,  // 19: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
+	74,  // 20: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
+	9,   // 21: concord.queue.v1.DequeueResponse.tasks:type_name -> concord.queue.v1.Task
+	74,  // 22: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
+	0,   // 23: concord.queue.v1.NackResponse.state:type_name -> concord.queue.v1.TaskState
+	75,  // 24: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
+	74,  // 25: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
+	75,  // 26: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	74,  // 27: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
+	74,  // 28: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
+	21,  // 29: concord.queue.v1.ConsumeRequest.start:type_name -> concord.queue.v1.ConsumeStart
+	22,  // 30: concord.queue.v1.ConsumeRequest.settle:type_name -> concord.queue.v1.Settle
+	9,   // 31: concord.queue.v1.ConsumeResponse.task:type_name -> concord.queue.v1.Task
+	24,  // 32: concord.queue.v1.ConsumeResponse.settled:type_name -> concord.queue.v1.Settled
+	74,  // 33: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
+	0,   // 34: concord.queue.v1.PeekRequest.state:type_name -> concord.queue.v1.TaskState
+	9,   // 35: concord.queue.v1.PeekResponse.tasks:type_name -> concord.queue.v1.Task
+	9,   // 36: concord.queue.v1.ListDeadResponse.tasks:type_name -> concord.queue.v1.Task
+	9,   // 37: concord.queue.v1.GetTaskResponse.task:type_name -> concord.queue.v1.Task
+	74,  // 38: concord.queue.v1.WaitTaskRequest.wait_timeout:type_name -> google.protobuf.Duration
+	9,   // 39: concord.queue.v1.WaitTaskResponse.task:type_name -> concord.queue.v1.Task
+	74,  // 40: concord.queue.v1.ReportProgressRequest.lease_ttl:type_name -> google.protobuf.Duration
+	75,  // 41: concord.queue.v1.ReportProgressResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	74,  // 42: concord.queue.v1.Retention.max_age:type_name -> google.protobuf.Duration
+	50,  // 43: concord.queue.v1.QueuePolicy.succeeded:type_name -> concord.queue.v1.Retention
+	50,  // 44: concord.queue.v1.QueuePolicy.dead:type_name -> concord.queue.v1.Retention
+	5,   // 45: concord.queue.v1.QueuePolicy.retry:type_name -> concord.queue.v1.RetryPolicy
+	51,  // 46: concord.queue.v1.SetQueuePolicyRequest.policy:type_name -> concord.queue.v1.QueuePolicy
+	51,  // 47: concord.queue.v1.SetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
+	51,  // 48: concord.queue.v1.GetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
+	74,  // 49: concord.queue.v1.ScheduleSpec.every:type_name -> google.protobuf.Duration
+	75,  // 50: concord.queue.v1.ScheduleSpec.start_at:type_name -> google.protobuf.Timestamp
+	2,   // 51: concord.queue.v1.ScheduleSpec.missed:type_name -> concord.queue.v1.MissedTicks
+	74,  // 52: concord.queue.v1.ScheduleSpec.grace:type_name -> google.protobuf.Duration
+	56,  // 53: concord.queue.v1.Schedule.spec:type_name -> concord.queue.v1.ScheduleSpec
+	75,  // 54: concord.queue.v1.Schedule.next_run_at:type_name -> google.protobuf.Timestamp
+	75,  // 55: concord.queue.v1.Schedule.last_run_at:type_name -> google.protobuf.Timestamp
+	75,  // 56: concord.queue.v1.Schedule.last_missed_at:type_name -> google.protobuf.Timestamp
+	75,  // 57: concord.queue.v1.Schedule.created_at:type_name -> google.protobuf.Timestamp
+	75,  // 58: concord.queue.v1.Schedule.updated_at:type_name -> google.protobuf.Timestamp
+	56,  // 59: concord.queue.v1.CreateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
+	57,  // 60: concord.queue.v1.CreateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	56,  // 61: concord.queue.v1.UpdateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
+	57,  // 62: concord.queue.v1.UpdateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	57,  // 63: concord.queue.v1.PauseScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	57,  // 64: concord.queue.v1.ResumeScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	57,  // 65: concord.queue.v1.GetScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	57,  // 66: concord.queue.v1.ListSchedulesResponse.schedules:type_name -> concord.queue.v1.Schedule
+	3,   // 67: concord.queue.v1.QueueEvent.kind:type_name -> concord.queue.v1.QueueEventKind
+	75,  // 68: concord.queue.v1.QueueEvent.at:type_name -> google.protobuf.Timestamp
+	75,  // 69: concord.queue.v1.QueueEvent.ready_at:type_name -> google.protobuf.Timestamp
+	10,  // 70: concord.queue.v1.QueueEvent.progress:type_name -> concord.queue.v1.Progress
+	6,   // 71: concord.queue.v1.QueueService.Enqueue:input_type -> concord.queue.v1.EnqueueRequest
+	11,  // 72: concord.queue.v1.QueueService.Dequeue:input_type -> concord.queue.v1.DequeueRequest
+	13,  // 73: concord.queue.v1.QueueService.Ack:input_type -> concord.queue.v1.AckRequest
+	15,  // 74: concord.queue.v1.QueueService.Nack:input_type -> concord.queue.v1.NackRequest
+	17,  // 75: concord.queue.v1.QueueService.ExtendLease:input_type -> concord.queue.v1.ExtendLeaseRequest
+	19,  // 76: concord.queue.v1.QueueService.Release:input_type -> concord.queue.v1.ReleaseRequest
+	23,  // 77: concord.queue.v1.QueueService.Consume:input_type -> concord.queue.v1.ConsumeRequest
+	26,  // 78: concord.queue.v1.QueueService.Stats:input_type -> concord.queue.v1.StatsRequest
+	28,  // 79: concord.queue.v1.QueueService.Peek:input_type -> concord.queue.v1.PeekRequest
+	30,  // 80: concord.queue.v1.QueueService.Cancel:input_type -> concord.queue.v1.CancelRequest
+	32,  // 81: concord.queue.v1.QueueService.Purge:input_type -> concord.queue.v1.PurgeRequest
+	34,  // 82: concord.queue.v1.QueueService.ListDead:input_type -> concord.queue.v1.ListDeadRequest
+	36,  // 83: concord.queue.v1.QueueService.RetryDead:input_type -> concord.queue.v1.RetryDeadRequest
+	38,  // 84: concord.queue.v1.QueueService.ListQueues:input_type -> concord.queue.v1.ListQueuesRequest
+	40,  // 85: concord.queue.v1.QueueService.PauseQueue:input_type -> concord.queue.v1.PauseQueueRequest
+	42,  // 86: concord.queue.v1.QueueService.ResumeQueue:input_type -> concord.queue.v1.ResumeQueueRequest
+	44,  // 87: concord.queue.v1.QueueService.GetTask:input_type -> concord.queue.v1.GetTaskRequest
+	46,  // 88: concord.queue.v1.QueueService.WaitTask:input_type -> concord.queue.v1.WaitTaskRequest
+	48,  // 89: concord.queue.v1.QueueService.ReportProgress:input_type -> concord.queue.v1.ReportProgressRequest
+	52,  // 90: concord.queue.v1.QueueService.SetQueuePolicy:input_type -> concord.queue.v1.SetQueuePolicyRequest
+	54,  // 91: concord.queue.v1.QueueService.GetQueuePolicy:input_type -> concord.queue.v1.GetQueuePolicyRequest
+	58,  // 92: concord.queue.v1.QueueService.CreateSchedule:input_type -> concord.queue.v1.CreateScheduleRequest
+	60,  // 93: concord.queue.v1.QueueService.UpdateSchedule:input_type -> concord.queue.v1.UpdateScheduleRequest
+	62,  // 94: concord.queue.v1.QueueService.PauseSchedule:input_type -> concord.queue.v1.PauseScheduleRequest
+	64,  // 95: concord.queue.v1.QueueService.ResumeSchedule:input_type -> concord.queue.v1.ResumeScheduleRequest
+	66,  // 96: concord.queue.v1.QueueService.DeleteSchedule:input_type -> concord.queue.v1.DeleteScheduleRequest
+	68,  // 97: concord.queue.v1.QueueService.GetSchedule:input_type -> concord.queue.v1.GetScheduleRequest
+	70,  // 98: concord.queue.v1.QueueService.ListSchedules:input_type -> concord.queue.v1.ListSchedulesRequest
+	72,  // 99: concord.queue.v1.QueueService.WatchQueue:input_type -> concord.queue.v1.WatchQueueRequest
+	8,   // 100: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
+	12,  // 101: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
+	14,  // 102: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
+	16,  // 103: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
+	18,  // 104: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
+	20,  // 105: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
+	25,  // 106: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
+	27,  // 107: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
+	29,  // 108: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
+	31,  // 109: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
+	33,  // 110: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
+	35,  // 111: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
+	37,  // 112: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
+	39,  // 113: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
+	41,  // 114: concord.queue.v1.QueueService.PauseQueue:output_type -> concord.queue.v1.PauseQueueResponse
+	43,  // 115: concord.queue.v1.QueueService.ResumeQueue:output_type -> concord.queue.v1.ResumeQueueResponse
+	45,  // 116: concord.queue.v1.QueueService.GetTask:output_type -> concord.queue.v1.GetTaskResponse
+	47,  // 117: concord.queue.v1.QueueService.WaitTask:output_type -> concord.queue.v1.WaitTaskResponse
+	49,  // 118: concord.queue.v1.QueueService.ReportProgress:output_type -> concord.queue.v1.ReportProgressResponse
+	53,  // 119: concord.queue.v1.QueueService.SetQueuePolicy:output_type -> concord.queue.v1.SetQueuePolicyResponse
+	55,  // 120: concord.queue.v1.QueueService.GetQueuePolicy:output_type -> concord.queue.v1.GetQueuePolicyResponse
+	59,  // 121: concord.queue.v1.QueueService.CreateSchedule:output_type -> concord.queue.v1.CreateScheduleResponse
+	61,  // 122: concord.queue.v1.QueueService.UpdateSchedule:output_type -> concord.queue.v1.UpdateScheduleResponse
+	63,  // 123: concord.queue.v1.QueueService.PauseSchedule:output_type -> concord.queue.v1.PauseScheduleResponse
+	65,  // 124: concord.queue.v1.QueueService.ResumeSchedule:output_type -> concord.queue.v1.ResumeScheduleResponse
+	67,  // 125: concord.queue.v1.QueueService.DeleteSchedule:output_type -> concord.queue.v1.DeleteScheduleResponse
+	69,  // 126: concord.queue.v1.QueueService.GetSchedule:output_type -> concord.queue.v1.GetScheduleResponse
+	71,  // 127: concord.queue.v1.QueueService.ListSchedules:output_type -> concord.queue.v1.ListSchedulesResponse
+	73,  // 128: concord.queue.v1.QueueService.WatchQueue:output_type -> concord.queue.v1.QueueEvent
+	100, // [100:129] is the sub-list for method output_type
+	71,  // [71:100] is the sub-list for method input_type
+	71,  // [71:71] is the sub-list for extension type_name
+	71,  // [71:71] is the sub-list for extension extendee
+	0,   // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_concord_queue_v1_queue_proto_init() }
@@ -3802,13 +5360,19 @@ func file_concord_queue_v1_queue_proto_init() {
 	}
 	file_concord_queue_v1_queue_proto_msgTypes[44].OneofWrappers = []any{}
 	file_concord_queue_v1_queue_proto_msgTypes[46].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[47].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[52].OneofWrappers = []any{
+		(*ScheduleSpec_Cron)(nil),
+		(*ScheduleSpec_Every)(nil),
+	}
+	file_concord_queue_v1_queue_proto_msgTypes[56].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_queue_v1_queue_proto_rawDesc), len(file_concord_queue_v1_queue_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   52,
+			NumEnums:      4,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

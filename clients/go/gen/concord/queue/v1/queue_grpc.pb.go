@@ -40,6 +40,14 @@ const (
 	QueueService_ReportProgress_FullMethodName = "/concord.queue.v1.QueueService/ReportProgress"
 	QueueService_SetQueuePolicy_FullMethodName = "/concord.queue.v1.QueueService/SetQueuePolicy"
 	QueueService_GetQueuePolicy_FullMethodName = "/concord.queue.v1.QueueService/GetQueuePolicy"
+	QueueService_CreateSchedule_FullMethodName = "/concord.queue.v1.QueueService/CreateSchedule"
+	QueueService_UpdateSchedule_FullMethodName = "/concord.queue.v1.QueueService/UpdateSchedule"
+	QueueService_PauseSchedule_FullMethodName  = "/concord.queue.v1.QueueService/PauseSchedule"
+	QueueService_ResumeSchedule_FullMethodName = "/concord.queue.v1.QueueService/ResumeSchedule"
+	QueueService_DeleteSchedule_FullMethodName = "/concord.queue.v1.QueueService/DeleteSchedule"
+	QueueService_GetSchedule_FullMethodName    = "/concord.queue.v1.QueueService/GetSchedule"
+	QueueService_ListSchedules_FullMethodName  = "/concord.queue.v1.QueueService/ListSchedules"
+	QueueService_WatchQueue_FullMethodName     = "/concord.queue.v1.QueueService/WatchQueue"
 )
 
 // QueueServiceClient is the client API for QueueService service.
@@ -125,6 +133,31 @@ type QueueServiceClient interface {
 	SetQueuePolicy(ctx context.Context, in *SetQueuePolicyRequest, opts ...grpc.CallOption) (*SetQueuePolicyResponse, error)
 	// GetQueuePolicy returns the queue's policy with the defaults filled in.
 	GetQueuePolicy(ctx context.Context, in *GetQueuePolicyRequest, opts ...grpc.CallOption) (*GetQueuePolicyResponse, error)
+	// CreateSchedule adds a named recurring schedule to the queue: each tick enqueues
+	// one task, exactly once however many servers run, also across server and Redis
+	// restarts. Every server's ticker tries each tick; the first claims it in Redis,
+	// on Redis's clock, so no tick runs early and no leader is elected.
+	// SCHEDULE_EXISTS if the queue has a schedule of that name.
+	CreateSchedule(ctx context.Context, in *CreateScheduleRequest, opts ...grpc.CallOption) (*CreateScheduleResponse, error)
+	// UpdateSchedule replaces a schedule's spec; its next tick is reckoned from now.
+	// SCHEDULE_NOT_FOUND if there is none of that name.
+	UpdateSchedule(ctx context.Context, in *UpdateScheduleRequest, opts ...grpc.CallOption) (*UpdateScheduleResponse, error)
+	// PauseSchedule stops its ticks; ResumeSchedule starts them again from the next
+	// tick after now (ticks due while paused do not run).
+	PauseSchedule(ctx context.Context, in *PauseScheduleRequest, opts ...grpc.CallOption) (*PauseScheduleResponse, error)
+	ResumeSchedule(ctx context.Context, in *ResumeScheduleRequest, opts ...grpc.CallOption) (*ResumeScheduleResponse, error)
+	// DeleteSchedule removes it; tasks it enqueued stay. SCHEDULE_NOT_FOUND if absent.
+	DeleteSchedule(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error)
+	GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*GetScheduleResponse, error)
+	// ListSchedules pages through the queue's schedules, soonest next tick first
+	// (paused ones last).
+	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
+	// WatchQueue streams the queue's task events as they happen, made through any
+	// replica. The queue keeps its latest events (QueuePolicy.keep_events); a watcher
+	// that passes the position of the last event it saw resumes right after it and
+	// misses nothing still kept. If events after that position were dropped, the
+	// stream first sends a GAP event, so a gap is never silent.
+	WatchQueue(ctx context.Context, in *WatchQueueRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[QueueEvent], error)
 }
 
 type queueServiceClient struct {
@@ -348,6 +381,95 @@ func (c *queueServiceClient) GetQueuePolicy(ctx context.Context, in *GetQueuePol
 	return out, nil
 }
 
+func (c *queueServiceClient) CreateSchedule(ctx context.Context, in *CreateScheduleRequest, opts ...grpc.CallOption) (*CreateScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateScheduleResponse)
+	err := c.cc.Invoke(ctx, QueueService_CreateSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) UpdateSchedule(ctx context.Context, in *UpdateScheduleRequest, opts ...grpc.CallOption) (*UpdateScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateScheduleResponse)
+	err := c.cc.Invoke(ctx, QueueService_UpdateSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) PauseSchedule(ctx context.Context, in *PauseScheduleRequest, opts ...grpc.CallOption) (*PauseScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseScheduleResponse)
+	err := c.cc.Invoke(ctx, QueueService_PauseSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) ResumeSchedule(ctx context.Context, in *ResumeScheduleRequest, opts ...grpc.CallOption) (*ResumeScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeScheduleResponse)
+	err := c.cc.Invoke(ctx, QueueService_ResumeSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) DeleteSchedule(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteScheduleResponse)
+	err := c.cc.Invoke(ctx, QueueService_DeleteSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*GetScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetScheduleResponse)
+	err := c.cc.Invoke(ctx, QueueService_GetSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSchedulesResponse)
+	err := c.cc.Invoke(ctx, QueueService_ListSchedules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) WatchQueue(ctx context.Context, in *WatchQueueRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[QueueEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &QueueService_ServiceDesc.Streams[1], QueueService_WatchQueue_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchQueueRequest, QueueEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type QueueService_WatchQueueClient = grpc.ServerStreamingClient[QueueEvent]
+
 // QueueServiceServer is the server API for QueueService service.
 // All implementations must embed UnimplementedQueueServiceServer
 // for forward compatibility.
@@ -431,6 +553,31 @@ type QueueServiceServer interface {
 	SetQueuePolicy(context.Context, *SetQueuePolicyRequest) (*SetQueuePolicyResponse, error)
 	// GetQueuePolicy returns the queue's policy with the defaults filled in.
 	GetQueuePolicy(context.Context, *GetQueuePolicyRequest) (*GetQueuePolicyResponse, error)
+	// CreateSchedule adds a named recurring schedule to the queue: each tick enqueues
+	// one task, exactly once however many servers run, also across server and Redis
+	// restarts. Every server's ticker tries each tick; the first claims it in Redis,
+	// on Redis's clock, so no tick runs early and no leader is elected.
+	// SCHEDULE_EXISTS if the queue has a schedule of that name.
+	CreateSchedule(context.Context, *CreateScheduleRequest) (*CreateScheduleResponse, error)
+	// UpdateSchedule replaces a schedule's spec; its next tick is reckoned from now.
+	// SCHEDULE_NOT_FOUND if there is none of that name.
+	UpdateSchedule(context.Context, *UpdateScheduleRequest) (*UpdateScheduleResponse, error)
+	// PauseSchedule stops its ticks; ResumeSchedule starts them again from the next
+	// tick after now (ticks due while paused do not run).
+	PauseSchedule(context.Context, *PauseScheduleRequest) (*PauseScheduleResponse, error)
+	ResumeSchedule(context.Context, *ResumeScheduleRequest) (*ResumeScheduleResponse, error)
+	// DeleteSchedule removes it; tasks it enqueued stay. SCHEDULE_NOT_FOUND if absent.
+	DeleteSchedule(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error)
+	GetSchedule(context.Context, *GetScheduleRequest) (*GetScheduleResponse, error)
+	// ListSchedules pages through the queue's schedules, soonest next tick first
+	// (paused ones last).
+	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
+	// WatchQueue streams the queue's task events as they happen, made through any
+	// replica. The queue keeps its latest events (QueuePolicy.keep_events); a watcher
+	// that passes the position of the last event it saw resumes right after it and
+	// misses nothing still kept. If events after that position were dropped, the
+	// stream first sends a GAP event, so a gap is never silent.
+	WatchQueue(*WatchQueueRequest, grpc.ServerStreamingServer[QueueEvent]) error
 	mustEmbedUnimplementedQueueServiceServer()
 }
 
@@ -503,6 +650,30 @@ func (UnimplementedQueueServiceServer) SetQueuePolicy(context.Context, *SetQueue
 }
 func (UnimplementedQueueServiceServer) GetQueuePolicy(context.Context, *GetQueuePolicyRequest) (*GetQueuePolicyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetQueuePolicy not implemented")
+}
+func (UnimplementedQueueServiceServer) CreateSchedule(context.Context, *CreateScheduleRequest) (*CreateScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateSchedule not implemented")
+}
+func (UnimplementedQueueServiceServer) UpdateSchedule(context.Context, *UpdateScheduleRequest) (*UpdateScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateSchedule not implemented")
+}
+func (UnimplementedQueueServiceServer) PauseSchedule(context.Context, *PauseScheduleRequest) (*PauseScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseSchedule not implemented")
+}
+func (UnimplementedQueueServiceServer) ResumeSchedule(context.Context, *ResumeScheduleRequest) (*ResumeScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeSchedule not implemented")
+}
+func (UnimplementedQueueServiceServer) DeleteSchedule(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSchedule not implemented")
+}
+func (UnimplementedQueueServiceServer) GetSchedule(context.Context, *GetScheduleRequest) (*GetScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSchedule not implemented")
+}
+func (UnimplementedQueueServiceServer) ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSchedules not implemented")
+}
+func (UnimplementedQueueServiceServer) WatchQueue(*WatchQueueRequest, grpc.ServerStreamingServer[QueueEvent]) error {
+	return status.Error(codes.Unimplemented, "method WatchQueue not implemented")
 }
 func (UnimplementedQueueServiceServer) mustEmbedUnimplementedQueueServiceServer() {}
 func (UnimplementedQueueServiceServer) testEmbeddedByValue()                      {}
@@ -892,6 +1063,143 @@ func _QueueService_GetQueuePolicy_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QueueService_CreateSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).CreateSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_CreateSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).CreateSchedule(ctx, req.(*CreateScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_UpdateSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).UpdateSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_UpdateSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).UpdateSchedule(ctx, req.(*UpdateScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_PauseSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).PauseSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_PauseSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).PauseSchedule(ctx, req.(*PauseScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_ResumeSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).ResumeSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_ResumeSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).ResumeSchedule(ctx, req.(*ResumeScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_DeleteSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).DeleteSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_DeleteSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).DeleteSchedule(ctx, req.(*DeleteScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_GetSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).GetSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_GetSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).GetSchedule(ctx, req.(*GetScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_ListSchedules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSchedulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).ListSchedules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_ListSchedules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).ListSchedules(ctx, req.(*ListSchedulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_WatchQueue_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchQueueRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(QueueServiceServer).WatchQueue(m, &grpc.GenericServerStream[WatchQueueRequest, QueueEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type QueueService_WatchQueueServer = grpc.ServerStreamingServer[QueueEvent]
+
 // QueueService_ServiceDesc is the grpc.ServiceDesc for QueueService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -979,6 +1287,34 @@ var QueueService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "GetQueuePolicy",
 			Handler:    _QueueService_GetQueuePolicy_Handler,
 		},
+		{
+			MethodName: "CreateSchedule",
+			Handler:    _QueueService_CreateSchedule_Handler,
+		},
+		{
+			MethodName: "UpdateSchedule",
+			Handler:    _QueueService_UpdateSchedule_Handler,
+		},
+		{
+			MethodName: "PauseSchedule",
+			Handler:    _QueueService_PauseSchedule_Handler,
+		},
+		{
+			MethodName: "ResumeSchedule",
+			Handler:    _QueueService_ResumeSchedule_Handler,
+		},
+		{
+			MethodName: "DeleteSchedule",
+			Handler:    _QueueService_DeleteSchedule_Handler,
+		},
+		{
+			MethodName: "GetSchedule",
+			Handler:    _QueueService_GetSchedule_Handler,
+		},
+		{
+			MethodName: "ListSchedules",
+			Handler:    _QueueService_ListSchedules_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -986,6 +1322,11 @@ var QueueService_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _QueueService_Consume_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "WatchQueue",
+			Handler:       _QueueService_WatchQueue_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "concord/queue/v1/queue.proto",
