@@ -442,14 +442,17 @@ async def queue_primitive(url: str, *, prefix: str | None = None, interval: floa
     """A Queues primitive wired like the server wires it, without gRPC."""
     async with _doorbell_wiring(url, broadcast=False, interval=interval, prefix=prefix) as (commands, keys, bells):
         outcomes = Outcomes(bells.bus)
-        queues = Queues(commands, keys, bells, outcomes, **kw)
+        watch_bells = Doorbells(bells.bus, broadcast=True, interval=10.0)
+        queues = Queues(commands, keys, bells, outcomes, watch_bells, **kw)
         try:
             yield queues
         finally:
             bells.close()
             outcomes.close()
+            watch_bells.close()
             await queues.drain(1.0)
             await outcomes.aclose()
+            await watch_bells.aclose()
 
 
 @contextlib.asynccontextmanager

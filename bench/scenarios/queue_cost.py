@@ -16,6 +16,11 @@ Kinds, all on one queue:
             retention: the newest 1,000 for 24 h) and Acks carrying a 16-byte result;
             `single` and `batched` run on a queue whose retention keeps none
             (results off), so kept / single is the cost of results (target <= 1.2x)
+  quiet     as single, on a queue that keeps no task events (QueuePolicy.keep_events
+            0: nothing for WatchQueue); single keeps the default 1,000. Events cost
+            Redis more than the server (an XADD and a SPUBLISH per transition), so
+            single and quiet are measured again with server + Redis CPU together:
+            single / quiet is the cost of events (target <= 1.15x)
 
 Each worker dequeues only after its own Enqueue returned and every Dequeue takes as
 many tasks as its Enqueue added, so a Dequeue always finds enough ready tasks; one
@@ -65,16 +70,30 @@ except ImportError:  # reported as an unavailable row
 SC = "queue-cost"
 QUEUE = "bench:queue-cost"
 KEPT = "bench:queue-cost:kept"
+QUIET = "bench:queue-cost:quiet"
+EVENTS_TARGET = 1.15  # single / quiet, server + Redis CPU per task
 RESULT = b"r" * 16
 BATCH = 100
 RESULTS_TARGET = 1.2  # kept / single, server CPU per task
-TASKS_PER_CALL = {"empty": 1, "single": 1, "batched": BATCH, "kept": 1, "book": 1, "enqueue_seq": 1, "rq_seq": 1}
+TASKS_PER_CALL = {"empty": 1, "single": 1, "batched": BATCH, "kept": 1, "book": 1, "enqueue_seq": 1, "rq_seq": 1,
+                  "events_on": 1, "events_off": 1}
 KINDS = {  # kind: (label, what one unit of its figures is)
     "empty": ("empty call (health Check)", "call"),
     "single": ("single: Enqueue(1)+Dequeue(1)+Ack", "task"),
     "batched": (f"batched: Enqueue({BATCH})+Dequeue({BATCH})+{BATCH} Acks", "task"),
     "kept": ("kept: single with a 16-byte result kept (default retention)", "task"),
 }
+
+
+class _Together:
+    """Two processes' CPU as one (cpu_seconds reads cpu_times)."""
+
+    def __init__(self, *procs: psutil.Process) -> None:
+        self._procs = procs
+
+    def cpu_times(self):
+        times = [p.cpu_times() for p in self._procs]
+        return type("Times", (), {"user": sum(t.user for t in times), "system": sum(t.system for t in times)})
 
 
 def noop(*args: object) -> None:
@@ -123,11 +142,15 @@ async def _measure(target: str, ps, rds: RedisServer, redis_ps, reps: int, n_emp
 
     results_off = pb.QueuePolicy(succeeded=pb.Retention(max_count=0))
     await queues.SetQueuePolicy(pb.SetQueuePolicyRequest(queue=QUEUE, policy=results_off), timeout=10)
+    quiet = pb.QueuePolicy(succeeded=pb.Retention(max_count=0), keep_events=0)
+    await queues.SetQueuePolicy(pb.SetQueuePolicyRequest(queue=QUIET, policy=quiet), timeout=10)
     try:
         runs = await measure_kinds({"empty": (empty, n_empty), "single": (tasks(1), n_tasks),
                                     "batched": (tasks(BATCH), n_batches), "kept": (tasks(1, KEPT, RESULT), n_tasks)},
                                    reps, ps)
         runs["retained"] = [{"bytes_per_task": await _retained_bytes(conn)}]
+        runs |= await measure_kinds({"events_on": (tasks(1), n_tasks), "events_off": (tasks(1, QUIET), n_tasks)},
+                                    reps, _Together(ps, redis_ps))
         return runs | await measure_kinds({"book": (book_task, n_tasks)}, reps, redis_ps)
     finally:
         await channel.close()
@@ -221,6 +244,11 @@ def run(ctx: Context) -> tuple[list[Row], dict]:
     rows.append(Row(SC, "results on / off: server CPU per task, kept vs single", ratio, "x",
                     target=f"≤ {RESULTS_TARGET}×", passed=ratio <= RESULTS_TARGET,
                     runs=[k["cpu_per_task_s"] / s["cpu_per_task_s"] for k, s in zip(runs["kept"], runs["single"])]))
+    on, off = med("events_on", "cpu_per_task_s")[0], med("events_off", "cpu_per_task_s")[0]
+    rows.append(Row(SC, "events on / off: server + Redis CPU per task, single vs quiet", on / off, "x",
+                    target=f"≤ {EVENTS_TARGET}×", passed=on / off <= EVENTS_TARGET,
+                    runs=[a["cpu_per_task_s"] / b["cpu_per_task_s"] for a, b in zip(runs["events_on"],
+                                                                                runs["events_off"])]))
     rows.append(Row(SC, "memory per retained finished task (hash + done-set entry; 16-byte payload and result)",
                     runs["retained"][0]["bytes_per_task"], "B", note="Redis MEMORY USAGE after the kept runs"))
     single_rate = med("single", "tasks_per_s")[0]

@@ -151,6 +151,8 @@ var (
 	ErrTaskNotFound         = reasonError(errorv1.Reason_REASON_TASK_NOT_FOUND)
 	ErrTaskLeased           = reasonError(errorv1.Reason_REASON_TASK_LEASED)
 	ErrTaskFinished         = reasonError(errorv1.Reason_REASON_TASK_FINISHED)
+	ErrScheduleNotFound     = reasonError(errorv1.Reason_REASON_SCHEDULE_NOT_FOUND)
+	ErrScheduleExists       = reasonError(errorv1.Reason_REASON_SCHEDULE_EXISTS)
 	ErrChatNotFound         = reasonError(errorv1.Reason_REASON_CHAT_NOT_FOUND)
 	ErrChatExists           = reasonError(errorv1.Reason_REASON_CHAT_EXISTS)
 	ErrNotAMember           = reasonError(errorv1.Reason_REASON_NOT_A_MEMBER)

@@ -54,13 +54,18 @@ import (
 //     replaces the whole policy), Stats, Peek, ListDead, ListQueues, GetTask,
 //     WaitTask, GetQueuePolicy, and Enqueue when every task has a dedupe_key (a
 //     repeat names the first task as a duplicate);
+//   - schedules: GetSchedule, ListSchedules, PauseSchedule and ResumeSchedule (a
+//     repeat finds the schedule paused or running already and changes nothing),
+//     UpdateSchedule (it replaces the whole spec; a repeat reckons the next tick
+//     from now again);
 //   - chat: Ack (seen positions only move forward), ListChats, GetHistory,
 //     ListAllChats; autocomplete: SuggestRecent, Suggest, Count; files: ListFiles.
 //
 // Not retried, because a repeat could do something twice: SendMessage and
-// CreateChat, Enqueue without dedupe keys, Cancel, Purge, RetryDead,
-// ForceRelease, JoinChat, LeaveChat, the autocomplete writes, MarkDone, Finish,
-// and every stream.
+// CreateChat, CreateSchedule and DeleteSchedule (a repeat of one that took effect
+// would report SCHEDULE_EXISTS or SCHEDULE_NOT_FOUND), Enqueue without dedupe
+// keys, Cancel, Purge, RetryDead, ForceRelease, JoinChat, LeaveChat, the
+// autocomplete writes, MarkDone, Finish, and every stream.
 const (
 	retryBase = 50 * time.Millisecond
 	retryCap  = time.Second // an outage's end is noticed within a second
@@ -94,6 +99,11 @@ var safeToRepeat = map[string]bool{
 	queuev1.QueueService_ReportProgress_FullMethodName:              true,
 	queuev1.QueueService_SetQueuePolicy_FullMethodName:              true,
 	queuev1.QueueService_GetQueuePolicy_FullMethodName:              true,
+	queuev1.QueueService_GetSchedule_FullMethodName:                 true,
+	queuev1.QueueService_ListSchedules_FullMethodName:               true,
+	queuev1.QueueService_PauseSchedule_FullMethodName:               true,
+	queuev1.QueueService_ResumeSchedule_FullMethodName:              true,
+	queuev1.QueueService_UpdateSchedule_FullMethodName:              true,
 	chatv1.ChatService_Ack_FullMethodName:                           true,
 	chatv1.ChatService_ListChats_FullMethodName:                     true,
 	chatv1.ChatService_GetHistory_FullMethodName:                    true,

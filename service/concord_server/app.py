@@ -154,14 +154,15 @@ async def start(settings: Settings) -> Server:
         bus = NotificationBus(endpoint)
     waiters = Waiters(bus)
     doorbells = Doorbells(bus)
-    chat_bells = Doorbells(bus, broadcast=True, interval=10.0)  # each safety ring re-reads every chat
+    # Broadcast: chats, file groups and queue watchers; each safety ring re-reads.
+    chat_bells = Doorbells(bus, broadcast=True, interval=10.0)
     outcomes = Outcomes(bus)
     keyspace, process_id = KeySpace(settings.key_prefix), secrets.token_hex(8)
 
     def build(keyspace: KeySpace) -> Primitives:  # once, or once per tenant (tenants.py)
         locks = lock.Locks(commands, keyspace, waiters, process_id=process_id)
         semaphores = semaphore.Semaphores(commands, keyspace, waiters, process_id=process_id)
-        queues = queue.Queues(commands, keyspace, doorbells, outcomes,
+        queues = queue.Queues(commands, keyspace, doorbells, outcomes, chat_bells,
                               priority_aging_ms=int(settings.queue_priority_aging * 1000),
                               retry_backoff_ms=int(settings.queue_retry_backoff * 1000))
         ticks = schedules.Schedules(commands, keyspace, queues.weight)

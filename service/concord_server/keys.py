@@ -76,6 +76,8 @@ class QueueKeys(NamedTuple):
     done: str  # zset: task id -> finished ms, for retained succeeded and cancelled tasks
     policy: str  # hash: the queue's policy (retention); absent fields take the defaults
     schedules: str  # zset: schedule name -> its next tick (ms), +inf while paused
+    events: str  # stream "<n>-0" -> task event (WatchQueue); also the shard channel rung with n
+    event_seq: str  # string: the last event's n
     channel: str  # shard channel: "<n>" when n tasks became ready
     finished: str  # shard channel: "<task id>" when that task finished, "*" when many did
     task_prefix: str  # + task id: hash with the task's fields
@@ -85,7 +87,7 @@ class QueueKeys(NamedTuple):
     @property
     def keys(self) -> list[str]:
         return [self.ready, self.since, self.delayed, self.leased, self.dead, self.seq, self.paused, self.done,
-                self.policy, self.schedules]
+                self.policy, self.schedules, self.events, self.event_seq]
 
     def dedupe(self, key: str) -> str:
         return self.dedupe_prefix + key
@@ -220,7 +222,8 @@ class KeySpace:
     def queue(self, name: str) -> QueueKeys:
         t = self.tag("queue", name)
         return QueueKeys(f"{t}:ready", f"{t}:since", f"{t}:delayed", f"{t}:leased", f"{t}:dead", f"{t}:seq",
-                         f"{t}:paused", f"{t}:done", f"{t}:policy", f"{t}:schedules", f"{t}:wake",
+                         f"{t}:paused", f"{t}:done", f"{t}:policy", f"{t}:schedules", f"{t}:events",
+                         f"{t}:event-seq", f"{t}:wake",
                          f"{t}:finished", f"{t}:task:", f"{t}:dedupe:", f"{t}:schedule:")
 
     @property

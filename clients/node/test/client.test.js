@@ -14,6 +14,22 @@ const skip = addr ? false : 'CONCORD_ADDR is not set: start a server (`make run`
 const unique = (what) => `node:${what}:${randomBytes(6).toString('hex')}`;
 const soon = () => ({ deadline: Date.now() + 10_000 });
 
+// Polls check() until it returns something truthy, failing after 10 s.
+async function eventually(what, check) {
+  for (const deadline = Date.now() + 10_000; ;) {
+    const got = await check();
+    if (got) return got;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => { setTimeout(resolve, 20); });
+  }
+}
+
+// Deletes the queue's schedule if it is still there, so a failed test leaves nothing ticking.
+async function deleteSchedule(client, queue, name) {
+  await client.queue.deleteSchedule({ queue, name }, soon())
+    .catch((err) => { if (!ConcordError.isReason(err, 'SCHEDULE_NOT_FOUND')) throw err; });
+}
+
 // Collects a server stream's messages until it ends.
 function drain(stream) {
   return new Promise((resolve, reject) => {
@@ -94,6 +110,82 @@ describe('concord over grpc-js', { skip }, () => {
     assert.equal(err.code, grpc.status.NOT_FOUND);
   });
 
+  test('a schedule ticks a task that names it, and is listed, paused, resumed and deleted', async (t) => {
+    const [queue, name] = [unique('scheduled'), 'every-second'];
+    t.after(() => deleteSchedule(client, queue, name));
+    const made = Date.now();
+    const { schedule } = await client.queue.createSchedule(
+      { queue, name, spec: { every: duration(1000), type: 'tick', payload: Buffer.from('ping') } }, soon());
+    assert.deepEqual([schedule.queue, schedule.name, schedule.paused, schedule.runs, schedule.spec.timing,
+      schedule.spec.type], [queue, name, false, '0', 'every', 'tick']);
+    const first = Number(schedule.nextRunAt.seconds) * 1000;
+    assert.ok(first >= made - 1000 && first <= Date.now() + 3000, `first tick at ${first}, made at ${made}`);
+
+    const ticked = await eventually('the first tick', async () => {
+      const { schedule: s } = await client.queue.getSchedule({ queue, name }, soon());
+      return s.lastTaskId && s;
+    });
+    const { task } = await client.queue.getTask({ queue, taskId: ticked.lastTaskId }, soon());
+    assert.deepEqual([task.schedule, task.type, task.payload, task.scheduledAt],
+      [name, 'tick', Buffer.from('ping'), ticked.lastRunAt]);
+    const { tasks } = await client.queue.peek({ queue }, soon());
+    assert.ok(tasks.some((queued) => queued.taskId === ticked.lastTaskId), 'the ticked task waits in the queue');
+
+    const { schedules, nextPageToken } = await client.queue.listSchedules({ queue }, soon());
+    assert.deepEqual(schedules.map((s) => [s.name, s.paused]), [[name, false]]);
+    assert.ok(schedules[0].nextRunAt && Number(schedules[0].runs) >= 1, JSON.stringify(schedules[0]));
+    assert.equal(nextPageToken, '');
+
+    const { schedule: paused } = await client.queue.pauseSchedule({ queue, name }, soon());
+    assert.deepEqual([paused.paused, paused.nextRunAt], [true, null]);
+    const { schedule: resumed } = await client.queue.resumeSchedule({ queue, name }, soon());
+    assert.equal(resumed.paused, false);
+    assert.ok(resumed.nextRunAt && BigInt(resumed.version) > BigInt(paused.version));
+
+    await client.queue.deleteSchedule({ queue, name }, soon());
+    const err = await client.queue.getSchedule({ queue, name }, soon()).then(() => null, (e) => e);
+    assert.ok(ConcordError.isReason(err, 'SCHEDULE_NOT_FOUND'), String(err));
+    assert.equal(err.code, grpc.status.NOT_FOUND);
+    assert.deepEqual((await client.queue.listSchedules({ queue }, soon())).schedules, []);
+    // The tasks it enqueued stay.
+    assert.equal((await client.queue.getTask({ queue, taskId: task.taskId }, soon())).task.schedule, name);
+  });
+
+  test('listSchedules pages through the schedules; a cron spec keeps its time zone', async (t) => {
+    const queue = unique('schedules');
+    const names = ['a', 'b', 'c'];
+    t.after(() => Promise.all(names.map((name) => deleteSchedule(client, queue, name))));
+    for (const name of names) {
+      const spec = { cron: '0 9 * * 1', timeZone: 'Europe/Oslo', type: 'weekly_report', missed: 'MISSED_TICKS_SKIP' };
+      await client.queue.createSchedule({ queue, name, spec, paused: name === 'c' }, soon());
+    }
+    const first = await client.queue.listSchedules({ queue, pageSize: 2 }, soon());
+    assert.equal(first.schedules.length, 2);
+    assert.notEqual(first.nextPageToken, '');
+    const second = await client.queue.listSchedules({ queue, pageSize: 2, pageToken: first.nextPageToken }, soon());
+    assert.equal(second.nextPageToken, '');
+    const listed = [...first.schedules, ...second.schedules];
+    assert.deepEqual(listed.map((s) => s.name).sort(), names);
+    assert.equal(listed.at(-1).name, 'c', 'paused ones come last');
+    const { spec } = listed[0];
+    assert.deepEqual([spec.timing, spec.cron, spec.timeZone, spec.missed],
+      ['cron', '0 9 * * 1', 'Europe/Oslo', 'MISSED_TICKS_SKIP']);
+  });
+
+  test('createSchedule of a taken name is SCHEDULE_EXISTS; an unknown name is SCHEDULE_NOT_FOUND', async (t) => {
+    const queue = unique('taken');
+    t.after(() => deleteSchedule(client, queue, 'once'));
+    const request = { queue, name: 'once', spec: { every: duration(3_600_000), type: 't' } };
+    await client.queue.createSchedule(request, soon());
+    const exists = await client.queue.createSchedule(request, soon()).then(() => null, (e) => e);
+    assert.ok(ConcordError.isReason(exists, 'SCHEDULE_EXISTS'), String(exists));
+    assert.equal(exists.code, grpc.status.ALREADY_EXISTS);
+    for (const method of ['getSchedule', 'pauseSchedule', 'resumeSchedule', 'deleteSchedule']) {
+      const err = await client.queue[method]({ queue, name: 'missing' }, soon()).then(() => null, (e) => e);
+      assert.ok(err?.is('SCHEDULE_NOT_FOUND') && err.code === grpc.status.NOT_FOUND, `${method}: ${err}`);
+    }
+  });
+
   test('pending chat messages stream in order', async () => {
     const [joe, jenny] = [unique('joe'), unique('jenny')];
     const { chatId } = await client.chat.createChat({ sender: joe, recipients: [jenny], message: 'Hi all' }, soon());
@@ -142,6 +234,8 @@ describe('without a server', () => {
     assert.deepEqual(table.LOCK_NOT_HELD, { code: grpc.status.FAILED_PRECONDITION, status: 'FAILED_PRECONDITION' });
     assert.deepEqual(table.REDIS_UNAVAILABLE, { code: grpc.status.UNAVAILABLE, status: 'UNAVAILABLE' });
     assert.deepEqual(table.TASK_FINISHED, { code: grpc.status.FAILED_PRECONDITION, status: 'FAILED_PRECONDITION' });
+    assert.deepEqual(table.SCHEDULE_NOT_FOUND, { code: grpc.status.NOT_FOUND, status: 'NOT_FOUND' });
+    assert.deepEqual(table.SCHEDULE_EXISTS, { code: grpc.status.ALREADY_EXISTS, status: 'ALREADY_EXISTS' });
     assert.throws(() => new ConcordError('x').is('LOCK_NOT_HLED'), /not a Concord error reason/);
   });
 

@@ -12,7 +12,8 @@ from concord.queue.v1 import queue_pb2_grpc
 
 from ..config import Settings
 from ..errors import InvalidArgument
-from ..primitives.queue import MAX_PRIORITY, NewTask, Policy, Queues, Retention, RetryPolicy, TaskRecord
+from ..primitives.queue import (MAX_PRIORITY, NewTask, Policy, QueueEvent, Queues, Retention, RetryPolicy,
+                                TaskRecord)
 from ..primitives.schedule_times import BadTiming, Timing
 from ..primitives.schedules import ScheduleRecord, Schedules, ScheduleSpec
 from . import validation as v
@@ -33,6 +34,7 @@ MAX_RETRY_DEAD = 10_000
 MAX_PROGRESS_JSON = 4096
 MAX_RETAIN_COUNT = 1_000_000
 MAX_RETAIN_AGE_MS = 366 * 86_400_000
+MAX_KEEP_EVENTS = 1_000_000
 MIN_EVERY_MS = 1000
 MAX_GRACE_MS = 3_600_000
 _MISSED = {pb.MISSED_TICKS_UNSPECIFIED: "once", pb.MISSED_TICKS_RUN_ONCE: "once", pb.MISSED_TICKS_SKIP: "skip"}
@@ -118,7 +120,31 @@ def _retry_message(r: RetryPolicy | None) -> pb.RetryPolicy:
 
 def _policy_message(p: Policy) -> pb.QueuePolicy:
     return pb.QueuePolicy(succeeded=_retention_message(p.succeeded), dead=_retention_message(p.dead),
-                          retry=_retry_message(p.retry))
+                          retry=_retry_message(p.retry), keep_events=p.keep_events)
+
+
+_EVENT_KINDS = {"enqueued": pb.QUEUE_EVENT_KIND_ENQUEUED, "leased": pb.QUEUE_EVENT_KIND_LEASED,
+                "progress": pb.QUEUE_EVENT_KIND_PROGRESS, "succeeded": pb.QUEUE_EVENT_KIND_SUCCEEDED,
+                "failed": pb.QUEUE_EVENT_KIND_FAILED, "dead": pb.QUEUE_EVENT_KIND_DEAD,
+                "cancelled": pb.QUEUE_EVENT_KIND_CANCELLED, "released": pb.QUEUE_EVENT_KIND_RELEASED,
+                "retried": pb.QUEUE_EVENT_KIND_RETRIED, "gap": pb.QUEUE_EVENT_KIND_GAP,
+                "caught_up": pb.QUEUE_EVENT_KIND_CAUGHT_UP}
+
+
+def event_message(e: QueueEvent) -> pb.QueueEvent:
+    m = pb.QueueEvent(position=str(e.position), kind=_EVENT_KINDS.get(e.kind, pb.QUEUE_EVENT_KIND_UNSPECIFIED),
+                      task_id=e.task_id, attempt=e.attempt, type=e.type, error=e.error, dead_reason=e.dead_reason,
+                      schedule=e.schedule)
+    if e.at_ms:
+        m.at.CopyFrom(timestamp(e.at_ms))
+    if e.ready_ms is not None:
+        m.ready_at.CopyFrom(timestamp(e.ready_ms))
+    if e.progress is not None:
+        m.progress.json = e.progress.json
+        m.progress.reported_at.CopyFrom(timestamp(e.progress.reported_ms))
+        if e.progress.value is not None:
+            m.progress.value = e.progress.value
+    return m
 
 
 class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
@@ -329,8 +355,11 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
     async def SetQueuePolicy(self, request: pb.SetQueuePolicyRequest, context) -> pb.SetQueuePolicyResponse:
         queue = v.name(request.queue, "queue")
         p = request.policy
+        keep = None
+        if p.HasField("keep_events"):
+            keep = v.count(p.keep_events, "policy.keep_events", minimum=0, maximum=MAX_KEEP_EVENTS)
         policy = Policy(self._retention(p.succeeded, "policy.succeeded"), self._retention(p.dead, "policy.dead"),
-                        self._retry(p.retry, "policy.retry") if p.HasField("retry") else None)
+                        self._retry(p.retry, "policy.retry") if p.HasField("retry") else None, keep)
         return pb.SetQueuePolicyResponse(policy=_policy_message(await self._queues.set_policy(queue, policy)))
 
     @rpc
@@ -381,6 +410,19 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
         found, more = await self._schedules.list(queue, offset, size)
         return pb.ListSchedulesResponse(schedules=[schedule_message(s) for s in found],
                                         next_page_token=str(offset + size) if more else "")
+
+    @rpc
+    async def WatchQueue(self, request: pb.WatchQueueRequest, context) -> AsyncIterator[pb.QueueEvent]:
+        queue = v.name(request.queue, "queue")
+        after = None
+        if request.after:
+            if not (request.after.isdigit() and len(request.after) <= 18):
+                raise InvalidArgument("after is not a position this server sent", field="after")
+            if request.from_oldest:
+                raise InvalidArgument("after and from_oldest: set one, not both", field="from_oldest")
+            after = int(request.after)
+        async for e in self._queues.watch(queue, after, request.from_oldest):
+            yield event_message(e)
 
     @rpc
     async def Nack(self, request: pb.NackRequest, context) -> pb.NackResponse:

@@ -16,7 +16,8 @@ local tasks = {}
 for i, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
   redis.call('ZREM', KEYS[2], id)
-  redis.call('HINCRBY', task_key(id), 'att', 1)
+  local att = redis.call('HINCRBY', task_key(id), 'att', 1)
+  event(now_ms, 'leased', id, 'a', att)
   redis.call('HSET', task_key(id), 'state', 'leased', 'lease', ARGV[7] .. '.' .. i, 'lat', fmt(now_ms))
   redis.call('ZADD', KEYS[4], now_ms + lease_ms, id)
   tasks[#tasks + 1] = task_reply(id)

@@ -39,7 +39,7 @@ for i = 0, n - 1 do
         more[#more + 1] = ARGV[base + 7 + j]
       end
     end
-    local id, now_ready = add_task(ttype, payload, prio, max, at, now_ms, more)
+    local id, now_ready = add_task(ttype, payload, prio, max, at, now_ms, '', more)
     if dk ~= '' then
       redis.call('SET', dk, id)
     end

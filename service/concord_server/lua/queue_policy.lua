@@ -1,11 +1,11 @@
 -- queue_policy.lua: replace the queue's policy (retention of finished tasks, retry).
 -- KEYS: see queue_common.lua
--- ARGV[5..13] sn sa dn da ma bk bb bc bj (see queue_common.lua); '' leaves that one at its default
--- Returns {sn, sa, dn, da, ma, bk, bb, bc, bj}: the policy now, retention and ma filled
+-- ARGV[5..14] sn sa dn da ma bk bb bc bj ke (see queue_common.lua); '' leaves that one at its default
+-- Returns {sn, sa, dn, da, ma, bk, bb, bc, bj, ke}: the policy now, retention, ma and ke filled
 -- in with the defaults, the others '' when unset (the server's defaults apply).
 --! include common.lua
 --! include queue_common.lua
-local names = {'sn', 'sa', 'dn', 'da', 'ma', 'bk', 'bb', 'bc', 'bj'}
+local names = {'sn', 'sa', 'dn', 'da', 'ma', 'bk', 'bb', 'bc', 'bj', 'ke'}
 for i, name in ipairs(names) do
   local value = ARGV[4 + i]
   if value == '' then

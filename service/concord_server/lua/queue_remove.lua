@@ -24,6 +24,7 @@ if what == 'cancel' then
   for _, key in ipairs(from[state]) do
     redis.call('ZREM', key, id)
   end
+  event(now_ms, 'cancelled', id)
   if state == 'dead' then
     forget(id)
   else

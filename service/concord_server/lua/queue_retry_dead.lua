@@ -24,6 +24,7 @@ for _, id in ipairs(ids) do
     if dk and dk ~= '' and redis.call('SET', dk, id, 'NX') == false and redis.call('GET', dk) == id then
       redis.call('PERSIST', dk)
     end
+    event(now_ms, 'retried', id, 'r', fmt(now_ms))
     make_ready(id, now_ms, tonumber(redis.call('HGET', k, 'prio')))
     retried = retried + 1
   end

@@ -47,7 +47,7 @@ if max == 0 then
 end
 local id = nil
 for i = 11, #ARGV do
-  id = add_task(s[4], s[5], tonumber(s[6]), max, now_ms, now_ms, {'sch', name, 'sat', ARGV[i]})
+  id = add_task(s[4], s[5], tonumber(s[6]), max, now_ms, now_ms, name, {'sat', ARGV[i]})
   ready = ready + 1
 end
 redis.call('HSET', key, 'next', ARGV[9])

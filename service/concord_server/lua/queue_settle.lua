@@ -32,6 +32,7 @@ local reply
 if action == 'extend' or action == 'progress' then
   if action == 'progress' then
     redis.call('HSET', k, 'prog', text, 'pj', ARGV[10], 'pt', fmt(now_ms))
+    event(now_ms, 'progress', id, 'a', att, 'pv', text, 'pj', ARGV[10])
   end
   if ms >= 0 then
     redis.call('ZADD', KEYS[4], fmt(now_ms + ms), id)
@@ -42,11 +43,13 @@ else
   att, max, prio = tonumber(att), tonumber(max), tonumber(prio)
   if action == 'ack' then
     redis.call('HSET', k, 'state', 'succeeded', 'res', text, 'rct', ARGV[10])
+    event(now_ms, 'succeeded', id, 'a', att)
     retire(id, false, now_ms)
     reply = {HELD.HELD, 'succeeded', now_ms}
   elseif action == 'release' then
     redis.call('HSET', k, 'att', att - 1)
     redis.call('HDEL', k, 'lease')
+    event(now_ms, 'released', id, 'a', att, 'r', fmt(now_ms))
     make_ready(id, now_ms, prio)
     ready = ready + 1
     reply = {HELD.HELD, 'ready', now_ms}
@@ -66,6 +69,7 @@ else
           delay = backoff_ms(id, att, tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13]))
         end
       end
+      event(now_ms, 'failed', id, 'a', att, 'e', text, 'r', fmt(now_ms + delay))
       if delay > 0 then
         redis.call('ZADD', KEYS[3], fmt(now_ms + delay), id)
         redis.call('HSET', k, 'state', 'delayed', 'ready', fmt(now_ms + delay))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import random
 import secrets
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -85,6 +85,13 @@ class PolicyReply(NamedTuple):
     initial_ms: str
     cap_ms: str
     jitter: str  # 1 | 0
+    keep_events: int
+
+
+class EventsReply(NamedTuple):
+    last: int  # the last event's number (0: none yet)
+    first_kept: int  # the oldest kept (0: none kept)
+    events: list[list[str]]  # each: n, kind, task id, ms, then field, value pairs
 
 
 class PurgeReply(NamedTuple):
@@ -92,11 +99,11 @@ class PurgeReply(NamedTuple):
     more: int  # 1: call again
 
 
-POLICY = Tup(INT, INT, INT, INT, INT, STR, STR, STR, STR)
+POLICY = Tup(INT, INT, INT, INT, INT, STR, STR, STR, STR, INT)
 
 
 def _policy_reply(r: list[Any]) -> PolicyReply:
-    return PolicyReply(*r[:5], *(_text(x) for x in r[5:]))
+    return PolicyReply(*r[:5], *(_text(x) for x in r[5:9]), r[9])
 
 
 _ENQUEUE = script("queue_enqueue.lua", Seq(each=(STR, Codes(0, 1))),
@@ -119,7 +126,10 @@ _RETRY_DEAD = script("queue_retry_dead.lua", INT)
 _PAUSE = script("queue_pause.lua", Codes(0, 1))  # 1: it was paused
 _POLICY = script("queue_policy.lua", POLICY, raw=True, decode=_policy_reply)
 
-SCRIPTS = (_ENQUEUE, _DEQUEUE, _SETTLE, _INSPECT, _REMOVE, _RETRY_DEAD, _PAUSE, _POLICY)
+_EVENTS = script("queue_events.lua", Seq(INT, INT, each=(Seq(STR, STR, STR, STR, each=(STR,)),)),
+                 decode=lambda r: EventsReply(r[0], r[1], r[2:]))
+
+SCRIPTS = (_ENQUEUE, _DEQUEUE, _SETTLE, _INSPECT, _REMOVE, _RETRY_DEAD, _PAUSE, _POLICY, _EVENTS)
 
 # Strict priority: one priority step outweighs any difference in ready time (2^43 ms
 # is ~280 years), and scores stay exact in Lua's doubles for priorities up to 1000.
@@ -128,6 +138,10 @@ MAX_PRIORITY = 1000
 BACKOFF_CAP_MS = 3_600_000
 PURGE_BATCH = 5000
 STATES = ("ready", "delayed", "leased", "dead")
+EVENTS_BATCH = 500
+WATCH_WAIT = 30.0  # a watcher's doorbell wait, re-armed until the stream ends
+GAP = "gap"
+CAUGHT_UP = "caught_up"
 FINISHED = ("succeeded", "dead", "cancelled")
 
 
@@ -223,6 +237,7 @@ class Policy:
     succeeded: Retention | None = None
     dead: Retention | None = None
     retry: RetryPolicy | None = None
+    keep_events: int | None = None  # task events kept for WatchQueue (0: none)
 
 
 @dataclass(frozen=True)
@@ -234,6 +249,34 @@ class QueueStats:
     oldest_ready_age_ms: int  # 0 when nothing is ready
     paused: bool = False
     finished: int = 0  # succeeded and cancelled tasks retained
+
+
+@dataclass(frozen=True)
+class QueueEvent:
+    """What happened to a task (queue_common.lua's event); or a GAP: the events
+    between the position asked for and this one's were dropped; or CAUGHT_UP: every
+    event kept so far has been sent."""
+
+    position: int
+    kind: str  # enqueued leased progress succeeded failed dead cancelled released retried | gap
+    task_id: str = ""
+    at_ms: int = 0
+    attempt: int = 0
+    type: str = ""
+    ready_ms: int | None = None
+    error: str = ""
+    dead_reason: str = ""
+    progress: Progress | None = None
+    schedule: str = ""
+
+
+def _event(e: list[str]) -> QueueEvent:
+    f = dict(zip(e[4::2], e[5::2]))
+    progress = None
+    if "pj" in f:
+        progress = Progress(float(f["pv"]) if f.get("pv") else None, f["pj"], int(e[3]))
+    return QueueEvent(int(e[0]), e[1], e[2], int(e[3]), int(f.get("a") or 0), f.get("ty", ""),
+                      int(f["r"]) if "r" in f else None, f.get("e", ""), f.get("w", ""), progress, f.get("s", ""))
 
 
 @dataclass(frozen=True)
@@ -284,7 +327,8 @@ def _policy_args(p: Policy) -> list[object]:
     """ARGV for queue_policy.lua."""
     retry = p.retry or RetryPolicy()
     return [*_retention_args(p.succeeded), *_retention_args(p.dead),
-            "" if retry.max_attempts is None else retry.max_attempts, *retry.fields()]
+            "" if retry.max_attempts is None else retry.max_attempts, *retry.fields(),
+            "" if p.keep_events is None else p.keep_events]
 
 
 def run(redis: Commands, s: Script, k: QueueKeys, weight: int, *args: object):
@@ -303,12 +347,13 @@ class Queues:
     up to an hour unless a queue's or a task's retry policy says otherwise.
     """
 
-    def __init__(self, redis: Commands, keyspace: KeySpace, doorbells: Doorbells, outcomes: Outcomes, *,
-                 priority_aging_ms: int = 0, retry_backoff_ms: int = 1000) -> None:
+    def __init__(self, redis: Commands, keyspace: KeySpace, doorbells: Doorbells, outcomes: Outcomes,
+                 watch_bells: Doorbells, *, priority_aging_ms: int = 0, retry_backoff_ms: int = 1000) -> None:
         self._redis = redis
         self._keys = keyspace
         self._doorbells = doorbells
         self._outcomes = outcomes
+        self._watch_bells = watch_bells  # broadcast: every watcher of a queue reads its new events
         self.weight = priority_aging_ms or STRICT
         self._backoff_ms = retry_backoff_ms
         self._releaser = Releaser()
@@ -493,6 +538,40 @@ class Queues:
                 await awaited.wait(timeout)
         return task.state in FINISHED, task
 
+    async def watch(self, queue: str, after: int | None, from_oldest: bool) -> AsyncIterator[QueueEvent]:
+        """The queue's task events, in order, as they happen: after the event
+        numbered ``after``, else every one kept (``from_oldest``), else those from
+        now on. A GAP comes first wherever events the watcher had not seen were
+        dropped (the queue keeps its latest; Redis lost its data). CAUGHT_UP comes
+        once, when the events kept so far have all been sent."""
+        k = self._keys.queue(queue)
+        async with self._watch_bells.watch([k.events]) as bell:
+            bell.arm()
+            if after is None:
+                cursor, check = 0 if from_oldest else (await self._run(_EVENTS, k, 0, 0)).last, False
+            else:
+                cursor, check = after, True
+            caught_up = False
+            while True:
+                r = await self._run(_EVENTS, k, cursor, EVENTS_BATCH)
+                if r.last < cursor:  # the numbers started again: Redis lost the queue's events
+                    yield QueueEvent(0, GAP)
+                    cursor = 0
+                    continue
+                if check and r.first_kept > cursor + 1:
+                    yield QueueEvent(r.first_kept - 1, GAP)
+                check = True
+                for e in r.events:
+                    event = _event(e)
+                    cursor = event.position
+                    yield event
+                if len(r.events) < EVENTS_BATCH:
+                    if not caught_up:
+                        caught_up = True
+                        yield QueueEvent(cursor, CAUGHT_UP)
+                    await bell.wait(WATCH_WAIT)
+                    bell.arm()
+
     async def set_policy(self, queue: str, policy: Policy) -> Policy:
         """Replaces the queue's policy; returns it with the defaults filled in."""
         return self._policy(await self._run(_POLICY, self._keys.queue(queue), *_policy_args(policy)))
@@ -505,7 +584,7 @@ class Queues:
         retry = RetryPolicy(r.max_attempts, r.backoff or "exp", int(r.initial_ms or self._backoff_ms),
                             int(r.cap_ms or BACKOFF_CAP_MS), r.jitter == "1")
         return Policy(Retention(None if r.succeeded_count < 0 else r.succeeded_count, r.succeeded_age_ms),
-                      Retention(None if r.dead_count < 0 else r.dead_count, r.dead_age_ms), retry)
+                      Retention(None if r.dead_count < 0 else r.dead_count, r.dead_age_ms), retry, r.keep_events)
 
     async def pause(self, queue: str, paused: bool) -> bool:
         """Pauses (True) or resumes (False) leasing; returns whether it was paused.

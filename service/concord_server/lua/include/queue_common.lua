@@ -12,6 +12,9 @@
 --   KEYS[9] policy   hash    the queue's policy; absent fields take the defaults below
 --   KEYS[10] schedules zset  schedule name -> next tick ms (+inf while paused);
 --           each schedule's hash is built from a prefix in ARGV (queue_schedule.lua)
+--   KEYS[11] events  stream  "<n>-0" -> one task event (see event below), the latest
+--           ke of them (policy; at least that many: trimmed by whole nodes)
+--   KEYS[12] event-seq string the last event's n
 -- Task hashes ("<task prefix><id>") and dedupe keys are built from ARGV prefixes that
 -- carry the same hash tag, so every script still touches one slot.
 -- and starts its ARGV with the same four values:
@@ -34,15 +37,34 @@
 -- itself after the age limit; the sets' entries are trimmed by sweep.
 -- Retry: ma (max attempts of tasks enqueued without one), bk bb bc bj (backoff kind
 -- fixed | exp, initial ms, cap ms, full jitter 1 | 0), each overridden by the task's own.
+-- Events: ke, how many task events the events stream keeps (0: none are recorded).
 
 local CHANNEL, FINISHED, TASK, WEIGHT = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local SWEEP_BATCH = 1000
 local RETAIN_DEFAULTS = {sn = 1000, sa = 86400000, dn = -1, da = 0}
 local DEFAULT_MAX_ATTEMPTS = 3
 local RETRY_FIELDS = {'bk', 'bb', 'bc', 'bj'}
+local DEFAULT_KEEP_EVENTS = 1000
+local keep_events = nil
 
 local function task_key(id)
   return TASK .. id
+end
+
+-- A task event for WatchQueue: kind (enqueued leased progress succeeded failed dead
+-- cancelled released retried), the task, the time, then field, value pairs: a
+-- attempt, ty type, r ready at, e error, w dead reason, pv pj progress, s schedule.
+-- Numbered in order so a watcher can tell a gap; the stream's own name is the shard
+-- channel that rings watchers with the number.
+local function event(now_ms, kind, id, ...)
+  if keep_events == nil then
+    keep_events = tonumber(redis.call('HGET', KEYS[9], 'ke') or DEFAULT_KEEP_EVENTS)
+  end
+  if keep_events > 0 then
+    local n = redis.call('INCR', KEYS[12])
+    redis.call('XADD', KEYS[11], 'MAXLEN', '~', keep_events, n .. '-0', 'k', kind, 'id', id, 't', fmt(now_ms), ...)
+    redis.call('SPUBLISH', KEYS[11], n)
+  end
 end
 
 local function make_ready(id, ready_ms, prio)
@@ -51,15 +73,21 @@ local function make_ready(id, ready_ms, prio)
   redis.call('HSET', task_key(id), 'state', 'ready', 'ready', fmt(ready_ms))
 end
 
--- A new task, ready at at_ms (now or later; the caller announces it); its hash
--- also holds `more` (a flat list of field, value). Returns its id and whether it
--- is ready now.
-local function add_task(ttype, payload, prio, max, at_ms, now_ms, more)
+-- A new task, ready at at_ms (now or later; the caller announces it), enqueued by
+-- the schedule named (or ''); its hash also holds `more` (a flat list of field,
+-- value). Returns its id and whether it is ready now.
+local function add_task(ttype, payload, prio, max, at_ms, now_ms, schedule, more)
   local id = string.format('%012x', redis.call('INCR', KEYS[6]))
   local k = task_key(id)
   redis.call('HSET', k, 'type', ttype, 'payload', payload, 'prio', prio, 'att', 0, 'max', max, 'enq', fmt(now_ms))
   if #more > 0 then
     redis.call('HSET', k, unpack(more))
+  end
+  if schedule ~= '' then
+    redis.call('HSET', k, 'sch', schedule)
+    event(now_ms, 'enqueued', id, 'ty', ttype, 'r', fmt(math.max(at_ms, now_ms)), 's', schedule)
+  else
+    event(now_ms, 'enqueued', id, 'ty', ttype, 'r', fmt(math.max(at_ms, now_ms)))
   end
   if at_ms > now_ms then
     redis.call('ZADD', KEYS[3], fmt(at_ms), id)
@@ -147,12 +175,14 @@ local function policy_reply()
   local sn, sa = retention('s')
   local dn, da = retention('d')
   local r = redis.call('HMGET', KEYS[9], 'ma', unpack(RETRY_FIELDS))
-  return {sn, sa, dn, da, tonumber(r[1] or DEFAULT_MAX_ATTEMPTS), r[2] or '', r[3] or '', r[4] or '', r[5] or ''}
+  return {sn, sa, dn, da, tonumber(r[1] or DEFAULT_MAX_ATTEMPTS), r[2] or '', r[3] or '', r[4] or '', r[5] or '',
+    tonumber(redis.call('HGET', KEYS[9], 'ke') or DEFAULT_KEEP_EVENTS)}
 end
 
 -- why: the rule that ended it ('attempts', 'lease', 'not_retryable').
 local function kill(id, err, why, now_ms)
   redis.call('HSET', task_key(id), 'state', 'dead', 'err', err, 'why', why)
+  event(now_ms, 'dead', id, 'a', redis.call('HGET', task_key(id), 'att'), 'e', err, 'w', why)
   retire(id, true, now_ms)
 end
 
@@ -174,9 +204,11 @@ local function sweep(now_ms)
     redis.call('ZREM', KEYS[4], id)
     local att, max, prio = unpack(redis.call('HMGET', task_key(id), 'att', 'max', 'prio'))
     redis.call('HDEL', task_key(id), 'lease')
+    local err = 'lease expired: the worker did not finish the task in time'
     if tonumber(att) >= tonumber(max) then
-      kill(id, 'lease expired: the worker did not finish the task in time', 'lease', now_ms)
+      kill(id, err, 'lease', now_ms)
     else
+      event(now_ms, 'failed', id, 'a', att, 'e', err, 'r', fmt(now_ms))
       make_ready(id, now_ms, tonumber(prio))
       n = n + 1
     end

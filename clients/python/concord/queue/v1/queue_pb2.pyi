@@ -47,6 +47,7 @@ class QueueEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     QUEUE_EVENT_KIND_RELEASED: _ClassVar[QueueEventKind]
     QUEUE_EVENT_KIND_RETRIED: _ClassVar[QueueEventKind]
     QUEUE_EVENT_KIND_GAP: _ClassVar[QueueEventKind]
+    QUEUE_EVENT_KIND_CAUGHT_UP: _ClassVar[QueueEventKind]
 TASK_STATE_UNSPECIFIED: TaskState
 TASK_STATE_READY: TaskState
 TASK_STATE_DELAYED: TaskState
@@ -72,6 +73,7 @@ QUEUE_EVENT_KIND_CANCELLED: QueueEventKind
 QUEUE_EVENT_KIND_RELEASED: QueueEventKind
 QUEUE_EVENT_KIND_RETRIED: QueueEventKind
 QUEUE_EVENT_KIND_GAP: QueueEventKind
+QUEUE_EVENT_KIND_CAUGHT_UP: QueueEventKind
 
 class NewTask(_message.Message):
     __slots__ = ("type", "payload", "priority", "delay", "run_at", "dedupe_key", "dedupe_window", "max_attempts", "retry")

@@ -221,6 +221,10 @@ const (
 	// Events after the position asked for were dropped (the queue keeps only its
 	// latest); the next event is the oldest still kept. No task_id.
 	QueueEventKind_QUEUE_EVENT_KIND_GAP QueueEventKind = 10
+	// Sent once, when every event kept up to now has been sent (at once when
+	// starting from now): from here on events arrive as they happen. Its position is
+	// the last event's so far. No task_id.
+	QueueEventKind_QUEUE_EVENT_KIND_CAUGHT_UP QueueEventKind = 11
 )
 
 // Enum value maps for QueueEventKind.
@@ -237,6 +241,7 @@ var (
 		8:  "QUEUE_EVENT_KIND_RELEASED",
 		9:  "QUEUE_EVENT_KIND_RETRIED",
 		10: "QUEUE_EVENT_KIND_GAP",
+		11: "QUEUE_EVENT_KIND_CAUGHT_UP",
 	}
 	QueueEventKind_value = map[string]int32{
 		"QUEUE_EVENT_KIND_UNSPECIFIED": 0,
@@ -250,6 +255,7 @@ var (
 		"QUEUE_EVENT_KIND_RELEASED":    8,
 		"QUEUE_EVENT_KIND_RETRIED":     9,
 		"QUEUE_EVENT_KIND_GAP":         10,
+		"QUEUE_EVENT_KIND_CAUGHT_UP":   11,
 	}
 )
 
@@ -5061,7 +5067,7 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\vMissedTicks\x12\x1c\n" +
 	"\x18MISSED_TICKS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15MISSED_TICKS_RUN_ONCE\x10\x01\x12\x15\n" +
-	"\x11MISSED_TICKS_SKIP\x10\x02*\xdc\x02\n" +
+	"\x11MISSED_TICKS_SKIP\x10\x02*\xfc\x02\n" +
 	"\x0eQueueEventKind\x12 \n" +
 	"\x1cQUEUE_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19QUEUE_EVENT_KIND_ENQUEUED\x10\x01\x12\x1b\n" +
@@ -5074,7 +5080,8 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\x19QUEUE_EVENT_KIND_RELEASED\x10\b\x12\x1c\n" +
 	"\x18QUEUE_EVENT_KIND_RETRIED\x10\t\x12\x18\n" +
 	"\x14QUEUE_EVENT_KIND_GAP\x10\n" +
-	"2\xf1\x13\n" +
+	"\x12\x1e\n" +
+	"\x1aQUEUE_EVENT_KIND_CAUGHT_UP\x10\v2\xf1\x13\n" +
 	"\fQueueService\x12N\n" +
 	"\aEnqueue\x12 .concord.queue.v1.EnqueueRequest\x1a!.concord.queue.v1.EnqueueResponse\x12N\n" +
 	"\aDequeue\x12 .concord.queue.v1.DequeueRequest\x1a!.concord.queue.v1.DequeueResponse\x12B\n" +
