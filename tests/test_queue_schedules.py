@@ -51,6 +51,8 @@ def test_a_schedule_ticks_once_per_tick_never_early_and_reports_itself(stub, nam
     ticks = [ms(t.scheduled_at) for t in tasks]
     assert ticks == sorted(set(ticks)), "one task per tick"
     assert all((tick - anchor) % 1000 == 0 for tick in ticks)
+    leased = stub.Dequeue(pb.DequeueRequest(queues=[name], max_tasks=1)).tasks[0]
+    assert (leased.schedule, leased.scheduled_at) == (tasks[0].schedule, tasks[0].scheduled_at), "workers see it"
     for t in tasks:
         assert (t.schedule, t.type, t.payload, t.priority) == ("beat", "tick", b"p", 4)
         assert ms(t.enqueued_at) >= ms(t.scheduled_at), "a tick ran early"
@@ -84,9 +86,14 @@ def test_create_update_pause_resume_delete_and_list(stub, name):
                                                            paused=True)).schedule
     assert (updated.spec.type, updated.spec.every.seconds, updated.paused) == ("u", 60, True)
     page = stub.ListSchedules(pb.ListSchedulesRequest(queue=name, page_size=1))
-    assert len(page.schedules) == 1 and page.next_page_token == "1"
+    assert [s.name for s in page.schedules] == ["b"] and page.next_page_token
     rest = stub.ListSchedules(pb.ListSchedulesRequest(queue=name, page_size=1, page_token=page.next_page_token))
-    assert len(rest.schedules) == 1 and rest.next_page_token == ""
+    assert [s.name for s in rest.schedules] == ["a"] and rest.next_page_token
+    end = stub.ListSchedules(pb.ListSchedulesRequest(queue=name, page_size=1, page_token=rest.next_page_token))
+    assert (list(end.schedules), end.next_page_token) == ([], "")
+    with pytest.raises(grpc.RpcError) as err:
+        stub.ListSchedules(pb.ListSchedulesRequest(queue=name, page_token="7"))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
     stub.DeleteSchedule(pb.DeleteScheduleRequest(queue=name, name="a"))
     for call, request in (("GetSchedule", pb.GetScheduleRequest), ("DeleteSchedule", pb.DeleteScheduleRequest),

@@ -1304,7 +1304,9 @@ export declare namespace concord.queue.v1 {
     GetSchedule(request: concord.queue.v1.GetScheduleRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.GetScheduleResponse__Output>;
     /**
      * ListSchedules pages through the queue's schedules, soonest next tick first
-     * (paused ones last).
+     * (paused ones last). Like ListQueues, a schedule that ticks during the listing
+     * may appear again on a later page; one is skipped only if it is changed meanwhile
+     * to tick earlier.
      */
     listSchedules(request: concord.queue.v1.ListSchedulesRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.ListSchedulesResponse__Output>;
     /** listSchedules, by its name in the .proto file. */

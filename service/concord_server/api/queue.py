@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections.abc import AsyncIterator
 
 from concord.queue.v1 import queue_pb2 as pb
@@ -403,13 +404,11 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
     @rpc
     async def ListSchedules(self, request: pb.ListSchedulesRequest, context) -> pb.ListSchedulesResponse:
         queue = v.name(request.queue, "queue")
-        if request.page_token and not (request.page_token.isdigit() and len(request.page_token) <= 9):
+        if request.page_token and not re.fullmatch(r"(?:[0-9]{1,16}|inf) .+", request.page_token, re.S):
             raise InvalidArgument("page_token is not one this server issued", field="page_token")
-        offset = int(request.page_token or 0)
         size = v.count(request.page_size or DEFAULT_LIST, "page_size", minimum=1, maximum=MAX_LIST)
-        found, more = await self._schedules.list(queue, offset, size)
-        return pb.ListSchedulesResponse(schedules=[schedule_message(s) for s in found],
-                                        next_page_token=str(offset + size) if more else "")
+        found, token = await self._schedules.list(queue, request.page_token, size)
+        return pb.ListSchedulesResponse(schedules=[schedule_message(s) for s in found], next_page_token=token)
 
     @rpc
     async def WatchQueue(self, request: pb.WatchQueueRequest, context) -> AsyncIterator[pb.QueueEvent]:

@@ -3,9 +3,12 @@
 -- ARGV[5] what: 'list' (by next tick, paused last), 'get' (one), 'due' (next tick at
 --         or before now, at most 100)
 -- ARGV[6] the schedules' hash key prefix (+ name)
--- ARGV[7] list: offset; get: the name.  ARGV[8] list: count
+-- ARGV[7] list: '' for the first page, else "<next tick> <name>" of the last one
+--         listed (a schedule that ticks meanwhile may be listed again; none is
+--         skipped unless changed to an earlier tick); get: the name
+-- ARGV[8] list: count
 -- Returns {now ms, ms until the queue's next tick (-1: none), schedules in the queue,
---   then per schedule {name, SCHEDULE_FIELDS...} ('' when unset)}
+--   then per schedule {name, score (next tick, inf while paused), FIELDS...} ('' when unset)}
 --! include common.lua
 --! include queue_common.lua
 local FIELDS = {'type', 'payload', 'prio', 'max', 'cron', 'tz', 'every', 'anchor', 'missed', 'grace', 'paused',
@@ -14,8 +17,23 @@ local what, prefix = ARGV[5], ARGV[6]
 local now_ms = clock()
 local names
 if what == 'list' then
-  local offset = tonumber(ARGV[7])
-  names = redis.call('ZRANGE', KEYS[10], offset, offset + tonumber(ARGV[8]) - 1)
+  local count = tonumber(ARGV[8])
+  local score, after = string.match(ARGV[7], '^(%S+) (.*)$')
+  if not score then
+    names = redis.call('ZRANGE', KEYS[10], 0, count - 1)
+  else
+    names = {}
+    for _, name in ipairs(redis.call('ZRANGEBYSCORE', KEYS[10], score, score)) do
+      if name > after and #names < count then
+        names[#names + 1] = name
+      end
+    end
+    if #names < count and score ~= 'inf' then
+      for _, name in ipairs(redis.call('ZRANGEBYSCORE', KEYS[10], '(' .. score, '+inf', 'LIMIT', 0, count - #names)) do
+        names[#names + 1] = name
+      end
+    end
+  end
 elseif what == 'get' then
   names = {}
   if redis.call('ZSCORE', KEYS[10], ARGV[7]) then
@@ -32,9 +50,9 @@ end
 local reply = {now_ms, left, redis.call('ZCARD', KEYS[10])}
 for _, name in ipairs(names) do
   local f = redis.call('HMGET', prefix .. name, unpack(FIELDS))
-  local one = {name}
+  local one = {name, redis.call('ZSCORE', KEYS[10], name)}
   for i = 1, #FIELDS do
-    one[i + 1] = f[i] or ''
+    one[i + 2] = f[i] or ''
   end
   reply[#reply + 1] = one
 end

@@ -34,9 +34,9 @@ from ..wakeups.outcomes import Outcomes
 from .letting_go import Releaser, answer_within
 from .listing import scan_names
 
-# One task as queue_common.lua's task_reply gives it: its id, then eleven fields (nil if unset).
-TASK = Tup(STR, *[Maybe(STR)] * 11)
-# task_detail: TASK's twelve, then lat prog pj pt res rct fin why bk bb bc bj sch sat ('' when unset).
+# One task as queue_common.lua's task_reply gives it: its id, then thirteen fields (nil if unset).
+TASK = Tup(STR, *[Maybe(STR)] * 13)
+# task_detail: TASK's fourteen, then lat prog pj pt res rct fin why bk bb bc bj ('' when unset).
 TASK_DETAIL = Tup(STR, *[Maybe(STR)] * 25)
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
@@ -179,6 +179,8 @@ class TaskRecord:
     enqueued_ms: int
     ready_ms: int
     last_error: str
+    schedule: str = ""  # the schedule that enqueued it
+    scheduled_ms: int | None = None  # the tick it ran for
     # get_task and wait_task only:
     leased_ms: int | None = None
     progress: Progress | None = None
@@ -187,8 +189,6 @@ class TaskRecord:
     finished_ms: int | None = None
     dead_reason: str = ""  # attempts | lease | not_retryable
     retry: RetryPolicy | None = None  # the task's own, if it set one
-    schedule: str = ""  # the schedule that enqueued it
-    scheduled_ms: int | None = None  # the tick it ran for
 
 
 @dataclass(frozen=True)
@@ -295,7 +295,8 @@ def _record(queue: str, f: list[Any]) -> TaskRecord:
         queue=queue, task_id=_text(f[0]), type=_text(f[1]), payload=f[2], priority=int(f[3]), state=_text(f[4]),
         attempt=int(f[5]), max_attempts=int(f[6]), lease=_text(f[7]),
         lease_expires_ms=lease_expires if lease_expires >= 0 else None,
-        enqueued_ms=int(f[9]), ready_ms=int(f[10]), last_error=_text(f[11]),
+        enqueued_ms=int(f[9]), ready_ms=int(f[10]), last_error=_text(f[11]), schedule=_text(f[12]),
+        scheduled_ms=_ms(f[13]),
     )
 
 
@@ -306,14 +307,12 @@ def _ms(b: bytes) -> int | None:
 def _detail(queue: str, paused: bool, f: list[Any]) -> TaskRecord:
     """A TASK_DETAIL reply; a ready task of a paused queue is ``waiting``."""
     base = _record(queue, f)
-    leased, value, pj, reported, result, rtype, finished, why = f[12:20]
-    retry = RetryPolicy.parse(*f[20:24])
-    schedule, scheduled = f[24:26]
+    leased, value, pj, reported, result, rtype, finished, why = f[14:22]
+    retry = RetryPolicy.parse(*f[22:26])
     state = "waiting" if base.state == "ready" and paused else base.state
     progress = Progress(float(value) if value else None, _text(pj), int(reported)) if reported else None
     return replace(base, state=state, leased_ms=_ms(leased), progress=progress, result=bytes(result),
-                   result_type=_text(rtype), finished_ms=_ms(finished), dead_reason=_text(why), retry=retry,
-                   schedule=_text(schedule), scheduled_ms=_ms(scheduled))
+                   result_type=_text(rtype), finished_ms=_ms(finished), dead_reason=_text(why), retry=retry)
 
 
 def _retention_args(r: Retention | None) -> list[object]:

@@ -48,12 +48,12 @@ class SchedulesReply(NamedTuple):
     now_ms: int
     until_next_ms: int  # -1: no active schedule
     count: int  # schedules in the queue, paused ones too
-    schedules: list[list[Any]]  # each: name, then FIELDS (b'' when unset)
+    schedules: list[list[Any]]  # each: name, zset score, then FIELDS (b'' when unset)
 
 
 _PUT = script("queue_schedule.lua", Tup(INT, INT))  # (SCHEDULE status, version)
 _CLAIM = script("queue_schedule_claim.lua", Tup(INT, INT))  # (SCHEDULE status, ms until the next tick)
-_READ = script("queue_schedules.lua", Seq(INT, INT, INT, each=(Tup(STR, *[STR] * len(FIELDS)),)), raw=True,
+_READ = script("queue_schedules.lua", Seq(INT, INT, INT, each=(Tup(STR, STR, *[STR] * len(FIELDS)),)), raw=True,
                decode=lambda r: SchedulesReply(*r[:3], r[3:]))
 SCRIPTS = (_PUT, _CLAIM, _READ)
 
@@ -97,7 +97,7 @@ def _int(b: bytes) -> int | None:
 
 
 def _record(queue: str, f: list[Any]) -> ScheduleRecord:
-    v = dict(zip(FIELDS, f[1:]))
+    v = dict(zip(FIELDS, f[2:]))
     text = {k: x.decode() for k, x in v.items() if k != "payload"}
     every = int(text["every"] or 0)
     timing = Timing(text["cron"], text["tz"] or "UTC", every, int(text["anchor"] or 0))
@@ -188,10 +188,15 @@ class Schedules:
             raise ScheduleNotFound(f"queue {queue!r} has no schedule {name!r}", queue=queue, schedule=name)
         return _record(queue, r.schedules[0])
 
-    async def list(self, queue: str, offset: int, count: int) -> tuple[list[ScheduleRecord], bool]:
-        """(a page, soonest next tick first with paused ones last; whether more follow)."""
-        r = await self._read(queue, "list", offset, count)
-        return [_record(queue, f) for f in r.schedules], offset + count < r.count
+    async def list(self, queue: str, after: str, count: int) -> tuple[list[ScheduleRecord], str]:
+        """A page, soonest next tick first and paused ones last, after the page
+        token ``after`` ('' for the first); and the next page's token ('' at the end).
+        Like SCAN: one that ticks meanwhile may come again; none is skipped unless
+        changed meanwhile to tick earlier."""
+        r = await self._read(queue, "list", after, count)
+        page = [_record(queue, f) for f in r.schedules]
+        last = r.schedules[-1] if len(page) == count else None
+        return page, f"{last[1].decode()} {last[0].decode()}" if last else ""
 
     async def tick(self, queue: str) -> tuple[int, int]:
         """Claims every due tick of the queue's schedules; returns (ms until its next

@@ -274,21 +274,23 @@ local function next_change(now_ms)
 end
 
 -- A task as a flat reply: id type payload prio state att max lease lease_expires_ms
--- enq ready err (lease fields empty / -1 when not leased).
+-- enq ready err sch sat (lease fields empty / -1 when not leased; sch sat, the
+-- schedule and tick that enqueued it, empty if none).
 local function task_reply(id)
   local f = redis.call('HMGET', task_key(id), 'type', 'payload', 'prio', 'state', 'att', 'max', 'lease', 'enq',
-    'ready', 'err')
+    'ready', 'err', 'sch', 'sat')
   local lease_expires = redis.call('ZSCORE', KEYS[4], id) or '-1'
-  return {id, f[1], f[2], f[3], f[4], f[5], f[6], f[7] or '', lease_expires, f[8], f[9], f[10] or ''}
+  return {id, f[1], f[2], f[3], f[4], f[5], f[6], f[7] or '', lease_expires, f[8], f[9], f[10] or '', f[11] or '',
+    f[12] or ''}
 end
 
 -- All GetTask shows: task_reply, then lat prog pj pt res rct fin why bk bb bc bj
--- sch sat ('' when unset).
+-- ('' when unset).
 local function task_detail(id)
   local reply = task_reply(id)
   local f = redis.call('HMGET', task_key(id), 'lat', 'prog', 'pj', 'pt', 'res', 'rct', 'fin', 'why', 'bk', 'bb',
-    'bc', 'bj', 'sch', 'sat')
-  for i = 1, 14 do
+    'bc', 'bj')
+  for i = 1, 12 do
     reply[#reply + 1] = f[i] or ''
   end
   return reply

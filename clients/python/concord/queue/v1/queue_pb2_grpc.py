@@ -425,7 +425,9 @@ class QueueServiceServicer:
 
     def ListSchedules(self, request, context):
         """ListSchedules pages through the queue's schedules, soonest next tick first
-        (paused ones last).
+        (paused ones last). Like ListQueues, a schedule that ticks during the listing
+        may appear again on a later page; one is skipped only if it is changed meanwhile
+        to tick earlier.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

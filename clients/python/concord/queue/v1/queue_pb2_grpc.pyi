@@ -148,7 +148,9 @@ class QueueServiceStub:
     GetSchedule: _grpc.UnaryUnaryMultiCallable[_queue_pb2.GetScheduleRequest, _queue_pb2.GetScheduleResponse]
     ListSchedules: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ListSchedulesRequest, _queue_pb2.ListSchedulesResponse]
     """ListSchedules pages through the queue's schedules, soonest next tick first
-    (paused ones last).
+    (paused ones last). Like ListQueues, a schedule that ticks during the listing
+    may appear again on a later page; one is skipped only if it is changed meanwhile
+    to tick earlier.
     """
     WatchQueue: _grpc.UnaryStreamMultiCallable[_queue_pb2.WatchQueueRequest, _queue_pb2.QueueEvent]
     """WatchQueue streams the queue's task events as they happen, made through any
@@ -278,7 +280,9 @@ class QueueServiceAsyncStub(QueueServiceStub):
     GetSchedule: _aio.UnaryUnaryMultiCallable[_queue_pb2.GetScheduleRequest, _queue_pb2.GetScheduleResponse]  # type: ignore[assignment]
     ListSchedules: _aio.UnaryUnaryMultiCallable[_queue_pb2.ListSchedulesRequest, _queue_pb2.ListSchedulesResponse]  # type: ignore[assignment]
     """ListSchedules pages through the queue's schedules, soonest next tick first
-    (paused ones last).
+    (paused ones last). Like ListQueues, a schedule that ticks during the listing
+    may appear again on a later page; one is skipped only if it is changed meanwhile
+    to tick earlier.
     """
     WatchQueue: _aio.UnaryStreamMultiCallable[_queue_pb2.WatchQueueRequest, _queue_pb2.QueueEvent]  # type: ignore[assignment]
     """WatchQueue streams the queue's task events as they happen, made through any
@@ -573,7 +577,9 @@ class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_queue_pb2.ListSchedulesResponse, _abc.Awaitable[_queue_pb2.ListSchedulesResponse]]:
         """ListSchedules pages through the queue's schedules, soonest next tick first
-        (paused ones last).
+        (paused ones last). Like ListQueues, a schedule that ticks during the listing
+        may appear again on a later page; one is skipped only if it is changed meanwhile
+        to tick earlier.
         """
 
     @_abc_1.abstractmethod

@@ -150,7 +150,9 @@ type QueueServiceClient interface {
 	DeleteSchedule(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error)
 	GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*GetScheduleResponse, error)
 	// ListSchedules pages through the queue's schedules, soonest next tick first
-	// (paused ones last).
+	// (paused ones last). Like ListQueues, a schedule that ticks during the listing
+	// may appear again on a later page; one is skipped only if it is changed meanwhile
+	// to tick earlier.
 	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
 	// WatchQueue streams the queue's task events as they happen, made through any
 	// replica. The queue keeps its latest events (QueuePolicy.keep_events); a watcher
@@ -570,7 +572,9 @@ type QueueServiceServer interface {
 	DeleteSchedule(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error)
 	GetSchedule(context.Context, *GetScheduleRequest) (*GetScheduleResponse, error)
 	// ListSchedules pages through the queue's schedules, soonest next tick first
-	// (paused ones last).
+	// (paused ones last). Like ListQueues, a schedule that ticks during the listing
+	// may appear again on a later page; one is skipped only if it is changed meanwhile
+	// to tick earlier.
 	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
 	// WatchQueue streams the queue's task events as they happen, made through any
 	// replica. The queue keeps its latest events (QueuePolicy.keep_events); a watcher
