@@ -438,3 +438,81 @@ def test_wait_interrupted_by_ctrl_c_is_not_success(concord_server, client, uniqu
             proc.kill()
     assert proc.returncode == admin.WAIT_INTERRUPTED, (out, err)
     assert "Traceback" not in err
+
+
+def test_schedules_are_created_listed_changed_and_deleted(concord_server, client, unique):
+    target, name = concord_server.target, f"{unique}:sq"
+    q = client.queue(name)
+    assert run(target, "queue", "schedules", name).stdout == f"(no schedules in '{name}')\n"
+    assert run_json(target, "queue", "schedules", name) == []
+
+    made = run_json(target, "queue", "schedule", name, "nightly", "--cron", "30 2 * * *", "--tz", "Europe/Berlin",
+                    "--type", "build_report", "--payload", '{"kind": "daily"}', "--missed", "skip", "--grace", "1m")
+    assert (made["name"], made["spec"]["cron"], made["version"], made["runs"]) == ("nightly", "30 2 * * *", 1, 0)
+    s = q.get_schedule("nightly")
+    assert (s.cron, s.tz, s.type, s.json(), s.missed, s.grace, s.paused) == (
+        "30 2 * * *", "Europe/Berlin", "build_report", {"kind": "daily"}, "skip", 60.0, False)
+    beat = run(target, "queue", "schedule", name, "beat", "--every", "1")
+    assert beat.returncode == 0 and beat.stdout.startswith(f"created schedule 'beat' of queue '{name}'\n"), beat
+    held = run_json(target, "queue", "schedule", name, "held", "--every", "1h", "--paused")
+    assert held["paused"] is True and "next_run_at" not in held
+    assert q.get_schedule("held").type == "held", "the task type defaults to the schedule's name"
+    wait_until(lambda: q.get_schedule("beat").runs >= 1, timeout=15, message="beat's first tick")
+
+    table = run(target, "queue", "schedules", name)
+    assert table.returncode == 0, table.stderr
+    head, *rows = table.stdout.splitlines()
+    assert head.split() == ["NAME", "WHEN", "NEXT_RUN", "LAST_RUN", "RUNS", "PAUSED"]
+    assert [r.split()[0] for r in rows] == ["beat", "nightly", "held"], "soonest next run first, paused last"
+    assert "30 2 * * * Europe/Berlin" in rows[1] and "every 1h" in rows[2] and "every 1s" in rows[0]
+    assert rows[2].split()[-4:] == ["-", "-", "0", "yes"] and rows[1].split()[-3:] == ["-", "0", "no"]
+    assert rows[0].split()[-3] != "-" and int(rows[0].split()[-2]) >= 1  # beat ran: last run, runs
+    listed = run_json(target, "queue", "schedules", name)
+    assert [s["name"] for s in listed] == ["beat", "nightly", "held"] and type(listed[0]["runs"]) is int
+
+    exists = run(target, "queue", "schedule", name, "nightly", "--every", "5")
+    assert exists.returncode == 1 and exists.stderr.count("\n") == 1 and "already" in exists.stderr, exists
+
+    # --update changes what it names and keeps the rest.
+    run_json(target, "queue", "schedule", name, "nightly", "--update", "--cron", "0 3 * * *")
+    s = q.get_schedule("nightly")
+    assert (s.cron, s.tz, s.type, s.json(), s.missed, s.grace, s.version) == (
+        "0 3 * * *", "Europe/Berlin", "build_report", {"kind": "daily"}, "skip", 60.0, 2)
+    run_json(target, "queue", "schedule", name, "held", "--update", "--payload", "x", "--priority", "5")
+    s = q.get_schedule("held")
+    assert (s.every, s.payload, s.priority, s.paused) == (3600.0, b"x", 5, True)
+    run_json(target, "queue", "schedule", name, "beat", "--update", "--paused")
+    assert q.get_schedule("beat").paused
+
+    shown = run(target, "queue", "schedule", name, "nightly")
+    assert shown.returncode == 0, shown.stderr
+    head, fields = shown.stdout.split("\n\n")
+    assert head.splitlines()[1].startswith("nightly") and "0 3 * * * Europe/Berlin" in head
+    lines = dict(line.split(None, 1) for line in fields.splitlines())
+    assert (lines["type"], lines["payload"], lines["missed"], lines["grace"], lines["version"]) == (
+        "build_report", '{"kind": "daily"}', "skip", "1m", "2")
+    assert run_json(target, "queue", "schedule", name, "nightly")["spec"]["time_zone"] == "Europe/Berlin"
+
+    assert run_json(target, "queue", "schedule-pause", name, "nightly")["paused"] is True
+    assert q.get_schedule("nightly").paused
+    resumed = run(target, "queue", "schedule-resume", name, "nightly")
+    assert resumed.returncode == 0 and "runs again" in resumed.stdout and not q.get_schedule("nightly").paused
+    assert run_json(target, "queue", "schedule-delete", name, "nightly") == {"queue": name, "name": "nightly",
+                                                                             "deleted": True}
+    with pytest.raises(concord.ScheduleNotFound):
+        q.get_schedule("nightly")
+    for command in ("schedule", "schedule-pause", "schedule-resume", "schedule-delete"):
+        missing = run(target, "queue", command, name, "nightly")
+        assert missing.returncode == 1 and missing.stderr.count("\n") == 1, (command, missing)
+        assert "has no schedule 'nightly'" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_schedule_refuses_bad_usage(concord_server, unique):
+    target, name = concord_server.target, f"{unique}:sq"
+    for args in (["--type", "t"], ["--paused"], ["--cron", "* * * * *", "--every", "5"], ["--update"],
+                 ["--every", "soon"], ["--every", "5", "--missed", "sometimes"]):
+        bad = run(target, "queue", "schedule", name, "s", *args)
+        assert bad.returncode == 2 and "Traceback" not in bad.stderr, (args, bad)
+    invalid = run(target, "queue", "schedule", name, "s", "--cron", "61 * * * *")
+    assert invalid.returncode == 1 and invalid.stderr.count("\n") == 1 and "bad cron expression" in invalid.stderr, invalid
+    assert run_json(target, "queue", "schedules", name) == []

@@ -8,6 +8,7 @@
     with client.semaphore("api:tenant-7", limit=5) as permit:
         ...  # at most 5 of these run at once, across every client
     client.queue("email").put("send_welcome", {"to": "ada@example.com"})
+    client.queue("reports").schedule("nightly", cron="30 2 * * *", tz="Europe/Berlin")  # a task per tick
     client.chat.send(chat_id, "jeff", "Hey Joe")  # for msg in client.chat.subscribe("joe"): ...
     client.autocomplete.suggest("guild:7", "as")  # names by prefix, any case or script
     worker = concord.Worker(client, ["email"])  # @worker.task("send_welcome"), worker.run()
@@ -46,6 +47,8 @@ from .errors import (
     PermitNotHeld,
     PermitsExceedLimit,
     ResourceExhausted,
+    ScheduleExists,
+    ScheduleNotFound,
     SemaphoreTimeout,
     TaskFinished,
     TaskLeased,
@@ -56,7 +59,7 @@ from .errors import (
 from .files import Announced, FileInfo, Files, Line, Uploaded
 from .locks import AsyncLock, Lease, Lock, LockInfo
 from .queues import (AsyncQueue, AsyncTaskHandle, Enqueued, NackResult, NewTask, Queue, QueuePolicy, QueueStats,
-                     Retention, RetryPolicy, Task, TaskHandle)
+                     Retention, RetryPolicy, Schedule, Task, TaskHandle)
 from .tasks import Progress, TaskFailed
 from .semaphores import AsyncSemaphore, Permit, Semaphore, SemaphoreInfo
 from .worker import UnrecoverableError, Worker
@@ -119,6 +122,9 @@ __all__ = [
     "ResourceExhausted",
     "Retention",
     "RetryPolicy",
+    "Schedule",
+    "ScheduleExists",
+    "ScheduleNotFound",
     "Semaphore",
     "SemaphoreInfo",
     "SemaphoreTimeout",

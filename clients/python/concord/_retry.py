@@ -32,7 +32,9 @@ Retried, because a repeat cannot do harm:
   TaskLeaseNotHeld), ``progress`` (it needs the lease too, and records the same
   report again), ``wait_task`` and ``TaskHandle.result`` (they wait in the server
   like ``get``), ``get_task``, ``policy``, ``set_policy`` (it replaces the whole
-  policy), ``stats``, ``peek``, ``dead``, and ``put``/``put_many`` when
+  policy), ``stats``, ``peek``, ``dead``, ``get_schedule``, ``schedules``,
+  ``update_schedule`` (it replaces the whole spec), ``pause_schedule`` and
+  ``resume_schedule`` (a second one changes nothing), and ``put``/``put_many`` when
   every task has a ``dedupe_key`` (a repeat names the first task and reports it as
   a duplicate; give a ``dedupe_window`` if a worker may finish the task before the
   repeat arrives);
@@ -41,9 +43,10 @@ Retried, because a repeat cannot do harm:
 
 Not retried, because a repeat could do something twice: ``chat.send`` and
 ``chat.create`` (a second message, or CHAT_EXISTS), ``put`` without a dedupe key
-(a second task), ``queue.cancel``/``purge``/``retry_dead``, chat join/leave,
-autocomplete writes, file uploads and marks, and every stream (subscribe,
-fetch_pending, consume, download). Those raise Unavailable for the caller to decide.
+(a second task), ``queue.cancel``/``purge``/``retry_dead``, ``queue.schedule`` and
+``delete_schedule`` (a repeat of one that took effect would report ScheduleExists
+or ScheduleNotFound), chat join/leave, autocomplete writes, file uploads and marks,
+and every stream (subscribe, fetch_pending, consume, download). Those raise Unavailable for the caller to decide.
 """
 
 from __future__ import annotations

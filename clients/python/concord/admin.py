@@ -5,6 +5,10 @@
     concord queue list | queue describe NAME | queue dead NAME | queue retry-dead NAME [TASK_ID...]
     concord queue task NAME TASK_ID | queue wait NAME TASK_ID [--timeout S]
     concord queue policy NAME [--keep-succeeded N] [--succeeded-for DURATION] [--keep-dead N] [--dead-for DURATION]
+    concord queue schedules NAME | queue schedule NAME SCHEDULE [--cron EXPR [--tz ZONE] | --every DURATION]
+        [--type T] [--payload TEXT] [--priority N] [--max-attempts N] [--missed once|skip] [--grace DURATION]
+        [--paused] [--update]
+    concord queue schedule-pause | schedule-resume | schedule-delete NAME SCHEDULE
     concord chat list | chat describe CHAT | chat tail CHAT --as USER
 
 Tables by default (durations in human units: 29.5s, 1h2m), ``--json`` for scripts
@@ -218,6 +222,74 @@ def _retry_row(m: queue_pb2.RetryPolicy) -> dict[str, Any]:
 
 
 _RETRY_COLUMNS = ["max_attempts", "backoff", "initial_delay", "max_delay", "jitter"]
+_MISSED = {"once": queue_pb2.MISSED_TICKS_RUN_ONCE, "skip": queue_pb2.MISSED_TICKS_SKIP}
+_MISSED_NAMES = {queue_pb2.MISSED_TICKS_UNSPECIFIED: "once", **{v: k for k, v in _MISSED.items()}}
+SCHEDULE_COLUMNS = ["name", "when", "next_run", "last_run", "runs", "paused"]
+
+
+def _schedule_when(spec: queue_pb2.ScheduleSpec) -> str:
+    """How a schedule ticks, for a table: the cron expression and its time zone, or the interval."""
+    if spec.WhichOneof("timing") == "cron":
+        return f"{spec.cron} {spec.time_zone or 'UTC'}"
+    return f"every {human_duration(spec.every.ToNanoseconds() / 1e9)}"
+
+
+def _schedule_row(s: queue_pb2.Schedule) -> dict[str, Any]:
+    return {"name": s.name, "when": _schedule_when(s.spec), "next_run": _time(s, "next_run_at") or "-",
+            "last_run": _time(s, "last_run_at") or "-", "runs": s.runs, "paused": "yes" if s.paused else "no"}
+
+
+def _schedule_text(s: queue_pb2.Schedule) -> str:
+    """A schedule: what the list shows in a table, then the task it enqueues and its history."""
+    spec = s.spec
+    pairs = [("type", spec.type), ("payload", _bytes_text(spec.payload)), ("priority", str(spec.priority)),
+             ("max_attempts", str(spec.max_attempts) if spec.max_attempts else "the queue's"),
+             ("missed", _MISSED_NAMES.get(spec.missed, "once")), ("grace", _age(spec, "grace", "0s"))]
+    if spec.HasField("start_at"):
+        pairs.append(("start_at", _time(spec, "start_at")))
+    if s.last_task_id:
+        pairs.append(("last_task_id", s.last_task_id))
+    pairs += [(name, _time(s, name)) for name in ("last_missed_at", "created_at", "updated_at") if s.HasField(name)]
+    pairs.append(("version", str(s.version)))
+    return _table([_schedule_row(s)], SCHEDULE_COLUMNS) + "\n\n" + _fields(pairs)
+
+
+_SPEC_OPTIONS = ("cron", "every", "tz", "type", "payload", "priority", "max_attempts", "missed", "grace")
+
+
+def _change_spec(spec: queue_pb2.ScheduleSpec, args: argparse.Namespace) -> None:
+    """Sets what the options of `queue schedule` name; the rest stays as it is."""
+    if args.cron is not None:
+        spec.cron = args.cron  # the oneof: clears every
+        spec.ClearField("start_at")  # for intervals only
+    if args.every is not None:
+        spec.every.CopyFrom(duration(args.every))  # clears cron
+        spec.time_zone = ""  # for cron only
+    if args.tz is not None:
+        spec.time_zone = args.tz
+    if args.type is not None:
+        spec.type = args.type
+    if args.payload is not None:
+        spec.payload = args.payload.encode()
+    if args.priority is not None:
+        spec.priority = args.priority
+    if args.max_attempts is not None:
+        spec.max_attempts = args.max_attempts
+    if args.missed is not None:
+        spec.missed = _MISSED[args.missed]
+    if args.grace is not None:
+        spec.grace.CopyFrom(duration(args.grace))
+
+
+def _check_schedule(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """`queue schedule`: without options it shows the schedule; creating one needs its
+    timing; --update needs something to change. Exits 2 otherwise."""
+    named = [o for o in _SPEC_OPTIONS if getattr(args, o) is not None]
+    if args.update:
+        if not named and not args.paused:
+            p.error("--update needs an option naming what to change")
+    elif (named or args.paused) and args.cron is None and args.every is None:
+        p.error("creating a schedule needs --cron or --every (--update changes one)")
 
 
 def _task_text(t: queue_pb2.Task) -> str:
@@ -410,6 +482,60 @@ class Admin:
                                queue_pb2.SetQueuePolicyRequest(queue=args.name, policy=policy)).policy
         self.emit({"queue": args.name, **_dict(policy)}, _policy_text(args.name, policy))
 
+    def queue_schedules(self, args: argparse.Namespace) -> None:
+        found: list[queue_pb2.Schedule] = []
+        seen: set[str] = set()
+        token = ""
+        while True:  # pages by position in next-tick order, which ticks change: a repeat is dropped
+            page = self.call("queue", "ListSchedules",
+                             queue_pb2.ListSchedulesRequest(queue=args.name, page_size=1000, page_token=token))
+            found += [s for s in page.schedules if not (s.name in seen or seen.add(s.name))]
+            token = page.next_page_token
+            if not token:
+                break
+        self.emit([_dict(s) for s in found], _table([_schedule_row(s) for s in found], SCHEDULE_COLUMNS) if found
+                  else f"(no schedules in {args.name!r})")
+
+    def queue_schedule(self, args: argparse.Namespace) -> None:
+        """Shows the schedule; with --cron or --every creates it; with --update changes
+        what the options name and keeps the rest (UpdateSchedule replaces the whole
+        spec, so this sends the current one, changed)."""
+        named = {"queue": args.name, "name": args.schedule}
+        if args.update:
+            current = self.call("queue", "GetSchedule", queue_pb2.GetScheduleRequest(**named)).schedule
+            spec = current.spec
+            _change_spec(spec, args)
+            request = queue_pb2.UpdateScheduleRequest(**named, spec=spec)
+            if args.paused:
+                request.paused = True
+            s, done = self.call("queue", "UpdateSchedule", request).schedule, "updated"
+        elif args.cron is not None or args.every is not None:
+            spec = queue_pb2.ScheduleSpec(type=args.schedule)
+            _change_spec(spec, args)
+            s = self.call("queue", "CreateSchedule",
+                          queue_pb2.CreateScheduleRequest(**named, spec=spec, paused=args.paused)).schedule
+            done = "created"
+        else:
+            s = self.call("queue", "GetSchedule", queue_pb2.GetScheduleRequest(**named)).schedule
+            self.emit(_dict(s), _schedule_text(s))
+            return
+        self.emit(_dict(s), f"{done} schedule {s.name!r} of queue {s.queue!r}\n\n{_schedule_text(s)}")
+
+    def queue_schedule_pause(self, args: argparse.Namespace) -> None:
+        s = self.call("queue", "PauseSchedule", queue_pb2.PauseScheduleRequest(queue=args.name, name=args.schedule))
+        self.emit(_dict(s.schedule), f"schedule {args.schedule!r} of queue {args.name!r} is paused")
+
+    def queue_schedule_resume(self, args: argparse.Namespace) -> None:
+        s = self.call("queue", "ResumeSchedule",
+                      queue_pb2.ResumeScheduleRequest(queue=args.name, name=args.schedule)).schedule
+        self.emit(_dict(s), f"schedule {args.schedule!r} of queue {args.name!r} runs again, next at "
+                  f"{_time(s, 'next_run_at')}")
+
+    def queue_schedule_delete(self, args: argparse.Namespace) -> None:
+        self.call("queue", "DeleteSchedule", queue_pb2.DeleteScheduleRequest(queue=args.name, name=args.schedule))
+        self.emit({"queue": args.name, "name": args.schedule, "deleted": True},
+                  f"deleted schedule {args.schedule!r} of queue {args.name!r} (the tasks it enqueued stay)")
+
     def queue_dead(self, args: argparse.Namespace) -> None:
         r = self.call("queue", "ListDead", queue_pb2.ListDeadRequest(queue=args.name, limit=args.limit))
         tasks = [_dict(t) for t in r.tasks]
@@ -564,6 +690,46 @@ def parser() -> argparse.ArgumentParser:
                             help=f"keep each of the {what} this long, such as 90s, 1h30m, 7d "
                             f"(0 or {UNLIMITED}: no age limit)")
 
+    command(queue, "schedules", "queue_schedules",
+            "the queue's recurring schedules, soonest next run first (paused ones last)").add_argument("name")
+    sched = command(queue, "schedule", "queue_schedule",
+                    "show a recurring schedule; with --cron or --every create it, with --update change it",
+                    description="Without options, shows the schedule. With --cron or --every, creates it: each "
+                    "tick enqueues one task, exactly once however many servers run, never early on Redis's clock. "
+                    "With --update, changes what the options name and keeps the rest; its next run is reckoned "
+                    "from now.")
+    sched.add_argument("name")
+    sched.add_argument("schedule", metavar="SCHEDULE", help="the schedule's name")
+    timing = sched.add_mutually_exclusive_group()
+    timing.add_argument("--cron", metavar="EXPR",
+                        help='a cron expression: 5 fields ("30 2 * * *"), 6 with seconds first, or @hourly, '
+                        "@daily, @weekly, @monthly, @yearly")
+    timing.add_argument("--every", type=parse_duration, metavar="DURATION",
+                        help="a fixed interval: seconds, or such as 90s, 15m, 1h30m (1 s to a year)")
+    sched.add_argument("--tz", metavar="ZONE",
+                       help="the cron expression's IANA time zone (default UTC); a local time that daylight saving "
+                       "skips runs right after the change, one it repeats runs once unless the hour field is *")
+    sched.add_argument("--type", help="the type of the tasks it enqueues (default: the schedule's name)")
+    sched.add_argument("--payload", metavar="TEXT", help="their payload, as UTF-8 text such as JSON (default: empty)")
+    sched.add_argument("--priority", type=int, metavar="N", help="their priority, -1000 to 1000 (default 0)")
+    sched.add_argument("--max-attempts", type=int, metavar="N", help="their attempts (default: the queue's)")
+    sched.add_argument("--missed", choices=sorted(_MISSED),
+                       help="ticks missed beyond the grace (no server could run them): run once for all of them "
+                       "(the default), or skip them")
+    sched.add_argument("--grace", type=parse_duration, metavar="DURATION",
+                       help="how late a tick may run and still count as itself (default 10s, at most 1h)")
+    sched.add_argument("--paused", action="store_true", help="create it paused (with --update: pause it)")
+    sched.add_argument("--update", action="store_true", help="change an existing schedule instead of creating one")
+    sched.set_defaults(check=lambda args: _check_schedule(sched, args))
+    for name, handler, help in (("schedule-pause", "queue_schedule_pause", "stop a schedule's ticks"),
+                                ("schedule-resume", "queue_schedule_resume",
+                                 "start its ticks again from the next one after now (missed ones do not run)"),
+                                ("schedule-delete", "queue_schedule_delete",
+                                 "delete a schedule (the tasks it enqueued stay)")):
+        sub = command(queue, name, handler, help)
+        sub.add_argument("name")
+        sub.add_argument("schedule", metavar="SCHEDULE")
+
     chat = kinds.add_parser("chat", help="chats").add_subparsers(dest="action", required=True)
     command(chat, "list", "chat_list", "every chat's id")
     desc = command(chat, "describe", "chat_describe", "last message id and the latest messages")
@@ -577,6 +743,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)  # exits 2 on bad usage
+    if getattr(args, "check", None):
+        args.check(args)  # usage argparse cannot check alone; exits 2 too
     try:
         with Client(args.target, timeout=args.timeout, tls=args.tls, root_certificates=args.ca,
                     client_cert=args.cert, client_key=args.key, token=args.token) as client:

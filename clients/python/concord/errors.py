@@ -32,6 +32,8 @@ from .error.v1.error_pb2 import (
     REASON_OFFSET_OUT_OF_RANGE,
     REASON_PERMIT_NOT_HELD,
     REASON_PERMITS_EXCEED_LIMIT,
+    REASON_SCHEDULE_EXISTS,
+    REASON_SCHEDULE_NOT_FOUND,
     REASON_SEMAPHORE_WAIT_TIMEOUT,
     REASON_TASK_LEASE_NOT_HELD,
     REASON_TASK_LEASED,
@@ -177,6 +179,18 @@ class TaskFinished(FailedPrecondition):
     """Cancel of a task that finished already (succeeded, or cancelled before)."""
 
     reason = reason_name(REASON_TASK_FINISHED)
+
+
+class ScheduleNotFound(NotFound):
+    """The queue has no schedule of that name."""
+
+    reason = reason_name(REASON_SCHEDULE_NOT_FOUND)
+
+
+class ScheduleExists(AlreadyExists):
+    """The queue has a schedule of that name already (update_schedule changes it)."""
+
+    reason = reason_name(REASON_SCHEDULE_EXISTS)
 
 
 class ChatNotFound(NotFound):

@@ -14,6 +14,11 @@ of attempts, dead-lettered (``queue.dead()``, ``queue.retry_dead()``). For a
 long-running consumer use :class:`concord.Worker`, or ``queue.consume()`` for a
 stream of tasks pushed by the server.
 
+``emails.schedule("digest", cron="0 8 * * *", tz="Europe/Berlin")`` enqueues a
+"digest" task every day at 08:00 Berlin time, once per tick however many servers
+run (``update_schedule``, ``pause_schedule``, ``resume_schedule``,
+``delete_schedule``, ``get_schedule``, ``schedules``).
+
 ``get(timeout=...)`` rides out a Redis outage shorter than its timeout, and the
 settling calls and reads retry too; ``put`` retries only with a ``dedupe_key``
 (see concord._retry).
@@ -24,13 +29,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ._convert import duration, seconds, when
 from .consume import AsyncConsumer, Consumer
 from .queue.v1 import queue_pb2 as pb
-from .tasks import STATE_NAMES, STATE_VALUES, Task, encode_result, task_from, truncate_error
+from .tasks import STATE_NAMES, STATE_VALUES, Task, _maybe_when, encode_result, task_from, truncate_error
 
 
 def encode_payload(payload: Any) -> bytes:
@@ -158,6 +163,96 @@ class QueuePolicy:
         return QueuePolicy(Retention.of(m.succeeded), Retention.of(m.dead), RetryPolicy.of(m.retry))
 
 
+SCHEDULES_PAGE = 1000  # schedules() reads them this many at a time
+_MISSED = {"once": pb.MISSED_TICKS_RUN_ONCE, "skip": pb.MISSED_TICKS_SKIP}
+_MISSED_NAMES = {pb.MISSED_TICKS_UNSPECIFIED: "once", **{v: k for k, v in _MISSED.items()}}
+
+
+def _secs(value: float | timedelta) -> float:
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def schedule_spec(name: str, cron: str | None, every: float | timedelta | None, tz: str | None,
+                  start_at: datetime | None, type: str | None, payload: Any, priority: int, max_attempts: int,
+                  missed: str, grace: float | timedelta | None) -> pb.ScheduleSpec:
+    """A ScheduleSpec from Queue.schedule's arguments (type None: the schedule's name;
+    payload as put() encodes it). The server validates the values."""
+    if (cron is None) == (every is None):
+        raise ValueError("a schedule needs one of cron and every")
+    if missed not in _MISSED:
+        raise ValueError(f"missed must be one of {sorted(_MISSED)}")
+    m = pb.ScheduleSpec(type=name if type is None else type, payload=encode_payload(payload), priority=priority,
+                        max_attempts=max_attempts or 0, missed=_MISSED[missed])
+    if cron is not None:
+        m.cron = cron
+        m.time_zone = tz or "UTC"
+    else:
+        assert every is not None
+        m.every.CopyFrom(duration(_secs(every)))
+        if tz and tz != "UTC":
+            m.time_zone = tz  # the server refuses it: a time zone is for cron expressions
+    if start_at is not None:
+        m.start_at.FromDatetime(start_at)
+    if grace is not None:
+        m.grace.CopyFrom(duration(_secs(grace)))
+    return m
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A queue's recurring schedule: each tick enqueues one task of ``type`` with
+    ``payload``. Times are aware datetimes (UTC), durations seconds."""
+
+    queue: str
+    name: str
+    cron: str | None  # the cron expression; None for an interval
+    every: float | None  # seconds between ticks; None for a cron expression
+    tz: str | None  # the cron expression's time zone (IANA); None for an interval
+    start_at: datetime | None  # intervals: the tick the others follow every interval
+    type: str
+    payload: bytes
+    priority: int
+    max_attempts: int  # 0: the queue's retry policy
+    missed: str  # ticks missed beyond the grace: "once" (one run for all) or "skip"
+    grace: float  # seconds a tick may be late and still run as itself
+    paused: bool
+    next_run_at: datetime | None  # None while paused
+    last_run_at: datetime | None  # the tick of the last task it enqueued ...
+    last_task_id: str  # ... and that task
+    runs: int  # tasks it has enqueued
+    last_missed_at: datetime | None  # the latest tick missed (dropped, or rolled into one run)
+    created_at: datetime
+    updated_at: datetime
+    version: int  # bumped by every change
+
+    @property
+    def when(self) -> str:
+        """How it ticks, for people: the cron expression and its time zone, or the interval."""
+        return f"{self.cron} ({self.tz})" if self.cron is not None else f"every {self.every:g}s"
+
+    def json(self) -> Any:
+        """The payload decoded as JSON."""
+        return json.loads(self.payload)
+
+    @staticmethod
+    def of(m: pb.Schedule) -> Schedule:
+        spec = m.spec
+        cron = spec.cron if spec.WhichOneof("timing") == "cron" else None
+        return Schedule(m.queue, m.name, cron, seconds(spec.every) if spec.HasField("every") else None,
+                        (spec.time_zone or "UTC") if cron is not None else None, _maybe_when(spec, "start_at"),
+                        spec.type, spec.payload, spec.priority, spec.max_attempts,
+                        _MISSED_NAMES.get(spec.missed, "once"), seconds(spec.grace), m.paused,
+                        _maybe_when(m, "next_run_at"), _maybe_when(m, "last_run_at"), m.last_task_id, m.runs,
+                        _maybe_when(m, "last_missed_at"), when(m.created_at), when(m.updated_at), m.version)
+
+
+def _unique(found: list[Schedule]) -> list[Schedule]:
+    """ListSchedules pages by position in next-tick order, which ticks change between
+    pages: a schedule may come twice; the first is kept."""
+    seen: set[str] = set()
+    return [s for s in found if not (s.name in seen or seen.add(s.name))]
+
+
 class _Handle(str):
     """A task's id (a str, as put returned before) bound to its queue."""
 
@@ -272,6 +367,21 @@ class _QueueBase:
 
     def _peek_request(self, state: str, limit: int) -> pb.PeekRequest:
         return pb.PeekRequest(queue=self.name, state=STATE_VALUES[state], limit=limit)
+
+    def _create_schedule(self, name: str, paused: bool, spec: pb.ScheduleSpec) -> pb.CreateScheduleRequest:
+        return pb.CreateScheduleRequest(queue=self.name, name=name, spec=spec, paused=paused)
+
+    def _update_schedule(self, name: str, paused: bool | None, spec: pb.ScheduleSpec) -> pb.UpdateScheduleRequest:
+        r = pb.UpdateScheduleRequest(queue=self.name, name=name, spec=spec)
+        if paused is not None:
+            r.paused = paused
+        return r
+
+    def _named(self, request_type: Any, name: str) -> Any:
+        return request_type(queue=self.name, name=name)
+
+    def _schedules_page(self, token: str) -> pb.ListSchedulesRequest:
+        return pb.ListSchedulesRequest(queue=self.name, page_size=SCHEDULES_PAGE, page_token=token)
 
     @staticmethod
     def _stats(r: pb.StatsResponse) -> QueueStats:
@@ -396,6 +506,62 @@ class Queue(_QueueBase):
         r = self._rpc.call("RetryDead", pb.RetryDeadRequest(queue=self.name, task_ids=list(task_ids), limit=limit))
         return r.retried
 
+    def schedule(self, name: str, *, cron: str | None = None, every: float | timedelta | None = None,
+                 tz: str = "UTC", start_at: datetime | None = None, type: str | None = None, payload: Any = b"",
+                 priority: int = 0, max_attempts: int = 0, missed: str = "once",
+                 grace: float | timedelta | None = None, paused: bool = False) -> Schedule:
+        """Creates a recurring schedule: each tick enqueues one task, exactly once
+        however many servers run, never before its time on Redis's clock.
+
+        cron: 5 fields (minute hour day-of-month month day-of-week), 6 with seconds
+        first, or @hourly/@daily/@weekly/@monthly/@yearly, in time zone ``tz`` (IANA;
+        a local time that daylight saving skips runs right after the change, one it
+        repeats runs once unless the hour field is *). Or every: seconds (or a
+        timedelta, 1 s to a year) from ``start_at`` (default: one interval from now).
+        The task: ``type`` (default: the schedule's name), ``payload`` (bytes, str, or
+        anything JSON can encode, as put() takes it), priority, max_attempts (0: the
+        queue's). A tick up to ``grace`` seconds late (default 10) still runs; ticks
+        missed beyond it run once together (missed="once") or are dropped ("skip").
+        ScheduleExists if the queue has a schedule of that name."""
+        spec = schedule_spec(name, cron, every, tz, start_at, type, payload, priority, max_attempts, missed, grace)
+        return Schedule.of(self._rpc.call("CreateSchedule", self._create_schedule(name, paused, spec)).schedule)
+
+    def update_schedule(self, name: str, *, cron: str | None = None, every: float | timedelta | None = None,
+                        tz: str = "UTC", start_at: datetime | None = None, type: str | None = None,
+                        payload: Any = b"", priority: int = 0, max_attempts: int = 0, missed: str = "once",
+                        grace: float | timedelta | None = None, paused: bool | None = None) -> Schedule:
+        """Replaces the schedule's whole spec (arguments as for schedule(); paused None
+        keeps it as it was); its next tick is reckoned from now. ScheduleNotFound."""
+        spec = schedule_spec(name, cron, every, tz, start_at, type, payload, priority, max_attempts, missed, grace)
+        return Schedule.of(self._rpc.call_safe("UpdateSchedule", self._update_schedule(name, paused, spec)).schedule)
+
+    def pause_schedule(self, name: str) -> Schedule:
+        """Stops its ticks (pausing a paused one changes nothing). ScheduleNotFound."""
+        return Schedule.of(self._rpc.call_safe("PauseSchedule", self._named(pb.PauseScheduleRequest, name)).schedule)
+
+    def resume_schedule(self, name: str) -> Schedule:
+        """Ticks again from the next tick after now: ticks due while it was paused do not run."""
+        return Schedule.of(self._rpc.call_safe("ResumeSchedule",
+                                               self._named(pb.ResumeScheduleRequest, name)).schedule)
+
+    def delete_schedule(self, name: str) -> None:
+        """Removes the schedule; tasks it enqueued stay. ScheduleNotFound if there is none."""
+        self._rpc.call("DeleteSchedule", self._named(pb.DeleteScheduleRequest, name))
+
+    def get_schedule(self, name: str) -> Schedule:
+        """The schedule, with its next and last runs. ScheduleNotFound if there is none."""
+        return Schedule.of(self._rpc.call_safe("GetSchedule", self._named(pb.GetScheduleRequest, name)).schedule)
+
+    def schedules(self) -> list[Schedule]:
+        """Every schedule of the queue, soonest next tick first, paused ones last."""
+        found, token = [], ""
+        while True:
+            page = self._rpc.call_safe("ListSchedules", self._schedules_page(token))
+            found += [Schedule.of(m) for m in page.schedules]
+            token = page.next_page_token
+            if not token:
+                return _unique(found)
+
 
 class AsyncQueue(_QueueBase):
     """A queue name on an :class:`~concord.AsyncClient`: Queue's methods, awaited."""
@@ -481,6 +647,46 @@ class AsyncQueue(_QueueBase):
         r = await self._rpc.call("RetryDead",
                                  pb.RetryDeadRequest(queue=self.name, task_ids=list(task_ids), limit=limit))
         return r.retried
+
+    async def schedule(self, name: str, *, cron: str | None = None, every: float | timedelta | None = None,
+                       tz: str = "UTC", start_at: datetime | None = None, type: str | None = None,
+                       payload: Any = b"", priority: int = 0, max_attempts: int = 0, missed: str = "once",
+                       grace: float | timedelta | None = None, paused: bool = False) -> Schedule:
+        spec = schedule_spec(name, cron, every, tz, start_at, type, payload, priority, max_attempts, missed, grace)
+        r = await self._rpc.call("CreateSchedule", self._create_schedule(name, paused, spec))
+        return Schedule.of(r.schedule)
+
+    async def update_schedule(self, name: str, *, cron: str | None = None, every: float | timedelta | None = None,
+                              tz: str = "UTC", start_at: datetime | None = None, type: str | None = None,
+                              payload: Any = b"", priority: int = 0, max_attempts: int = 0, missed: str = "once",
+                              grace: float | timedelta | None = None, paused: bool | None = None) -> Schedule:
+        spec = schedule_spec(name, cron, every, tz, start_at, type, payload, priority, max_attempts, missed, grace)
+        r = await self._rpc.call_safe("UpdateSchedule", self._update_schedule(name, paused, spec))
+        return Schedule.of(r.schedule)
+
+    async def pause_schedule(self, name: str) -> Schedule:
+        r = await self._rpc.call_safe("PauseSchedule", self._named(pb.PauseScheduleRequest, name))
+        return Schedule.of(r.schedule)
+
+    async def resume_schedule(self, name: str) -> Schedule:
+        r = await self._rpc.call_safe("ResumeSchedule", self._named(pb.ResumeScheduleRequest, name))
+        return Schedule.of(r.schedule)
+
+    async def delete_schedule(self, name: str) -> None:
+        await self._rpc.call("DeleteSchedule", self._named(pb.DeleteScheduleRequest, name))
+
+    async def get_schedule(self, name: str) -> Schedule:
+        r = await self._rpc.call_safe("GetSchedule", self._named(pb.GetScheduleRequest, name))
+        return Schedule.of(r.schedule)
+
+    async def schedules(self) -> list[Schedule]:
+        found, token = [], ""
+        while True:
+            page = await self._rpc.call_safe("ListSchedules", self._schedules_page(token))
+            found += [Schedule.of(m) for m in page.schedules]
+            token = page.next_page_token
+            if not token:
+                return _unique(found)
 
 
 def _dequeue_args(client: Any, queues: Sequence[str], max_tasks: int, lease_ttl: float, timeout: float | None

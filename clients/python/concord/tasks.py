@@ -78,6 +78,10 @@ class Task:
     leased_at: datetime | None = None
     finished_at: datetime | None = None
     dead_reason: str = ""  # dead: "attempts" or "lease"
+    # Set when a schedule enqueued it: the schedule's name
+    # and the tick's time (enqueued_at - scheduled_at is how late the tick ran).
+    schedule: str = ""
+    scheduled_at: datetime | None = None
     _settler: Any = field(default=None, repr=False)
 
     @property
@@ -140,7 +144,7 @@ def task_from(m: pb.Task, settler: Any) -> Task:
     return Task(m.queue, m.task_id, m.type, m.payload, m.priority, STATE_NAMES.get(m.state, "unknown"), m.attempt,
                 m.max_attempts, m.lease, _maybe_when(m, "lease_expires_at"), when(m.enqueued_at), when(m.ready_at),
                 m.last_error, progress, m.result, m.result_type, _maybe_when(m, "leased_at"),
-                _maybe_when(m, "finished_at"), m.dead_reason, settler)
+                _maybe_when(m, "finished_at"), m.dead_reason, m.schedule, _maybe_when(m, "scheduled_at"), settler)
 
 
 def truncate_error(error: str, limit: int = 4096) -> str:
