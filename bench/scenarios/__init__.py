@@ -22,7 +22,7 @@ class Context:
 
 
 NAMES = ("cost", "handoff", "scale", "semaphore-cost", "semaphore-handoff", "queue-cost", "queue-delay", "queue-wait",
-         "chat-latency", "chat-fetch", "autocomplete", "files", "load", "redis-io")
+         "schedule-lateness", "chat-latency", "chat-fetch", "autocomplete", "files", "load", "redis-io")
 
 
 def module_name(name: str) -> str:

@@ -58,8 +58,9 @@ from .errors import (
 )
 from .files import Announced, FileInfo, Files, Line, Uploaded
 from .locks import AsyncLock, Lease, Lock, LockInfo
-from .queues import (AsyncQueue, AsyncTaskHandle, Enqueued, NackResult, NewTask, Queue, QueuePolicy, QueueStats,
-                     Retention, RetryPolicy, Schedule, Task, TaskHandle)
+from .queues import (AsyncQueue, AsyncTaskHandle, AsyncWatch, Enqueued, NackResult, NewTask, Queue, QueueEvent,
+                     QueuePolicy, QueueStats,
+                     Retention, RetryPolicy, Schedule, Task, TaskHandle, Watch)
 from .tasks import Progress, TaskFailed
 from .semaphores import AsyncSemaphore, Permit, Semaphore, SemaphoreInfo
 from .worker import UnrecoverableError, Worker
@@ -118,6 +119,9 @@ __all__ = [
     "Progress",
     "Queue",
     "QueuePolicy",
+    "QueueEvent",
+    "Watch",
+    "AsyncWatch",
     "QueueStats",
     "ResourceExhausted",
     "Retention",

@@ -26,16 +26,22 @@ settling calls and reads retry too; ``put`` retries only with a ``dedupe_key``
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import grpc
+
 from ._convert import duration, seconds, when
 from .consume import AsyncConsumer, Consumer
 from .queue.v1 import queue_pb2 as pb
-from .tasks import STATE_NAMES, STATE_VALUES, Task, _maybe_when, encode_result, task_from, truncate_error
+from .errors import from_rpc_error
+from .tasks import (STATE_NAMES, STATE_VALUES, Progress, Task, _maybe_when, encode_result, task_from,
+                    truncate_error)
 
 
 def encode_payload(payload: Any) -> bytes:
@@ -464,6 +470,12 @@ class Queue(_QueueBase):
         """Hands the task back, ready at once, the attempt not counted."""
         self._rpc.call_safe("Release", pb.ReleaseRequest(**self._settle(task)))
 
+    def watch(self, *, after: str | None = None, from_oldest: bool = False) -> Watch:
+        """The queue's task events as they happen, made through any server: after
+        the event at position ``after``, else every event the queue keeps
+        (``from_oldest``), else from now on."""
+        return Watch(self._rpc, self.name, after, from_oldest)
+
     def consume(self, *, lease_ttl: float = 30.0, prefetch: int = 1) -> Consumer:
         """A stream of tasks pushed by the server, at most ``prefetch`` unsettled at
         once; see :class:`concord.consume.Consumer`."""
@@ -615,6 +627,9 @@ class AsyncQueue(_QueueBase):
     async def release(self, task: Task) -> None:
         await self._rpc.call_safe("Release", pb.ReleaseRequest(**self._settle(task)))
 
+    def watch(self, *, after: str | None = None, from_oldest: bool = False) -> AsyncWatch:
+        return AsyncWatch(self._rpc, self.name, after, from_oldest)
+
     def consume(self, *, lease_ttl: float = 30.0, prefetch: int = 1) -> AsyncConsumer:
         """``async for task in queue.consume():``; see :class:`concord.consume.AsyncConsumer`."""
         return AsyncConsumer(self.client, [self.name], lease_ttl=lease_ttl, prefetch=prefetch)
@@ -705,3 +720,127 @@ def dequeue_sync(client: Any, queues: Sequence[str], max_tasks: int, lease_ttl: 
 async def dequeue_async(client: Any, queues: Sequence[str], max_tasks: int, lease_ttl: float,
                         timeout: float | None) -> list[Task]:
     return await client._service("queue").wait_for(*_dequeue_args(client, queues, max_tasks, lease_ttl, timeout)) or []
+
+
+EVENT_KINDS = {pb.QUEUE_EVENT_KIND_ENQUEUED: "enqueued", pb.QUEUE_EVENT_KIND_LEASED: "leased",
+               pb.QUEUE_EVENT_KIND_PROGRESS: "progress", pb.QUEUE_EVENT_KIND_SUCCEEDED: "succeeded",
+               pb.QUEUE_EVENT_KIND_FAILED: "failed", pb.QUEUE_EVENT_KIND_DEAD: "dead",
+               pb.QUEUE_EVENT_KIND_CANCELLED: "cancelled", pb.QUEUE_EVENT_KIND_RELEASED: "released",
+               pb.QUEUE_EVENT_KIND_RETRIED: "retried", pb.QUEUE_EVENT_KIND_GAP: "gap",
+               pb.QUEUE_EVENT_KIND_CAUGHT_UP: "caught_up"}
+
+
+@dataclass(frozen=True)
+class QueueEvent:
+    """One thing that happened to a task (``kind``: enqueued, leased, progress,
+    succeeded, failed, dead, cancelled, released, retried), or a marker: ``gap``
+    (events after the last one you saw were dropped; the next is the oldest kept)
+    or ``caught_up`` (every kept event so far has been sent)."""
+
+    position: str  # pass as watch(after=...) to resume after this event
+    kind: str
+    task_id: str = ""
+    at: datetime | None = None
+    attempt: int = 0
+    type: str = ""
+    ready_at: datetime | None = None
+    error: str = ""
+    dead_reason: str = ""
+    progress: Progress | None = None
+    schedule: str = ""
+
+    @classmethod
+    def of(cls, m: pb.QueueEvent) -> QueueEvent:
+        progress = None
+        if m.HasField("progress"):
+            p = m.progress
+            progress = Progress(p.value if p.HasField("value") else None, json.loads(p.json) if p.json else None,
+                                when(p.reported_at))
+        return cls(m.position, EVENT_KINDS.get(m.kind, "unknown"), m.task_id, _maybe_when(m, "at"), m.attempt, m.type,
+                   _maybe_when(m, "ready_at"), m.error, m.dead_reason, progress, m.schedule)
+
+
+def _watch_request(queue: str, after: str | None, from_oldest: bool) -> pb.WatchQueueRequest:
+    return pb.WatchQueueRequest(queue=queue, after=after or "", from_oldest=from_oldest and not after)
+
+
+class Watch:
+    """Iterate for QueueEvents. If the connection drops (a server restarts), it
+    resumes after the last event it gave you, so you miss nothing the queue still
+    keeps (a ``gap`` says when something was dropped). close() ends it."""
+
+    def __init__(self, rpc: Any, queue: str, after: str | None, from_oldest: bool) -> None:
+        self._rpc, self._queue, self._from_oldest = rpc, queue, from_oldest
+        self.position = after  # the last event given out
+        self._call: Any = None
+        self._closed = False
+
+    def __iter__(self) -> Iterator[QueueEvent]:
+        pause = 0.05
+        while not self._closed:
+            self._call = self._rpc.open("WatchQueue")(_watch_request(self._queue, self.position, self._from_oldest))
+            try:
+                for m in self._call:
+                    pause = 0.05
+                    event = QueueEvent.of(m)
+                    self.position = event.position
+                    yield event
+                return
+            except grpc.RpcError as exc:
+                if self._closed or exc.code() == grpc.StatusCode.CANCELLED:
+                    return
+                if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise from_rpc_error(exc) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._call is not None:
+            self._call.cancel()
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncWatch:
+    """Watch for asyncio: ``async for event in queue.watch()``."""
+
+    def __init__(self, rpc: Any, queue: str, after: str | None, from_oldest: bool) -> None:
+        self._rpc, self._queue, self._from_oldest = rpc, queue, from_oldest
+        self.position = after
+        self._call: Any = None
+        self._closed = False
+
+    async def __aiter__(self) -> AsyncIterator[QueueEvent]:
+        pause = 0.05
+        while not self._closed:
+            self._call = self._rpc.open("WatchQueue")(_watch_request(self._queue, self.position, self._from_oldest))
+            try:
+                async for m in self._call:
+                    pause = 0.05
+                    event = QueueEvent.of(m)
+                    self.position = event.position
+                    yield event
+                return
+            except grpc.RpcError as exc:
+                if self._closed or exc.code() == grpc.StatusCode.CANCELLED:
+                    return
+                if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise from_rpc_error(exc) from None
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._call is not None:
+            self._call.cancel()
+
+    async def __aenter__(self) -> AsyncWatch:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()

@@ -58,7 +58,7 @@ else
       redis.call('HSET', k, 'err', text)
     end
     if att >= max or ARGV[14] == '0' then
-      kill(id, text, att >= max and 'attempts' or 'not_retryable', now_ms)
+      kill(id, redis.call('HGET', k, 'err') or '', ARGV[14] == '0' and 'not_retryable' or 'attempts', now_ms)
       reply = {HELD.HELD, 'dead', now_ms}
     else
       redis.call('HDEL', k, 'lease')
