@@ -170,3 +170,20 @@ def test_watch_queue_over_grpc_replays_what_is_kept(concord_server, name):
             with pytest.raises(grpc.RpcError) as err:
                 next(stub.WatchQueue(bad, timeout=10))
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_the_python_client_watches_and_resumes_after_a_position(client, name):
+    jobs = client.queue(name)
+    first = jobs.put("a")
+    with jobs.watch(from_oldest=True) as events:
+        seen = []
+        for e in events:
+            seen.append(e)
+            if e.kind == "caught_up":
+                break
+    assert [(e.kind, e.task_id, e.type) for e in seen] == [("enqueued", first, "a"), ("caught_up", "", "")]
+    assert seen[0].at is not None and seen[0].ready_at is not None
+    second = jobs.put("b")
+    with jobs.watch(after=seen[0].position) as events:
+        e = next(iter(events))
+    assert (e.kind, e.task_id, e.type) == ("enqueued", second, "b")
