@@ -157,13 +157,13 @@ def test_watch_queue_over_grpc_replays_what_is_kept(concord_server, name):
         stub = queue_pb2_grpc.QueueServiceStub(ch)
         stub.Enqueue(pb.EnqueueRequest(queue=name, tasks=[pb.NewTask(type="a"), pb.NewTask(type="b")]))
         stream = stub.WatchQueue(pb.WatchQueueRequest(queue=name, from_oldest=True), timeout=10)
-        got = [next(stream), next(stream), next(stream)]
+        got = [next(stream).event for _ in range(3)]
         stream.cancel()
         assert [(e.kind, e.type) for e in got] == [(pb.QUEUE_EVENT_KIND_ENQUEUED, "a"),
                                                    (pb.QUEUE_EVENT_KIND_ENQUEUED, "b"),
                                                    (pb.QUEUE_EVENT_KIND_CAUGHT_UP, "")]
         resumed = stub.WatchQueue(pb.WatchQueueRequest(queue=name, after=got[0].position), timeout=10)
-        assert next(resumed).position == got[1].position
+        assert next(resumed).event.position == got[1].position
         resumed.cancel()
         for bad in (pb.WatchQueueRequest(queue=name, after="x"), pb.WatchQueueRequest(queue="", from_oldest=True),
                     pb.WatchQueueRequest(queue=name, after="1", from_oldest=True)):

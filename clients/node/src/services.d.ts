@@ -1318,9 +1318,9 @@ export declare namespace concord.queue.v1 {
      * misses nothing still kept. If events after that position were dropped, the
      * stream first sends a GAP event, so a gap is never silent.
      */
-    watchQueue(request: concord.queue.v1.WatchQueueRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<concord.queue.v1.QueueEvent__Output>;
+    watchQueue(request: concord.queue.v1.WatchQueueRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<concord.queue.v1.WatchQueueResponse__Output>;
     /** watchQueue, by its name in the .proto file. */
-    WatchQueue(request: concord.queue.v1.WatchQueueRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<concord.queue.v1.QueueEvent__Output>;
+    WatchQueue(request: concord.queue.v1.WatchQueueRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<concord.queue.v1.WatchQueueResponse__Output>;
   }
 
   /** TaskState is where a task is in its life. */
@@ -2416,6 +2416,13 @@ export declare namespace concord.queue.v1 {
      */
     after: string;
     fromOldest: boolean;
+  }
+
+  interface WatchQueueResponse {
+    event?: concord.queue.v1.QueueEvent | null;
+  }
+  interface WatchQueueResponse__Output {
+    event: concord.queue.v1.QueueEvent__Output | null;
   }
 
   /** QueueEventKind is what happened to a task. */

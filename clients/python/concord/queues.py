@@ -782,7 +782,7 @@ class Watch:
             try:
                 for m in self._call:
                     pause = 0.05
-                    event = QueueEvent.of(m)
+                    event = QueueEvent.of(m.event)
                     self.position = event.position
                     yield event
                 return
@@ -822,7 +822,7 @@ class AsyncWatch:
             try:
                 async for m in self._call:
                     pause = 0.05
-                    event = QueueEvent.of(m)
+                    event = QueueEvent.of(m.event)
                     self.position = event.position
                     yield event
                 return

@@ -411,7 +411,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
         return pb.ListSchedulesResponse(schedules=[schedule_message(s) for s in found], next_page_token=token)
 
     @rpc
-    async def WatchQueue(self, request: pb.WatchQueueRequest, context) -> AsyncIterator[pb.QueueEvent]:
+    async def WatchQueue(self, request: pb.WatchQueueRequest, context) -> AsyncIterator[pb.WatchQueueResponse]:
         queue = v.name(request.queue, "queue")
         after = None
         if request.after:
@@ -421,7 +421,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
                 raise InvalidArgument("after and from_oldest: set one, not both", field="from_oldest")
             after = int(request.after)
         async for e in self._queues.watch(queue, after, request.from_oldest):
-            yield event_message(e)
+            yield pb.WatchQueueResponse(event=event_message(e))
 
     @rpc
     async def Nack(self, request: pb.NackRequest, context) -> pb.NackResponse:

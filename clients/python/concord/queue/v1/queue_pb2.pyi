@@ -751,6 +751,12 @@ class WatchQueueRequest(_message.Message):
     from_oldest: bool
     def __init__(self, queue: _Optional[str] = ..., after: _Optional[str] = ..., from_oldest: _Optional[bool] = ...) -> None: ...
 
+class WatchQueueResponse(_message.Message):
+    __slots__ = ("event",)
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    event: QueueEvent
+    def __init__(self, event: _Optional[_Union[QueueEvent, _Mapping]] = ...) -> None: ...
+
 class QueueEvent(_message.Message):
     __slots__ = ("position", "kind", "task_id", "at", "attempt", "type", "ready_at", "error", "dead_reason", "progress", "schedule")
     POSITION_FIELD_NUMBER: _ClassVar[int]

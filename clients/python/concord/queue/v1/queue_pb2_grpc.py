@@ -187,7 +187,7 @@ class QueueServiceStub:
         self.WatchQueue = channel.unary_stream(
                 '/concord.queue.v1.QueueService/WatchQueue',
                 request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.WatchQueueRequest.SerializeToString,
-                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.QueueEvent.FromString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.WatchQueueResponse.FromString,
                 _registered_method=True)
 
 
@@ -590,7 +590,7 @@ def add_QueueServiceServicer_to_server(servicer, server):
             'WatchQueue': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchQueue,
                     request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.WatchQueueRequest.FromString,
-                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.QueueEvent.SerializeToString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.WatchQueueResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1385,7 +1385,7 @@ class QueueService:
             target,
             '/concord.queue.v1.QueueService/WatchQueue',
             concord_dot_queue_dot_v1_dot_queue__pb2.WatchQueueRequest.SerializeToString,
-            concord_dot_queue_dot_v1_dot_queue__pb2.QueueEvent.FromString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.WatchQueueResponse.FromString,
             options,
             channel_credentials,
             insecure,

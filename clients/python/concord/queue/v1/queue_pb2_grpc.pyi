@@ -152,7 +152,7 @@ class QueueServiceStub:
     may appear again on a later page; one is skipped only if it is changed meanwhile
     to tick earlier.
     """
-    WatchQueue: _grpc.UnaryStreamMultiCallable[_queue_pb2.WatchQueueRequest, _queue_pb2.QueueEvent]
+    WatchQueue: _grpc.UnaryStreamMultiCallable[_queue_pb2.WatchQueueRequest, _queue_pb2.WatchQueueResponse]
     """WatchQueue streams the queue's task events as they happen, made through any
     replica. The queue keeps its latest events (QueuePolicy.keep_events); a watcher
     that passes the position of the last event it saw resumes right after it and
@@ -284,7 +284,7 @@ class QueueServiceAsyncStub(QueueServiceStub):
     may appear again on a later page; one is skipped only if it is changed meanwhile
     to tick earlier.
     """
-    WatchQueue: _aio.UnaryStreamMultiCallable[_queue_pb2.WatchQueueRequest, _queue_pb2.QueueEvent]  # type: ignore[assignment]
+    WatchQueue: _aio.UnaryStreamMultiCallable[_queue_pb2.WatchQueueRequest, _queue_pb2.WatchQueueResponse]  # type: ignore[assignment]
     """WatchQueue streams the queue's task events as they happen, made through any
     replica. The queue keeps its latest events (QueuePolicy.keep_events); a watcher
     that passes the position of the last event it saw resumes right after it and
@@ -587,7 +587,7 @@ class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _queue_pb2.WatchQueueRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_abc.Iterator[_queue_pb2.QueueEvent], _abc.AsyncIterator[_queue_pb2.QueueEvent]]:
+    ) -> _typing.Union[_abc.Iterator[_queue_pb2.WatchQueueResponse], _abc.AsyncIterator[_queue_pb2.WatchQueueResponse]]:
         """WatchQueue streams the queue's task events as they happen, made through any
         replica. The queue keeps its latest events (QueuePolicy.keep_events); a watcher
         that passes the position of the last event it saw resumes right after it and

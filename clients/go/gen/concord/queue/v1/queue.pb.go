@@ -4590,6 +4590,50 @@ func (x *WatchQueueRequest) GetFromOldest() bool {
 	return false
 }
 
+type WatchQueueResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Event         *QueueEvent            `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchQueueResponse) Reset() {
+	*x = WatchQueueResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchQueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchQueueResponse) ProtoMessage() {}
+
+func (x *WatchQueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchQueueResponse.ProtoReflect.Descriptor instead.
+func (*WatchQueueResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *WatchQueueResponse) GetEvent() *QueueEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
 type QueueEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Where this event is in the queue's events: pass it as WatchQueueRequest.after
@@ -4619,7 +4663,7 @@ type QueueEvent struct {
 
 func (x *QueueEvent) Reset() {
 	*x = QueueEvent{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[69]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4631,7 +4675,7 @@ func (x *QueueEvent) String() string {
 func (*QueueEvent) ProtoMessage() {}
 
 func (x *QueueEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[69]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4644,7 +4688,7 @@ func (x *QueueEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueEvent.ProtoReflect.Descriptor instead.
 func (*QueueEvent) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{69}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *QueueEvent) GetPosition() string {
@@ -5035,7 +5079,9 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
 	"\x05after\x18\x02 \x01(\tR\x05after\x12\x1f\n" +
 	"\vfrom_oldest\x18\x03 \x01(\bR\n" +
-	"fromOldest\"\x93\x03\n" +
+	"fromOldest\"H\n" +
+	"\x12WatchQueueResponse\x122\n" +
+	"\x05event\x18\x01 \x01(\v2\x1c.concord.queue.v1.QueueEventR\x05event\"\x93\x03\n" +
 	"\n" +
 	"QueueEvent\x12\x1a\n" +
 	"\bposition\x18\x01 \x01(\tR\bposition\x124\n" +
@@ -5081,7 +5127,7 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\x18QUEUE_EVENT_KIND_RETRIED\x10\t\x12\x18\n" +
 	"\x14QUEUE_EVENT_KIND_GAP\x10\n" +
 	"\x12\x1e\n" +
-	"\x1aQUEUE_EVENT_KIND_CAUGHT_UP\x10\v2\xf1\x13\n" +
+	"\x1aQUEUE_EVENT_KIND_CAUGHT_UP\x10\v2\xf9\x13\n" +
 	"\fQueueService\x12N\n" +
 	"\aEnqueue\x12 .concord.queue.v1.EnqueueRequest\x1a!.concord.queue.v1.EnqueueResponse\x12N\n" +
 	"\aDequeue\x12 .concord.queue.v1.DequeueRequest\x1a!.concord.queue.v1.DequeueResponse\x12B\n" +
@@ -5112,9 +5158,9 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\x0eResumeSchedule\x12'.concord.queue.v1.ResumeScheduleRequest\x1a(.concord.queue.v1.ResumeScheduleResponse\x12c\n" +
 	"\x0eDeleteSchedule\x12'.concord.queue.v1.DeleteScheduleRequest\x1a(.concord.queue.v1.DeleteScheduleResponse\x12Z\n" +
 	"\vGetSchedule\x12$.concord.queue.v1.GetScheduleRequest\x1a%.concord.queue.v1.GetScheduleResponse\x12`\n" +
-	"\rListSchedules\x12&.concord.queue.v1.ListSchedulesRequest\x1a'.concord.queue.v1.ListSchedulesResponse\x12Q\n" +
+	"\rListSchedules\x12&.concord.queue.v1.ListSchedulesRequest\x1a'.concord.queue.v1.ListSchedulesResponse\x12Y\n" +
 	"\n" +
-	"WatchQueue\x12#.concord.queue.v1.WatchQueueRequest\x1a\x1c.concord.queue.v1.QueueEvent0\x01B\xb9\x01\n" +
+	"WatchQueue\x12#.concord.queue.v1.WatchQueueRequest\x1a$.concord.queue.v1.WatchQueueResponse0\x01B\xb9\x01\n" +
 	"\x14com.concord.queue.v1B\n" +
 	"QueueProtoP\x01Z3go.concord.dev/concord/gen/concord/queue/v1;queuev1\xa2\x02\x03CQX\xaa\x02\x10Concord.Queue.V1\xca\x02\x10Concord\\Queue\\V1\xe2\x02\x1cConcord\\Queue\\V1\\GPBMetadata\xea\x02\x12Concord::Queue::V1b\x06proto3"
 
@@ -5131,7 +5177,7 @@ func file_concord_queue_v1_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_queue_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_concord_queue_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_concord_queue_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_concord_queue_v1_queue_proto_goTypes = []any{
 	(TaskState)(0),                 // 0: concord.queue.v1.TaskState
 	(Backoff)(0),                   // 1: concord.queue.v1.Backoff
@@ -5206,70 +5252,71 @@ var file_concord_queue_v1_queue_proto_goTypes = []any{
 	(*ListSchedulesRequest)(nil),   // 70: concord.queue.v1.ListSchedulesRequest
 	(*ListSchedulesResponse)(nil),  // 71: concord.queue.v1.ListSchedulesResponse
 	(*WatchQueueRequest)(nil),      // 72: concord.queue.v1.WatchQueueRequest
-	(*QueueEvent)(nil),             // 73: concord.queue.v1.QueueEvent
-	(*durationpb.Duration)(nil),    // 74: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 75: google.protobuf.Timestamp
+	(*WatchQueueResponse)(nil),     // 73: concord.queue.v1.WatchQueueResponse
+	(*QueueEvent)(nil),             // 74: concord.queue.v1.QueueEvent
+	(*durationpb.Duration)(nil),    // 75: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 76: google.protobuf.Timestamp
 }
 var file_concord_queue_v1_queue_proto_depIdxs = []int32{
-	74,  // 0: concord.queue.v1.NewTask.delay:type_name -> google.protobuf.Duration
-	75,  // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
-	74,  // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
+	75,  // 0: concord.queue.v1.NewTask.delay:type_name -> google.protobuf.Duration
+	76,  // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
+	75,  // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
 	5,   // 3: concord.queue.v1.NewTask.retry:type_name -> concord.queue.v1.RetryPolicy
 	1,   // 4: concord.queue.v1.RetryPolicy.backoff:type_name -> concord.queue.v1.Backoff
-	74,  // 5: concord.queue.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
-	74,  // 6: concord.queue.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
+	75,  // 5: concord.queue.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
+	75,  // 6: concord.queue.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
 	4,   // 7: concord.queue.v1.EnqueueRequest.tasks:type_name -> concord.queue.v1.NewTask
 	7,   // 8: concord.queue.v1.EnqueueResponse.results:type_name -> concord.queue.v1.EnqueueResult
 	0,   // 9: concord.queue.v1.Task.state:type_name -> concord.queue.v1.TaskState
-	75,  // 10: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
-	75,  // 11: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
-	75,  // 12: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
+	76,  // 10: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
+	76,  // 11: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
+	76,  // 12: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
 	10,  // 13: concord.queue.v1.Task.progress:type_name -> concord.queue.v1.Progress
-	75,  // 14: concord.queue.v1.Task.leased_at:type_name -> google.protobuf.Timestamp
-	75,  // 15: concord.queue.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
+	76,  // 14: concord.queue.v1.Task.leased_at:type_name -> google.protobuf.Timestamp
+	76,  // 15: concord.queue.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
 	5,   // 16: concord.queue.v1.Task.retry:type_name -> concord.queue.v1.RetryPolicy
-	75,  // 17: concord.queue.v1.Task.scheduled_at:type_name -> google.protobuf.Timestamp
-	75,  // 18: concord.queue.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
-	74,  // 19: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
-	74,  // 20: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
+	76,  // 17: concord.queue.v1.Task.scheduled_at:type_name -> google.protobuf.Timestamp
+	76,  // 18: concord.queue.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
+	75,  // 19: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
+	75,  // 20: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
 	9,   // 21: concord.queue.v1.DequeueResponse.tasks:type_name -> concord.queue.v1.Task
-	74,  // 22: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
+	75,  // 22: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
 	0,   // 23: concord.queue.v1.NackResponse.state:type_name -> concord.queue.v1.TaskState
-	75,  // 24: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
-	74,  // 25: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
-	75,  // 26: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	74,  // 27: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
-	74,  // 28: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
+	76,  // 24: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
+	75,  // 25: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
+	76,  // 26: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	75,  // 27: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
+	75,  // 28: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
 	21,  // 29: concord.queue.v1.ConsumeRequest.start:type_name -> concord.queue.v1.ConsumeStart
 	22,  // 30: concord.queue.v1.ConsumeRequest.settle:type_name -> concord.queue.v1.Settle
 	9,   // 31: concord.queue.v1.ConsumeResponse.task:type_name -> concord.queue.v1.Task
 	24,  // 32: concord.queue.v1.ConsumeResponse.settled:type_name -> concord.queue.v1.Settled
-	74,  // 33: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
+	75,  // 33: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
 	0,   // 34: concord.queue.v1.PeekRequest.state:type_name -> concord.queue.v1.TaskState
 	9,   // 35: concord.queue.v1.PeekResponse.tasks:type_name -> concord.queue.v1.Task
 	9,   // 36: concord.queue.v1.ListDeadResponse.tasks:type_name -> concord.queue.v1.Task
 	9,   // 37: concord.queue.v1.GetTaskResponse.task:type_name -> concord.queue.v1.Task
-	74,  // 38: concord.queue.v1.WaitTaskRequest.wait_timeout:type_name -> google.protobuf.Duration
+	75,  // 38: concord.queue.v1.WaitTaskRequest.wait_timeout:type_name -> google.protobuf.Duration
 	9,   // 39: concord.queue.v1.WaitTaskResponse.task:type_name -> concord.queue.v1.Task
-	74,  // 40: concord.queue.v1.ReportProgressRequest.lease_ttl:type_name -> google.protobuf.Duration
-	75,  // 41: concord.queue.v1.ReportProgressResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	74,  // 42: concord.queue.v1.Retention.max_age:type_name -> google.protobuf.Duration
+	75,  // 40: concord.queue.v1.ReportProgressRequest.lease_ttl:type_name -> google.protobuf.Duration
+	76,  // 41: concord.queue.v1.ReportProgressResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	75,  // 42: concord.queue.v1.Retention.max_age:type_name -> google.protobuf.Duration
 	50,  // 43: concord.queue.v1.QueuePolicy.succeeded:type_name -> concord.queue.v1.Retention
 	50,  // 44: concord.queue.v1.QueuePolicy.dead:type_name -> concord.queue.v1.Retention
 	5,   // 45: concord.queue.v1.QueuePolicy.retry:type_name -> concord.queue.v1.RetryPolicy
 	51,  // 46: concord.queue.v1.SetQueuePolicyRequest.policy:type_name -> concord.queue.v1.QueuePolicy
 	51,  // 47: concord.queue.v1.SetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
 	51,  // 48: concord.queue.v1.GetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
-	74,  // 49: concord.queue.v1.ScheduleSpec.every:type_name -> google.protobuf.Duration
-	75,  // 50: concord.queue.v1.ScheduleSpec.start_at:type_name -> google.protobuf.Timestamp
+	75,  // 49: concord.queue.v1.ScheduleSpec.every:type_name -> google.protobuf.Duration
+	76,  // 50: concord.queue.v1.ScheduleSpec.start_at:type_name -> google.protobuf.Timestamp
 	2,   // 51: concord.queue.v1.ScheduleSpec.missed:type_name -> concord.queue.v1.MissedTicks
-	74,  // 52: concord.queue.v1.ScheduleSpec.grace:type_name -> google.protobuf.Duration
+	75,  // 52: concord.queue.v1.ScheduleSpec.grace:type_name -> google.protobuf.Duration
 	56,  // 53: concord.queue.v1.Schedule.spec:type_name -> concord.queue.v1.ScheduleSpec
-	75,  // 54: concord.queue.v1.Schedule.next_run_at:type_name -> google.protobuf.Timestamp
-	75,  // 55: concord.queue.v1.Schedule.last_run_at:type_name -> google.protobuf.Timestamp
-	75,  // 56: concord.queue.v1.Schedule.last_missed_at:type_name -> google.protobuf.Timestamp
-	75,  // 57: concord.queue.v1.Schedule.created_at:type_name -> google.protobuf.Timestamp
-	75,  // 58: concord.queue.v1.Schedule.updated_at:type_name -> google.protobuf.Timestamp
+	76,  // 54: concord.queue.v1.Schedule.next_run_at:type_name -> google.protobuf.Timestamp
+	76,  // 55: concord.queue.v1.Schedule.last_run_at:type_name -> google.protobuf.Timestamp
+	76,  // 56: concord.queue.v1.Schedule.last_missed_at:type_name -> google.protobuf.Timestamp
+	76,  // 57: concord.queue.v1.Schedule.created_at:type_name -> google.protobuf.Timestamp
+	76,  // 58: concord.queue.v1.Schedule.updated_at:type_name -> google.protobuf.Timestamp
 	56,  // 59: concord.queue.v1.CreateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
 	57,  // 60: concord.queue.v1.CreateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
 	56,  // 61: concord.queue.v1.UpdateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
@@ -5278,73 +5325,74 @@ var file_concord_queue_v1_queue_proto_depIdxs = []int32{
 	57,  // 64: concord.queue.v1.ResumeScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
 	57,  // 65: concord.queue.v1.GetScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
 	57,  // 66: concord.queue.v1.ListSchedulesResponse.schedules:type_name -> concord.queue.v1.Schedule
-	3,   // 67: concord.queue.v1.QueueEvent.kind:type_name -> concord.queue.v1.QueueEventKind
-	75,  // 68: concord.queue.v1.QueueEvent.at:type_name -> google.protobuf.Timestamp
-	75,  // 69: concord.queue.v1.QueueEvent.ready_at:type_name -> google.protobuf.Timestamp
-	10,  // 70: concord.queue.v1.QueueEvent.progress:type_name -> concord.queue.v1.Progress
-	6,   // 71: concord.queue.v1.QueueService.Enqueue:input_type -> concord.queue.v1.EnqueueRequest
-	11,  // 72: concord.queue.v1.QueueService.Dequeue:input_type -> concord.queue.v1.DequeueRequest
-	13,  // 73: concord.queue.v1.QueueService.Ack:input_type -> concord.queue.v1.AckRequest
-	15,  // 74: concord.queue.v1.QueueService.Nack:input_type -> concord.queue.v1.NackRequest
-	17,  // 75: concord.queue.v1.QueueService.ExtendLease:input_type -> concord.queue.v1.ExtendLeaseRequest
-	19,  // 76: concord.queue.v1.QueueService.Release:input_type -> concord.queue.v1.ReleaseRequest
-	23,  // 77: concord.queue.v1.QueueService.Consume:input_type -> concord.queue.v1.ConsumeRequest
-	26,  // 78: concord.queue.v1.QueueService.Stats:input_type -> concord.queue.v1.StatsRequest
-	28,  // 79: concord.queue.v1.QueueService.Peek:input_type -> concord.queue.v1.PeekRequest
-	30,  // 80: concord.queue.v1.QueueService.Cancel:input_type -> concord.queue.v1.CancelRequest
-	32,  // 81: concord.queue.v1.QueueService.Purge:input_type -> concord.queue.v1.PurgeRequest
-	34,  // 82: concord.queue.v1.QueueService.ListDead:input_type -> concord.queue.v1.ListDeadRequest
-	36,  // 83: concord.queue.v1.QueueService.RetryDead:input_type -> concord.queue.v1.RetryDeadRequest
-	38,  // 84: concord.queue.v1.QueueService.ListQueues:input_type -> concord.queue.v1.ListQueuesRequest
-	40,  // 85: concord.queue.v1.QueueService.PauseQueue:input_type -> concord.queue.v1.PauseQueueRequest
-	42,  // 86: concord.queue.v1.QueueService.ResumeQueue:input_type -> concord.queue.v1.ResumeQueueRequest
-	44,  // 87: concord.queue.v1.QueueService.GetTask:input_type -> concord.queue.v1.GetTaskRequest
-	46,  // 88: concord.queue.v1.QueueService.WaitTask:input_type -> concord.queue.v1.WaitTaskRequest
-	48,  // 89: concord.queue.v1.QueueService.ReportProgress:input_type -> concord.queue.v1.ReportProgressRequest
-	52,  // 90: concord.queue.v1.QueueService.SetQueuePolicy:input_type -> concord.queue.v1.SetQueuePolicyRequest
-	54,  // 91: concord.queue.v1.QueueService.GetQueuePolicy:input_type -> concord.queue.v1.GetQueuePolicyRequest
-	58,  // 92: concord.queue.v1.QueueService.CreateSchedule:input_type -> concord.queue.v1.CreateScheduleRequest
-	60,  // 93: concord.queue.v1.QueueService.UpdateSchedule:input_type -> concord.queue.v1.UpdateScheduleRequest
-	62,  // 94: concord.queue.v1.QueueService.PauseSchedule:input_type -> concord.queue.v1.PauseScheduleRequest
-	64,  // 95: concord.queue.v1.QueueService.ResumeSchedule:input_type -> concord.queue.v1.ResumeScheduleRequest
-	66,  // 96: concord.queue.v1.QueueService.DeleteSchedule:input_type -> concord.queue.v1.DeleteScheduleRequest
-	68,  // 97: concord.queue.v1.QueueService.GetSchedule:input_type -> concord.queue.v1.GetScheduleRequest
-	70,  // 98: concord.queue.v1.QueueService.ListSchedules:input_type -> concord.queue.v1.ListSchedulesRequest
-	72,  // 99: concord.queue.v1.QueueService.WatchQueue:input_type -> concord.queue.v1.WatchQueueRequest
-	8,   // 100: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
-	12,  // 101: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
-	14,  // 102: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
-	16,  // 103: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
-	18,  // 104: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
-	20,  // 105: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
-	25,  // 106: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
-	27,  // 107: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
-	29,  // 108: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
-	31,  // 109: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
-	33,  // 110: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
-	35,  // 111: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
-	37,  // 112: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
-	39,  // 113: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
-	41,  // 114: concord.queue.v1.QueueService.PauseQueue:output_type -> concord.queue.v1.PauseQueueResponse
-	43,  // 115: concord.queue.v1.QueueService.ResumeQueue:output_type -> concord.queue.v1.ResumeQueueResponse
-	45,  // 116: concord.queue.v1.QueueService.GetTask:output_type -> concord.queue.v1.GetTaskResponse
-	47,  // 117: concord.queue.v1.QueueService.WaitTask:output_type -> concord.queue.v1.WaitTaskResponse
-	49,  // 118: concord.queue.v1.QueueService.ReportProgress:output_type -> concord.queue.v1.ReportProgressResponse
-	53,  // 119: concord.queue.v1.QueueService.SetQueuePolicy:output_type -> concord.queue.v1.SetQueuePolicyResponse
-	55,  // 120: concord.queue.v1.QueueService.GetQueuePolicy:output_type -> concord.queue.v1.GetQueuePolicyResponse
-	59,  // 121: concord.queue.v1.QueueService.CreateSchedule:output_type -> concord.queue.v1.CreateScheduleResponse
-	61,  // 122: concord.queue.v1.QueueService.UpdateSchedule:output_type -> concord.queue.v1.UpdateScheduleResponse
-	63,  // 123: concord.queue.v1.QueueService.PauseSchedule:output_type -> concord.queue.v1.PauseScheduleResponse
-	65,  // 124: concord.queue.v1.QueueService.ResumeSchedule:output_type -> concord.queue.v1.ResumeScheduleResponse
-	67,  // 125: concord.queue.v1.QueueService.DeleteSchedule:output_type -> concord.queue.v1.DeleteScheduleResponse
-	69,  // 126: concord.queue.v1.QueueService.GetSchedule:output_type -> concord.queue.v1.GetScheduleResponse
-	71,  // 127: concord.queue.v1.QueueService.ListSchedules:output_type -> concord.queue.v1.ListSchedulesResponse
-	73,  // 128: concord.queue.v1.QueueService.WatchQueue:output_type -> concord.queue.v1.QueueEvent
-	100, // [100:129] is the sub-list for method output_type
-	71,  // [71:100] is the sub-list for method input_type
-	71,  // [71:71] is the sub-list for extension type_name
-	71,  // [71:71] is the sub-list for extension extendee
-	0,   // [0:71] is the sub-list for field type_name
+	74,  // 67: concord.queue.v1.WatchQueueResponse.event:type_name -> concord.queue.v1.QueueEvent
+	3,   // 68: concord.queue.v1.QueueEvent.kind:type_name -> concord.queue.v1.QueueEventKind
+	76,  // 69: concord.queue.v1.QueueEvent.at:type_name -> google.protobuf.Timestamp
+	76,  // 70: concord.queue.v1.QueueEvent.ready_at:type_name -> google.protobuf.Timestamp
+	10,  // 71: concord.queue.v1.QueueEvent.progress:type_name -> concord.queue.v1.Progress
+	6,   // 72: concord.queue.v1.QueueService.Enqueue:input_type -> concord.queue.v1.EnqueueRequest
+	11,  // 73: concord.queue.v1.QueueService.Dequeue:input_type -> concord.queue.v1.DequeueRequest
+	13,  // 74: concord.queue.v1.QueueService.Ack:input_type -> concord.queue.v1.AckRequest
+	15,  // 75: concord.queue.v1.QueueService.Nack:input_type -> concord.queue.v1.NackRequest
+	17,  // 76: concord.queue.v1.QueueService.ExtendLease:input_type -> concord.queue.v1.ExtendLeaseRequest
+	19,  // 77: concord.queue.v1.QueueService.Release:input_type -> concord.queue.v1.ReleaseRequest
+	23,  // 78: concord.queue.v1.QueueService.Consume:input_type -> concord.queue.v1.ConsumeRequest
+	26,  // 79: concord.queue.v1.QueueService.Stats:input_type -> concord.queue.v1.StatsRequest
+	28,  // 80: concord.queue.v1.QueueService.Peek:input_type -> concord.queue.v1.PeekRequest
+	30,  // 81: concord.queue.v1.QueueService.Cancel:input_type -> concord.queue.v1.CancelRequest
+	32,  // 82: concord.queue.v1.QueueService.Purge:input_type -> concord.queue.v1.PurgeRequest
+	34,  // 83: concord.queue.v1.QueueService.ListDead:input_type -> concord.queue.v1.ListDeadRequest
+	36,  // 84: concord.queue.v1.QueueService.RetryDead:input_type -> concord.queue.v1.RetryDeadRequest
+	38,  // 85: concord.queue.v1.QueueService.ListQueues:input_type -> concord.queue.v1.ListQueuesRequest
+	40,  // 86: concord.queue.v1.QueueService.PauseQueue:input_type -> concord.queue.v1.PauseQueueRequest
+	42,  // 87: concord.queue.v1.QueueService.ResumeQueue:input_type -> concord.queue.v1.ResumeQueueRequest
+	44,  // 88: concord.queue.v1.QueueService.GetTask:input_type -> concord.queue.v1.GetTaskRequest
+	46,  // 89: concord.queue.v1.QueueService.WaitTask:input_type -> concord.queue.v1.WaitTaskRequest
+	48,  // 90: concord.queue.v1.QueueService.ReportProgress:input_type -> concord.queue.v1.ReportProgressRequest
+	52,  // 91: concord.queue.v1.QueueService.SetQueuePolicy:input_type -> concord.queue.v1.SetQueuePolicyRequest
+	54,  // 92: concord.queue.v1.QueueService.GetQueuePolicy:input_type -> concord.queue.v1.GetQueuePolicyRequest
+	58,  // 93: concord.queue.v1.QueueService.CreateSchedule:input_type -> concord.queue.v1.CreateScheduleRequest
+	60,  // 94: concord.queue.v1.QueueService.UpdateSchedule:input_type -> concord.queue.v1.UpdateScheduleRequest
+	62,  // 95: concord.queue.v1.QueueService.PauseSchedule:input_type -> concord.queue.v1.PauseScheduleRequest
+	64,  // 96: concord.queue.v1.QueueService.ResumeSchedule:input_type -> concord.queue.v1.ResumeScheduleRequest
+	66,  // 97: concord.queue.v1.QueueService.DeleteSchedule:input_type -> concord.queue.v1.DeleteScheduleRequest
+	68,  // 98: concord.queue.v1.QueueService.GetSchedule:input_type -> concord.queue.v1.GetScheduleRequest
+	70,  // 99: concord.queue.v1.QueueService.ListSchedules:input_type -> concord.queue.v1.ListSchedulesRequest
+	72,  // 100: concord.queue.v1.QueueService.WatchQueue:input_type -> concord.queue.v1.WatchQueueRequest
+	8,   // 101: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
+	12,  // 102: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
+	14,  // 103: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
+	16,  // 104: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
+	18,  // 105: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
+	20,  // 106: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
+	25,  // 107: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
+	27,  // 108: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
+	29,  // 109: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
+	31,  // 110: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
+	33,  // 111: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
+	35,  // 112: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
+	37,  // 113: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
+	39,  // 114: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
+	41,  // 115: concord.queue.v1.QueueService.PauseQueue:output_type -> concord.queue.v1.PauseQueueResponse
+	43,  // 116: concord.queue.v1.QueueService.ResumeQueue:output_type -> concord.queue.v1.ResumeQueueResponse
+	45,  // 117: concord.queue.v1.QueueService.GetTask:output_type -> concord.queue.v1.GetTaskResponse
+	47,  // 118: concord.queue.v1.QueueService.WaitTask:output_type -> concord.queue.v1.WaitTaskResponse
+	49,  // 119: concord.queue.v1.QueueService.ReportProgress:output_type -> concord.queue.v1.ReportProgressResponse
+	53,  // 120: concord.queue.v1.QueueService.SetQueuePolicy:output_type -> concord.queue.v1.SetQueuePolicyResponse
+	55,  // 121: concord.queue.v1.QueueService.GetQueuePolicy:output_type -> concord.queue.v1.GetQueuePolicyResponse
+	59,  // 122: concord.queue.v1.QueueService.CreateSchedule:output_type -> concord.queue.v1.CreateScheduleResponse
+	61,  // 123: concord.queue.v1.QueueService.UpdateSchedule:output_type -> concord.queue.v1.UpdateScheduleResponse
+	63,  // 124: concord.queue.v1.QueueService.PauseSchedule:output_type -> concord.queue.v1.PauseScheduleResponse
+	65,  // 125: concord.queue.v1.QueueService.ResumeSchedule:output_type -> concord.queue.v1.ResumeScheduleResponse
+	67,  // 126: concord.queue.v1.QueueService.DeleteSchedule:output_type -> concord.queue.v1.DeleteScheduleResponse
+	69,  // 127: concord.queue.v1.QueueService.GetSchedule:output_type -> concord.queue.v1.GetScheduleResponse
+	71,  // 128: concord.queue.v1.QueueService.ListSchedules:output_type -> concord.queue.v1.ListSchedulesResponse
+	73,  // 129: concord.queue.v1.QueueService.WatchQueue:output_type -> concord.queue.v1.WatchQueueResponse
+	101, // [101:130] is the sub-list for method output_type
+	72,  // [72:101] is the sub-list for method input_type
+	72,  // [72:72] is the sub-list for extension type_name
+	72,  // [72:72] is the sub-list for extension extendee
+	0,   // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_concord_queue_v1_queue_proto_init() }
@@ -5379,7 +5427,7 @@ func file_concord_queue_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_queue_v1_queue_proto_rawDesc), len(file_concord_queue_v1_queue_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   70,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

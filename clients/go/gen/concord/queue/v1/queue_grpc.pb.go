@@ -159,7 +159,7 @@ type QueueServiceClient interface {
 	// that passes the position of the last event it saw resumes right after it and
 	// misses nothing still kept. If events after that position were dropped, the
 	// stream first sends a GAP event, so a gap is never silent.
-	WatchQueue(ctx context.Context, in *WatchQueueRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[QueueEvent], error)
+	WatchQueue(ctx context.Context, in *WatchQueueRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchQueueResponse], error)
 }
 
 type queueServiceClient struct {
@@ -453,13 +453,13 @@ func (c *queueServiceClient) ListSchedules(ctx context.Context, in *ListSchedule
 	return out, nil
 }
 
-func (c *queueServiceClient) WatchQueue(ctx context.Context, in *WatchQueueRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[QueueEvent], error) {
+func (c *queueServiceClient) WatchQueue(ctx context.Context, in *WatchQueueRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchQueueResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &QueueService_ServiceDesc.Streams[1], QueueService_WatchQueue_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[WatchQueueRequest, QueueEvent]{ClientStream: stream}
+	x := &grpc.GenericClientStream[WatchQueueRequest, WatchQueueResponse]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -470,7 +470,7 @@ func (c *queueServiceClient) WatchQueue(ctx context.Context, in *WatchQueueReque
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type QueueService_WatchQueueClient = grpc.ServerStreamingClient[QueueEvent]
+type QueueService_WatchQueueClient = grpc.ServerStreamingClient[WatchQueueResponse]
 
 // QueueServiceServer is the server API for QueueService service.
 // All implementations must embed UnimplementedQueueServiceServer
@@ -581,7 +581,7 @@ type QueueServiceServer interface {
 	// that passes the position of the last event it saw resumes right after it and
 	// misses nothing still kept. If events after that position were dropped, the
 	// stream first sends a GAP event, so a gap is never silent.
-	WatchQueue(*WatchQueueRequest, grpc.ServerStreamingServer[QueueEvent]) error
+	WatchQueue(*WatchQueueRequest, grpc.ServerStreamingServer[WatchQueueResponse]) error
 	mustEmbedUnimplementedQueueServiceServer()
 }
 
@@ -676,7 +676,7 @@ func (UnimplementedQueueServiceServer) GetSchedule(context.Context, *GetSchedule
 func (UnimplementedQueueServiceServer) ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSchedules not implemented")
 }
-func (UnimplementedQueueServiceServer) WatchQueue(*WatchQueueRequest, grpc.ServerStreamingServer[QueueEvent]) error {
+func (UnimplementedQueueServiceServer) WatchQueue(*WatchQueueRequest, grpc.ServerStreamingServer[WatchQueueResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchQueue not implemented")
 }
 func (UnimplementedQueueServiceServer) mustEmbedUnimplementedQueueServiceServer() {}
@@ -1198,11 +1198,11 @@ func _QueueService_WatchQueue_Handler(srv interface{}, stream grpc.ServerStream)
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(QueueServiceServer).WatchQueue(m, &grpc.GenericServerStream[WatchQueueRequest, QueueEvent]{ServerStream: stream})
+	return srv.(QueueServiceServer).WatchQueue(m, &grpc.GenericServerStream[WatchQueueRequest, WatchQueueResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type QueueService_WatchQueueServer = grpc.ServerStreamingServer[QueueEvent]
+type QueueService_WatchQueueServer = grpc.ServerStreamingServer[WatchQueueResponse]
 
 // QueueService_ServiceDesc is the grpc.ServiceDesc for QueueService service.
 // It's only intended for direct use with grpc.RegisterService,
