@@ -22,6 +22,8 @@ from concord.error.v1.error_pb2 import (
     REASON_CHAT_NOT_FOUND,
     REASON_CORRUPT_FILE,
     REASON_DEADLINE_EXCEEDED,
+    REASON_DEADLOCK,
+    REASON_ELECTION_WAIT_TIMEOUT,
     REASON_FAILED_PRECONDITION,
     REASON_FILE_NOT_COMPLETE,
     REASON_FILE_NOT_FOUND,
@@ -34,6 +36,7 @@ from concord.error.v1.error_pb2 import (
     REASON_NOT_A_MEMBER,
     REASON_NOT_A_WORKER,
     REASON_NOT_FOUND,
+    REASON_NOT_LEADER,
     REASON_OFFSET_OUT_OF_RANGE,
     REASON_PERMISSION_DENIED,
     REASON_PERMIT_NOT_HELD,
@@ -42,6 +45,7 @@ from concord.error.v1.error_pb2 import (
     REASON_RESOURCE_EXHAUSTED,
     REASON_SCHEDULE_EXISTS,
     REASON_SCHEDULE_NOT_FOUND,
+    REASON_SEMAPHORE_LIMIT_MISMATCH,
     REASON_SEMAPHORE_WAIT_TIMEOUT,
     REASON_TASK_LEASE_NOT_HELD,
     REASON_TASK_LEASED,
@@ -151,6 +155,29 @@ class PermitsExceedLimit(FailedPrecondition):
 
 class SemaphoreWaitTimeout(DeadlineExceeded):
     reason = reason_name(REASON_SEMAPHORE_WAIT_TIMEOUT)
+
+
+class SemaphoreLimitMismatch(FailedPrecondition):
+    """An Acquire's limit is not the stored one, which only SetLimit changes."""
+
+    reason = reason_name(REASON_SEMAPHORE_LIMIT_MISMATCH)
+
+
+class NotLeader(FailedPrecondition):
+    """The term is no longer the election's leader's."""
+
+    reason = reason_name(REASON_NOT_LEADER)
+
+
+class ElectionWaitTimeout(DeadlineExceeded):
+    reason = reason_name(REASON_ELECTION_WAIT_TIMEOUT)
+
+
+class Deadlock(ConcordError):
+    """This wait closed a cycle of lock holders each waiting for the next; the
+    metadata's ``cycle`` names it."""
+
+    reason = reason_name(REASON_DEADLOCK)
 
 
 class TaskLeaseNotHeld(FailedPrecondition):

@@ -30,6 +30,10 @@ export type Reason =
   | 'TASK_FINISHED'
   | 'SCHEDULE_NOT_FOUND'
   | 'SCHEDULE_EXISTS'
+  | 'NOT_LEADER'
+  | 'ELECTION_WAIT_TIMEOUT'
+  | 'SEMAPHORE_LIMIT_MISMATCH'
+  | 'DEADLOCK'
   | 'CHAT_NOT_FOUND'
   | 'CHAT_EXISTS'
   | 'NOT_A_MEMBER'
@@ -927,6 +931,134 @@ export declare namespace concord.lock.v1 {
     listLocks(request: concord.lock.v1.ListLocksRequest, options?: grpc.CallOptions): Promise<concord.lock.v1.ListLocksResponse__Output>;
     /** listLocks, by its name in the .proto file. */
     ListLocks(request: concord.lock.v1.ListLocksRequest, options?: grpc.CallOptions): Promise<concord.lock.v1.ListLocksResponse__Output>;
+    /**
+     * AcquireMany takes several locks all or none, waiting up to wait_timeout (0 =
+     * try once). A waiting caller holds none of them (nobody else waits for a part
+     * it took), so two callers asking for the same names in any order cannot
+     * deadlock. It gets them all at the first moment they are all free and it is
+     * first in line for each. On one Redis (or names in one Cluster slot) the grant
+     * is one atomic step; on a Cluster, names in different slots are taken one slot
+     * after another, in slot order, so a part may be held while the next is waited
+     * for (ordered, so still free of deadlock between AcquireMany callers). One
+     * lease holds them all; each name has its own fencing token. Release them
+     * together with ReleaseMany, or one by one with Release.
+     */
+    acquireMany(request: concord.lock.v1.AcquireManyRequest, options?: grpc.CallOptions): Promise<concord.lock.v1.AcquireManyResponse__Output>;
+    /** acquireMany, by its name in the .proto file. */
+    AcquireMany(request: concord.lock.v1.AcquireManyRequest, options?: grpc.CallOptions): Promise<concord.lock.v1.AcquireManyResponse__Output>;
+    /**
+     * ReleaseMany frees every named lock the lease holds and hands each to its next
+     * waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names) when the lease
+     * held none of them; the ones it held are released all the same.
+     */
+    releaseMany(request: concord.lock.v1.ReleaseManyRequest, options?: grpc.CallOptions): Promise<concord.lock.v1.ReleaseManyResponse__Output>;
+    /** releaseMany, by its name in the .proto file. */
+    ReleaseMany(request: concord.lock.v1.ReleaseManyRequest, options?: grpc.CallOptions): Promise<concord.lock.v1.ReleaseManyResponse__Output>;
+    /**
+     * RefreshMany resets the TTL of every named lock. FAILED_PRECONDITION /
+     * LOCK_NOT_HELD (metadata: names) when the lease no longer holds one of them.
+     */
+    refreshMany(request: concord.lock.v1.RefreshManyRequest, options?: grpc.CallOptions): Promise<concord.lock.v1.RefreshManyResponse__Output>;
+    /** refreshMany, by its name in the .proto file. */
+    RefreshMany(request: concord.lock.v1.RefreshManyRequest, options?: grpc.CallOptions): Promise<concord.lock.v1.RefreshManyResponse__Output>;
+    /**
+     * HoldMany is Hold for AcquireMany: ACQUIRED, REFRESHED ..., LOST as soon as one
+     * of the locks is lost (the others are released then). Closing the stream
+     * releases them all.
+     */
+    holdMany(request: concord.lock.v1.HoldManyRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<concord.lock.v1.HoldManyResponse__Output>;
+    /** holdMany, by its name in the .proto file. */
+    HoldMany(request: concord.lock.v1.HoldManyRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<concord.lock.v1.HoldManyResponse__Output>;
+  }
+
+  interface AcquireManyRequest {
+    /** 1 to 64 distinct lock names. */
+    names?: (string)[];
+    ttl?: google.protobuf.Duration | null;
+    waitTimeout?: google.protobuf.Duration | null;
+    owner?: string;
+  }
+  interface AcquireManyRequest__Output {
+    /** 1 to 64 distinct lock names. */
+    names: (string)[];
+    ttl: google.protobuf.Duration__Output | null;
+    waitTimeout: google.protobuf.Duration__Output | null;
+    owner: string;
+  }
+
+  interface AcquireManyResponse {
+    acquired?: boolean;
+    /** Holds every name; pass it to ReleaseMany, RefreshMany, or Release per name. */
+    lease?: string;
+    /** One per name, in the order of the request's names. */
+    fencingTokens?: (number | string)[];
+    expiresAt?: google.protobuf.Timestamp | null;
+  }
+  interface AcquireManyResponse__Output {
+    acquired: boolean;
+    /** Holds every name; pass it to ReleaseMany, RefreshMany, or Release per name. */
+    lease: string;
+    /** One per name, in the order of the request's names. */
+    fencingTokens: (string)[];
+    expiresAt: google.protobuf.Timestamp__Output | null;
+  }
+
+  interface ReleaseManyRequest {
+    names?: (string)[];
+    lease?: string;
+  }
+  interface ReleaseManyRequest__Output {
+    names: (string)[];
+    lease: string;
+  }
+
+  interface ReleaseManyResponse {
+  }
+  interface ReleaseManyResponse__Output {
+  }
+
+  interface RefreshManyRequest {
+    names?: (string)[];
+    lease?: string;
+    ttl?: google.protobuf.Duration | null;
+  }
+  interface RefreshManyRequest__Output {
+    names: (string)[];
+    lease: string;
+    ttl: google.protobuf.Duration__Output | null;
+  }
+
+  interface RefreshManyResponse {
+    expiresAt?: google.protobuf.Timestamp | null;
+  }
+  interface RefreshManyResponse__Output {
+    expiresAt: google.protobuf.Timestamp__Output | null;
+  }
+
+  interface HoldManyRequest {
+    names?: (string)[];
+    ttl?: google.protobuf.Duration | null;
+    waitTimeout?: google.protobuf.Duration | null;
+    owner?: string;
+  }
+  interface HoldManyRequest__Output {
+    names: (string)[];
+    ttl: google.protobuf.Duration__Output | null;
+    waitTimeout: google.protobuf.Duration__Output | null;
+    owner: string;
+  }
+
+  interface HoldManyResponse {
+    event?: concord.lock.v1.HoldEvent | number;
+    lease?: string;
+    fencingTokens?: (number | string)[];
+    expiresAt?: google.protobuf.Timestamp | null;
+  }
+  interface HoldManyResponse__Output {
+    event: concord.lock.v1.HoldEvent;
+    lease: string;
+    fencingTokens: (string)[];
+    expiresAt: google.protobuf.Timestamp__Output | null;
   }
 
   interface ForceReleaseRequest {
@@ -2487,10 +2619,12 @@ export declare namespace concord.semaphore.v1 {
    * a request for several permits takes all or none, in its turn. Each holder has its
    * own TTL; an expired holder's permits return by themselves.
    *
-   * The limit passed by the latest Acquire is the one in force. A lower limit evicts
-   * no holder: new grants wait until the held permits fit under it. A queued request
-   * for more permits than a lowered limit fails with FAILED_PRECONDITION /
-   * PERMITS_EXCEED_LIMIT.
+   * A semaphore's limit is set by SetLimit, or by the first Acquire that finds none,
+   * and changed only by SetLimit: an Acquire whose limit disagrees fails with
+   * FAILED_PRECONDITION / SEMAPHORE_LIMIT_MISMATCH and changes nothing. A lower limit
+   * evicts no holder: new grants wait until the held permits fit under it; a queued
+   * request for more permits than a lowered limit fails with FAILED_PRECONDITION /
+   * PERMITS_EXCEED_LIMIT. A higher limit admits the waiters that now fit at once.
    */
   interface SemaphoreService {
     /**
@@ -2532,12 +2666,43 @@ export declare namespace concord.semaphore.v1 {
     listSemaphores(request: concord.semaphore.v1.ListSemaphoresRequest, options?: grpc.CallOptions): Promise<concord.semaphore.v1.ListSemaphoresResponse__Output>;
     /** listSemaphores, by its name in the .proto file. */
     ListSemaphores(request: concord.semaphore.v1.ListSemaphoresRequest, options?: grpc.CallOptions): Promise<concord.semaphore.v1.ListSemaphoresResponse__Output>;
+    /**
+     * SetLimit sets the semaphore's limit (creating it if needed); the only call that
+     * changes a limit once set.
+     */
+    setLimit(request: concord.semaphore.v1.SetLimitRequest, options?: grpc.CallOptions): Promise<concord.semaphore.v1.SetLimitResponse__Output>;
+    /** setLimit, by its name in the .proto file. */
+    SetLimit(request: concord.semaphore.v1.SetLimitRequest, options?: grpc.CallOptions): Promise<concord.semaphore.v1.SetLimitResponse__Output>;
+  }
+
+  interface SetLimitRequest {
+    name?: string;
+    /** 1 to the server's max limit. */
+    limit?: number;
+  }
+  interface SetLimitRequest__Output {
+    name: string;
+    /** 1 to the server's max limit. */
+    limit: number;
+  }
+
+  interface SetLimitResponse {
+    /** The limit before this call; 0 when there was none. */
+    previousLimit?: number;
+  }
+  interface SetLimitResponse__Output {
+    /** The limit before this call; 0 when there was none. */
+    previousLimit: number;
   }
 
   interface AcquireRequest {
     /** Semaphore name: 1-256 bytes of UTF-8 without control characters. */
     name?: string;
-    /** Most permits held at once (1 to the server's max limit); becomes the limit in force. */
+    /**
+     * Most permits held at once (1 to the server's max limit): sets the limit when the
+     * semaphore has none, else must equal it. 0 takes the stored limit (and fails
+     * with NOT_FOUND when there is none).
+     */
     limit?: number;
     /** Permits to take; unset or 0 means 1. At most limit. */
     permits?: number;
@@ -2551,7 +2716,11 @@ export declare namespace concord.semaphore.v1 {
   interface AcquireRequest__Output {
     /** Semaphore name: 1-256 bytes of UTF-8 without control characters. */
     name: string;
-    /** Most permits held at once (1 to the server's max limit); becomes the limit in force. */
+    /**
+     * Most permits held at once (1 to the server's max limit): sets the limit when the
+     * semaphore has none, else must equal it. 0 takes the stored limit (and fails
+     * with NOT_FOUND when there is none).
+     */
     limit: number;
     /** Permits to take; unset or 0 means 1. At most limit. */
     permits: number;

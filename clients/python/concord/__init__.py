@@ -18,9 +18,18 @@ See concord.Client, concord.AsyncClient and concord.errors.
 
 from ._version import __version__ as __version__
 from .autocomplete import AsyncAutocomplete, Autocomplete, Suggestion, Suggestions
-from .chats import AsyncChat, AsyncSubscription, Chat, ChatMessage, ChatSummary, Gap, Subscription
+from .chats import (
+    AsyncChat,
+    AsyncSubscription,
+    Chat,
+    ChatMessage,
+    ChatSummary,
+    Gap,
+    Subscription,
+)
 from .client import AsyncClient, Client
 from .errors import (
+    Aborted,
     AlreadyExists,
     ChatExists,
     ChatFull,
@@ -28,11 +37,14 @@ from .errors import (
     ConcordError,
     CorruptFile,
     DeadlineExceeded,
+    Deadlock,
+    ElectionTimeout,
     FailedPrecondition,
     FileNotComplete,
     FileNotFound,
     Internal,
     InvalidArgument,
+    LeadershipLost,
     LineTooLong,
     LockLost,
     LockNotHeld,
@@ -41,6 +53,7 @@ from .errors import (
     NotAMember,
     NotAWorker,
     NotFound,
+    NotLeader,
     OffsetOutOfRange,
     PermissionDenied,
     PermitLost,
@@ -49,6 +62,7 @@ from .errors import (
     ResourceExhausted,
     ScheduleExists,
     ScheduleNotFound,
+    SemaphoreLimitMismatch,
     SemaphoreTimeout,
     TaskFinished,
     TaskLeased,
@@ -58,14 +72,35 @@ from .errors import (
 )
 from .files import Announced, FileInfo, Files, Line, Uploaded
 from .locks import AsyncLock, Lease, Lock, LockInfo
-from .queues import (AsyncQueue, AsyncTaskHandle, AsyncWatch, Enqueued, NackResult, NewTask, Queue, QueueEvent,
-                     QueuePolicy, QueueStats,
-                     Retention, RetryPolicy, Schedule, Task, TaskHandle, Watch)
-from .tasks import Progress, TaskFailed
+from .queues import (
+    AsyncQueue,
+    AsyncTaskHandle,
+    AsyncWatch,
+    Enqueued,
+    NackResult,
+    NewTask,
+    Queue,
+    QueueEvent,
+    QueuePolicy,
+    QueueStats,
+    Retention,
+    RetryPolicy,
+    Schedule,
+    Task,
+    TaskHandle,
+    Watch,
+)
 from .semaphores import AsyncSemaphore, Permit, Semaphore, SemaphoreInfo
+from .tasks import Progress, TaskFailed
 from .worker import UnrecoverableError, Worker
 
 __all__ = [
+    "SemaphoreLimitMismatch",
+    "NotLeader",
+    "LeadershipLost",
+    "ElectionTimeout",
+    "Deadlock",
+    "Aborted",
     "AlreadyExists",
     "Announced",
     "AsyncAutocomplete",

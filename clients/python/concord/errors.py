@@ -21,6 +21,8 @@ from .error.v1.error_pb2 import (
     REASON_CHAT_FULL,
     REASON_CHAT_NOT_FOUND,
     REASON_CORRUPT_FILE,
+    REASON_DEADLOCK,
+    REASON_ELECTION_WAIT_TIMEOUT,
     REASON_FILE_NOT_COMPLETE,
     REASON_FILE_NOT_FOUND,
     REASON_LINE_TOO_LONG,
@@ -29,11 +31,13 @@ from .error.v1.error_pb2 import (
     REASON_NAME_NOT_FOUND,
     REASON_NOT_A_MEMBER,
     REASON_NOT_A_WORKER,
+    REASON_NOT_LEADER,
     REASON_OFFSET_OUT_OF_RANGE,
     REASON_PERMIT_NOT_HELD,
     REASON_PERMITS_EXCEED_LIMIT,
     REASON_SCHEDULE_EXISTS,
     REASON_SCHEDULE_NOT_FOUND,
+    REASON_SEMAPHORE_LIMIT_MISMATCH,
     REASON_SEMAPHORE_WAIT_TIMEOUT,
     REASON_TASK_LEASE_NOT_HELD,
     REASON_TASK_LEASED,
@@ -119,6 +123,10 @@ class Internal(ConcordError):
     code = grpc.StatusCode.INTERNAL
 
 
+class Aborted(ConcordError):
+    code = grpc.StatusCode.ABORTED
+
+
 class LockNotHeld(FailedPrecondition):
     """The lease no longer holds the lock: it expired, or was released."""
 
@@ -155,6 +163,36 @@ class SemaphoreTimeout(DeadlineExceeded):
     """The permits were not free within the wait timeout."""
 
     reason = reason_name(REASON_SEMAPHORE_WAIT_TIMEOUT)
+
+
+class SemaphoreLimitMismatch(FailedPrecondition):
+    """The limit asked for is not the semaphore's, which only set_limit changes."""
+
+    reason = reason_name(REASON_SEMAPHORE_LIMIT_MISMATCH)
+
+
+class NotLeader(FailedPrecondition):
+    """The term is no longer the election's leader's."""
+
+    reason = reason_name(REASON_NOT_LEADER)
+
+
+class LeadershipLost(NotLeader):
+    """Leadership was lost while the ``with`` block ran."""
+
+
+class ElectionTimeout(DeadlineExceeded):
+    """Leadership was not won within the wait timeout."""
+
+    reason = reason_name(REASON_ELECTION_WAIT_TIMEOUT)
+
+
+class Deadlock(Aborted):
+    """This wait closed a cycle of lock holders each waiting for the next, and was
+    failed to break it; ``metadata["cycle"]`` names the cycle. Release what you
+    hold, then retry."""
+
+    reason = reason_name(REASON_DEADLOCK)
 
 
 class TaskLeaseNotHeld(FailedPrecondition):
@@ -270,7 +308,7 @@ _BY_REASON: dict[str, type[ConcordError]] = _reason_classes(ConcordError)
 _BY_CODE: dict[grpc.StatusCode, type[ConcordError]] = {
     cls.code: cls
     for cls in (InvalidArgument, NotFound, AlreadyExists, FailedPrecondition, ResourceExhausted, Unavailable,
-                DeadlineExceeded, Cancelled, Unauthenticated, PermissionDenied, Internal)
+                DeadlineExceeded, Cancelled, Unauthenticated, PermissionDenied, Internal, Aborted)
 }
 
 

@@ -22,6 +22,82 @@ HOLD_EVENT_ACQUIRED: HoldEvent
 HOLD_EVENT_REFRESHED: HoldEvent
 HOLD_EVENT_LOST: HoldEvent
 
+class AcquireManyRequest(_message.Message):
+    __slots__ = ("names", "ttl", "wait_timeout", "owner")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
+    WAIT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    ttl: _duration_pb2.Duration
+    wait_timeout: _duration_pb2.Duration
+    owner: str
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class AcquireManyResponse(_message.Message):
+    __slots__ = ("acquired", "lease", "fencing_tokens", "expires_at")
+    ACQUIRED_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    acquired: bool
+    lease: str
+    fencing_tokens: _containers.RepeatedScalarFieldContainer[int]
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, acquired: _Optional[bool] = ..., lease: _Optional[str] = ..., fencing_tokens: _Optional[_Iterable[int]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ReleaseManyRequest(_message.Message):
+    __slots__ = ("names", "lease")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    lease: str
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., lease: _Optional[str] = ...) -> None: ...
+
+class ReleaseManyResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RefreshManyRequest(_message.Message):
+    __slots__ = ("names", "lease", "ttl")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    lease: str
+    ttl: _duration_pb2.Duration
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., lease: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class RefreshManyResponse(_message.Message):
+    __slots__ = ("expires_at",)
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class HoldManyRequest(_message.Message):
+    __slots__ = ("names", "ttl", "wait_timeout", "owner")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
+    WAIT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    ttl: _duration_pb2.Duration
+    wait_timeout: _duration_pb2.Duration
+    owner: str
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class HoldManyResponse(_message.Message):
+    __slots__ = ("event", "lease", "fencing_tokens", "expires_at")
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    event: HoldEvent
+    lease: str
+    fencing_tokens: _containers.RepeatedScalarFieldContainer[int]
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, event: _Optional[_Union[HoldEvent, str]] = ..., lease: _Optional[str] = ..., fencing_tokens: _Optional[_Iterable[int]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class ForceReleaseRequest(_message.Message):
     __slots__ = ("name",)
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -75,6 +75,26 @@ class LockServiceStub:
                 request_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.ListLocksRequest.SerializeToString,
                 response_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.ListLocksResponse.FromString,
                 _registered_method=True)
+        self.AcquireMany = channel.unary_unary(
+                '/concord.lock.v1.LockService/AcquireMany',
+                request_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.AcquireManyRequest.SerializeToString,
+                response_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.AcquireManyResponse.FromString,
+                _registered_method=True)
+        self.ReleaseMany = channel.unary_unary(
+                '/concord.lock.v1.LockService/ReleaseMany',
+                request_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.ReleaseManyRequest.SerializeToString,
+                response_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.ReleaseManyResponse.FromString,
+                _registered_method=True)
+        self.RefreshMany = channel.unary_unary(
+                '/concord.lock.v1.LockService/RefreshMany',
+                request_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.RefreshManyRequest.SerializeToString,
+                response_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.RefreshManyResponse.FromString,
+                _registered_method=True)
+        self.HoldMany = channel.unary_stream(
+                '/concord.lock.v1.LockService/HoldMany',
+                request_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.HoldManyRequest.SerializeToString,
+                response_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.HoldManyResponse.FromString,
+                _registered_method=True)
 
 
 class LockServiceServicer:
@@ -148,6 +168,48 @@ class LockServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AcquireMany(self, request, context):
+        """AcquireMany takes several locks all or none, waiting up to wait_timeout (0 =
+        try once). A waiting caller holds none of them (nobody else waits for a part
+        it took), so two callers asking for the same names in any order cannot
+        deadlock. It gets them all at the first moment they are all free and it is
+        first in line for each. On one Redis (or names in one Cluster slot) the grant
+        is one atomic step; on a Cluster, names in different slots are taken one slot
+        after another, in slot order, so a part may be held while the next is waited
+        for (ordered, so still free of deadlock between AcquireMany callers). One
+        lease holds them all; each name has its own fencing token. Release them
+        together with ReleaseMany, or one by one with Release.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReleaseMany(self, request, context):
+        """ReleaseMany frees every named lock the lease holds and hands each to its next
+        waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names) when the lease
+        held none of them; the ones it held are released all the same.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RefreshMany(self, request, context):
+        """RefreshMany resets the TTL of every named lock. FAILED_PRECONDITION /
+        LOCK_NOT_HELD (metadata: names) when the lease no longer holds one of them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def HoldMany(self, request, context):
+        """HoldMany is Hold for AcquireMany: ACQUIRED, REFRESHED ..., LOST as soon as one
+        of the locks is lost (the others are released then). Closing the stream
+        releases them all.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LockServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +247,26 @@ def add_LockServiceServicer_to_server(servicer, server):
                     servicer.ListLocks,
                     request_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.ListLocksRequest.FromString,
                     response_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.ListLocksResponse.SerializeToString,
+            ),
+            'AcquireMany': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcquireMany,
+                    request_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.AcquireManyRequest.FromString,
+                    response_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.AcquireManyResponse.SerializeToString,
+            ),
+            'ReleaseMany': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseMany,
+                    request_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.ReleaseManyRequest.FromString,
+                    response_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.ReleaseManyResponse.SerializeToString,
+            ),
+            'RefreshMany': grpc.unary_unary_rpc_method_handler(
+                    servicer.RefreshMany,
+                    request_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.RefreshManyRequest.FromString,
+                    response_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.RefreshManyResponse.SerializeToString,
+            ),
+            'HoldMany': grpc.unary_stream_rpc_method_handler(
+                    servicer.HoldMany,
+                    request_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.HoldManyRequest.FromString,
+                    response_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.HoldManyResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -382,6 +464,114 @@ class LockService:
             '/concord.lock.v1.LockService/ListLocks',
             concord_dot_lock_dot_v1_dot_lock__pb2.ListLocksRequest.SerializeToString,
             concord_dot_lock_dot_v1_dot_lock__pb2.ListLocksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcquireMany(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.lock.v1.LockService/AcquireMany',
+            concord_dot_lock_dot_v1_dot_lock__pb2.AcquireManyRequest.SerializeToString,
+            concord_dot_lock_dot_v1_dot_lock__pb2.AcquireManyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseMany(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.lock.v1.LockService/ReleaseMany',
+            concord_dot_lock_dot_v1_dot_lock__pb2.ReleaseManyRequest.SerializeToString,
+            concord_dot_lock_dot_v1_dot_lock__pb2.ReleaseManyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RefreshMany(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.lock.v1.LockService/RefreshMany',
+            concord_dot_lock_dot_v1_dot_lock__pb2.RefreshManyRequest.SerializeToString,
+            concord_dot_lock_dot_v1_dot_lock__pb2.RefreshManyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def HoldMany(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/concord.lock.v1.LockService/HoldMany',
+            concord_dot_lock_dot_v1_dot_lock__pb2.HoldManyRequest.SerializeToString,
+            concord_dot_lock_dot_v1_dot_lock__pb2.HoldManyResponse.FromString,
             options,
             channel_credentials,
             insecure,

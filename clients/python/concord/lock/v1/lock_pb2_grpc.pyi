@@ -72,6 +72,32 @@ class LockServiceStub:
     scans the key space: a name may appear on more than one page, and a lock taken
     or freed during the listing may or may not appear.
     """
+    AcquireMany: _grpc.UnaryUnaryMultiCallable[_lock_pb2.AcquireManyRequest, _lock_pb2.AcquireManyResponse]
+    """AcquireMany takes several locks all or none, waiting up to wait_timeout (0 =
+    try once). A waiting caller holds none of them (nobody else waits for a part
+    it took), so two callers asking for the same names in any order cannot
+    deadlock. It gets them all at the first moment they are all free and it is
+    first in line for each. On one Redis (or names in one Cluster slot) the grant
+    is one atomic step; on a Cluster, names in different slots are taken one slot
+    after another, in slot order, so a part may be held while the next is waited
+    for (ordered, so still free of deadlock between AcquireMany callers). One
+    lease holds them all; each name has its own fencing token. Release them
+    together with ReleaseMany, or one by one with Release.
+    """
+    ReleaseMany: _grpc.UnaryUnaryMultiCallable[_lock_pb2.ReleaseManyRequest, _lock_pb2.ReleaseManyResponse]
+    """ReleaseMany frees every named lock the lease holds and hands each to its next
+    waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names) when the lease
+    held none of them; the ones it held are released all the same.
+    """
+    RefreshMany: _grpc.UnaryUnaryMultiCallable[_lock_pb2.RefreshManyRequest, _lock_pb2.RefreshManyResponse]
+    """RefreshMany resets the TTL of every named lock. FAILED_PRECONDITION /
+    LOCK_NOT_HELD (metadata: names) when the lease no longer holds one of them.
+    """
+    HoldMany: _grpc.UnaryStreamMultiCallable[_lock_pb2.HoldManyRequest, _lock_pb2.HoldManyResponse]
+    """HoldMany is Hold for AcquireMany: ACQUIRED, REFRESHED ..., LOST as soon as one
+    of the locks is lost (the others are released then). Closing the stream
+    releases them all.
+    """
 
 @_typing.type_check_only
 class LockServiceAsyncStub(LockServiceStub):
@@ -116,6 +142,32 @@ class LockServiceAsyncStub(LockServiceStub):
     """ListLocks pages through the names of locks that are held or have waiters. It
     scans the key space: a name may appear on more than one page, and a lock taken
     or freed during the listing may or may not appear.
+    """
+    AcquireMany: _aio.UnaryUnaryMultiCallable[_lock_pb2.AcquireManyRequest, _lock_pb2.AcquireManyResponse]  # type: ignore[assignment]
+    """AcquireMany takes several locks all or none, waiting up to wait_timeout (0 =
+    try once). A waiting caller holds none of them (nobody else waits for a part
+    it took), so two callers asking for the same names in any order cannot
+    deadlock. It gets them all at the first moment they are all free and it is
+    first in line for each. On one Redis (or names in one Cluster slot) the grant
+    is one atomic step; on a Cluster, names in different slots are taken one slot
+    after another, in slot order, so a part may be held while the next is waited
+    for (ordered, so still free of deadlock between AcquireMany callers). One
+    lease holds them all; each name has its own fencing token. Release them
+    together with ReleaseMany, or one by one with Release.
+    """
+    ReleaseMany: _aio.UnaryUnaryMultiCallable[_lock_pb2.ReleaseManyRequest, _lock_pb2.ReleaseManyResponse]  # type: ignore[assignment]
+    """ReleaseMany frees every named lock the lease holds and hands each to its next
+    waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names) when the lease
+    held none of them; the ones it held are released all the same.
+    """
+    RefreshMany: _aio.UnaryUnaryMultiCallable[_lock_pb2.RefreshManyRequest, _lock_pb2.RefreshManyResponse]  # type: ignore[assignment]
+    """RefreshMany resets the TTL of every named lock. FAILED_PRECONDITION /
+    LOCK_NOT_HELD (metadata: names) when the lease no longer holds one of them.
+    """
+    HoldMany: _aio.UnaryStreamMultiCallable[_lock_pb2.HoldManyRequest, _lock_pb2.HoldManyResponse]  # type: ignore[assignment]
+    """HoldMany is Hold for AcquireMany: ACQUIRED, REFRESHED ..., LOST as soon as one
+    of the locks is lost (the others are released then). Closing the stream
+    releases them all.
     """
 
 class LockServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -200,6 +252,56 @@ class LockServiceServicer(metaclass=_abc_1.ABCMeta):
         """ListLocks pages through the names of locks that are held or have waiters. It
         scans the key space: a name may appear on more than one page, and a lock taken
         or freed during the listing may or may not appear.
+        """
+
+    @_abc_1.abstractmethod
+    def AcquireMany(
+        self,
+        request: _lock_pb2.AcquireManyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_lock_pb2.AcquireManyResponse, _abc.Awaitable[_lock_pb2.AcquireManyResponse]]:
+        """AcquireMany takes several locks all or none, waiting up to wait_timeout (0 =
+        try once). A waiting caller holds none of them (nobody else waits for a part
+        it took), so two callers asking for the same names in any order cannot
+        deadlock. It gets them all at the first moment they are all free and it is
+        first in line for each. On one Redis (or names in one Cluster slot) the grant
+        is one atomic step; on a Cluster, names in different slots are taken one slot
+        after another, in slot order, so a part may be held while the next is waited
+        for (ordered, so still free of deadlock between AcquireMany callers). One
+        lease holds them all; each name has its own fencing token. Release them
+        together with ReleaseMany, or one by one with Release.
+        """
+
+    @_abc_1.abstractmethod
+    def ReleaseMany(
+        self,
+        request: _lock_pb2.ReleaseManyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_lock_pb2.ReleaseManyResponse, _abc.Awaitable[_lock_pb2.ReleaseManyResponse]]:
+        """ReleaseMany frees every named lock the lease holds and hands each to its next
+        waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names) when the lease
+        held none of them; the ones it held are released all the same.
+        """
+
+    @_abc_1.abstractmethod
+    def RefreshMany(
+        self,
+        request: _lock_pb2.RefreshManyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_lock_pb2.RefreshManyResponse, _abc.Awaitable[_lock_pb2.RefreshManyResponse]]:
+        """RefreshMany resets the TTL of every named lock. FAILED_PRECONDITION /
+        LOCK_NOT_HELD (metadata: names) when the lease no longer holds one of them.
+        """
+
+    @_abc_1.abstractmethod
+    def HoldMany(
+        self,
+        request: _lock_pb2.HoldManyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_lock_pb2.HoldManyResponse], _abc.AsyncIterator[_lock_pb2.HoldManyResponse]]:
+        """HoldMany is Hold for AcquireMany: ACQUIRED, REFRESHED ..., LOST as soon as one
+        of the locks is lost (the others are released then). Closing the stream
+        releases them all.
         """
 
 def add_LockServiceServicer_to_server(servicer: LockServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

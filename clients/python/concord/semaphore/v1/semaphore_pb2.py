@@ -26,41 +26,45 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$concord/semaphore/v1/semaphore.proto\x12\x14\x63oncord.semaphore.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa6\x01\n\x0e\x41\x63quireRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\x12\x0f\n\x07permits\x18\x03 \x01(\r\x12&\n\x03ttl\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x06 \x01(\t\"f\n\x0f\x41\x63quireResponse\x12\x10\n\x08\x61\x63quired\x18\x01 \x01(\x08\x12\x11\n\tpermit_id\x18\x02 \x01(\t\x12.\n\nexpires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"1\n\x0eReleaseRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tpermit_id\x18\x02 \x01(\t\"\x11\n\x0fReleaseResponse\"Y\n\x0eRefreshRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tpermit_id\x18\x02 \x01(\t\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"A\n\x0fRefreshResponse\x12.\n\nexpires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x1f\n\x0f\x44\x65scribeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"m\n\x06Holder\x12\x11\n\tpermit_id\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x0f\n\x07permits\x18\x03 \x01(\r\x12\x30\n\rttl_remaining\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"o\n\x10\x44\x65scribeResponse\x12\r\n\x05limit\x18\x01 \x01(\r\x12\x0c\n\x04held\x18\x02 \x01(\r\x12-\n\x07holders\x18\x03 \x03(\x0b\x32\x1c.concord.semaphore.v1.Holder\x12\x0f\n\x07waiters\x18\x04 \x01(\r\"\xa3\x01\n\x0bHoldRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\x12\x0f\n\x07permits\x18\x03 \x01(\r\x12&\n\x03ttl\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x06 \x01(\t\"\x81\x01\n\x0cHoldResponse\x12.\n\x05\x65vent\x18\x01 \x01(\x0e\x32\x1f.concord.semaphore.v1.HoldEvent\x12\x11\n\tpermit_id\x18\x02 \x01(\t\x12.\n\nexpires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\">\n\x15ListSemaphoresRequest\x12\x12\n\npage_token\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\"@\n\x16ListSemaphoresResponse\x12\r\n\x05names\x18\x01 \x03(\t\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*o\n\tHoldEvent\x12\x1a\n\x16HOLD_EVENT_UNSPECIFIED\x10\x00\x12\x17\n\x13HOLD_EVENT_ACQUIRED\x10\x01\x12\x18\n\x14HOLD_EVENT_REFRESHED\x10\x02\x12\x13\n\x0fHOLD_EVENT_LOST\x10\x03\x32\xb3\x04\n\x10SemaphoreService\x12V\n\x07\x41\x63quire\x12$.concord.semaphore.v1.AcquireRequest\x1a%.concord.semaphore.v1.AcquireResponse\x12V\n\x07Release\x12$.concord.semaphore.v1.ReleaseRequest\x1a%.concord.semaphore.v1.ReleaseResponse\x12V\n\x07Refresh\x12$.concord.semaphore.v1.RefreshRequest\x1a%.concord.semaphore.v1.RefreshResponse\x12Y\n\x08\x44\x65scribe\x12%.concord.semaphore.v1.DescribeRequest\x1a&.concord.semaphore.v1.DescribeResponse\x12O\n\x04Hold\x12!.concord.semaphore.v1.HoldRequest\x1a\".concord.semaphore.v1.HoldResponse0\x01\x12k\n\x0eListSemaphores\x12+.concord.semaphore.v1.ListSemaphoresRequest\x1a,.concord.semaphore.v1.ListSemaphoresResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$concord/semaphore/v1/semaphore.proto\x12\x14\x63oncord.semaphore.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\".\n\x0fSetLimitRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\"*\n\x10SetLimitResponse\x12\x16\n\x0eprevious_limit\x18\x01 \x01(\r\"\xa6\x01\n\x0e\x41\x63quireRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\x12\x0f\n\x07permits\x18\x03 \x01(\r\x12&\n\x03ttl\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x06 \x01(\t\"f\n\x0f\x41\x63quireResponse\x12\x10\n\x08\x61\x63quired\x18\x01 \x01(\x08\x12\x11\n\tpermit_id\x18\x02 \x01(\t\x12.\n\nexpires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"1\n\x0eReleaseRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tpermit_id\x18\x02 \x01(\t\"\x11\n\x0fReleaseResponse\"Y\n\x0eRefreshRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tpermit_id\x18\x02 \x01(\t\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"A\n\x0fRefreshResponse\x12.\n\nexpires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x1f\n\x0f\x44\x65scribeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"m\n\x06Holder\x12\x11\n\tpermit_id\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x0f\n\x07permits\x18\x03 \x01(\r\x12\x30\n\rttl_remaining\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"o\n\x10\x44\x65scribeResponse\x12\r\n\x05limit\x18\x01 \x01(\r\x12\x0c\n\x04held\x18\x02 \x01(\r\x12-\n\x07holders\x18\x03 \x03(\x0b\x32\x1c.concord.semaphore.v1.Holder\x12\x0f\n\x07waiters\x18\x04 \x01(\r\"\xa3\x01\n\x0bHoldRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\x12\x0f\n\x07permits\x18\x03 \x01(\r\x12&\n\x03ttl\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x06 \x01(\t\"\x81\x01\n\x0cHoldResponse\x12.\n\x05\x65vent\x18\x01 \x01(\x0e\x32\x1f.concord.semaphore.v1.HoldEvent\x12\x11\n\tpermit_id\x18\x02 \x01(\t\x12.\n\nexpires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\">\n\x15ListSemaphoresRequest\x12\x12\n\npage_token\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\"@\n\x16ListSemaphoresResponse\x12\r\n\x05names\x18\x01 \x03(\t\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*o\n\tHoldEvent\x12\x1a\n\x16HOLD_EVENT_UNSPECIFIED\x10\x00\x12\x17\n\x13HOLD_EVENT_ACQUIRED\x10\x01\x12\x18\n\x14HOLD_EVENT_REFRESHED\x10\x02\x12\x13\n\x0fHOLD_EVENT_LOST\x10\x03\x32\x8e\x05\n\x10SemaphoreService\x12V\n\x07\x41\x63quire\x12$.concord.semaphore.v1.AcquireRequest\x1a%.concord.semaphore.v1.AcquireResponse\x12V\n\x07Release\x12$.concord.semaphore.v1.ReleaseRequest\x1a%.concord.semaphore.v1.ReleaseResponse\x12V\n\x07Refresh\x12$.concord.semaphore.v1.RefreshRequest\x1a%.concord.semaphore.v1.RefreshResponse\x12Y\n\x08\x44\x65scribe\x12%.concord.semaphore.v1.DescribeRequest\x1a&.concord.semaphore.v1.DescribeResponse\x12O\n\x04Hold\x12!.concord.semaphore.v1.HoldRequest\x1a\".concord.semaphore.v1.HoldResponse0\x01\x12k\n\x0eListSemaphores\x12+.concord.semaphore.v1.ListSemaphoresRequest\x1a,.concord.semaphore.v1.ListSemaphoresResponse\x12Y\n\x08SetLimit\x12%.concord.semaphore.v1.SetLimitRequest\x1a&.concord.semaphore.v1.SetLimitResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'concord.semaphore.v1.semaphore_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_HOLDEVENT']._serialized_start=1313
-  _globals['_HOLDEVENT']._serialized_end=1424
-  _globals['_ACQUIREREQUEST']._serialized_start=128
-  _globals['_ACQUIREREQUEST']._serialized_end=294
-  _globals['_ACQUIRERESPONSE']._serialized_start=296
-  _globals['_ACQUIRERESPONSE']._serialized_end=398
-  _globals['_RELEASEREQUEST']._serialized_start=400
-  _globals['_RELEASEREQUEST']._serialized_end=449
-  _globals['_RELEASERESPONSE']._serialized_start=451
-  _globals['_RELEASERESPONSE']._serialized_end=468
-  _globals['_REFRESHREQUEST']._serialized_start=470
-  _globals['_REFRESHREQUEST']._serialized_end=559
-  _globals['_REFRESHRESPONSE']._serialized_start=561
-  _globals['_REFRESHRESPONSE']._serialized_end=626
-  _globals['_DESCRIBEREQUEST']._serialized_start=628
-  _globals['_DESCRIBEREQUEST']._serialized_end=659
-  _globals['_HOLDER']._serialized_start=661
-  _globals['_HOLDER']._serialized_end=770
-  _globals['_DESCRIBERESPONSE']._serialized_start=772
-  _globals['_DESCRIBERESPONSE']._serialized_end=883
-  _globals['_HOLDREQUEST']._serialized_start=886
-  _globals['_HOLDREQUEST']._serialized_end=1049
-  _globals['_HOLDRESPONSE']._serialized_start=1052
-  _globals['_HOLDRESPONSE']._serialized_end=1181
-  _globals['_LISTSEMAPHORESREQUEST']._serialized_start=1183
-  _globals['_LISTSEMAPHORESREQUEST']._serialized_end=1245
-  _globals['_LISTSEMAPHORESRESPONSE']._serialized_start=1247
-  _globals['_LISTSEMAPHORESRESPONSE']._serialized_end=1311
-  _globals['_SEMAPHORESERVICE']._serialized_start=1427
-  _globals['_SEMAPHORESERVICE']._serialized_end=1990
+  _globals['_HOLDEVENT']._serialized_start=1405
+  _globals['_HOLDEVENT']._serialized_end=1516
+  _globals['_SETLIMITREQUEST']._serialized_start=127
+  _globals['_SETLIMITREQUEST']._serialized_end=173
+  _globals['_SETLIMITRESPONSE']._serialized_start=175
+  _globals['_SETLIMITRESPONSE']._serialized_end=217
+  _globals['_ACQUIREREQUEST']._serialized_start=220
+  _globals['_ACQUIREREQUEST']._serialized_end=386
+  _globals['_ACQUIRERESPONSE']._serialized_start=388
+  _globals['_ACQUIRERESPONSE']._serialized_end=490
+  _globals['_RELEASEREQUEST']._serialized_start=492
+  _globals['_RELEASEREQUEST']._serialized_end=541
+  _globals['_RELEASERESPONSE']._serialized_start=543
+  _globals['_RELEASERESPONSE']._serialized_end=560
+  _globals['_REFRESHREQUEST']._serialized_start=562
+  _globals['_REFRESHREQUEST']._serialized_end=651
+  _globals['_REFRESHRESPONSE']._serialized_start=653
+  _globals['_REFRESHRESPONSE']._serialized_end=718
+  _globals['_DESCRIBEREQUEST']._serialized_start=720
+  _globals['_DESCRIBEREQUEST']._serialized_end=751
+  _globals['_HOLDER']._serialized_start=753
+  _globals['_HOLDER']._serialized_end=862
+  _globals['_DESCRIBERESPONSE']._serialized_start=864
+  _globals['_DESCRIBERESPONSE']._serialized_end=975
+  _globals['_HOLDREQUEST']._serialized_start=978
+  _globals['_HOLDREQUEST']._serialized_end=1141
+  _globals['_HOLDRESPONSE']._serialized_start=1144
+  _globals['_HOLDRESPONSE']._serialized_end=1273
+  _globals['_LISTSEMAPHORESREQUEST']._serialized_start=1275
+  _globals['_LISTSEMAPHORESREQUEST']._serialized_end=1337
+  _globals['_LISTSEMAPHORESRESPONSE']._serialized_start=1339
+  _globals['_LISTSEMAPHORESRESPONSE']._serialized_end=1403
+  _globals['_SEMAPHORESERVICE']._serialized_start=1519
+  _globals['_SEMAPHORESERVICE']._serialized_end=2173
 # @@protoc_insertion_point(module_scope)

@@ -22,6 +22,20 @@ HOLD_EVENT_ACQUIRED: HoldEvent
 HOLD_EVENT_REFRESHED: HoldEvent
 HOLD_EVENT_LOST: HoldEvent
 
+class SetLimitRequest(_message.Message):
+    __slots__ = ("name", "limit")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    limit: int
+    def __init__(self, name: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class SetLimitResponse(_message.Message):
+    __slots__ = ("previous_limit",)
+    PREVIOUS_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    previous_limit: int
+    def __init__(self, previous_limit: _Optional[int] = ...) -> None: ...
+
 class AcquireRequest(_message.Message):
     __slots__ = ("name", "limit", "permits", "ttl", "wait_timeout", "owner")
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -31,10 +31,12 @@ class SemaphoreServiceStub:
     a request for several permits takes all or none, in its turn. Each holder has its
     own TTL; an expired holder's permits return by themselves.
 
-    The limit passed by the latest Acquire is the one in force. A lower limit evicts
-    no holder: new grants wait until the held permits fit under it. A queued request
-    for more permits than a lowered limit fails with FAILED_PRECONDITION /
-    PERMITS_EXCEED_LIMIT.
+    A semaphore's limit is set by SetLimit, or by the first Acquire that finds none,
+    and changed only by SetLimit: an Acquire whose limit disagrees fails with
+    FAILED_PRECONDITION / SEMAPHORE_LIMIT_MISMATCH and changes nothing. A lower limit
+    evicts no holder: new grants wait until the held permits fit under it; a queued
+    request for more permits than a lowered limit fails with FAILED_PRECONDITION /
+    PERMITS_EXCEED_LIMIT. A higher limit admits the waiters that now fit at once.
     """
 
     def __init__(self, channel):
@@ -73,6 +75,11 @@ class SemaphoreServiceStub:
                 request_serializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.ListSemaphoresRequest.SerializeToString,
                 response_deserializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.ListSemaphoresResponse.FromString,
                 _registered_method=True)
+        self.SetLimit = channel.unary_unary(
+                '/concord.semaphore.v1.SemaphoreService/SetLimit',
+                request_serializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.SetLimitRequest.SerializeToString,
+                response_deserializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.SetLimitResponse.FromString,
+                _registered_method=True)
 
 
 class SemaphoreServiceServicer:
@@ -81,10 +88,12 @@ class SemaphoreServiceServicer:
     a request for several permits takes all or none, in its turn. Each holder has its
     own TTL; an expired holder's permits return by themselves.
 
-    The limit passed by the latest Acquire is the one in force. A lower limit evicts
-    no holder: new grants wait until the held permits fit under it. A queued request
-    for more permits than a lowered limit fails with FAILED_PRECONDITION /
-    PERMITS_EXCEED_LIMIT.
+    A semaphore's limit is set by SetLimit, or by the first Acquire that finds none,
+    and changed only by SetLimit: an Acquire whose limit disagrees fails with
+    FAILED_PRECONDITION / SEMAPHORE_LIMIT_MISMATCH and changes nothing. A lower limit
+    evicts no holder: new grants wait until the held permits fit under it; a queued
+    request for more permits than a lowered limit fails with FAILED_PRECONDITION /
+    PERMITS_EXCEED_LIMIT. A higher limit admits the waiters that now fit at once.
     """
 
     def Acquire(self, request, context):
@@ -136,6 +145,14 @@ class SemaphoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetLimit(self, request, context):
+        """SetLimit sets the semaphore's limit (creating it if needed); the only call that
+        changes a limit once set.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SemaphoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -169,6 +186,11 @@ def add_SemaphoreServiceServicer_to_server(servicer, server):
                     request_deserializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.ListSemaphoresRequest.FromString,
                     response_serializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.ListSemaphoresResponse.SerializeToString,
             ),
+            'SetLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetLimit,
+                    request_deserializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.SetLimitRequest.FromString,
+                    response_serializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.SetLimitResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'concord.semaphore.v1.SemaphoreService', rpc_method_handlers)
@@ -183,10 +205,12 @@ class SemaphoreService:
     a request for several permits takes all or none, in its turn. Each holder has its
     own TTL; an expired holder's permits return by themselves.
 
-    The limit passed by the latest Acquire is the one in force. A lower limit evicts
-    no holder: new grants wait until the held permits fit under it. A queued request
-    for more permits than a lowered limit fails with FAILED_PRECONDITION /
-    PERMITS_EXCEED_LIMIT.
+    A semaphore's limit is set by SetLimit, or by the first Acquire that finds none,
+    and changed only by SetLimit: an Acquire whose limit disagrees fails with
+    FAILED_PRECONDITION / SEMAPHORE_LIMIT_MISMATCH and changes nothing. A lower limit
+    evicts no holder: new grants wait until the held permits fit under it; a queued
+    request for more permits than a lowered limit fails with FAILED_PRECONDITION /
+    PERMITS_EXCEED_LIMIT. A higher limit admits the waiters that now fit at once.
     """
 
     @staticmethod
@@ -341,6 +365,33 @@ class SemaphoreService:
             '/concord.semaphore.v1.SemaphoreService/ListSemaphores',
             concord_dot_semaphore_dot_v1_dot_semaphore__pb2.ListSemaphoresRequest.SerializeToString,
             concord_dot_semaphore_dot_v1_dot_semaphore__pb2.ListSemaphoresResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.semaphore.v1.SemaphoreService/SetLimit',
+            concord_dot_semaphore_dot_v1_dot_semaphore__pb2.SetLimitRequest.SerializeToString,
+            concord_dot_semaphore_dot_v1_dot_semaphore__pb2.SetLimitResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -32,10 +32,12 @@ class SemaphoreServiceStub:
     a request for several permits takes all or none, in its turn. Each holder has its
     own TTL; an expired holder's permits return by themselves.
 
-    The limit passed by the latest Acquire is the one in force. A lower limit evicts
-    no holder: new grants wait until the held permits fit under it. A queued request
-    for more permits than a lowered limit fails with FAILED_PRECONDITION /
-    PERMITS_EXCEED_LIMIT.
+    A semaphore's limit is set by SetLimit, or by the first Acquire that finds none,
+    and changed only by SetLimit: an Acquire whose limit disagrees fails with
+    FAILED_PRECONDITION / SEMAPHORE_LIMIT_MISMATCH and changes nothing. A lower limit
+    evicts no holder: new grants wait until the held permits fit under it; a queued
+    request for more permits than a lowered limit fails with FAILED_PRECONDITION /
+    PERMITS_EXCEED_LIMIT. A higher limit admits the waiters that now fit at once.
     """
 
     @_typing.overload
@@ -65,6 +67,10 @@ class SemaphoreServiceStub:
     may appear on more than one page, and one created or deleted during the
     listing may or may not appear.
     """
+    SetLimit: _grpc.UnaryUnaryMultiCallable[_semaphore_pb2.SetLimitRequest, _semaphore_pb2.SetLimitResponse]
+    """SetLimit sets the semaphore's limit (creating it if needed); the only call that
+    changes a limit once set.
+    """
 
 @_typing.type_check_only
 class SemaphoreServiceAsyncStub(SemaphoreServiceStub):
@@ -73,10 +79,12 @@ class SemaphoreServiceAsyncStub(SemaphoreServiceStub):
     a request for several permits takes all or none, in its turn. Each holder has its
     own TTL; an expired holder's permits return by themselves.
 
-    The limit passed by the latest Acquire is the one in force. A lower limit evicts
-    no holder: new grants wait until the held permits fit under it. A queued request
-    for more permits than a lowered limit fails with FAILED_PRECONDITION /
-    PERMITS_EXCEED_LIMIT.
+    A semaphore's limit is set by SetLimit, or by the first Acquire that finds none,
+    and changed only by SetLimit: an Acquire whose limit disagrees fails with
+    FAILED_PRECONDITION / SEMAPHORE_LIMIT_MISMATCH and changes nothing. A lower limit
+    evicts no holder: new grants wait until the held permits fit under it; a queued
+    request for more permits than a lowered limit fails with FAILED_PRECONDITION /
+    PERMITS_EXCEED_LIMIT. A higher limit admits the waiters that now fit at once.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -103,6 +111,10 @@ class SemaphoreServiceAsyncStub(SemaphoreServiceStub):
     may appear on more than one page, and one created or deleted during the
     listing may or may not appear.
     """
+    SetLimit: _aio.UnaryUnaryMultiCallable[_semaphore_pb2.SetLimitRequest, _semaphore_pb2.SetLimitResponse]  # type: ignore[assignment]
+    """SetLimit sets the semaphore's limit (creating it if needed); the only call that
+    changes a limit once set.
+    """
 
 class SemaphoreServiceServicer(metaclass=_abc_1.ABCMeta):
     """SemaphoreService grants counted permits: at most `limit` held at any instant,
@@ -110,10 +122,12 @@ class SemaphoreServiceServicer(metaclass=_abc_1.ABCMeta):
     a request for several permits takes all or none, in its turn. Each holder has its
     own TTL; an expired holder's permits return by themselves.
 
-    The limit passed by the latest Acquire is the one in force. A lower limit evicts
-    no holder: new grants wait until the held permits fit under it. A queued request
-    for more permits than a lowered limit fails with FAILED_PRECONDITION /
-    PERMITS_EXCEED_LIMIT.
+    A semaphore's limit is set by SetLimit, or by the first Acquire that finds none,
+    and changed only by SetLimit: an Acquire whose limit disagrees fails with
+    FAILED_PRECONDITION / SEMAPHORE_LIMIT_MISMATCH and changes nothing. A lower limit
+    evicts no holder: new grants wait until the held permits fit under it; a queued
+    request for more permits than a lowered limit fails with FAILED_PRECONDITION /
+    PERMITS_EXCEED_LIMIT. A higher limit admits the waiters that now fit at once.
     """
 
     @_abc_1.abstractmethod
@@ -173,6 +187,16 @@ class SemaphoreServiceServicer(metaclass=_abc_1.ABCMeta):
         """ListSemaphores pages through the names of semaphores that have holders or waiters. It scans the key space: a name
         may appear on more than one page, and one created or deleted during the
         listing may or may not appear.
+        """
+
+    @_abc_1.abstractmethod
+    def SetLimit(
+        self,
+        request: _semaphore_pb2.SetLimitRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_semaphore_pb2.SetLimitResponse, _abc.Awaitable[_semaphore_pb2.SetLimitResponse]]:
+        """SetLimit sets the semaphore's limit (creating it if needed); the only call that
+        changes a limit once set.
         """
 
 def add_SemaphoreServiceServicer_to_server(servicer: SemaphoreServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

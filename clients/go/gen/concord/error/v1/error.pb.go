@@ -192,6 +192,18 @@ const (
 	Reason_REASON_SCHEDULE_NOT_FOUND Reason = 35
 	// CreateSchedule of a name the queue has already: use UpdateSchedule to change it.
 	Reason_REASON_SCHEDULE_EXISTS Reason = 36
+	// The term is no longer the election's leader's (Proclaim, Refresh, Resign;
+	// metadata: election).
+	Reason_REASON_NOT_LEADER Reason = 37
+	// A Lead stream did not win leadership within wait_timeout (metadata: election).
+	Reason_REASON_ELECTION_WAIT_TIMEOUT Reason = 38
+	// The Acquire's limit is not the semaphore's limit, which only SetLimit changes
+	// (metadata: name, limit, requested).
+	Reason_REASON_SEMAPHORE_LIMIT_MISMATCH Reason = 39
+	// This wait closed a cycle of callers each holding a lock the next one waits for;
+	// it was the youngest wait in the cycle and was failed to break it (metadata:
+	// cycle, "owner -[lock]-> owner -[lock]-> ..."). Release what you hold and retry.
+	Reason_REASON_DEADLOCK Reason = 40
 	// No chat has that id: never created, or its last member left (metadata: chat_id).
 	Reason_REASON_CHAT_NOT_FOUND Reason = 19
 	// CreateChat with a chat_id that is taken (metadata: chat_id).
@@ -255,6 +267,10 @@ var (
 		34: "REASON_TASK_FINISHED",
 		35: "REASON_SCHEDULE_NOT_FOUND",
 		36: "REASON_SCHEDULE_EXISTS",
+		37: "REASON_NOT_LEADER",
+		38: "REASON_ELECTION_WAIT_TIMEOUT",
+		39: "REASON_SEMAPHORE_LIMIT_MISMATCH",
+		40: "REASON_DEADLOCK",
 		19: "REASON_CHAT_NOT_FOUND",
 		20: "REASON_CHAT_EXISTS",
 		21: "REASON_NOT_A_MEMBER",
@@ -272,43 +288,47 @@ var (
 		33: "REASON_REQUEST_TOO_LARGE",
 	}
 	Reason_value = map[string]int32{
-		"REASON_UNSPECIFIED":            0,
-		"REASON_INTERNAL":               1,
-		"REASON_INVALID_ARGUMENT":       2,
-		"REASON_NOT_FOUND":              3,
-		"REASON_FAILED_PRECONDITION":    4,
-		"REASON_ALREADY_EXISTS":         5,
-		"REASON_PERMISSION_DENIED":      6,
-		"REASON_RESOURCE_EXHAUSTED":     7,
-		"REASON_UNAUTHENTICATED":        8,
-		"REASON_REDIS_UNAVAILABLE":      9,
-		"REASON_DEADLINE_EXCEEDED":      10,
-		"REASON_LOCK_NOT_HELD":          11,
-		"REASON_LOCK_WAIT_TIMEOUT":      12,
-		"REASON_PERMIT_NOT_HELD":        13,
-		"REASON_PERMITS_EXCEED_LIMIT":   14,
-		"REASON_SEMAPHORE_WAIT_TIMEOUT": 15,
-		"REASON_TASK_LEASE_NOT_HELD":    16,
-		"REASON_TASK_NOT_FOUND":         17,
-		"REASON_TASK_LEASED":            18,
-		"REASON_TASK_FINISHED":          34,
-		"REASON_SCHEDULE_NOT_FOUND":     35,
-		"REASON_SCHEDULE_EXISTS":        36,
-		"REASON_CHAT_NOT_FOUND":         19,
-		"REASON_CHAT_EXISTS":            20,
-		"REASON_NOT_A_MEMBER":           21,
-		"REASON_CHAT_FULL":              22,
-		"REASON_NAME_NOT_FOUND":         23,
-		"REASON_FILE_NOT_FOUND":         24,
-		"REASON_FILE_NOT_COMPLETE":      25,
-		"REASON_NOT_A_WORKER":           26,
-		"REASON_CORRUPT_FILE":           27,
-		"REASON_OFFSET_OUT_OF_RANGE":    28,
-		"REASON_LINE_TOO_LONG":          29,
-		"REASON_TOO_MANY_STREAMS":       30,
-		"REASON_TOO_MANY_BLOCKED_CALLS": 31,
-		"REASON_RATE_LIMITED":           32,
-		"REASON_REQUEST_TOO_LARGE":      33,
+		"REASON_UNSPECIFIED":              0,
+		"REASON_INTERNAL":                 1,
+		"REASON_INVALID_ARGUMENT":         2,
+		"REASON_NOT_FOUND":                3,
+		"REASON_FAILED_PRECONDITION":      4,
+		"REASON_ALREADY_EXISTS":           5,
+		"REASON_PERMISSION_DENIED":        6,
+		"REASON_RESOURCE_EXHAUSTED":       7,
+		"REASON_UNAUTHENTICATED":          8,
+		"REASON_REDIS_UNAVAILABLE":        9,
+		"REASON_DEADLINE_EXCEEDED":        10,
+		"REASON_LOCK_NOT_HELD":            11,
+		"REASON_LOCK_WAIT_TIMEOUT":        12,
+		"REASON_PERMIT_NOT_HELD":          13,
+		"REASON_PERMITS_EXCEED_LIMIT":     14,
+		"REASON_SEMAPHORE_WAIT_TIMEOUT":   15,
+		"REASON_TASK_LEASE_NOT_HELD":      16,
+		"REASON_TASK_NOT_FOUND":           17,
+		"REASON_TASK_LEASED":              18,
+		"REASON_TASK_FINISHED":            34,
+		"REASON_SCHEDULE_NOT_FOUND":       35,
+		"REASON_SCHEDULE_EXISTS":          36,
+		"REASON_NOT_LEADER":               37,
+		"REASON_ELECTION_WAIT_TIMEOUT":    38,
+		"REASON_SEMAPHORE_LIMIT_MISMATCH": 39,
+		"REASON_DEADLOCK":                 40,
+		"REASON_CHAT_NOT_FOUND":           19,
+		"REASON_CHAT_EXISTS":              20,
+		"REASON_NOT_A_MEMBER":             21,
+		"REASON_CHAT_FULL":                22,
+		"REASON_NAME_NOT_FOUND":           23,
+		"REASON_FILE_NOT_FOUND":           24,
+		"REASON_FILE_NOT_COMPLETE":        25,
+		"REASON_NOT_A_WORKER":             26,
+		"REASON_CORRUPT_FILE":             27,
+		"REASON_OFFSET_OUT_OF_RANGE":      28,
+		"REASON_LINE_TOO_LONG":            29,
+		"REASON_TOO_MANY_STREAMS":         30,
+		"REASON_TOO_MANY_BLOCKED_CALLS":   31,
+		"REASON_RATE_LIMITED":             32,
+		"REASON_REQUEST_TOO_LARGE":        33,
 	}
 )
 
@@ -381,7 +401,8 @@ const file_concord_error_v1_error_proto_rawDesc = "" +
 	"\rCODE_INTERNAL\x10\r\x12\x14\n" +
 	"\x10CODE_UNAVAILABLE\x10\x0e\x12\x12\n" +
 	"\x0eCODE_DATA_LOSS\x10\x0f\x12\x18\n" +
-	"\x14CODE_UNAUTHENTICATED\x10\x10*\xe9\t\n" +
+	"\x14CODE_UNAUTHENTICATED\x10\x10*\xf4\n" +
+	"\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x0fREASON_INTERNAL\x10\x01\x1a\x04\x88\xbf\x18\r\x12!\n" +
@@ -405,7 +426,12 @@ const file_concord_error_v1_error_proto_rawDesc = "" +
 	"\x12REASON_TASK_LEASED\x10\x12\x1a\x04\x88\xbf\x18\t\x12\x1e\n" +
 	"\x14REASON_TASK_FINISHED\x10\"\x1a\x04\x88\xbf\x18\t\x12#\n" +
 	"\x19REASON_SCHEDULE_NOT_FOUND\x10#\x1a\x04\x88\xbf\x18\x05\x12 \n" +
-	"\x16REASON_SCHEDULE_EXISTS\x10$\x1a\x04\x88\xbf\x18\x06\x12\x1f\n" +
+	"\x16REASON_SCHEDULE_EXISTS\x10$\x1a\x04\x88\xbf\x18\x06\x12\x1b\n" +
+	"\x11REASON_NOT_LEADER\x10%\x1a\x04\x88\xbf\x18\t\x12&\n" +
+	"\x1cREASON_ELECTION_WAIT_TIMEOUT\x10&\x1a\x04\x88\xbf\x18\x04\x12)\n" +
+	"\x1fREASON_SEMAPHORE_LIMIT_MISMATCH\x10'\x1a\x04\x88\xbf\x18\t\x12\x19\n" +
+	"\x0fREASON_DEADLOCK\x10(\x1a\x04\x88\xbf\x18\n" +
+	"\x12\x1f\n" +
 	"\x15REASON_CHAT_NOT_FOUND\x10\x13\x1a\x04\x88\xbf\x18\x05\x12\x1c\n" +
 	"\x12REASON_CHAT_EXISTS\x10\x14\x1a\x04\x88\xbf\x18\x06\x12\x1d\n" +
 	"\x13REASON_NOT_A_MEMBER\x10\x15\x1a\x04\x88\xbf\x18\a\x12\x1a\n" +

@@ -78,6 +78,473 @@ func (HoldEvent) EnumDescriptor() ([]byte, []int) {
 	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{0}
 }
 
+type AcquireManyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 64 distinct lock names.
+	Names         []string             `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	Ttl           *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	WaitTimeout   *durationpb.Duration `protobuf:"bytes,3,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
+	Owner         string               `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireManyRequest) Reset() {
+	*x = AcquireManyRequest{}
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireManyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireManyRequest) ProtoMessage() {}
+
+func (x *AcquireManyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireManyRequest.ProtoReflect.Descriptor instead.
+func (*AcquireManyRequest) Descriptor() ([]byte, []int) {
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AcquireManyRequest) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *AcquireManyRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *AcquireManyRequest) GetWaitTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.WaitTimeout
+	}
+	return nil
+}
+
+func (x *AcquireManyRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+type AcquireManyResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Acquired bool                   `protobuf:"varint,1,opt,name=acquired,proto3" json:"acquired,omitempty"`
+	// Holds every name; pass it to ReleaseMany, RefreshMany, or Release per name.
+	Lease string `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
+	// One per name, in the order of the request's names.
+	FencingTokens []uint64               `protobuf:"varint,3,rep,packed,name=fencing_tokens,json=fencingTokens,proto3" json:"fencing_tokens,omitempty"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireManyResponse) Reset() {
+	*x = AcquireManyResponse{}
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireManyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireManyResponse) ProtoMessage() {}
+
+func (x *AcquireManyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireManyResponse.ProtoReflect.Descriptor instead.
+func (*AcquireManyResponse) Descriptor() ([]byte, []int) {
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AcquireManyResponse) GetAcquired() bool {
+	if x != nil {
+		return x.Acquired
+	}
+	return false
+}
+
+func (x *AcquireManyResponse) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+func (x *AcquireManyResponse) GetFencingTokens() []uint64 {
+	if x != nil {
+		return x.FencingTokens
+	}
+	return nil
+}
+
+func (x *AcquireManyResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+type ReleaseManyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Names         []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	Lease         string                 `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseManyRequest) Reset() {
+	*x = ReleaseManyRequest{}
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseManyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseManyRequest) ProtoMessage() {}
+
+func (x *ReleaseManyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseManyRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseManyRequest) Descriptor() ([]byte, []int) {
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ReleaseManyRequest) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *ReleaseManyRequest) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+type ReleaseManyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseManyResponse) Reset() {
+	*x = ReleaseManyResponse{}
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseManyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseManyResponse) ProtoMessage() {}
+
+func (x *ReleaseManyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseManyResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseManyResponse) Descriptor() ([]byte, []int) {
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{3}
+}
+
+type RefreshManyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Names         []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	Lease         string                 `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
+	Ttl           *durationpb.Duration   `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefreshManyRequest) Reset() {
+	*x = RefreshManyRequest{}
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefreshManyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefreshManyRequest) ProtoMessage() {}
+
+func (x *RefreshManyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefreshManyRequest.ProtoReflect.Descriptor instead.
+func (*RefreshManyRequest) Descriptor() ([]byte, []int) {
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RefreshManyRequest) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *RefreshManyRequest) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+func (x *RefreshManyRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+type RefreshManyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefreshManyResponse) Reset() {
+	*x = RefreshManyResponse{}
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefreshManyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefreshManyResponse) ProtoMessage() {}
+
+func (x *RefreshManyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefreshManyResponse.ProtoReflect.Descriptor instead.
+func (*RefreshManyResponse) Descriptor() ([]byte, []int) {
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RefreshManyResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+type HoldManyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Names         []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	Ttl           *durationpb.Duration   `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	WaitTimeout   *durationpb.Duration   `protobuf:"bytes,3,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
+	Owner         string                 `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldManyRequest) Reset() {
+	*x = HoldManyRequest{}
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldManyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldManyRequest) ProtoMessage() {}
+
+func (x *HoldManyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldManyRequest.ProtoReflect.Descriptor instead.
+func (*HoldManyRequest) Descriptor() ([]byte, []int) {
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *HoldManyRequest) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *HoldManyRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *HoldManyRequest) GetWaitTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.WaitTimeout
+	}
+	return nil
+}
+
+func (x *HoldManyRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+type HoldManyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Event         HoldEvent              `protobuf:"varint,1,opt,name=event,proto3,enum=concord.lock.v1.HoldEvent" json:"event,omitempty"`
+	Lease         string                 `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
+	FencingTokens []uint64               `protobuf:"varint,3,rep,packed,name=fencing_tokens,json=fencingTokens,proto3" json:"fencing_tokens,omitempty"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldManyResponse) Reset() {
+	*x = HoldManyResponse{}
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldManyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldManyResponse) ProtoMessage() {}
+
+func (x *HoldManyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldManyResponse.ProtoReflect.Descriptor instead.
+func (*HoldManyResponse) Descriptor() ([]byte, []int) {
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *HoldManyResponse) GetEvent() HoldEvent {
+	if x != nil {
+		return x.Event
+	}
+	return HoldEvent_HOLD_EVENT_UNSPECIFIED
+}
+
+func (x *HoldManyResponse) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+func (x *HoldManyResponse) GetFencingTokens() []uint64 {
+	if x != nil {
+		return x.FencingTokens
+	}
+	return nil
+}
+
+func (x *HoldManyResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
 type ForceReleaseRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -87,7 +554,7 @@ type ForceReleaseRequest struct {
 
 func (x *ForceReleaseRequest) Reset() {
 	*x = ForceReleaseRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[0]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -99,7 +566,7 @@ func (x *ForceReleaseRequest) String() string {
 func (*ForceReleaseRequest) ProtoMessage() {}
 
 func (x *ForceReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[0]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -112,7 +579,7 @@ func (x *ForceReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ForceReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{0}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ForceReleaseRequest) GetName() string {
@@ -135,7 +602,7 @@ type ForceReleaseResponse struct {
 
 func (x *ForceReleaseResponse) Reset() {
 	*x = ForceReleaseResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[1]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -147,7 +614,7 @@ func (x *ForceReleaseResponse) String() string {
 func (*ForceReleaseResponse) ProtoMessage() {}
 
 func (x *ForceReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[1]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -160,7 +627,7 @@ func (x *ForceReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ForceReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{1}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ForceReleaseResponse) GetReleased() bool {
@@ -196,7 +663,7 @@ type ListLocksRequest struct {
 
 func (x *ListLocksRequest) Reset() {
 	*x = ListLocksRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[2]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -208,7 +675,7 @@ func (x *ListLocksRequest) String() string {
 func (*ListLocksRequest) ProtoMessage() {}
 
 func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[2]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -221,7 +688,7 @@ func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksRequest.ProtoReflect.Descriptor instead.
 func (*ListLocksRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{2}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListLocksRequest) GetPageToken() string {
@@ -249,7 +716,7 @@ type ListLocksResponse struct {
 
 func (x *ListLocksResponse) Reset() {
 	*x = ListLocksResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[3]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -261,7 +728,7 @@ func (x *ListLocksResponse) String() string {
 func (*ListLocksResponse) ProtoMessage() {}
 
 func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[3]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -274,7 +741,7 @@ func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksResponse.ProtoReflect.Descriptor instead.
 func (*ListLocksResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{3}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListLocksResponse) GetNames() []string {
@@ -307,7 +774,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[4]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -319,7 +786,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[4]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -332,7 +799,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{4}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AcquireRequest) GetName() string {
@@ -380,7 +847,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[5]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -392,7 +859,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[5]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -405,7 +872,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{5}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AcquireResponse) GetAcquired() bool {
@@ -446,7 +913,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[6]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +925,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[6]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +938,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{6}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReleaseRequest) GetName() string {
@@ -496,7 +963,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[7]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -508,7 +975,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[7]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -521,7 +988,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{7}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{15}
 }
 
 type RefreshRequest struct {
@@ -536,7 +1003,7 @@ type RefreshRequest struct {
 
 func (x *RefreshRequest) Reset() {
 	*x = RefreshRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[8]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -548,7 +1015,7 @@ func (x *RefreshRequest) String() string {
 func (*RefreshRequest) ProtoMessage() {}
 
 func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[8]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -561,7 +1028,7 @@ func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRequest.ProtoReflect.Descriptor instead.
 func (*RefreshRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{8}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RefreshRequest) GetName() string {
@@ -594,7 +1061,7 @@ type RefreshResponse struct {
 
 func (x *RefreshResponse) Reset() {
 	*x = RefreshResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[9]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +1073,7 @@ func (x *RefreshResponse) String() string {
 func (*RefreshResponse) ProtoMessage() {}
 
 func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[9]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +1086,7 @@ func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshResponse.ProtoReflect.Descriptor instead.
 func (*RefreshResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{9}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RefreshResponse) GetExpiresAt() *timestamppb.Timestamp {
@@ -638,7 +1105,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[10]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +1117,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[10]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +1130,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{10}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DescribeRequest) GetName() string {
@@ -688,7 +1155,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[11]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +1167,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[11]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +1180,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{11}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DescribeResponse) GetHeld() bool {
@@ -770,7 +1237,7 @@ type HoldRequest struct {
 
 func (x *HoldRequest) Reset() {
 	*x = HoldRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[12]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -782,7 +1249,7 @@ func (x *HoldRequest) String() string {
 func (*HoldRequest) ProtoMessage() {}
 
 func (x *HoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[12]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -795,7 +1262,7 @@ func (x *HoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldRequest.ProtoReflect.Descriptor instead.
 func (*HoldRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{12}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HoldRequest) GetName() string {
@@ -838,7 +1305,7 @@ type HoldResponse struct {
 
 func (x *HoldResponse) Reset() {
 	*x = HoldResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[13]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +1317,7 @@ func (x *HoldResponse) String() string {
 func (*HoldResponse) ProtoMessage() {}
 
 func (x *HoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[13]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +1330,7 @@ func (x *HoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldResponse.ProtoReflect.Descriptor instead.
 func (*HoldResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{13}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HoldResponse) GetEvent() HoldEvent {
@@ -898,7 +1365,40 @@ var File_concord_lock_v1_lock_proto protoreflect.FileDescriptor
 
 const file_concord_lock_v1_lock_proto_rawDesc = "" +
 	"\n" +
-	"\x1aconcord/lock/v1/lock.proto\x12\x0fconcord.lock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\")\n" +
+	"\x1aconcord/lock/v1/lock.proto\x12\x0fconcord.lock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xab\x01\n" +
+	"\x12AcquireManyRequest\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\x12+\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12<\n" +
+	"\fwait_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\"\xa9\x01\n" +
+	"\x13AcquireManyResponse\x12\x1a\n" +
+	"\bacquired\x18\x01 \x01(\bR\bacquired\x12\x14\n" +
+	"\x05lease\x18\x02 \x01(\tR\x05lease\x12%\n" +
+	"\x0efencing_tokens\x18\x03 \x03(\x04R\rfencingTokens\x129\n" +
+	"\n" +
+	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"@\n" +
+	"\x12ReleaseManyRequest\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\x12\x14\n" +
+	"\x05lease\x18\x02 \x01(\tR\x05lease\"\x15\n" +
+	"\x13ReleaseManyResponse\"m\n" +
+	"\x12RefreshManyRequest\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\x12\x14\n" +
+	"\x05lease\x18\x02 \x01(\tR\x05lease\x12+\n" +
+	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"P\n" +
+	"\x13RefreshManyResponse\x129\n" +
+	"\n" +
+	"expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xa8\x01\n" +
+	"\x0fHoldManyRequest\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\x12+\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12<\n" +
+	"\fwait_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\"\xbc\x01\n" +
+	"\x10HoldManyResponse\x120\n" +
+	"\x05event\x18\x01 \x01(\x0e2\x1a.concord.lock.v1.HoldEventR\x05event\x12\x14\n" +
+	"\x05lease\x18\x02 \x01(\tR\x05lease\x12%\n" +
+	"\x0efencing_tokens\x18\x03 \x03(\x04R\rfencingTokens\x129\n" +
+	"\n" +
+	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\")\n" +
 	"\x13ForceReleaseRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"m\n" +
 	"\x14ForceReleaseResponse\x12\x1a\n" +
@@ -959,7 +1459,7 @@ const file_concord_lock_v1_lock_proto_rawDesc = "" +
 	"\x16HOLD_EVENT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13HOLD_EVENT_ACQUIRED\x10\x01\x12\x18\n" +
 	"\x14HOLD_EVENT_REFRESHED\x10\x02\x12\x13\n" +
-	"\x0fHOLD_EVENT_LOST\x10\x032\xc0\x04\n" +
+	"\x0fHOLD_EVENT_LOST\x10\x032\xa1\a\n" +
 	"\vLockService\x12L\n" +
 	"\aAcquire\x12\x1f.concord.lock.v1.AcquireRequest\x1a .concord.lock.v1.AcquireResponse\x12L\n" +
 	"\aRelease\x12\x1f.concord.lock.v1.ReleaseRequest\x1a .concord.lock.v1.ReleaseResponse\x12L\n" +
@@ -967,7 +1467,11 @@ const file_concord_lock_v1_lock_proto_rawDesc = "" +
 	"\bDescribe\x12 .concord.lock.v1.DescribeRequest\x1a!.concord.lock.v1.DescribeResponse\x12E\n" +
 	"\x04Hold\x12\x1c.concord.lock.v1.HoldRequest\x1a\x1d.concord.lock.v1.HoldResponse0\x01\x12[\n" +
 	"\fForceRelease\x12$.concord.lock.v1.ForceReleaseRequest\x1a%.concord.lock.v1.ForceReleaseResponse\x12R\n" +
-	"\tListLocks\x12!.concord.lock.v1.ListLocksRequest\x1a\".concord.lock.v1.ListLocksResponseB\xb1\x01\n" +
+	"\tListLocks\x12!.concord.lock.v1.ListLocksRequest\x1a\".concord.lock.v1.ListLocksResponse\x12X\n" +
+	"\vAcquireMany\x12#.concord.lock.v1.AcquireManyRequest\x1a$.concord.lock.v1.AcquireManyResponse\x12X\n" +
+	"\vReleaseMany\x12#.concord.lock.v1.ReleaseManyRequest\x1a$.concord.lock.v1.ReleaseManyResponse\x12X\n" +
+	"\vRefreshMany\x12#.concord.lock.v1.RefreshManyRequest\x1a$.concord.lock.v1.RefreshManyResponse\x12Q\n" +
+	"\bHoldMany\x12 .concord.lock.v1.HoldManyRequest\x1a!.concord.lock.v1.HoldManyResponse0\x01B\xb1\x01\n" +
 	"\x13com.concord.lock.v1B\tLockProtoP\x01Z1go.concord.dev/concord/gen/concord/lock/v1;lockv1\xa2\x02\x03CLX\xaa\x02\x0fConcord.Lock.V1\xca\x02\x0fConcord\\Lock\\V1\xe2\x02\x1bConcord\\Lock\\V1\\GPBMetadata\xea\x02\x11Concord::Lock::V1b\x06proto3"
 
 var (
@@ -983,57 +1487,82 @@ func file_concord_lock_v1_lock_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_lock_v1_lock_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_concord_lock_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_concord_lock_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_concord_lock_v1_lock_proto_goTypes = []any{
 	(HoldEvent)(0),                // 0: concord.lock.v1.HoldEvent
-	(*ForceReleaseRequest)(nil),   // 1: concord.lock.v1.ForceReleaseRequest
-	(*ForceReleaseResponse)(nil),  // 2: concord.lock.v1.ForceReleaseResponse
-	(*ListLocksRequest)(nil),      // 3: concord.lock.v1.ListLocksRequest
-	(*ListLocksResponse)(nil),     // 4: concord.lock.v1.ListLocksResponse
-	(*AcquireRequest)(nil),        // 5: concord.lock.v1.AcquireRequest
-	(*AcquireResponse)(nil),       // 6: concord.lock.v1.AcquireResponse
-	(*ReleaseRequest)(nil),        // 7: concord.lock.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 8: concord.lock.v1.ReleaseResponse
-	(*RefreshRequest)(nil),        // 9: concord.lock.v1.RefreshRequest
-	(*RefreshResponse)(nil),       // 10: concord.lock.v1.RefreshResponse
-	(*DescribeRequest)(nil),       // 11: concord.lock.v1.DescribeRequest
-	(*DescribeResponse)(nil),      // 12: concord.lock.v1.DescribeResponse
-	(*HoldRequest)(nil),           // 13: concord.lock.v1.HoldRequest
-	(*HoldResponse)(nil),          // 14: concord.lock.v1.HoldResponse
-	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*AcquireManyRequest)(nil),    // 1: concord.lock.v1.AcquireManyRequest
+	(*AcquireManyResponse)(nil),   // 2: concord.lock.v1.AcquireManyResponse
+	(*ReleaseManyRequest)(nil),    // 3: concord.lock.v1.ReleaseManyRequest
+	(*ReleaseManyResponse)(nil),   // 4: concord.lock.v1.ReleaseManyResponse
+	(*RefreshManyRequest)(nil),    // 5: concord.lock.v1.RefreshManyRequest
+	(*RefreshManyResponse)(nil),   // 6: concord.lock.v1.RefreshManyResponse
+	(*HoldManyRequest)(nil),       // 7: concord.lock.v1.HoldManyRequest
+	(*HoldManyResponse)(nil),      // 8: concord.lock.v1.HoldManyResponse
+	(*ForceReleaseRequest)(nil),   // 9: concord.lock.v1.ForceReleaseRequest
+	(*ForceReleaseResponse)(nil),  // 10: concord.lock.v1.ForceReleaseResponse
+	(*ListLocksRequest)(nil),      // 11: concord.lock.v1.ListLocksRequest
+	(*ListLocksResponse)(nil),     // 12: concord.lock.v1.ListLocksResponse
+	(*AcquireRequest)(nil),        // 13: concord.lock.v1.AcquireRequest
+	(*AcquireResponse)(nil),       // 14: concord.lock.v1.AcquireResponse
+	(*ReleaseRequest)(nil),        // 15: concord.lock.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 16: concord.lock.v1.ReleaseResponse
+	(*RefreshRequest)(nil),        // 17: concord.lock.v1.RefreshRequest
+	(*RefreshResponse)(nil),       // 18: concord.lock.v1.RefreshResponse
+	(*DescribeRequest)(nil),       // 19: concord.lock.v1.DescribeRequest
+	(*DescribeResponse)(nil),      // 20: concord.lock.v1.DescribeResponse
+	(*HoldRequest)(nil),           // 21: concord.lock.v1.HoldRequest
+	(*HoldResponse)(nil),          // 22: concord.lock.v1.HoldResponse
+	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
 }
 var file_concord_lock_v1_lock_proto_depIdxs = []int32{
-	15, // 0: concord.lock.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	15, // 1: concord.lock.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	16, // 2: concord.lock.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
-	15, // 3: concord.lock.v1.RefreshRequest.ttl:type_name -> google.protobuf.Duration
-	16, // 4: concord.lock.v1.RefreshResponse.expires_at:type_name -> google.protobuf.Timestamp
-	15, // 5: concord.lock.v1.DescribeResponse.ttl_remaining:type_name -> google.protobuf.Duration
-	16, // 6: concord.lock.v1.DescribeResponse.expires_at:type_name -> google.protobuf.Timestamp
-	15, // 7: concord.lock.v1.HoldRequest.ttl:type_name -> google.protobuf.Duration
-	15, // 8: concord.lock.v1.HoldRequest.wait_timeout:type_name -> google.protobuf.Duration
-	0,  // 9: concord.lock.v1.HoldResponse.event:type_name -> concord.lock.v1.HoldEvent
-	16, // 10: concord.lock.v1.HoldResponse.expires_at:type_name -> google.protobuf.Timestamp
-	5,  // 11: concord.lock.v1.LockService.Acquire:input_type -> concord.lock.v1.AcquireRequest
-	7,  // 12: concord.lock.v1.LockService.Release:input_type -> concord.lock.v1.ReleaseRequest
-	9,  // 13: concord.lock.v1.LockService.Refresh:input_type -> concord.lock.v1.RefreshRequest
-	11, // 14: concord.lock.v1.LockService.Describe:input_type -> concord.lock.v1.DescribeRequest
-	13, // 15: concord.lock.v1.LockService.Hold:input_type -> concord.lock.v1.HoldRequest
-	1,  // 16: concord.lock.v1.LockService.ForceRelease:input_type -> concord.lock.v1.ForceReleaseRequest
-	3,  // 17: concord.lock.v1.LockService.ListLocks:input_type -> concord.lock.v1.ListLocksRequest
-	6,  // 18: concord.lock.v1.LockService.Acquire:output_type -> concord.lock.v1.AcquireResponse
-	8,  // 19: concord.lock.v1.LockService.Release:output_type -> concord.lock.v1.ReleaseResponse
-	10, // 20: concord.lock.v1.LockService.Refresh:output_type -> concord.lock.v1.RefreshResponse
-	12, // 21: concord.lock.v1.LockService.Describe:output_type -> concord.lock.v1.DescribeResponse
-	14, // 22: concord.lock.v1.LockService.Hold:output_type -> concord.lock.v1.HoldResponse
-	2,  // 23: concord.lock.v1.LockService.ForceRelease:output_type -> concord.lock.v1.ForceReleaseResponse
-	4,  // 24: concord.lock.v1.LockService.ListLocks:output_type -> concord.lock.v1.ListLocksResponse
-	18, // [18:25] is the sub-list for method output_type
-	11, // [11:18] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	23, // 0: concord.lock.v1.AcquireManyRequest.ttl:type_name -> google.protobuf.Duration
+	23, // 1: concord.lock.v1.AcquireManyRequest.wait_timeout:type_name -> google.protobuf.Duration
+	24, // 2: concord.lock.v1.AcquireManyResponse.expires_at:type_name -> google.protobuf.Timestamp
+	23, // 3: concord.lock.v1.RefreshManyRequest.ttl:type_name -> google.protobuf.Duration
+	24, // 4: concord.lock.v1.RefreshManyResponse.expires_at:type_name -> google.protobuf.Timestamp
+	23, // 5: concord.lock.v1.HoldManyRequest.ttl:type_name -> google.protobuf.Duration
+	23, // 6: concord.lock.v1.HoldManyRequest.wait_timeout:type_name -> google.protobuf.Duration
+	0,  // 7: concord.lock.v1.HoldManyResponse.event:type_name -> concord.lock.v1.HoldEvent
+	24, // 8: concord.lock.v1.HoldManyResponse.expires_at:type_name -> google.protobuf.Timestamp
+	23, // 9: concord.lock.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	23, // 10: concord.lock.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	24, // 11: concord.lock.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
+	23, // 12: concord.lock.v1.RefreshRequest.ttl:type_name -> google.protobuf.Duration
+	24, // 13: concord.lock.v1.RefreshResponse.expires_at:type_name -> google.protobuf.Timestamp
+	23, // 14: concord.lock.v1.DescribeResponse.ttl_remaining:type_name -> google.protobuf.Duration
+	24, // 15: concord.lock.v1.DescribeResponse.expires_at:type_name -> google.protobuf.Timestamp
+	23, // 16: concord.lock.v1.HoldRequest.ttl:type_name -> google.protobuf.Duration
+	23, // 17: concord.lock.v1.HoldRequest.wait_timeout:type_name -> google.protobuf.Duration
+	0,  // 18: concord.lock.v1.HoldResponse.event:type_name -> concord.lock.v1.HoldEvent
+	24, // 19: concord.lock.v1.HoldResponse.expires_at:type_name -> google.protobuf.Timestamp
+	13, // 20: concord.lock.v1.LockService.Acquire:input_type -> concord.lock.v1.AcquireRequest
+	15, // 21: concord.lock.v1.LockService.Release:input_type -> concord.lock.v1.ReleaseRequest
+	17, // 22: concord.lock.v1.LockService.Refresh:input_type -> concord.lock.v1.RefreshRequest
+	19, // 23: concord.lock.v1.LockService.Describe:input_type -> concord.lock.v1.DescribeRequest
+	21, // 24: concord.lock.v1.LockService.Hold:input_type -> concord.lock.v1.HoldRequest
+	9,  // 25: concord.lock.v1.LockService.ForceRelease:input_type -> concord.lock.v1.ForceReleaseRequest
+	11, // 26: concord.lock.v1.LockService.ListLocks:input_type -> concord.lock.v1.ListLocksRequest
+	1,  // 27: concord.lock.v1.LockService.AcquireMany:input_type -> concord.lock.v1.AcquireManyRequest
+	3,  // 28: concord.lock.v1.LockService.ReleaseMany:input_type -> concord.lock.v1.ReleaseManyRequest
+	5,  // 29: concord.lock.v1.LockService.RefreshMany:input_type -> concord.lock.v1.RefreshManyRequest
+	7,  // 30: concord.lock.v1.LockService.HoldMany:input_type -> concord.lock.v1.HoldManyRequest
+	14, // 31: concord.lock.v1.LockService.Acquire:output_type -> concord.lock.v1.AcquireResponse
+	16, // 32: concord.lock.v1.LockService.Release:output_type -> concord.lock.v1.ReleaseResponse
+	18, // 33: concord.lock.v1.LockService.Refresh:output_type -> concord.lock.v1.RefreshResponse
+	20, // 34: concord.lock.v1.LockService.Describe:output_type -> concord.lock.v1.DescribeResponse
+	22, // 35: concord.lock.v1.LockService.Hold:output_type -> concord.lock.v1.HoldResponse
+	10, // 36: concord.lock.v1.LockService.ForceRelease:output_type -> concord.lock.v1.ForceReleaseResponse
+	12, // 37: concord.lock.v1.LockService.ListLocks:output_type -> concord.lock.v1.ListLocksResponse
+	2,  // 38: concord.lock.v1.LockService.AcquireMany:output_type -> concord.lock.v1.AcquireManyResponse
+	4,  // 39: concord.lock.v1.LockService.ReleaseMany:output_type -> concord.lock.v1.ReleaseManyResponse
+	6,  // 40: concord.lock.v1.LockService.RefreshMany:output_type -> concord.lock.v1.RefreshManyResponse
+	8,  // 41: concord.lock.v1.LockService.HoldMany:output_type -> concord.lock.v1.HoldManyResponse
+	31, // [31:42] is the sub-list for method output_type
+	20, // [20:31] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_concord_lock_v1_lock_proto_init() }
@@ -1047,7 +1576,7 @@ func file_concord_lock_v1_lock_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_lock_v1_lock_proto_rawDesc), len(file_concord_lock_v1_lock_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

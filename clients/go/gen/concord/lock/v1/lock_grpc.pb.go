@@ -26,6 +26,10 @@ const (
 	LockService_Hold_FullMethodName         = "/concord.lock.v1.LockService/Hold"
 	LockService_ForceRelease_FullMethodName = "/concord.lock.v1.LockService/ForceRelease"
 	LockService_ListLocks_FullMethodName    = "/concord.lock.v1.LockService/ListLocks"
+	LockService_AcquireMany_FullMethodName  = "/concord.lock.v1.LockService/AcquireMany"
+	LockService_ReleaseMany_FullMethodName  = "/concord.lock.v1.LockService/ReleaseMany"
+	LockService_RefreshMany_FullMethodName  = "/concord.lock.v1.LockService/RefreshMany"
+	LockService_HoldMany_FullMethodName     = "/concord.lock.v1.LockService/HoldMany"
 )
 
 // LockServiceClient is the client API for LockService service.
@@ -66,6 +70,28 @@ type LockServiceClient interface {
 	// scans the key space: a name may appear on more than one page, and a lock taken
 	// or freed during the listing may or may not appear.
 	ListLocks(ctx context.Context, in *ListLocksRequest, opts ...grpc.CallOption) (*ListLocksResponse, error)
+	// AcquireMany takes several locks all or none, waiting up to wait_timeout (0 =
+	// try once). A waiting caller holds none of them (nobody else waits for a part
+	// it took), so two callers asking for the same names in any order cannot
+	// deadlock. It gets them all at the first moment they are all free and it is
+	// first in line for each. On one Redis (or names in one Cluster slot) the grant
+	// is one atomic step; on a Cluster, names in different slots are taken one slot
+	// after another, in slot order, so a part may be held while the next is waited
+	// for (ordered, so still free of deadlock between AcquireMany callers). One
+	// lease holds them all; each name has its own fencing token. Release them
+	// together with ReleaseMany, or one by one with Release.
+	AcquireMany(ctx context.Context, in *AcquireManyRequest, opts ...grpc.CallOption) (*AcquireManyResponse, error)
+	// ReleaseMany frees every named lock the lease holds and hands each to its next
+	// waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names) when the lease
+	// held none of them; the ones it held are released all the same.
+	ReleaseMany(ctx context.Context, in *ReleaseManyRequest, opts ...grpc.CallOption) (*ReleaseManyResponse, error)
+	// RefreshMany resets the TTL of every named lock. FAILED_PRECONDITION /
+	// LOCK_NOT_HELD (metadata: names) when the lease no longer holds one of them.
+	RefreshMany(ctx context.Context, in *RefreshManyRequest, opts ...grpc.CallOption) (*RefreshManyResponse, error)
+	// HoldMany is Hold for AcquireMany: ACQUIRED, REFRESHED ..., LOST as soon as one
+	// of the locks is lost (the others are released then). Closing the stream
+	// releases them all.
+	HoldMany(ctx context.Context, in *HoldManyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HoldManyResponse], error)
 }
 
 type lockServiceClient struct {
@@ -155,6 +181,55 @@ func (c *lockServiceClient) ListLocks(ctx context.Context, in *ListLocksRequest,
 	return out, nil
 }
 
+func (c *lockServiceClient) AcquireMany(ctx context.Context, in *AcquireManyRequest, opts ...grpc.CallOption) (*AcquireManyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcquireManyResponse)
+	err := c.cc.Invoke(ctx, LockService_AcquireMany_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lockServiceClient) ReleaseMany(ctx context.Context, in *ReleaseManyRequest, opts ...grpc.CallOption) (*ReleaseManyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseManyResponse)
+	err := c.cc.Invoke(ctx, LockService_ReleaseMany_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lockServiceClient) RefreshMany(ctx context.Context, in *RefreshManyRequest, opts ...grpc.CallOption) (*RefreshManyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RefreshManyResponse)
+	err := c.cc.Invoke(ctx, LockService_RefreshMany_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lockServiceClient) HoldMany(ctx context.Context, in *HoldManyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HoldManyResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &LockService_ServiceDesc.Streams[1], LockService_HoldMany_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[HoldManyRequest, HoldManyResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LockService_HoldManyClient = grpc.ServerStreamingClient[HoldManyResponse]
+
 // LockServiceServer is the server API for LockService service.
 // All implementations must embed UnimplementedLockServiceServer
 // for forward compatibility.
@@ -193,6 +268,28 @@ type LockServiceServer interface {
 	// scans the key space: a name may appear on more than one page, and a lock taken
 	// or freed during the listing may or may not appear.
 	ListLocks(context.Context, *ListLocksRequest) (*ListLocksResponse, error)
+	// AcquireMany takes several locks all or none, waiting up to wait_timeout (0 =
+	// try once). A waiting caller holds none of them (nobody else waits for a part
+	// it took), so two callers asking for the same names in any order cannot
+	// deadlock. It gets them all at the first moment they are all free and it is
+	// first in line for each. On one Redis (or names in one Cluster slot) the grant
+	// is one atomic step; on a Cluster, names in different slots are taken one slot
+	// after another, in slot order, so a part may be held while the next is waited
+	// for (ordered, so still free of deadlock between AcquireMany callers). One
+	// lease holds them all; each name has its own fencing token. Release them
+	// together with ReleaseMany, or one by one with Release.
+	AcquireMany(context.Context, *AcquireManyRequest) (*AcquireManyResponse, error)
+	// ReleaseMany frees every named lock the lease holds and hands each to its next
+	// waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names) when the lease
+	// held none of them; the ones it held are released all the same.
+	ReleaseMany(context.Context, *ReleaseManyRequest) (*ReleaseManyResponse, error)
+	// RefreshMany resets the TTL of every named lock. FAILED_PRECONDITION /
+	// LOCK_NOT_HELD (metadata: names) when the lease no longer holds one of them.
+	RefreshMany(context.Context, *RefreshManyRequest) (*RefreshManyResponse, error)
+	// HoldMany is Hold for AcquireMany: ACQUIRED, REFRESHED ..., LOST as soon as one
+	// of the locks is lost (the others are released then). Closing the stream
+	// releases them all.
+	HoldMany(*HoldManyRequest, grpc.ServerStreamingServer[HoldManyResponse]) error
 	mustEmbedUnimplementedLockServiceServer()
 }
 
@@ -223,6 +320,18 @@ func (UnimplementedLockServiceServer) ForceRelease(context.Context, *ForceReleas
 }
 func (UnimplementedLockServiceServer) ListLocks(context.Context, *ListLocksRequest) (*ListLocksResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListLocks not implemented")
+}
+func (UnimplementedLockServiceServer) AcquireMany(context.Context, *AcquireManyRequest) (*AcquireManyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AcquireMany not implemented")
+}
+func (UnimplementedLockServiceServer) ReleaseMany(context.Context, *ReleaseManyRequest) (*ReleaseManyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReleaseMany not implemented")
+}
+func (UnimplementedLockServiceServer) RefreshMany(context.Context, *RefreshManyRequest) (*RefreshManyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RefreshMany not implemented")
+}
+func (UnimplementedLockServiceServer) HoldMany(*HoldManyRequest, grpc.ServerStreamingServer[HoldManyResponse]) error {
+	return status.Error(codes.Unimplemented, "method HoldMany not implemented")
 }
 func (UnimplementedLockServiceServer) mustEmbedUnimplementedLockServiceServer() {}
 func (UnimplementedLockServiceServer) testEmbeddedByValue()                     {}
@@ -364,6 +473,71 @@ func _LockService_ListLocks_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LockService_AcquireMany_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcquireManyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).AcquireMany(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_AcquireMany_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).AcquireMany(ctx, req.(*AcquireManyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LockService_ReleaseMany_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseManyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).ReleaseMany(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_ReleaseMany_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).ReleaseMany(ctx, req.(*ReleaseManyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LockService_RefreshMany_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RefreshManyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).RefreshMany(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_RefreshMany_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).RefreshMany(ctx, req.(*RefreshManyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LockService_HoldMany_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(HoldManyRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(LockServiceServer).HoldMany(m, &grpc.GenericServerStream[HoldManyRequest, HoldManyResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LockService_HoldManyServer = grpc.ServerStreamingServer[HoldManyResponse]
+
 // LockService_ServiceDesc is the grpc.ServiceDesc for LockService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -395,11 +569,28 @@ var LockService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ListLocks",
 			Handler:    _LockService_ListLocks_Handler,
 		},
+		{
+			MethodName: "AcquireMany",
+			Handler:    _LockService_AcquireMany_Handler,
+		},
+		{
+			MethodName: "ReleaseMany",
+			Handler:    _LockService_ReleaseMany_Handler,
+		},
+		{
+			MethodName: "RefreshMany",
+			Handler:    _LockService_RefreshMany_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Hold",
 			Handler:       _LockService_Hold_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "HoldMany",
+			Handler:       _LockService_HoldMany_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -78,11 +78,111 @@ func (HoldEvent) EnumDescriptor() ([]byte, []int) {
 	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{0}
 }
 
+type SetLimitRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// 1 to the server's max limit.
+	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetLimitRequest) Reset() {
+	*x = SetLimitRequest{}
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetLimitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetLimitRequest) ProtoMessage() {}
+
+func (x *SetLimitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetLimitRequest.ProtoReflect.Descriptor instead.
+func (*SetLimitRequest) Descriptor() ([]byte, []int) {
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SetLimitRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetLimitRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type SetLimitResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The limit before this call; 0 when there was none.
+	PreviousLimit uint32 `protobuf:"varint,1,opt,name=previous_limit,json=previousLimit,proto3" json:"previous_limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetLimitResponse) Reset() {
+	*x = SetLimitResponse{}
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetLimitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetLimitResponse) ProtoMessage() {}
+
+func (x *SetLimitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetLimitResponse.ProtoReflect.Descriptor instead.
+func (*SetLimitResponse) Descriptor() ([]byte, []int) {
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SetLimitResponse) GetPreviousLimit() uint32 {
+	if x != nil {
+		return x.PreviousLimit
+	}
+	return 0
+}
+
 type AcquireRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Semaphore name: 1-256 bytes of UTF-8 without control characters.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// Most permits held at once (1 to the server's max limit); becomes the limit in force.
+	// Most permits held at once (1 to the server's max limit): sets the limit when the
+	// semaphore has none, else must equal it. 0 takes the stored limit (and fails
+	// with NOT_FOUND when there is none).
 	Limit uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Permits to take; unset or 0 means 1. At most limit.
 	Permits uint32 `protobuf:"varint,3,opt,name=permits,proto3" json:"permits,omitempty"`
@@ -98,7 +198,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[0]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -110,7 +210,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[0]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -123,7 +223,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{0}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AcquireRequest) GetName() string {
@@ -180,7 +280,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[1]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -192,7 +292,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[1]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -205,7 +305,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{1}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AcquireResponse) GetAcquired() bool {
@@ -239,7 +339,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[2]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -251,7 +351,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[2]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -264,7 +364,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{2}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ReleaseRequest) GetName() string {
@@ -289,7 +389,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[3]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -301,7 +401,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[3]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -314,7 +414,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{3}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{5}
 }
 
 type RefreshRequest struct {
@@ -328,7 +428,7 @@ type RefreshRequest struct {
 
 func (x *RefreshRequest) Reset() {
 	*x = RefreshRequest{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[4]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +440,7 @@ func (x *RefreshRequest) String() string {
 func (*RefreshRequest) ProtoMessage() {}
 
 func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[4]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +453,7 @@ func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRequest.ProtoReflect.Descriptor instead.
 func (*RefreshRequest) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{4}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RefreshRequest) GetName() string {
@@ -386,7 +486,7 @@ type RefreshResponse struct {
 
 func (x *RefreshResponse) Reset() {
 	*x = RefreshResponse{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[5]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -398,7 +498,7 @@ func (x *RefreshResponse) String() string {
 func (*RefreshResponse) ProtoMessage() {}
 
 func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[5]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -411,7 +511,7 @@ func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshResponse.ProtoReflect.Descriptor instead.
 func (*RefreshResponse) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{5}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RefreshResponse) GetExpiresAt() *timestamppb.Timestamp {
@@ -430,7 +530,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[6]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +542,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[6]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +555,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{6}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DescribeRequest) GetName() string {
@@ -477,7 +577,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[7]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +589,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[7]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +602,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{7}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Holder) GetPermitId() string {
@@ -548,7 +648,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[8]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +660,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[8]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +673,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{8}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DescribeResponse) GetLimit() uint32 {
@@ -618,7 +718,7 @@ type HoldRequest struct {
 
 func (x *HoldRequest) Reset() {
 	*x = HoldRequest{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[9]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -630,7 +730,7 @@ func (x *HoldRequest) String() string {
 func (*HoldRequest) ProtoMessage() {}
 
 func (x *HoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[9]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -643,7 +743,7 @@ func (x *HoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldRequest.ProtoReflect.Descriptor instead.
 func (*HoldRequest) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{9}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *HoldRequest) GetName() string {
@@ -699,7 +799,7 @@ type HoldResponse struct {
 
 func (x *HoldResponse) Reset() {
 	*x = HoldResponse{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[10]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +811,7 @@ func (x *HoldResponse) String() string {
 func (*HoldResponse) ProtoMessage() {}
 
 func (x *HoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[10]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +824,7 @@ func (x *HoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldResponse.ProtoReflect.Descriptor instead.
 func (*HoldResponse) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{10}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HoldResponse) GetEvent() HoldEvent {
@@ -760,7 +860,7 @@ type ListSemaphoresRequest struct {
 
 func (x *ListSemaphoresRequest) Reset() {
 	*x = ListSemaphoresRequest{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[11]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +872,7 @@ func (x *ListSemaphoresRequest) String() string {
 func (*ListSemaphoresRequest) ProtoMessage() {}
 
 func (x *ListSemaphoresRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[11]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +885,7 @@ func (x *ListSemaphoresRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSemaphoresRequest.ProtoReflect.Descriptor instead.
 func (*ListSemaphoresRequest) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{11}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListSemaphoresRequest) GetPageToken() string {
@@ -813,7 +913,7 @@ type ListSemaphoresResponse struct {
 
 func (x *ListSemaphoresResponse) Reset() {
 	*x = ListSemaphoresResponse{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[12]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +925,7 @@ func (x *ListSemaphoresResponse) String() string {
 func (*ListSemaphoresResponse) ProtoMessage() {}
 
 func (x *ListSemaphoresResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[12]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +938,7 @@ func (x *ListSemaphoresResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSemaphoresResponse.ProtoReflect.Descriptor instead.
 func (*ListSemaphoresResponse) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{12}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListSemaphoresResponse) GetNames() []string {
@@ -859,7 +959,12 @@ var File_concord_semaphore_v1_semaphore_proto protoreflect.FileDescriptor
 
 const file_concord_semaphore_v1_semaphore_proto_rawDesc = "" +
 	"\n" +
-	"$concord/semaphore/v1/semaphore.proto\x12\x14concord.semaphore.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd5\x01\n" +
+	"$concord/semaphore/v1/semaphore.proto\x12\x14concord.semaphore.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\";\n" +
+	"\x0fSetLimitRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"9\n" +
+	"\x10SetLimitResponse\x12%\n" +
+	"\x0eprevious_limit\x18\x01 \x01(\rR\rpreviousLimit\"\xd5\x01\n" +
 	"\x0eAcquireRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x18\n" +
@@ -918,14 +1023,15 @@ const file_concord_semaphore_v1_semaphore_proto_rawDesc = "" +
 	"\x16HOLD_EVENT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13HOLD_EVENT_ACQUIRED\x10\x01\x12\x18\n" +
 	"\x14HOLD_EVENT_REFRESHED\x10\x02\x12\x13\n" +
-	"\x0fHOLD_EVENT_LOST\x10\x032\xb3\x04\n" +
+	"\x0fHOLD_EVENT_LOST\x10\x032\x8e\x05\n" +
 	"\x10SemaphoreService\x12V\n" +
 	"\aAcquire\x12$.concord.semaphore.v1.AcquireRequest\x1a%.concord.semaphore.v1.AcquireResponse\x12V\n" +
 	"\aRelease\x12$.concord.semaphore.v1.ReleaseRequest\x1a%.concord.semaphore.v1.ReleaseResponse\x12V\n" +
 	"\aRefresh\x12$.concord.semaphore.v1.RefreshRequest\x1a%.concord.semaphore.v1.RefreshResponse\x12Y\n" +
 	"\bDescribe\x12%.concord.semaphore.v1.DescribeRequest\x1a&.concord.semaphore.v1.DescribeResponse\x12O\n" +
 	"\x04Hold\x12!.concord.semaphore.v1.HoldRequest\x1a\".concord.semaphore.v1.HoldResponse0\x01\x12k\n" +
-	"\x0eListSemaphores\x12+.concord.semaphore.v1.ListSemaphoresRequest\x1a,.concord.semaphore.v1.ListSemaphoresResponseB\xd9\x01\n" +
+	"\x0eListSemaphores\x12+.concord.semaphore.v1.ListSemaphoresRequest\x1a,.concord.semaphore.v1.ListSemaphoresResponse\x12Y\n" +
+	"\bSetLimit\x12%.concord.semaphore.v1.SetLimitRequest\x1a&.concord.semaphore.v1.SetLimitResponseB\xd9\x01\n" +
 	"\x18com.concord.semaphore.v1B\x0eSemaphoreProtoP\x01Z;go.concord.dev/concord/gen/concord/semaphore/v1;semaphorev1\xa2\x02\x03CSX\xaa\x02\x14Concord.Semaphore.V1\xca\x02\x14Concord\\Semaphore\\V1\xe2\x02 Concord\\Semaphore\\V1\\GPBMetadata\xea\x02\x16Concord::Semaphore::V1b\x06proto3"
 
 var (
@@ -941,51 +1047,55 @@ func file_concord_semaphore_v1_semaphore_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_semaphore_v1_semaphore_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_concord_semaphore_v1_semaphore_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_concord_semaphore_v1_semaphore_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_concord_semaphore_v1_semaphore_proto_goTypes = []any{
 	(HoldEvent)(0),                 // 0: concord.semaphore.v1.HoldEvent
-	(*AcquireRequest)(nil),         // 1: concord.semaphore.v1.AcquireRequest
-	(*AcquireResponse)(nil),        // 2: concord.semaphore.v1.AcquireResponse
-	(*ReleaseRequest)(nil),         // 3: concord.semaphore.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),        // 4: concord.semaphore.v1.ReleaseResponse
-	(*RefreshRequest)(nil),         // 5: concord.semaphore.v1.RefreshRequest
-	(*RefreshResponse)(nil),        // 6: concord.semaphore.v1.RefreshResponse
-	(*DescribeRequest)(nil),        // 7: concord.semaphore.v1.DescribeRequest
-	(*Holder)(nil),                 // 8: concord.semaphore.v1.Holder
-	(*DescribeResponse)(nil),       // 9: concord.semaphore.v1.DescribeResponse
-	(*HoldRequest)(nil),            // 10: concord.semaphore.v1.HoldRequest
-	(*HoldResponse)(nil),           // 11: concord.semaphore.v1.HoldResponse
-	(*ListSemaphoresRequest)(nil),  // 12: concord.semaphore.v1.ListSemaphoresRequest
-	(*ListSemaphoresResponse)(nil), // 13: concord.semaphore.v1.ListSemaphoresResponse
-	(*durationpb.Duration)(nil),    // 14: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 15: google.protobuf.Timestamp
+	(*SetLimitRequest)(nil),        // 1: concord.semaphore.v1.SetLimitRequest
+	(*SetLimitResponse)(nil),       // 2: concord.semaphore.v1.SetLimitResponse
+	(*AcquireRequest)(nil),         // 3: concord.semaphore.v1.AcquireRequest
+	(*AcquireResponse)(nil),        // 4: concord.semaphore.v1.AcquireResponse
+	(*ReleaseRequest)(nil),         // 5: concord.semaphore.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),        // 6: concord.semaphore.v1.ReleaseResponse
+	(*RefreshRequest)(nil),         // 7: concord.semaphore.v1.RefreshRequest
+	(*RefreshResponse)(nil),        // 8: concord.semaphore.v1.RefreshResponse
+	(*DescribeRequest)(nil),        // 9: concord.semaphore.v1.DescribeRequest
+	(*Holder)(nil),                 // 10: concord.semaphore.v1.Holder
+	(*DescribeResponse)(nil),       // 11: concord.semaphore.v1.DescribeResponse
+	(*HoldRequest)(nil),            // 12: concord.semaphore.v1.HoldRequest
+	(*HoldResponse)(nil),           // 13: concord.semaphore.v1.HoldResponse
+	(*ListSemaphoresRequest)(nil),  // 14: concord.semaphore.v1.ListSemaphoresRequest
+	(*ListSemaphoresResponse)(nil), // 15: concord.semaphore.v1.ListSemaphoresResponse
+	(*durationpb.Duration)(nil),    // 16: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 17: google.protobuf.Timestamp
 }
 var file_concord_semaphore_v1_semaphore_proto_depIdxs = []int32{
-	14, // 0: concord.semaphore.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	14, // 1: concord.semaphore.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	15, // 2: concord.semaphore.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 3: concord.semaphore.v1.RefreshRequest.ttl:type_name -> google.protobuf.Duration
-	15, // 4: concord.semaphore.v1.RefreshResponse.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 5: concord.semaphore.v1.Holder.ttl_remaining:type_name -> google.protobuf.Duration
-	8,  // 6: concord.semaphore.v1.DescribeResponse.holders:type_name -> concord.semaphore.v1.Holder
-	14, // 7: concord.semaphore.v1.HoldRequest.ttl:type_name -> google.protobuf.Duration
-	14, // 8: concord.semaphore.v1.HoldRequest.wait_timeout:type_name -> google.protobuf.Duration
+	16, // 0: concord.semaphore.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	16, // 1: concord.semaphore.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	17, // 2: concord.semaphore.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
+	16, // 3: concord.semaphore.v1.RefreshRequest.ttl:type_name -> google.protobuf.Duration
+	17, // 4: concord.semaphore.v1.RefreshResponse.expires_at:type_name -> google.protobuf.Timestamp
+	16, // 5: concord.semaphore.v1.Holder.ttl_remaining:type_name -> google.protobuf.Duration
+	10, // 6: concord.semaphore.v1.DescribeResponse.holders:type_name -> concord.semaphore.v1.Holder
+	16, // 7: concord.semaphore.v1.HoldRequest.ttl:type_name -> google.protobuf.Duration
+	16, // 8: concord.semaphore.v1.HoldRequest.wait_timeout:type_name -> google.protobuf.Duration
 	0,  // 9: concord.semaphore.v1.HoldResponse.event:type_name -> concord.semaphore.v1.HoldEvent
-	15, // 10: concord.semaphore.v1.HoldResponse.expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 11: concord.semaphore.v1.SemaphoreService.Acquire:input_type -> concord.semaphore.v1.AcquireRequest
-	3,  // 12: concord.semaphore.v1.SemaphoreService.Release:input_type -> concord.semaphore.v1.ReleaseRequest
-	5,  // 13: concord.semaphore.v1.SemaphoreService.Refresh:input_type -> concord.semaphore.v1.RefreshRequest
-	7,  // 14: concord.semaphore.v1.SemaphoreService.Describe:input_type -> concord.semaphore.v1.DescribeRequest
-	10, // 15: concord.semaphore.v1.SemaphoreService.Hold:input_type -> concord.semaphore.v1.HoldRequest
-	12, // 16: concord.semaphore.v1.SemaphoreService.ListSemaphores:input_type -> concord.semaphore.v1.ListSemaphoresRequest
-	2,  // 17: concord.semaphore.v1.SemaphoreService.Acquire:output_type -> concord.semaphore.v1.AcquireResponse
-	4,  // 18: concord.semaphore.v1.SemaphoreService.Release:output_type -> concord.semaphore.v1.ReleaseResponse
-	6,  // 19: concord.semaphore.v1.SemaphoreService.Refresh:output_type -> concord.semaphore.v1.RefreshResponse
-	9,  // 20: concord.semaphore.v1.SemaphoreService.Describe:output_type -> concord.semaphore.v1.DescribeResponse
-	11, // 21: concord.semaphore.v1.SemaphoreService.Hold:output_type -> concord.semaphore.v1.HoldResponse
-	13, // 22: concord.semaphore.v1.SemaphoreService.ListSemaphores:output_type -> concord.semaphore.v1.ListSemaphoresResponse
-	17, // [17:23] is the sub-list for method output_type
-	11, // [11:17] is the sub-list for method input_type
+	17, // 10: concord.semaphore.v1.HoldResponse.expires_at:type_name -> google.protobuf.Timestamp
+	3,  // 11: concord.semaphore.v1.SemaphoreService.Acquire:input_type -> concord.semaphore.v1.AcquireRequest
+	5,  // 12: concord.semaphore.v1.SemaphoreService.Release:input_type -> concord.semaphore.v1.ReleaseRequest
+	7,  // 13: concord.semaphore.v1.SemaphoreService.Refresh:input_type -> concord.semaphore.v1.RefreshRequest
+	9,  // 14: concord.semaphore.v1.SemaphoreService.Describe:input_type -> concord.semaphore.v1.DescribeRequest
+	12, // 15: concord.semaphore.v1.SemaphoreService.Hold:input_type -> concord.semaphore.v1.HoldRequest
+	14, // 16: concord.semaphore.v1.SemaphoreService.ListSemaphores:input_type -> concord.semaphore.v1.ListSemaphoresRequest
+	1,  // 17: concord.semaphore.v1.SemaphoreService.SetLimit:input_type -> concord.semaphore.v1.SetLimitRequest
+	4,  // 18: concord.semaphore.v1.SemaphoreService.Acquire:output_type -> concord.semaphore.v1.AcquireResponse
+	6,  // 19: concord.semaphore.v1.SemaphoreService.Release:output_type -> concord.semaphore.v1.ReleaseResponse
+	8,  // 20: concord.semaphore.v1.SemaphoreService.Refresh:output_type -> concord.semaphore.v1.RefreshResponse
+	11, // 21: concord.semaphore.v1.SemaphoreService.Describe:output_type -> concord.semaphore.v1.DescribeResponse
+	13, // 22: concord.semaphore.v1.SemaphoreService.Hold:output_type -> concord.semaphore.v1.HoldResponse
+	15, // 23: concord.semaphore.v1.SemaphoreService.ListSemaphores:output_type -> concord.semaphore.v1.ListSemaphoresResponse
+	2,  // 24: concord.semaphore.v1.SemaphoreService.SetLimit:output_type -> concord.semaphore.v1.SetLimitResponse
+	18, // [18:25] is the sub-list for method output_type
+	11, // [11:18] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -1002,7 +1112,7 @@ func file_concord_semaphore_v1_semaphore_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_semaphore_v1_semaphore_proto_rawDesc), len(file_concord_semaphore_v1_semaphore_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

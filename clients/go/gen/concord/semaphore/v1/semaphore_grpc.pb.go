@@ -25,6 +25,7 @@ const (
 	SemaphoreService_Describe_FullMethodName       = "/concord.semaphore.v1.SemaphoreService/Describe"
 	SemaphoreService_Hold_FullMethodName           = "/concord.semaphore.v1.SemaphoreService/Hold"
 	SemaphoreService_ListSemaphores_FullMethodName = "/concord.semaphore.v1.SemaphoreService/ListSemaphores"
+	SemaphoreService_SetLimit_FullMethodName       = "/concord.semaphore.v1.SemaphoreService/SetLimit"
 )
 
 // SemaphoreServiceClient is the client API for SemaphoreService service.
@@ -36,10 +37,12 @@ const (
 // a request for several permits takes all or none, in its turn. Each holder has its
 // own TTL; an expired holder's permits return by themselves.
 //
-// The limit passed by the latest Acquire is the one in force. A lower limit evicts
-// no holder: new grants wait until the held permits fit under it. A queued request
-// for more permits than a lowered limit fails with FAILED_PRECONDITION /
-// PERMITS_EXCEED_LIMIT.
+// A semaphore's limit is set by SetLimit, or by the first Acquire that finds none,
+// and changed only by SetLimit: an Acquire whose limit disagrees fails with
+// FAILED_PRECONDITION / SEMAPHORE_LIMIT_MISMATCH and changes nothing. A lower limit
+// evicts no holder: new grants wait until the held permits fit under it; a queued
+// request for more permits than a lowered limit fails with FAILED_PRECONDITION /
+// PERMITS_EXCEED_LIMIT. A higher limit admits the waiters that now fit at once.
 type SemaphoreServiceClient interface {
 	// Acquire takes `permits` permits, waiting in FIFO order up to wait_timeout (0 =
 	// try once). Not getting them in time is not an error: acquired is false.
@@ -60,6 +63,9 @@ type SemaphoreServiceClient interface {
 	// may appear on more than one page, and one created or deleted during the
 	// listing may or may not appear.
 	ListSemaphores(ctx context.Context, in *ListSemaphoresRequest, opts ...grpc.CallOption) (*ListSemaphoresResponse, error)
+	// SetLimit sets the semaphore's limit (creating it if needed); the only call that
+	// changes a limit once set.
+	SetLimit(ctx context.Context, in *SetLimitRequest, opts ...grpc.CallOption) (*SetLimitResponse, error)
 }
 
 type semaphoreServiceClient struct {
@@ -139,6 +145,16 @@ func (c *semaphoreServiceClient) ListSemaphores(ctx context.Context, in *ListSem
 	return out, nil
 }
 
+func (c *semaphoreServiceClient) SetLimit(ctx context.Context, in *SetLimitRequest, opts ...grpc.CallOption) (*SetLimitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetLimitResponse)
+	err := c.cc.Invoke(ctx, SemaphoreService_SetLimit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SemaphoreServiceServer is the server API for SemaphoreService service.
 // All implementations must embed UnimplementedSemaphoreServiceServer
 // for forward compatibility.
@@ -148,10 +164,12 @@ func (c *semaphoreServiceClient) ListSemaphores(ctx context.Context, in *ListSem
 // a request for several permits takes all or none, in its turn. Each holder has its
 // own TTL; an expired holder's permits return by themselves.
 //
-// The limit passed by the latest Acquire is the one in force. A lower limit evicts
-// no holder: new grants wait until the held permits fit under it. A queued request
-// for more permits than a lowered limit fails with FAILED_PRECONDITION /
-// PERMITS_EXCEED_LIMIT.
+// A semaphore's limit is set by SetLimit, or by the first Acquire that finds none,
+// and changed only by SetLimit: an Acquire whose limit disagrees fails with
+// FAILED_PRECONDITION / SEMAPHORE_LIMIT_MISMATCH and changes nothing. A lower limit
+// evicts no holder: new grants wait until the held permits fit under it; a queued
+// request for more permits than a lowered limit fails with FAILED_PRECONDITION /
+// PERMITS_EXCEED_LIMIT. A higher limit admits the waiters that now fit at once.
 type SemaphoreServiceServer interface {
 	// Acquire takes `permits` permits, waiting in FIFO order up to wait_timeout (0 =
 	// try once). Not getting them in time is not an error: acquired is false.
@@ -172,6 +190,9 @@ type SemaphoreServiceServer interface {
 	// may appear on more than one page, and one created or deleted during the
 	// listing may or may not appear.
 	ListSemaphores(context.Context, *ListSemaphoresRequest) (*ListSemaphoresResponse, error)
+	// SetLimit sets the semaphore's limit (creating it if needed); the only call that
+	// changes a limit once set.
+	SetLimit(context.Context, *SetLimitRequest) (*SetLimitResponse, error)
 	mustEmbedUnimplementedSemaphoreServiceServer()
 }
 
@@ -199,6 +220,9 @@ func (UnimplementedSemaphoreServiceServer) Hold(*HoldRequest, grpc.ServerStreami
 }
 func (UnimplementedSemaphoreServiceServer) ListSemaphores(context.Context, *ListSemaphoresRequest) (*ListSemaphoresResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSemaphores not implemented")
+}
+func (UnimplementedSemaphoreServiceServer) SetLimit(context.Context, *SetLimitRequest) (*SetLimitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetLimit not implemented")
 }
 func (UnimplementedSemaphoreServiceServer) mustEmbedUnimplementedSemaphoreServiceServer() {}
 func (UnimplementedSemaphoreServiceServer) testEmbeddedByValue()                          {}
@@ -322,6 +346,24 @@ func _SemaphoreService_ListSemaphores_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SemaphoreService_SetLimit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetLimitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SemaphoreServiceServer).SetLimit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SemaphoreService_SetLimit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SemaphoreServiceServer).SetLimit(ctx, req.(*SetLimitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SemaphoreService_ServiceDesc is the grpc.ServiceDesc for SemaphoreService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -348,6 +390,10 @@ var SemaphoreService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListSemaphores",
 			Handler:    _SemaphoreService_ListSemaphores_Handler,
+		},
+		{
+			MethodName: "SetLimit",
+			Handler:    _SemaphoreService_SetLimit_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
