@@ -26,20 +26,17 @@ settling calls and reads retry too; ``put`` retries only with a ``dedupe_key``
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import grpc
 
+from ._resume import AsyncResuming, Resuming
 from ._convert import duration, seconds, when
 from .consume import AsyncConsumer, Consumer
 from .queue.v1 import queue_pb2 as pb
-from .errors import from_rpc_error
 from .tasks import (STATE_NAMES, STATE_VALUES, Progress, Task, _maybe_when, encode_result, task_from,
                     truncate_error)
 
@@ -764,83 +761,28 @@ def _watch_request(queue: str, after: str | None, from_oldest: bool) -> pb.Watch
     return pb.WatchQueueRequest(queue=queue, after=after or "", from_oldest=from_oldest and not after)
 
 
-class Watch:
+def _watch_args(rpc: Any, queue: str, after: str | None, from_oldest: bool) -> tuple[Any, Any, str | None]:
+    def open_after(position: str | None) -> Any:
+        return rpc.open("WatchQueue")(_watch_request(queue, position, from_oldest))
+
+    def item(m: pb.WatchQueueResponse) -> tuple[QueueEvent, str]:
+        event = QueueEvent.of(m.event)
+        return event, event.position
+
+    return open_after, item, after
+
+
+class Watch(Resuming[QueueEvent, "str | None"]):
     """Iterate for QueueEvents. If the connection drops (a server restarts), it
     resumes after the last event it gave you, so you miss nothing the queue still
     keeps (a ``gap`` says when something was dropped). close() ends it."""
 
     def __init__(self, rpc: Any, queue: str, after: str | None, from_oldest: bool) -> None:
-        self._rpc, self._queue, self._from_oldest = rpc, queue, from_oldest
-        self.position = after  # the last event given out
-        self._call: Any = None
-        self._closed = False
-
-    def __iter__(self) -> Iterator[QueueEvent]:
-        pause = 0.05
-        while not self._closed:
-            self._call = self._rpc.open("WatchQueue")(_watch_request(self._queue, self.position, self._from_oldest))
-            try:
-                for m in self._call:
-                    pause = 0.05
-                    event = QueueEvent.of(m.event)
-                    self.position = event.position
-                    yield event
-                return
-            except grpc.RpcError as exc:
-                if self._closed or exc.code() == grpc.StatusCode.CANCELLED:
-                    return
-                if exc.code() != grpc.StatusCode.UNAVAILABLE:
-                    raise from_rpc_error(exc) from None
-            time.sleep(pause)
-            pause = min(pause * 2, 2.0)
-
-    def close(self) -> None:
-        self._closed = True
-        if self._call is not None:
-            self._call.cancel()
-
-    def __enter__(self) -> Watch:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().__init__(*_watch_args(rpc, queue, after, from_oldest))
 
 
-class AsyncWatch:
+class AsyncWatch(AsyncResuming[QueueEvent, "str | None"]):
     """Watch for asyncio: ``async for event in queue.watch()``."""
 
     def __init__(self, rpc: Any, queue: str, after: str | None, from_oldest: bool) -> None:
-        self._rpc, self._queue, self._from_oldest = rpc, queue, from_oldest
-        self.position = after
-        self._call: Any = None
-        self._closed = False
-
-    async def __aiter__(self) -> AsyncIterator[QueueEvent]:
-        pause = 0.05
-        while not self._closed:
-            self._call = self._rpc.open("WatchQueue")(_watch_request(self._queue, self.position, self._from_oldest))
-            try:
-                async for m in self._call:
-                    pause = 0.05
-                    event = QueueEvent.of(m.event)
-                    self.position = event.position
-                    yield event
-                return
-            except grpc.RpcError as exc:
-                if self._closed or exc.code() == grpc.StatusCode.CANCELLED:
-                    return
-                if exc.code() != grpc.StatusCode.UNAVAILABLE:
-                    raise from_rpc_error(exc) from None
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 2.0)
-
-    def close(self) -> None:
-        self._closed = True
-        if self._call is not None:
-            self._call.cancel()
-
-    async def __aenter__(self) -> AsyncWatch:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
+        super().__init__(*_watch_args(rpc, queue, after, from_oldest))

@@ -152,16 +152,24 @@ def _handoff(queued_ms: int, queued_at: float, granted_ms: int, resumed_at: floa
     return max(0.0, (resumed_at - queued_at) - (granted_ms - queued_ms) / 1000)
 
 
-async def keep_alive(refresh: Callable[[], Awaitable[T]], not_held: type[Exception], ttl_ms: int) -> AsyncIterator[T]:
+async def _never_lost(within: float) -> bool:
+    await asyncio.sleep(within)
+    return False
+
+
+async def keep_alive(refresh: Callable[[], Awaitable[T]], not_held: type[Exception], ttl_ms: int,
+                     lost: Callable[[float], Awaitable[bool]] = _never_lost) -> AsyncIterator[T]:
     """Calls refresh() every ttl/3 and yields each result; returns when the hold is
     lost: refresh raised ``not_held``, or Redis could not confirm a refresh before the
-    TTL, counted from before the last confirmed one was sent, ran out."""
+    TTL, counted from before the last confirmed one was sent, ran out, or ``lost``
+    (which waits up to the time given until the next refresh) found it gone sooner."""
     loop = asyncio.get_running_loop()
     period = ttl_ms / 3000
     valid_until = loop.time() + ttl_ms / 1000
     delay = period
     while True:
-        await asyncio.sleep(delay)
+        if await lost(delay):
+            return
         sent = loop.time()
         try:
             renewed = await refresh()
