@@ -948,8 +948,9 @@ export declare namespace concord.lock.v1 {
     AcquireMany(request: concord.lock.v1.AcquireManyRequest, options?: grpc.CallOptions): Promise<concord.lock.v1.AcquireManyResponse__Output>;
     /**
      * ReleaseMany frees every named lock the lease holds and hands each to its next
-     * waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names) when the lease
-     * held none of them; the ones it held are released all the same.
+     * waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names, the ones it did
+     * not hold) when the lease did not hold them all; the ones it held are released
+     * all the same.
      */
     releaseMany(request: concord.lock.v1.ReleaseManyRequest, options?: grpc.CallOptions): Promise<concord.lock.v1.ReleaseManyResponse__Output>;
     /** releaseMany, by its name in the .proto file. */
@@ -2625,6 +2626,15 @@ export declare namespace concord.semaphore.v1 {
    * evicts no holder: new grants wait until the held permits fit under it; a queued
    * request for more permits than a lowered limit fails with FAILED_PRECONDITION /
    * PERMITS_EXCEED_LIMIT. A higher limit admits the waiters that now fit at once.
+   *
+   * How long a stored limit lives: one set by SetLimit is kept, with no expiry, until
+   * the next SetLimit. One stored by a first Acquire expires with the semaphore's
+   * other state once nobody holds or waits (never before the last holder's TTL or
+   * waiter's wait_timeout ends); the next Acquire then stores its own.
+   *
+   * Deprecated, for one release: a server started with --semaphore-limit-from-acquire
+   * keeps the rule before SetLimit, under which every Acquire (and Hold) puts its limit
+   * in force; a limit changed that way lives as one a first Acquire stored.
    */
   interface SemaphoreService {
     /**
@@ -2668,7 +2678,11 @@ export declare namespace concord.semaphore.v1 {
     ListSemaphores(request: concord.semaphore.v1.ListSemaphoresRequest, options?: grpc.CallOptions): Promise<concord.semaphore.v1.ListSemaphoresResponse__Output>;
     /**
      * SetLimit sets the semaphore's limit (creating it if needed); the only call that
-     * changes a limit once set.
+     * changes a limit once set. The limit is kept with no expiry until the next
+     * SetLimit. A lower limit takes no permit back: grants wait until the held permits
+     * fit under it; a higher one admits the waiters that now fit at once. Setting the
+     * stored limit again keeps it (from then on with no expiry) and reports it as the
+     * previous limit, so a repeated call is harmless.
      */
     setLimit(request: concord.semaphore.v1.SetLimitRequest, options?: grpc.CallOptions): Promise<concord.semaphore.v1.SetLimitResponse__Output>;
     /** setLimit, by its name in the .proto file. */
@@ -2700,11 +2714,15 @@ export declare namespace concord.semaphore.v1 {
     name?: string;
     /**
      * Most permits held at once (1 to the server's max limit): sets the limit when the
-     * semaphore has none, else must equal it. 0 takes the stored limit (and fails
-     * with NOT_FOUND when there is none).
+     * semaphore has none, else must equal it (FAILED_PRECONDITION /
+     * SEMAPHORE_LIMIT_MISMATCH, with metadata name, limit (the stored one) and
+     * requested). 0 takes the stored limit (and fails with NOT_FOUND when there is none).
      */
     limit?: number;
-    /** Permits to take; unset or 0 means 1. At most limit. */
+    /**
+     * Permits to take; unset or 0 means 1. At most limit (with limit 0, at most the
+     * stored limit: else FAILED_PRECONDITION / PERMITS_EXCEED_LIMIT).
+     */
     permits?: number;
     /** How long the permits live unless refreshed (10ms to the server's max TTL). */
     ttl?: google.protobuf.Duration | null;
@@ -2718,11 +2736,15 @@ export declare namespace concord.semaphore.v1 {
     name: string;
     /**
      * Most permits held at once (1 to the server's max limit): sets the limit when the
-     * semaphore has none, else must equal it. 0 takes the stored limit (and fails
-     * with NOT_FOUND when there is none).
+     * semaphore has none, else must equal it (FAILED_PRECONDITION /
+     * SEMAPHORE_LIMIT_MISMATCH, with metadata name, limit (the stored one) and
+     * requested). 0 takes the stored limit (and fails with NOT_FOUND when there is none).
      */
     limit: number;
-    /** Permits to take; unset or 0 means 1. At most limit. */
+    /**
+     * Permits to take; unset or 0 means 1. At most limit (with limit 0, at most the
+     * stored limit: else FAILED_PRECONDITION / PERMITS_EXCEED_LIMIT).
+     */
     permits: number;
     /** How long the permits live unless refreshed (10ms to the server's max TTL). */
     ttl: google.protobuf.Duration__Output | null;
@@ -2798,7 +2820,10 @@ export declare namespace concord.semaphore.v1 {
   }
 
   interface DescribeResponse {
-    /** The limit in force (0 when the semaphore has never been used or has expired). */
+    /**
+     * The limit in force: the stored one (0 when none is stored: never set, or one a
+     * first Acquire stored has expired with the semaphore's other state).
+     */
     limit?: number;
     /** Permits held now: the sum over holders. */
     held?: number;
@@ -2807,7 +2832,10 @@ export declare namespace concord.semaphore.v1 {
     waiters?: number;
   }
   interface DescribeResponse__Output {
-    /** The limit in force (0 when the semaphore has never been used or has expired). */
+    /**
+     * The limit in force: the stored one (0 when none is stored: never set, or one a
+     * first Acquire stored has expired with the semaphore's other state).
+     */
     limit: number;
     /** Permits held now: the sum over holders. */
     held: number;
@@ -2818,6 +2846,7 @@ export declare namespace concord.semaphore.v1 {
 
   interface HoldRequest {
     name?: string;
+    /** As in AcquireRequest: the stored limit, or 0 for it. */
     limit?: number;
     permits?: number;
     ttl?: google.protobuf.Duration | null;
@@ -2826,6 +2855,7 @@ export declare namespace concord.semaphore.v1 {
   }
   interface HoldRequest__Output {
     name: string;
+    /** As in AcquireRequest: the stored limit, or 0 for it. */
     limit: number;
     permits: number;
     ttl: google.protobuf.Duration__Output | null;

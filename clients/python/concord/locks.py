@@ -130,3 +130,82 @@ class AsyncLock(_LockBase, AsyncHolder):
 
     async def describe(self) -> LockInfo:
         return self._info(await self._rpc.call_safe("Describe", pb.DescribeRequest(name=self.name)))
+
+
+class MultiLease(Handle):
+    """Proof that this client holds every lock of a MultiLock, with one fencing
+    token per name (``fencing_tokens[name]``)."""
+
+    def __init__(self, lock: Any, token: str, fencing_tokens: dict[str, int], expires_at: datetime) -> None:
+        super().__init__(lock, token)
+        self.fencing_tokens = fencing_tokens
+        self.expires_at = expires_at
+
+    def __repr__(self) -> str:
+        return f"MultiLease(names={list(self.fencing_tokens)!r}, lost={self._lost})"
+
+
+class _MultiLockBase:
+    not_held = LockNotHeld
+
+    def __init__(self, client: Any, names: list[str], *, ttl: float = 30.0, timeout: float | None = None,
+                 owner: str = "") -> None:
+        self.client = client
+        self._rpc = client._service("lock")
+        self.names = list(names)
+        self.name = ",".join(self.names)
+        self.ttl = ttl
+        self.timeout = timeout
+        self.owner = owner
+
+    def _acquire_request(self, wait: float) -> pb.AcquireManyRequest:
+        return pb.AcquireManyRequest(names=self.names, ttl=duration(self.ttl), wait_timeout=duration(wait),
+                                     owner=self.owner)
+
+    def _lease(self, resp: pb.AcquireManyResponse) -> MultiLease | None:
+        if not resp.acquired:
+            return None
+        return MultiLease(self, resp.lease, dict(zip(self.names, resp.fencing_tokens)), when(resp.expires_at))
+
+    def _refresh_request(self, lease: MultiLease, ttl: float | None) -> pb.RefreshManyRequest:
+        return pb.RefreshManyRequest(names=self.names, lease=lease.token, ttl=duration(ttl or self.ttl))
+
+    def _release_request(self, lease: MultiLease) -> pb.ReleaseManyRequest:
+        return pb.ReleaseManyRequest(names=self.names, lease=lease.token)
+
+    def _timeout_error(self) -> LockTimeout:
+        return LockTimeout(f"locks {self.names!r} were not all acquired within {self.timeout}s")
+
+    def _lost_error(self, lease: MultiLease) -> LockLost:
+        return LockLost(f"one of the locks {self.names!r} was lost while held")
+
+
+class MultiLock(_MultiLockBase, SyncHolder):
+    """Several lock names taken all or none (``client.multilock([...])``): ``with`` it,
+    or call acquire/release/refresh. While it waits it holds none of them, so two
+    multilocks over the same names in any order cannot deadlock."""
+
+    def acquire(self, timeout: float | None = 0) -> MultiLease | None:
+        return self._rpc.wait_for("AcquireMany", self._acquire_request, timeout, self._lease)
+
+    def release(self, lease: MultiLease) -> None:
+        self._rpc.call_safe("ReleaseMany", self._release_request(lease))
+
+    def refresh(self, lease: MultiLease, ttl: float | None = None, *, within: float | None = None) -> MultiLease:
+        lease.expires_at = when(self._rpc.call_safe("RefreshMany", self._refresh_request(lease, ttl), within).expires_at)
+        return lease
+
+
+class AsyncMultiLock(_MultiLockBase, AsyncHolder):
+    """MultiLock on an AsyncClient; use ``async with``."""
+
+    async def acquire(self, timeout: float | None = 0) -> MultiLease | None:
+        return await self._rpc.wait_for("AcquireMany", self._acquire_request, timeout, self._lease)
+
+    async def release(self, lease: MultiLease) -> None:
+        await self._rpc.call_safe("ReleaseMany", self._release_request(lease))
+
+    async def refresh(self, lease: MultiLease, ttl: float | None = None, *, within: float | None = None) -> MultiLease:
+        resp = await self._rpc.call_safe("RefreshMany", self._refresh_request(lease, ttl), within)
+        lease.expires_at = when(resp.expires_at)
+        return lease

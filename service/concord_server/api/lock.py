@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from contextlib import aclosing
+from dataclasses import replace
 from functools import partial
 
 from concord.lock.v1 import lock_pb2 as pb
 from concord.lock.v1 import lock_pb2_grpc
 
 from ..config import Settings
-from ..errors import LockWaitTimeout
+from ..errors import InvalidArgument, LockWaitTimeout
 from ..primitives.lock import Locks
 from . import validation as v
 from .convert import duration, name_page, timestamp, wait_budget_ms
@@ -76,6 +77,47 @@ class LockServicer(lock_pb2_grpc.LockServiceServicer):
     async def ListLocks(self, request: pb.ListLocksRequest, context) -> pb.ListLocksResponse:
         return await name_page(self._locks.names, request, pb.ListLocksResponse)
 
+    def _many_args(self, request: pb.AcquireManyRequest | pb.HoldManyRequest, context) -> tuple[list[str], int, int, str]:
+        names = _names(request.names)
+        ttl = self._durations.ttl(request)
+        wait = self._durations.wait(request)
+        owner = v.label(request.owner, "owner") or context.peer()
+        return names, ttl, wait_budget_ms(wait, context), owner
+
+    @rpc
+    async def AcquireMany(self, request: pb.AcquireManyRequest, context) -> pb.AcquireManyResponse:
+        grant = await self._locks.acquire_many(*self._many_args(request, context))
+        if grant is None:
+            return pb.AcquireManyResponse(acquired=False)
+        return pb.AcquireManyResponse(acquired=True, lease=grant.lease, fencing_tokens=grant.fencing_tokens,
+                                      expires_at=timestamp(grant.expires_at_ms))
+
+    @rpc
+    async def ReleaseMany(self, request: pb.ReleaseManyRequest, context) -> pb.ReleaseManyResponse:
+        await self._locks.release_many(_names(request.names), v.token(request.lease, "lease"))
+        return pb.ReleaseManyResponse()
+
+    @rpc
+    async def RefreshMany(self, request: pb.RefreshManyRequest, context) -> pb.RefreshManyResponse:
+        names, lease = _names(request.names), v.token(request.lease, "lease")
+        expires = await self._locks.refresh_many(names, lease, self._durations.ttl(request))
+        return pb.RefreshManyResponse(expires_at=timestamp(expires))
+
+    @rpc
+    async def HoldMany(self, request: pb.HoldManyRequest, context):
+        names, ttl, wait, owner = self._many_args(request, context)
+        grant = await self._locks.acquire_many(names, ttl, wait, owner)
+        if grant is None:
+            raise LockWaitTimeout(f"locks {names!r} were not all free within wait_timeout", name=names[0])
+        renewals = (replace(grant, expires_at_ms=expires) async for expires in
+                    self._locks.keep_alive_many(names, grant.lease, ttl))
+        events = hold_events(grant, renewals, partial(self._locks.let_go_many, names, grant.lease, ttl))
+        async with aclosing(events):
+            async for event, g in events:
+                kind = {ACQUIRED: pb.HOLD_EVENT_ACQUIRED, LOST: pb.HOLD_EVENT_LOST}.get(event, pb.HOLD_EVENT_REFRESHED)
+                yield pb.HoldManyResponse(event=kind, lease=g.lease, fencing_tokens=g.fencing_tokens,
+                                          expires_at=None if event == LOST else timestamp(g.expires_at_ms))
+
     @rpc
     async def Hold(self, request: pb.HoldRequest, context):
         name, ttl, wait, owner = self._acquire_args(request, context)
@@ -95,3 +137,16 @@ class LockServicer(lock_pb2_grpc.LockServiceServicer):
                         fencing_token=g.fencing_token,
                         expires_at=timestamp(g.expires_at_ms),
                     )
+
+
+MAX_MANY = 64
+
+
+def _names(names) -> list[str]:
+    """1 to MAX_MANY distinct lock names."""
+    checked = [v.name(n, "names") for n in names]
+    if not 1 <= len(checked) <= MAX_MANY:
+        raise InvalidArgument(f"names: give 1 to {MAX_MANY} lock names, not {len(checked)}", field="names")
+    if len(set(checked)) != len(checked):
+        raise InvalidArgument("names: each lock name at most once", field="names")
+    return checked

@@ -13,18 +13,24 @@ Imports no grpc: api/lock.py maps its errors to status codes.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Collection
+import asyncio
+from collections.abc import AsyncIterator, Collection, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple
 
 from ..errors import LockNotHeld
+from redis.crc import key_slot
+
+from ..cluster import ClusterCommands
 from ..keys import KeySpace, LockKeys
-from ..reply_shapes import ANY, Codes, INT, STR, Seq, Tagged, Tup
+from ..reply_shapes import ANY, Codes, Either, INT, STR, Seq, Tagged, Tup
 from ..scripts import Commands, script
 from ..statuses import ACQUIRE, HELD, WITHDRAW
-from ..wakeups.waiters import PollResult, Waiters
+from ..wakeups.waiters import Dropped, PollResult, Waiters
 from .fifo_acquire import Attempt, Claim, FifoPrimitive, acquire_queued, keep_alive
+from .letting_go import answer_within
 from .listing import scan_names
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
@@ -67,6 +73,13 @@ class DescribeReply(NamedTuple):
     now_ms: int
 
 
+class AcquireManyReply(NamedTuple):
+    status: int  # ACQUIRE.*
+    ms: int  # ACQUIRED: the TTL; else until the first holder's TTL ends (-1: none)
+    now_ms: int
+    fences: list[int]  # ACQUIRED: one per lock
+
+
 class ForceReleaseReply(NamedTuple):
     status: int  # HELD.*
     fence: int = 0  # HELD: the removed holder's
@@ -86,7 +99,16 @@ _DESCRIBE = script("lock_describe.lua", Tup(Codes(0, 1), STR, INT, INT, INT, INT
 _FORCE_RELEASE = script("lock_force_release.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(ANY, ANY)}),
                         decode=lambda r: ForceReleaseReply(*r))
 
-SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE, _FORCE_RELEASE)
+_ACQUIRE_MANY = script("lock_acquire_many.lua", Seq(Codes(*ACQUIRE.codes()), INT, INT, each=(INT,)),
+                       decode=lambda r: AcquireManyReply(*r[:3], r[3:]))
+_RELEASE_MANY = script("lock_release_many.lua", Seq(each=(INT,)))
+_REFRESH_MANY = script("lock_refresh_many.lua", Either(Tup(Codes(HELD.HELD), INT), Seq(Codes(HELD.NOT_HELD), each=(INT,))))
+_WITHDRAW_MANY = script("lock_withdraw_many.lua",
+                        Tagged({WITHDRAW.LEFT_QUEUE: Tup(), WITHDRAW.PASSED_ON: Tup(),
+                                WITHDRAW.KEPT: Seq(INT, INT, each=(INT,))}))
+
+SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE, _FORCE_RELEASE,
+           _ACQUIRE_MANY, _RELEASE_MANY, _REFRESH_MANY, _WITHDRAW_MANY)
 
 
 @dataclass(frozen=True)
@@ -94,6 +116,15 @@ class Grant:
     lease: str
     fencing_token: int
     expires_at_ms: int  # Redis server clock, ms since the epoch
+
+
+@dataclass(frozen=True)
+class ManyGrant:
+    """Several locks held by one lease, each with its own fencing token."""
+
+    lease: str
+    fencing_tokens: list[int]  # in the order the names were given
+    expires_at_ms: int
 
 
 @dataclass(frozen=True)
@@ -155,6 +186,81 @@ class Locks(FifoPrimitive):
         """A page of the locks that are held or have waiters (listing.scan_names)."""
         return await scan_names(self._redis, self._keys, "lock", ("holder", "queue"), page_token, count)
 
+    async def acquire_many(self, names: Sequence[str], ttl_ms: int, wait_ms: int, owner: str) -> ManyGrant | None:
+        """All the locks or none: the grant, or None if they were not all free within
+        wait_ms (0 = try once). Names in one slot (any name on one Redis) are taken in
+        one script; on a Cluster the slots' groups are taken one after another in slot
+        order, holding the earlier ones while waiting for the next."""
+        token = secrets.token_hex(16)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(wait_ms, 0) / 1000
+        fences: dict[int, int] = {}
+        expires = 0
+        try:
+            for group in self._slot_groups(names):
+                left_ms = max(0, int((deadline - loop.time()) * 1000)) if wait_ms > 0 else 0
+                claim = _ManyClaim(self, ",".join(names[i] for i in group), [self._keys.lock(names[i]) for i in group],
+                                   "", token, ttl_ms, left_ms, owner)
+                got = await claim.acquire(self._waiters)
+                if got is None:
+                    if fences:
+                        self.let_go_many(names, token, ttl_ms)
+                    return None
+                fences.update(zip(group, got.fencing_tokens))
+                expires = got.expires_at_ms if not expires else min(expires, got.expires_at_ms)
+        except BaseException:
+            if fences:
+                self.let_go_many(names, token, ttl_ms)
+            raise
+        return ManyGrant(token, [fences[i] for i in range(len(names))], expires)
+
+    async def release_many(self, names: Sequence[str], lease: str) -> None:
+        """Releases every named lock the lease holds; LockNotHeld names the others."""
+        missing: list[str] = []
+        for group in self._slot_groups(names):
+            ks = [self._keys.lock(names[i]) for i in group]
+            lost = await _RELEASE_MANY.run(self._redis, _many_keys(ks), ["", self._fence_retention_ms, lease,
+                                                                           *(k.channel for k in ks)])
+            missing += [names[group[p - 1]] for p in lost]
+        if missing:
+            raise LockNotHeld(f"locks {missing!r} are not held by this lease", names=",".join(missing))
+
+    async def refresh_many(self, names: Sequence[str], lease: str, ttl_ms: int) -> int:
+        """Resets every named lock's TTL; LockNotHeld (naming them) if any is not
+        held. Returns the new expiry (Redis clock, ms)."""
+        now_ms = 0
+        for group in self._slot_groups(names):
+            ks = [self._keys.lock(names[i]) for i in group]
+            r = await _REFRESH_MANY.run(self._redis, _many_keys(ks), ["", self._fence_retention_ms, lease, ttl_ms])
+            if r[0] != HELD.HELD:
+                missing = [names[group[p - 1]] for p in r[1:]]
+                raise LockNotHeld(f"locks {missing!r} are not held by this lease", names=",".join(missing))
+            now_ms = r[1]
+        return now_ms + ttl_ms
+
+    def keep_alive_many(self, names: Sequence[str], lease: str, ttl_ms: int) -> AsyncIterator[int]:
+        """refresh_many every ttl/3, yielding each new expiry; ends when one is lost."""
+        return keep_alive(partial(self.refresh_many, names, lease, ttl_ms), LockNotHeld, ttl_ms)
+
+    def let_go_many(self, names: Sequence[str], lease: str, within_ms: int) -> None:
+        """Releases the locks or leaves their queues in the background."""
+        for group in self._slot_groups(names):
+            ks = [self._keys.lock(names[i]) for i in group]
+            self._releaser.let_go(partial(self._withdraw_many, ks, lease, 1), within_ms, ks[0].holder)
+
+    def _withdraw_many(self, ks: list[LockKeys], lease: str, pass_on: int):
+        return _WITHDRAW_MANY.run(self._redis, _many_keys(ks), ["", self._fence_retention_ms, lease, pass_on,
+                                                                 *(k.channel for k in ks)])
+
+    def _slot_groups(self, names: Sequence[str]) -> list[list[int]]:
+        """The names' positions grouped by Cluster slot, in slot order; one group on one Redis."""
+        if not isinstance(self._redis, ClusterCommands):
+            return [list(range(len(names)))]
+        slots: dict[int, list[int]] = {}
+        for i, n in enumerate(names):
+            slots.setdefault(key_slot(self._keys.lock(n).holder.encode()), []).append(i)
+        return [slots[s] for s in sorted(slots)]
+
     def keep_alive(self, name: str, grant: Grant, ttl_ms: int) -> AsyncIterator[Grant]:
         """Refreshes the lock every ttl/3 and yields each renewed grant; ends when the
         lock is lost (see fifo_acquire.keep_alive)."""
@@ -194,3 +300,76 @@ class _LockClaim(Claim[Grant]):
 
     def _grant(self, fence: int, expires_at_ms: int) -> Grant:
         return Grant(self.token, fence, expires_at_ms)
+
+
+def _many_keys(ks: list[LockKeys]) -> list[str]:
+    return [key for k in ks for key in k.keys]
+
+
+class _ManyClaim(Claim[ManyGrant]):
+    """One AcquireMany's claim on the locks of one slot: queued in each lock's queue
+    as one waiter, woken by any of them, it takes them all in its own script."""
+
+    primitive = "lock"
+    of: Locks
+
+    def __init__(self, of: Locks, name: str, ks: list[LockKeys], channel: str, token: str, ttl_ms: int,
+                 wait_ms: int, owner: str) -> None:
+        super().__init__(of, name, ks[0], channel, token, ttl_ms, wait_ms, owner)
+        self.ks = ks
+
+    async def attempt(self) -> Attempt[ManyGrant]:
+        r = await _ACQUIRE_MANY.run(self.of._redis, _many_keys(self.ks),
+                                    ["", self.of._fence_retention_ms, self.token, self.ttl_ms, self.owner,
+                                     *self.of._waiting_args(self.wait_ms), *(k.channel for k in self.ks)])
+        if r.status == ACQUIRE.ACQUIRED:
+            return Attempt(ManyGrant(self.token, r.fences, r.now_ms + r.ms), 0, r.now_ms)
+        return Attempt(None, r.ms, r.now_ms)
+
+    def granted(self, payload: str) -> ManyGrant:
+        raise AssertionError("a waiter for several locks takes them in its own script")
+
+    async def give_up(self) -> ManyGrant | None:
+        r = await self.of._withdraw_many(self.ks, self.token, 0)
+        if r[0] == WITHDRAW.KEPT:
+            return ManyGrant(self.token, list(r[3:]), r[2] + r[1])
+        return None
+
+    def let_go(self) -> None:
+        self.of._releaser.let_go(partial(self.of._withdraw_many, self.ks, self.token, 1),
+                                 max(self.wait_ms, 0) + self.ttl_ms, self.ks[0].holder)
+
+    async def acquire(self, waiters: Waiters) -> ManyGrant | None:
+        """Like fifo_acquire.acquire_queued, with a ticket on every lock's channel: any
+        wake-up (a grant, or a "try" as a lock frees) runs the script again."""
+        if self.wait_ms <= 0:
+            async with answer_within(0, self.let_go):
+                return (await self.attempt()).grant
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.wait_ms / 1000
+        with ExitStack() as stack:
+            tickets = [stack.enter_context(waiters.ticket(k.channel, self.token, partial(self.of._poll, k)))
+                       for k in self.ks]
+            async with answer_within(self.wait_ms, self.let_go):
+                while True:
+                    grant, recheck_ms, _ = await self.attempt()
+                    if grant is not None:
+                        return grant
+                    left = deadline - loop.time()
+                    recheck = (recheck_ms + 1) / 1000 if recheck_ms > 0 else None
+                    waits = [asyncio.ensure_future(t.wait(max(0.0, left), recheck)) for t in tickets]
+                    try:
+                        done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        for w in waits:
+                            w.cancel()
+                        await asyncio.gather(*waits, return_exceptions=True)
+                    woke = any(not w.cancelled() and w.exception() is None and w.result() is not None for w in done)
+                    dropped = any(not w.cancelled() and isinstance(w.exception(), Dropped) for w in done)
+                    for w in done:
+                        if not w.cancelled() and w.exception() is not None and not isinstance(w.exception(), Dropped):
+                            raise w.exception()
+                    if not (woke or dropped) or loop.time() >= deadline:
+                        return await self.give_up()
+                    for t in tickets:
+                        t.rearm()

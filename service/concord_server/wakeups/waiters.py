@@ -167,6 +167,14 @@ class Ticket:
         finally:
             group.queued(self._token, False)
 
+    def rearm(self) -> None:
+        """After a wake-up that granted nothing (a waiter for several locks told to
+        try again), waits for the next one."""
+        if self.future.done():
+            self.future = asyncio.get_running_loop().create_future()
+            if self._group is not None:
+                self._group.add(self._token, self.future)
+
     def __enter__(self) -> Ticket:
         return self
 

@@ -186,8 +186,9 @@ class LockServiceServicer:
 
     def ReleaseMany(self, request, context):
         """ReleaseMany frees every named lock the lease holds and hands each to its next
-        waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names) when the lease
-        held none of them; the ones it held are released all the same.
+        waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names, the ones it did
+        not hold) when the lease did not hold them all; the ones it held are released
+        all the same.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

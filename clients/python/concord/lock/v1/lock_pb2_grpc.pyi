@@ -86,8 +86,9 @@ class LockServiceStub:
     """
     ReleaseMany: _grpc.UnaryUnaryMultiCallable[_lock_pb2.ReleaseManyRequest, _lock_pb2.ReleaseManyResponse]
     """ReleaseMany frees every named lock the lease holds and hands each to its next
-    waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names) when the lease
-    held none of them; the ones it held are released all the same.
+    waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names, the ones it did
+    not hold) when the lease did not hold them all; the ones it held are released
+    all the same.
     """
     RefreshMany: _grpc.UnaryUnaryMultiCallable[_lock_pb2.RefreshManyRequest, _lock_pb2.RefreshManyResponse]
     """RefreshMany resets the TTL of every named lock. FAILED_PRECONDITION /
@@ -157,8 +158,9 @@ class LockServiceAsyncStub(LockServiceStub):
     """
     ReleaseMany: _aio.UnaryUnaryMultiCallable[_lock_pb2.ReleaseManyRequest, _lock_pb2.ReleaseManyResponse]  # type: ignore[assignment]
     """ReleaseMany frees every named lock the lease holds and hands each to its next
-    waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names) when the lease
-    held none of them; the ones it held are released all the same.
+    waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names, the ones it did
+    not hold) when the lease did not hold them all; the ones it held are released
+    all the same.
     """
     RefreshMany: _aio.UnaryUnaryMultiCallable[_lock_pb2.RefreshManyRequest, _lock_pb2.RefreshManyResponse]  # type: ignore[assignment]
     """RefreshMany resets the TTL of every named lock. FAILED_PRECONDITION /
@@ -279,8 +281,9 @@ class LockServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_lock_pb2.ReleaseManyResponse, _abc.Awaitable[_lock_pb2.ReleaseManyResponse]]:
         """ReleaseMany frees every named lock the lease holds and hands each to its next
-        waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names) when the lease
-        held none of them; the ones it held are released all the same.
+        waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names, the ones it did
+        not hold) when the lease did not hold them all; the ones it held are released
+        all the same.
         """
 
     @_abc_1.abstractmethod

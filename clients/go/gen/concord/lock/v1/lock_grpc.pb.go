@@ -82,8 +82,9 @@ type LockServiceClient interface {
 	// together with ReleaseMany, or one by one with Release.
 	AcquireMany(ctx context.Context, in *AcquireManyRequest, opts ...grpc.CallOption) (*AcquireManyResponse, error)
 	// ReleaseMany frees every named lock the lease holds and hands each to its next
-	// waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names) when the lease
-	// held none of them; the ones it held are released all the same.
+	// waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names, the ones it did
+	// not hold) when the lease did not hold them all; the ones it held are released
+	// all the same.
 	ReleaseMany(ctx context.Context, in *ReleaseManyRequest, opts ...grpc.CallOption) (*ReleaseManyResponse, error)
 	// RefreshMany resets the TTL of every named lock. FAILED_PRECONDITION /
 	// LOCK_NOT_HELD (metadata: names) when the lease no longer holds one of them.
@@ -280,8 +281,9 @@ type LockServiceServer interface {
 	// together with ReleaseMany, or one by one with Release.
 	AcquireMany(context.Context, *AcquireManyRequest) (*AcquireManyResponse, error)
 	// ReleaseMany frees every named lock the lease holds and hands each to its next
-	// waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names) when the lease
-	// held none of them; the ones it held are released all the same.
+	// waiter. FAILED_PRECONDITION / LOCK_NOT_HELD (metadata: names, the ones it did
+	// not hold) when the lease did not hold them all; the ones it held are released
+	// all the same.
 	ReleaseMany(context.Context, *ReleaseManyRequest) (*ReleaseManyResponse, error)
 	// RefreshMany resets the TTL of every named lock. FAILED_PRECONDITION /
 	// LOCK_NOT_HELD (metadata: names) when the lease no longer holds one of them.
