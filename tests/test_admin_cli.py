@@ -220,6 +220,26 @@ def test_describe_says_when_there_is_nothing_to_show(concord_server, unique):
     assert missing.returncode == 1 and missing.stderr == f"concord: chat '{unique}:none' does not exist\n"
 
 
+def test_semaphore_set_limit_sets_the_only_limit_acquires_may_pass(concord_server, client, unique):
+    target, name = concord_server.target, f"{unique}:sem"
+    done = run(target, "semaphore", "set-limit", name, "3")
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, f"semaphore '{name}': limit 3 (had none)", "")
+    assert run_json(target, "semaphore", "set-limit", name, "5") == {"name": name, "limit": 5, "previous_limit": 3}
+    described = run(target, "semaphore", "describe", name)
+    assert described.stdout.strip() == f"semaphore '{name}' is not held (no holders, no waiters; limit 5)"
+    with pytest.raises(concord.SemaphoreLimitMismatch):
+        client.semaphore(name, limit=3).acquire()
+    permit = client.semaphore(name).acquire()  # the stored 5
+    assert permit is not None
+    permit.release()
+    for bad in ("0", "-1", "x"):  # usage errors: nothing sent
+        refused = run(target, "semaphore", "set-limit", name, bad)
+        assert refused.returncode == 2 and "LIMIT" in refused.stderr and "Traceback" not in refused.stderr, refused
+    over = run(target, "semaphore", "set-limit", name, "10001")  # above the server's --max-semaphore-limit
+    assert over.returncode == 1 and "limit" in over.stderr and "Traceback" not in over.stderr, over
+    assert client.semaphore(name).describe().limit == 5
+
+
 def test_chat_describe_shows_the_latest_messages(concord_server, client, unique):
     ann, bob = f"{unique}-ann", f"{unique}-bob"
     chat_id = client.chat.create(ann, [bob], "message 0", chat_id=f"{unique}:chat")

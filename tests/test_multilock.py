@@ -15,7 +15,7 @@ from google.protobuf.duration_pb2 import Duration
 import concord
 from concord.lock.v1 import lock_pb2 as pb
 from concord.lock.v1 import lock_pb2_grpc
-from support import error_info, wait_until
+from support import ServerProcess, error_info, wait_until
 
 
 def holders(redis_sync, names: list[str]) -> dict[str, str | None]:
@@ -149,3 +149,74 @@ def test_names_in_different_cluster_slots(cluster_server, name):
         assert len(set(lease.fencing_tokens.values())) == 5
         client.multilock(list(reversed(names))).release(lease)
         assert not any(client.lock(n).describe().held for n in names)
+
+
+MULTI_HOLDER = """
+import sys, grpc
+from google.protobuf.duration_pb2 import Duration
+from concord.lock.v1 import lock_pb2 as pb, lock_pb2_grpc
+stub = lock_pb2_grpc.LockServiceStub(grpc.insecure_channel(sys.argv[1]))
+for ev in stub.HoldMany(pb.HoldManyRequest(names=sys.argv[2:], ttl=Duration(seconds=60), owner="doomed")):
+    print(pb.HoldEvent.Name(ev.event), flush=True)
+"""
+
+
+def test_three_replicas_a_killed_holder_and_a_killed_replica(redis_server, redis_sync, tmp_path, name):
+    """The random-order workload over three replicas, while a client holding some of
+    the names through HoldMany is killed (they free at once, not at their 60 s TTL)
+    and one replica is killed mid-run (its callers move to the others)."""
+    import subprocess
+    import sys
+
+    servers = [ServerProcess("--redis-url", redis_server.url, "--log-level", "WARNING").start(tmp_path / f"r{i}.log")
+               for i in range(3)]
+    names = [f"{name}:{i}" for i in range(4)]
+    doomed = subprocess.Popen([sys.executable, "-c", MULTI_HOLDER, servers[0].target, *names[:2]],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert doomed.stdout.readline().strip() == "HOLD_EVENT_ACQUIRED"
+        clients = [concord.Client(s.target, timeout=5) for s in servers]
+        stop_at = time.monotonic() + 4.0
+        asked: dict[str, set[str]] = {}
+        partial: list[dict] = []
+        done: list[int] = []
+        rng = random.Random(11)
+
+        def worker(i: int) -> None:
+            count = 0
+            while time.monotonic() < stop_at:
+                picked = rng.sample(names, rng.randint(2, 4))
+                owner = f"w{i}-{count}"
+                asked[owner] = set(picked)
+                client = clients[(i + count) % 2] if i % 3 else clients[2]
+                try:
+                    with client.multilock(picked, ttl=5, timeout=20, owner=owner):
+                        pass
+                except concord.Unavailable:
+                    pass  # its replica died under it; what it held is let go or runs out
+                count += 1
+            done.append(count)
+
+        def sampler() -> None:
+            while time.monotonic() < stop_at:
+                snapshot = holders(redis_sync, names)
+                for o in {o for o in snapshot.values() if o and o != "doomed"}:
+                    if {n for n, who in snapshot.items() if who == o} != asked[o]:
+                        partial.append(snapshot)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)] + [threading.Thread(target=sampler)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)  # the workload queues behind the doomed holder's names
+        doomed.kill()
+        time.sleep(1.0)
+        servers[2].kill()
+        for t in threads:
+            t.join(60)
+        assert len(done) == 6 and not partial, partial[:3]
+        wait_until(lambda: holders(redis_sync, names) == dict.fromkeys(names), timeout=10, message="all free")
+    finally:
+        doomed.kill()
+        doomed.wait()
+        for s in servers:
+            s.stop()

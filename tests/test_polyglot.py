@@ -156,6 +156,37 @@ def test_python_gets_the_lock_when_go_releases_it(client, name, go_lock_holder):
     assert go_proc.stdout.read().split() == ["released", name]
 
 
+def test_python_leads_at_once_when_the_go_leader_dies(client, name, go_examples, concord_server):
+    """The Go election example leads on a Lead stream; killed, its stream ends and the
+    Python candidate queued behind it leads long before the Go leadership's 30 s TTL."""
+    from concord.election.v1 import election_pb2
+
+    go_proc = subprocess.Popen([go_examples["election"], "-addr", concord_server.target, "-name", name, "-ttl", "30s",
+                                "-candidate", "go", "-value", "10.0.0.7:8080"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        line = go_proc.stdout.readline()  # its stderr, if it failed, is in the captured output
+        assert line.split()[:2] == ["elected", name], f"the Go example was not elected: {line!r}"
+        go_term = int(line.split()[2])
+        election = client.election(name, ttl=30, candidate="py")
+        leader = election.leader()
+        assert (leader.candidate, leader.value, leader.term) == ("go", b"10.0.0.7:8080", go_term)
+
+        won: list[concord.Leadership | None] = []
+        waiter = threading.Thread(target=lambda: won.append(election.elect(b"py", timeout=30)))
+        waiter.start()
+        wait_until(lambda: client._service("election").call_safe(
+            "Leader", election_pb2.LeaderRequest(election=name)).candidates == 1, message="Python queued")
+        go_proc.kill()
+        waiter.join(10)  # far less than the 30 s TTL: the dead leader's stream ended, which resigned
+        assert not waiter.is_alive() and won[0] is not None and won[0].term > go_term
+        assert election.leader().candidate == "py"
+        election.resign(won[0].term)
+    finally:
+        go_proc.kill()
+        go_proc.wait()
+
+
 def test_python_worker_runs_tasks_a_node_producer_enqueued(client, name, concord_server):
     payloads = [{"n": i, "to": f"user{i}@example.com"} for i in range(20)]
     out = run([node(), "examples/producer.js", "--addr", concord_server.target, name, "send_welcome",

@@ -76,7 +76,8 @@ SETUP = "source .venv/bin/activate"  # the set-up block: later shell blocks run 
 
 SERVICES = [f"concord.{s}.v1.{n}Service" for s, n in [("lock", "Lock"), ("semaphore", "Semaphore"), ("queue", "Queue"),
                                                       ("chat", "Chat"), ("autocomplete", "Autocomplete"),
-                                                      ("files", "File")]]
+                                                      ("files", "File"), ("rwlock", "ReadWriteLock"),
+                                                      ("election", "Election")]]
 EXIT_STATUS_BASE = 64  # grpcurl exits with 64 + the status code of a failed call
 SHOWN_LINES = re.compile(r'^(Code:|Message:|"reason":|"domain":)')
 METHOD = re.compile(r"concord\.\w+\.v1\.\w+/\w+")
@@ -85,8 +86,15 @@ METHOD = re.compile(r"concord\.\w+\.v1\.\w+/\w+")
 EXPECTED_OUTPUT = {
     "concord.lock.v1.LockService/Describe": ['"held": true', '"owner": "me"'],
     "concord.lock.v1.LockService/Hold": ['"event": "HOLD_EVENT_ACQUIRED"'],
+    "concord.lock.v1.LockService/HoldMany": ['"event": "HOLD_EVENT_ACQUIRED"'],
+    "concord.election.v1.ElectionService/Leader": ['"candidate": "host-b"', '"value": "aG9zdC1iOjgwODA="'],
+    "concord.election.v1.ElectionService/Observe": ['"candidate": "host-b"', '"value": "aG9zdC1hOjkwOTA="'],
+    "concord.election.v1.ElectionService/Lead": ['"event": "LEAD_EVENT_ELECTED"'],
     "concord.semaphore.v1.SemaphoreService/Describe": ['"held": 1'],
     "concord.semaphore.v1.SemaphoreService/Hold": ['"event": "HOLD_EVENT_ACQUIRED"'],
+    "concord.rwlock.v1.ReadWriteLockService/Describe": ['"owner": "reader-1"'],
+    "concord.rwlock.v1.ReadWriteLockService/Hold": ['"event": "HOLD_EVENT_ACQUIRED"'],
+    "concord.semaphore.v1.SemaphoreService/SetLimit": ['"previous_limit": 5'],
     "concord.queue.v1.QueueService/Nack": ['"state": "TASK_STATE_DEAD"'],
     "concord.queue.v1.QueueService/ListDead": ['"last_error": "SMTP said no"'],
     "concord.queue.v1.QueueService/RetryDead": ['"retried": "1"'],
@@ -106,6 +114,7 @@ EXPECTED_OUTPUT = {
 COMMAND_OUTPUT = {
     "concord --version": [f"concord {concord.__version__}"],
     "concord lock describe orders:42": ["lock 'orders:42' is not held"],
+    "concord semaphore set-limit api:tenant-7 5": ["semaphore 'api:tenant-7': limit 5 (was 5)"],
     "concord chat describe ops": ["Hey Joe"],
     "concord --json chat tail ops": ["tailing chat 'ops'"],
     "concord queue task thumbnails": ["dead", "not_retryable", "notes.txt is not an image"],

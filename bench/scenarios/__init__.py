@@ -21,8 +21,9 @@ class Context:
         return None if self.profile_dir is None else self.profile_dir / f"{name}.prof"
 
 
-NAMES = ("cost", "handoff", "scale", "semaphore-cost", "semaphore-handoff", "queue-cost", "queue-delay", "queue-wait",
-         "schedule-lateness", "chat-latency", "chat-fetch", "autocomplete", "files", "load", "redis-io")
+NAMES = ("cost", "handoff", "scale", "semaphore-cost", "semaphore-handoff", "rwlock-cost", "election-handoff",
+         "deadlock-cost", "queue-cost", "queue-delay",
+         "queue-wait", "schedule-lateness", "chat-latency", "chat-fetch", "autocomplete", "files", "load", "redis-io")
 
 
 def module_name(name: str) -> str:

@@ -9,17 +9,24 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Option adjusts Lock and AcquireSemaphore.
+// Option adjusts Lock, AcquireSemaphore and Election.Campaign.
 type Option func(*options)
 
 type options struct {
 	owner   string
 	permits uint32
 	tryOnce bool
+	ttl     time.Duration
 }
 
-// WithOwner labels the holder in Describe (the server defaults to the caller's address).
+// WithOwner labels the holder in Describe, or the candidate in an election's
+// Leader and Observe (the server defaults to the caller's address).
 func WithOwner(owner string) Option { return func(o *options) { o.owner = owner } }
+
+// WithTTL sets how long a Campaign's leadership lasts without a renewal
+// (default DefaultElectionTTL): a leader whose connection hangs is replaced
+// within it. Lock and AcquireSemaphore take their TTL as an argument instead.
+func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl = ttl } }
 
 // WithPermits takes n permits of a semaphore at once, all or none (default 1).
 func WithPermits(n uint32) Option { return func(o *options) { o.permits = n } }

@@ -1,6 +1,7 @@
 // Package concord is a small layer over Concord's generated gRPC stubs
 // (go.concord.dev/concord/gen/...): locks and semaphores that renew themselves
-// until released, a queue worker, and typed errors (Error, ErrLockNotHeld...).
+// until released, leader election (Client.Election), a queue worker, and typed
+// errors (Error, ErrLockNotHeld...).
 // Everything else is one call on a stub, reachable through the Client's fields.
 // The Client's calls that are safe to repeat ride out short outages: they are
 // retried while the server answers UNAVAILABLE, within the caller's wait or
@@ -20,6 +21,7 @@ import (
 
 	autocompletev1 "go.concord.dev/concord/gen/concord/autocomplete/v1"
 	chatv1 "go.concord.dev/concord/gen/concord/chat/v1"
+	electionv1 "go.concord.dev/concord/gen/concord/election/v1"
 	filesv1 "go.concord.dev/concord/gen/concord/files/v1"
 	lockv1 "go.concord.dev/concord/gen/concord/lock/v1"
 	queuev1 "go.concord.dev/concord/gen/concord/queue/v1"
@@ -35,6 +37,7 @@ type Client struct {
 	Chat         chatv1.ChatServiceClient
 	Autocomplete autocompletev1.AutocompleteServiceClient
 	Files        filesv1.FileServiceClient
+	Elections    electionv1.ElectionServiceClient
 
 	conn *grpc.ClientConn
 }
@@ -166,6 +169,7 @@ func NewClient(target string, opts ...ClientOption) (*Client, error) {
 		Chat:         chatv1.NewChatServiceClient(conn),
 		Autocomplete: autocompletev1.NewAutocompleteServiceClient(conn),
 		Files:        filesv1.NewFileServiceClient(conn),
+		Elections:    electionv1.NewElectionServiceClient(conn),
 		conn:         conn,
 	}, nil
 }

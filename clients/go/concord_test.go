@@ -15,6 +15,7 @@ import (
 
 	"go.concord.dev/concord"
 	lockv1 "go.concord.dev/concord/gen/concord/lock/v1"
+	semaphorev1 "go.concord.dev/concord/gen/concord/semaphore/v1"
 )
 
 // connect dials the live server named by CONCORD_ADDR. tests/test_polyglot.py
@@ -216,6 +217,68 @@ func TestSemaphoreAdmitsUpToItsLimit(t *testing.T) {
 		t.Fatalf("two permits freed, two asked: %v", err)
 	}
 	for _, p := range []*concord.Permit{a, d} {
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func describeSemaphore(t *testing.T, c *concord.Client, name string) *semaphorev1.DescribeResponse {
+	t.Helper()
+	d, err := c.Semaphores.Describe(within(t, 5*time.Second), &semaphorev1.DescribeRequest{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestSemaphoreLimitIsChangedOnlyBySetLimit(t *testing.T) {
+	t.Parallel()
+	c, name := connect(t), unique(t)
+	ctx := within(t, 20*time.Second)
+	if _, err := concord.AcquireSemaphore(ctx, c.Semaphores, name, 0, 5*time.Second, concord.TryOnce()); !errors.Is(err, concord.ErrNotFound) {
+		t.Fatalf("limit 0 before any limit is stored: want ErrNotFound, got %v", err)
+	}
+	first, err := concord.AcquireSemaphore(ctx, c.Semaphores, name, 1, 10*time.Second) // stores the limit 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = concord.AcquireSemaphore(ctx, c.Semaphores, name, 2, 5*time.Second, concord.TryOnce())
+	var cerr *concord.Error
+	if !errors.Is(err, concord.ErrSemaphoreLimitMismatch) || !errors.As(err, &cerr) || cerr.Code != codes.FailedPrecondition ||
+		cerr.Metadata["limit"] != "1" || cerr.Metadata["requested"] != "2" {
+		t.Fatalf("another limit: want ErrSemaphoreLimitMismatch (stored 1, requested 2), got %#v", err)
+	}
+	if d := describeSemaphore(t, c, name); d.GetLimit() != 1 || d.GetHeld() != 1 || len(d.GetHolders()) != 1 {
+		t.Fatalf("a refused Acquire must change nothing: %v", d)
+	}
+	// A waiter (limit 0: the stored one) queued behind the holder is admitted as soon as the limit is raised.
+	got := make(chan *concord.Permit, 1)
+	go func() {
+		p, err := concord.AcquireSemaphore(ctx, c.Semaphores, name, 0, 10*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- p
+	}()
+	eventually(t, "the waiter to queue", func() bool { return describeSemaphore(t, c, name).GetWaiters() == 1 })
+	previous, err := concord.SetSemaphoreLimit(ctx, c.Semaphores, name, 2)
+	if err != nil || previous != 1 {
+		t.Fatalf("SetSemaphoreLimit: want previous 1, got %d, %v", previous, err)
+	}
+	var second *concord.Permit
+	select {
+	case second = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("raising the limit did not admit the waiter")
+	}
+	if d := describeSemaphore(t, c, name); second == nil || d.GetLimit() != 2 || d.GetHeld() != 2 {
+		t.Fatalf("want limit 2 with 2 held, got %v", d)
+	}
+	if _, err := concord.SetSemaphoreLimit(ctx, c.Semaphores, name, 0); !errors.Is(err, concord.ErrInvalidArgument) {
+		t.Fatalf("SetSemaphoreLimit 0: want ErrInvalidArgument, got %v", err)
+	}
+	for _, p := range []*concord.Permit{first, second} {
 		if err := p.Release(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -18,12 +18,13 @@ import (
 )
 
 var (
-	// ErrNotAcquired: the lock or permits were not granted before the context's
-	// deadline (or at once, with TryOnce). Nothing is held.
+	// ErrNotAcquired: the lock, permits or leadership (Campaign) were not granted
+	// before the context's deadline (or at once, with TryOnce). Nothing is held.
 	ErrNotAcquired = errors.New("concord: not acquired in time")
 	// ErrLost: a lease stopped being held before it was released, because the
-	// server refused a renewal or none was confirmed before it would expire.
-	// Work done under it since then was not protected.
+	// server refused a renewal or none was confirmed before it would expire (a
+	// Leadership: the server said LOST, or its stream ended). Work done under it
+	// since then was not protected.
 	ErrLost = errors.New("concord: lease lost")
 )
 

@@ -13,6 +13,7 @@ import (
 
 	autocompletev1 "go.concord.dev/concord/gen/concord/autocomplete/v1"
 	chatv1 "go.concord.dev/concord/gen/concord/chat/v1"
+	electionv1 "go.concord.dev/concord/gen/concord/election/v1"
 	filesv1 "go.concord.dev/concord/gen/concord/files/v1"
 	lockv1 "go.concord.dev/concord/gen/concord/lock/v1"
 	queuev1 "go.concord.dev/concord/gen/concord/queue/v1"
@@ -25,8 +26,8 @@ import (
 // the server is shutting down), pausing with full-jitter exponential backoff:
 // uniform in [0, min(1s, 50ms x 2^n)). Retries stop within the caller's budget:
 //
-//   - a call that waits in the server (lock and semaphore Acquire, Dequeue,
-//     WaitTask) retries within its wait_timeout, each retry waiting only for what
+//   - a call that waits in the server (lock and semaphore Acquire, election
+//     Campaign, Dequeue, WaitTask) retries within its wait_timeout, each retry waiting only for what
 //     is left of it, so a wait of 0 (TryOnce, a WaitTask that looks once) is not
 //     retried;
 //   - any other call retries until its context's deadline, or for
@@ -44,7 +45,9 @@ import (
 //     a repeat never leaves two holders; at worst it waits behind the abandoned
 //     grant until that is let go), Refresh (sets the TTL from now), Release (a
 //     second one changes nothing; if the first reached Redis before its reply was
-//     lost, the repeat reports LOCK_NOT_HELD / PERMIT_NOT_HELD), Describe, List*;
+//     lost, the repeat reports LOCK_NOT_HELD / PERMIT_NOT_HELD), Describe, List*,
+//     semaphore SetLimit (it sets the whole limit; a repeat whose first try took
+//     effect reports that limit as the previous one);
 //   - queues: Dequeue (a dequeue whose reply was lost leaves its tasks leased to
 //     nobody; they come back when the lease expires, so nothing is lost), Ack,
 //     Nack, ExtendLease, Release (each needs the task's lease, which the first
@@ -59,13 +62,19 @@ import (
 //     UpdateSchedule (it replaces the whole spec; a repeat reckons the next tick
 //     from now again);
 //   - chat: Ack (seen positions only move forward), ListChats, GetHistory,
-//     ListAllChats; autocomplete: SuggestRecent, Suggest, Count; files: ListFiles.
+//     ListAllChats; autocomplete: SuggestRecent, Suggest, Count; files: ListFiles;
+//   - elections: Campaign (like Acquire: at worst a repeat waits behind a
+//     leadership won by a try whose reply was lost, until its TTL runs out),
+//     Leader, Proclaim (it sets the whole value; a repeat records it again),
+//     Refresh (sets the TTL from now).
 //
 // Not retried, because a repeat could do something twice: SendMessage and
 // CreateChat, CreateSchedule and DeleteSchedule (a repeat of one that took effect
 // would report SCHEDULE_EXISTS or SCHEDULE_NOT_FOUND), Enqueue without dedupe
 // keys, Cancel, Purge, RetryDead, ForceRelease, JoinChat, LeaveChat, the
-// autocomplete writes, MarkDone, Finish, and every stream.
+// autocomplete writes, MarkDone, Finish, election Resign (a repeat of one that
+// took effect would report NOT_LEADER), and every stream (Election.Campaign and
+// Election.Observe open their streams again themselves).
 const (
 	retryBase = 50 * time.Millisecond
 	retryCap  = time.Second // an outage's end is noticed within a second
@@ -85,6 +94,7 @@ var safeToRepeat = map[string]bool{
 	semaphorev1.SemaphoreService_Refresh_FullMethodName:             true,
 	semaphorev1.SemaphoreService_Describe_FullMethodName:            true,
 	semaphorev1.SemaphoreService_ListSemaphores_FullMethodName:      true,
+	semaphorev1.SemaphoreService_SetLimit_FullMethodName:            true,
 	queuev1.QueueService_Dequeue_FullMethodName:                     true,
 	queuev1.QueueService_Ack_FullMethodName:                         true,
 	queuev1.QueueService_Nack_FullMethodName:                        true,
@@ -112,6 +122,10 @@ var safeToRepeat = map[string]bool{
 	autocompletev1.AutocompleteService_Suggest_FullMethodName:       true,
 	autocompletev1.AutocompleteService_Count_FullMethodName:         true,
 	filesv1.FileService_ListFiles_FullMethodName:                    true,
+	electionv1.ElectionService_Campaign_FullMethodName:              true,
+	electionv1.ElectionService_Leader_FullMethodName:                true,
+	electionv1.ElectionService_Proclaim_FullMethodName:              true,
+	electionv1.ElectionService_Refresh_FullMethodName:               true,
 }
 
 // repeatable reports whether a repeat of this call cannot do harm (see Retries).
@@ -152,6 +166,10 @@ func withWait(req any, d time.Duration) any {
 		c.WaitTimeout = durationpb.New(d)
 		return c
 	case *queuev1.WaitTaskRequest:
+		c := proto.CloneOf(r)
+		c.WaitTimeout = durationpb.New(d)
+		return c
+	case *electionv1.CampaignRequest:
 		c := proto.CloneOf(r)
 		c.WaitTimeout = durationpb.New(d)
 		return c

@@ -23,6 +23,11 @@ type Permit struct {
 // AcquireSemaphore takes one permit (WithPermits: n, all or none) of the
 // semaphore name, of which at most limit are held at once, waiting in FIFO order
 // until granted or ctx ends (then the error wraps ErrNotAcquired).
+//
+// limit must be the semaphore's stored limit, set by SetSemaphoreLimit or by the
+// first Acquire that finds none, and changed only by SetSemaphoreLimit: another
+// limit fails with ErrSemaphoreLimitMismatch (FAILED_PRECONDITION) and takes
+// nothing. Pass 0 to use the stored limit (ErrNotFound when there is none).
 func AcquireSemaphore(ctx context.Context, client semaphorev1.SemaphoreServiceClient, name string, limit uint32,
 	ttl time.Duration, opts ...Option) (*Permit, error) {
 	o := collect(opts)
@@ -53,4 +58,20 @@ func (p *Permit) Release(ctx context.Context) error {
 		_, err := p.client.Release(ctx, &semaphorev1.ReleaseRequest{Name: p.Name, PermitId: p.ID})
 		return err
 	})
+}
+
+// SetSemaphoreLimit sets the limit of the semaphore name (1 to the server's
+// --max-semaphore-limit), kept until the next SetSemaphoreLimit; it returns the
+// limit before (0: none). A lower limit takes no permit back: grants wait until
+// the held permits fit under it, and a queued request for more permits than it
+// fails with ErrPermitsExceedLimit. A higher one admits the waiters that now fit
+// at once. It is retried on UNAVAILABLE (see Retries): a repeat whose first try
+// took effect returns the new limit as the one before.
+func SetSemaphoreLimit(ctx context.Context, client semaphorev1.SemaphoreServiceClient, name string,
+	limit uint32) (uint32, error) {
+	resp, err := client.SetLimit(ctx, &semaphorev1.SetLimitRequest{Name: name, Limit: limit})
+	if err != nil {
+		return 0, fmt.Errorf("concord: set the limit of semaphore %q: %w", name, err)
+	}
+	return resp.GetPreviousLimit(), nil
 }

@@ -16,18 +16,22 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from concord.autocomplete.v1 import autocomplete_pb2_grpc
 from concord.chat.v1 import chat_pb2_grpc
+from concord.election.v1 import election_pb2_grpc
 from concord.files.v1 import files_pb2_grpc
 from concord.lock.v1 import lock_pb2_grpc
 from concord.queue.v1 import queue_pb2_grpc
+from concord.rwlock.v1 import rwlock_pb2_grpc
 from concord.semaphore.v1 import semaphore_pb2_grpc
 
 from .api.decoding import add_servicer
 from .api.status import calls_in_progress
 from .api.autocomplete import AutocompleteServicer
 from .api.chat import ChatServicer
+from .api.election import ElectionServicer
 from .api.files import FileServicer
 from .api.lock import LockServicer
 from .api.queue import QueueServicer
+from .api.rwlock import ReadWriteLockServicer
 from .api.semaphore import SemaphoreServicer
 from . import tenants
 from .autopipeline import AutoPipeline
@@ -44,7 +48,8 @@ from .edge.methods import SERVICES
 from .edge.rpc_metrics import RpcMetrics
 from .metrics import Metrics
 from .notifications import NotificationBus
-from .primitives import autocomplete, chat, chat_feeds, files, lock, queue, schedules, semaphore
+from .primitives import (autocomplete, chat, chat_feeds, deadlocks, election, files, lock, queue, rwlock, schedules,
+                         semaphore)
 from .primitives.schedule_ticker import Ticker
 from .redis_health import RedisHealth
 from .redis_client import connect_cluster
@@ -88,6 +93,8 @@ class Primitives:
     feeds: chat_feeds.Feeds
     autocomplete: autocomplete.Autocomplete
     files: files.Files
+    elections: election.Elections
+    rwlocks: rwlock.RWLocks
 
 
 @dataclass
@@ -104,7 +111,7 @@ class Server:
     waiters: Waiters
     listeners: tuple[Listeners, ...]  # doorbells and outcomes: closed at shutdown
     primitives: tuple[lock.Locks, semaphore.Semaphores, queue.Queues, chat_feeds.Feeds, autocomplete.Autocomplete,
-                      files.Files]
+                      files.Files, election.Elections, rwlock.RWLocks]
     loop_monitor: LoopMonitor | None = None  # --loop-stall-report
     gc_policy: GcPolicy | None = None
     metrics: Metrics | None = None  # --metrics-listen
@@ -158,10 +165,16 @@ async def start(settings: Settings) -> Server:
     chat_bells = Doorbells(bus, broadcast=True, interval=10.0)
     outcomes = Outcomes(bus)
     keyspace, process_id = KeySpace(settings.key_prefix), secrets.token_hex(8)
+    if settings.semaphore_limit_from_acquire:
+        log.warning("--semaphore-limit-from-acquire is deprecated and goes in the next release: every "
+                    "semaphore Acquire puts its limit in force; see the README's Semaphore API for "
+                    "how to migrate (SetLimit)")
 
     def build(keyspace: KeySpace) -> Primitives:  # once, or once per tenant (tenants.py)
-        locks = lock.Locks(commands, keyspace, waiters, process_id=process_id)
-        semaphores = semaphore.Semaphores(commands, keyspace, waiters, process_id=process_id)
+        locks = lock.Locks(commands, keyspace, waiters, process_id=process_id,
+                           deadlocks=None if settings.no_deadlock_detection else deadlocks.Deadlocks(commands, keyspace))
+        semaphores = semaphore.Semaphores(commands, keyspace, waiters, process_id=process_id,
+                                          limit_from_acquire=settings.semaphore_limit_from_acquire)
         queues = queue.Queues(commands, keyspace, doorbells, outcomes, chat_bells,
                               priority_aging_ms=int(settings.queue_priority_aging * 1000),
                               retry_backoff_ms=int(settings.queue_retry_backoff * 1000))
@@ -174,14 +187,16 @@ async def start(settings: Settings) -> Server:
                               group_bound=settings.file_group_bound,
                               upload_lease_ms=int(settings.file_upload_lease * 1000),
                               max_line=settings.max_message_size // 2)
-        return Primitives(locks, semaphores, queues, ticks, chats, feeds, completer, shipper)
+        elections = election.Elections(commands, keyspace, waiters, chat_bells, process_id=process_id)
+        rwlocks = rwlock.RWLocks(commands, keyspace, waiters, process_id=process_id)
+        return Primitives(locks, semaphores, queues, ticks, chats, feeds, completer, shipper, elections, rwlocks)
 
     p = tenants.route(keyspace, build, tenanted=bool(settings.auth_tokens))
     locks, semaphores, queues, chats, feeds = p.locks, p.semaphores, p.queues, p.chats, p.feeds
     completer, shipper = p.autocomplete, p.files
     try:  # load scripts up front; a Redis that is down now is retried on first use
         for s in (*lock.SCRIPTS, *semaphore.SCRIPTS, *queue.SCRIPTS, *schedules.SCRIPTS, *chat.SCRIPTS,
-                  *autocomplete.SCRIPTS, *files.SCRIPTS):
+                  *autocomplete.SCRIPTS, *files.SCRIPTS, *election.SCRIPTS, *deadlocks.SCRIPTS, *rwlock.SCRIPTS):
             await s.load(commands)
     except Exception as exc:
         log.warning("Redis not reachable at start-up (%s); serving UNAVAILABLE until it is", exc)
@@ -202,6 +217,9 @@ async def start(settings: Settings) -> Server:
     add_servicer(server, autocomplete_pb2_grpc.add_AutocompleteServiceServicer_to_server,
                  AutocompleteServicer(completer, settings))
     add_servicer(server, files_pb2_grpc.add_FileServiceServicer_to_server, FileServicer(shipper))
+    add_servicer(server, election_pb2_grpc.add_ElectionServiceServicer_to_server, ElectionServicer(p.elections, settings))
+    add_servicer(server, rwlock_pb2_grpc.add_ReadWriteLockServiceServicer_to_server,
+                 ReadWriteLockServicer(p.rwlocks, settings))
     health_servicer = health.aio.HealthServicer()
     add_servicer(server, health_pb2_grpc.add_HealthServicer_to_server, health_servicer, wrap=undecodable.reject)
     add_servicer(server, reflection_pb2_grpc.add_ServerReflectionServicer_to_server, reflection.aio.ReflectionServicer(
@@ -221,7 +239,7 @@ async def start(settings: Settings) -> Server:
     collector = GcPolicy(calls_in_progress)  # full collections stalled the loop for seconds under load
     collector.start()
     return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, (doorbells, chat_bells, outcomes),
-                  (locks, semaphores, queues, feeds, completer, shipper),
+                  (locks, semaphores, queues, feeds, completer, shipper, p.elections, p.rwlocks),
                   monitor, collector, observer, auth=auth_interceptor, redis_health=redis_health, ticker=ticker)
 
 

@@ -46,6 +46,14 @@ class Settings:
     max_ttl: float = _setting(86400.0, "largest lock or permit TTL a client may ask for", duration=True)
     max_wait: float = _setting(3600.0, "largest wait_timeout a client may ask for", duration=True)
     max_semaphore_limit: int = _setting(10_000, "largest semaphore limit a client may ask for")
+    semaphore_limit_from_acquire: bool = _setting(
+        False, "DEPRECATED, for one release: every semaphore Acquire puts its limit in force (the rule before "
+               "SetLimit). Default: the stored limit (set by SetLimit or the first Acquire) holds, and an "
+               "Acquire with another limit fails SEMAPHORE_LIMIT_MISMATCH; to migrate, call SetLimit once, "
+               "or pass one limit everywhere, or limit 0")
+    no_deadlock_detection: bool = _setting(False, "do not look for deadlocks: by default a lock wait whose "
+                                           "caller (its owner label) holds locks others wait for is checked for a "
+                                           "cycle of waits, and the youngest wait in one fails ABORTED / DEADLOCK")
     queue_max_payload: int = _setting(1024 * 1024, "largest task payload, bytes")
     queue_max_result: int = _setting(1024 * 1024, "largest task result (Ack's result), bytes")
     queue_max_batch: int = _setting(1000, "most tasks one Enqueue adds or one Dequeue takes")

@@ -47,6 +47,42 @@ class LockKeys(NamedTuple):
         return [self.holder, self.queue, self.waiters, self.procs, self.fence]
 
 
+class ElectionKeys(NamedTuple):
+    """KEYS of every election script, in this order, plus its two channels. The first
+    five are a lock's (LockKeys: the leader is the lock's holder, its term the
+    fencing token), so elections run on the lock's FIFO queue and grants."""
+
+    holder: str  # hash: lease, owner (the candidate), fence (the term), value; PEXPIRE = TTL
+    queue: str  # zset: candidate lease -> arrival time (us), FIFO order
+    waiters: str  # hash: candidate lease -> "deadline_ms proc 1 ttl_ms candidate"
+    procs: str  # hash: server process id -> alive-until (ms)
+    fence: str  # string: the last term handed out
+    values: str  # hash: queued candidate's lease -> the value it will lead with
+    history: str  # stream: the changes of leadership, ids "<n>-0"; its name is the observers' channel
+    said: str  # hash: n (last change's number), term (the term it announced; 0: nobody leads)
+    channel: str  # shard channel: "lease term expires_ms" when a candidate is elected
+
+    @property
+    def keys(self) -> list[str]:
+        return [self.holder, self.queue, self.waiters, self.procs, self.fence, self.values, self.history, self.said]
+
+
+class RWLockKeys(NamedTuple):
+    """KEYS of every read-write lock script, in this order, plus the wake-up channel."""
+
+    holders: str  # zset: holder lease -> expires at (ms); expired ones are swept by each script
+    info: str  # hash: holder lease -> "mode fence owner" (mode 1 read, 2 write)
+    queue: str  # zset: waiter lease -> arrival time (us), FIFO order
+    waiters: str  # hash: waiter lease -> "deadline_ms proc mode ttl_ms owner" (waiting.lua)
+    procs: str  # hash: server process id -> alive-until (ms)
+    fence: str  # string: last fencing token handed out (readers' and writers')
+    channel: str  # shard channel: "lease fence expires_ms" when a waiter is granted
+
+    @property
+    def keys(self) -> list[str]:
+        return [self.holders, self.info, self.queue, self.waiters, self.procs, self.fence]
+
+
 class SemaphoreKeys(NamedTuple):
     """KEYS of every semaphore script, in this order, plus the wake-up channel."""
 
@@ -184,6 +220,16 @@ class KeySpace:
         t = self.tag("lock", name)
         return LockKeys(f"{t}:holder", f"{t}:queue", f"{t}:waiters", f"{t}:procs", f"{t}:fence", f"{t}:wake")
 
+    def election(self, name: str) -> ElectionKeys:
+        t = self.tag("elect", name)
+        return ElectionKeys(f"{t}:holder", f"{t}:queue", f"{t}:waiters", f"{t}:procs", f"{t}:fence",
+                            f"{t}:values", f"{t}:history", f"{t}:said", f"{t}:wake")
+
+    def rwlock(self, name: str) -> RWLockKeys:
+        t = self.tag("rw", name)
+        return RWLockKeys(f"{t}:holders", f"{t}:info", f"{t}:queue", f"{t}:waiters", f"{t}:procs", f"{t}:fence",
+                          f"{t}:wake")
+
     def semaphore(self, name: str) -> SemaphoreKeys:
         t = self.tag("sem", name)
         return SemaphoreKeys(f"{t}:holders", f"{t}:permits", f"{t}:queue", f"{t}:waiters", f"{t}:procs",
@@ -213,6 +259,11 @@ class KeySpace:
     def file_ids(self) -> str:
         """string: the counter behind file numbers (all groups share it)."""
         return "{%s:file-ids}" % self.prefix
+
+    @property
+    def waits_for(self) -> str:
+        """hash: who waits for which locks (primitives/deadlocks.py), one for the key space."""
+        return "{%s:waits-for}" % self.prefix
 
     @property
     def chat_ids(self) -> str:

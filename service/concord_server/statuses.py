@@ -26,25 +26,32 @@ class Family:
 
 
 class ACQUIRE(Family):
-    """lock_acquire, semaphore_acquire: the first item of the reply."""
+    """lock_acquire, semaphore_acquire, rwlock_acquire: the first item of the reply."""
     BUSY = 0  # not free (no room), not queued
     ACQUIRED = 1
     QUEUED = 2
 
 
 class HELD(Family):
-    """lock_release/refresh/force_release, semaphore_release/refresh, queue_settle."""
+    """lock_release/refresh/force_release, semaphore_release/refresh, rwlock_release/refresh, queue_settle."""
     NOT_HELD = 0  # the lease (permit) does not hold it: released, expired, settled
     HELD = 1  # it did, and the change was made
 
 
 class WITHDRAW(Family):
-    """lock_withdraw, semaphore_withdraw: what became of a waiter that gave up."""
+    """lock_withdraw, semaphore_withdraw, rwlock_withdraw: what became of a waiter that gave up."""
     LEFT_QUEUE = 0
     KEPT = 1  # it had been granted, and keeps the grant
     PASSED_ON = 2  # it had been granted, and released the grant
     NOT_WAITING = -1  # neither queued nor holding
     FAILED = -2  # (semaphore) a lowered limit had failed it
+
+
+class LIMIT(Family):
+    """semaphore_acquire: why it refused before any ACQUIRE.* (so the codes differ from those)."""
+    MISMATCH = -1  # the limit asked for is not the stored one (only SetLimit changes it); nothing changed
+    UNSET = -2  # limit 0 asks for the stored limit, and there is none
+    BELOW_PERMITS = -3  # limit 0 took the stored limit, which is below the permits asked for
 
 
 class CANCEL(Family):
@@ -93,7 +100,7 @@ class DONE(Family):
     NOT_COMPLETE = -2  # not announced yet
 
 
-FAMILIES: tuple[type[Family], ...] = (ACQUIRE, HELD, WITHDRAW, CANCEL, SCHEDULE, CREATE, CHAT, UPLOAD, DONE)
+FAMILIES: tuple[type[Family], ...] = (ACQUIRE, HELD, WITHDRAW, LIMIT, CANCEL, SCHEDULE, CREATE, CHAT, UPLOAD, DONE)
 
 
 def lua_source() -> str:

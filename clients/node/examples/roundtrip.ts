@@ -1,4 +1,4 @@
-// A lock and a queue round trip in TypeScript, from the installed package:
+// A lock, a queue and an election round trip in TypeScript, from the installed package:
 //
 //   npm install @concord/client typescript
 //   npx tsc --strict --module nodenext --outDir dist roundtrip.ts && node dist/roundtrip.js
@@ -9,7 +9,7 @@
 // tests/test_client_packages.py compiles this under `tsc --strict` against the
 // packed package and runs it.
 import { randomUUID } from 'node:crypto';
-import { Client, ConcordError, duration, type ClientOptions, type concord } from '@concord/client';
+import { Client, ConcordError, duration, type ClientOptions, type concord, type Leadership } from '@concord/client';
 
 const env = process.env;
 const options: ClientOptions = {};
@@ -49,6 +49,15 @@ try {
   await client.queue.ack({ queue: name, taskId: task.taskId, lease: task.lease }, soon());
   const stats = await client.queue.stats({ queue: name }, soon());
   console.log('queue', task.type, task.state, stats.ready, stats.leased);
+
+  // An election: led (on a Lead stream the server renews), reported, resigned.
+  const election = client.election(name, { ttl: 10_000 });
+  const leadership: Leadership = await election.campaign(Buffer.from('ts-example'), { candidate: 'ts', timeout: 5_000 });
+  const leader = await election.leader(soon());
+  console.log('election', leader?.candidate, leader?.term === leadership.term, String(leader?.value));
+  await leadership.resign(soon());
+  const after: concord.election.v1.Leadership__Output | null = await election.leader(soon());
+  if (after !== null || (await leadership.lost) !== undefined) throw new Error(`still led after resign: ${after?.term}`);
 } finally {
   client.close();
 }

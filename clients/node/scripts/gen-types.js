@@ -19,6 +19,7 @@ const SERVICES = {
   chat: 'concord.chat.v1.ChatService',
   autocomplete: 'concord.autocomplete.v1.AutocompleteService',
   files: 'concord.files.v1.FileService',
+  election: 'concord.election.v1.ElectionService',
 };
 
 const dir = protosDir();

@@ -2,10 +2,15 @@
 // generated services.d.ts. tests/test_client_packages.py compiles an example
 // against the packed package under `tsc --strict`.
 import * as grpc from '@grpc/grpc-js';
+import type { ElectionClient } from './election.js';
 import type { Reason, Services } from './services.js';
 
 export type { Callback, Reason, Services } from './services.js';
 export type { concord, google } from './services.js';
+export { DEFAULT_ELECTION_TTL_MS, Election, Leadership, Observer } from './election.js';
+export type {
+  CampaignOptions, ElectionClient, ElectionOptions, ObserveOptions, Term, Value,
+} from './election.js';
 export { grpc };
 
 /** PEM data, or the path of a PEM file. */
@@ -30,7 +35,8 @@ export interface ClientOptions {
   protos?: string;
 }
 
-/** A connection to concord-server: one channel, a client per service. Plaintext
+/** A connection to concord-server: one channel, a client per service (and
+ * `client.election(name)`, an Election). Plaintext
  * unless `tls`, `ca`, `cert`/`key` or `credentials` ask for TLS. */
 export declare class Client implements Services {
   constructor(address: string, options?: ClientOptions);
@@ -40,6 +46,9 @@ export declare class Client implements Services {
   chat: Services['chat'];
   autocomplete: Services['autocomplete'];
   files: Services['files'];
+  /** `client.election(name)` is an Election (campaign, leader, observe...); its
+   * properties are the ElectionService's methods, as for the other services. */
+  election: ElectionClient;
   close(): void;
 }
 

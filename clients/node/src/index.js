@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import grpc from '@grpc/grpc-js';
 import protoLoader from '@grpc/proto-loader';
 import protobuf from 'protobufjs';
+import { electionClient } from './election.js';
 
 const require = createRequire(import.meta.url);
 
@@ -66,6 +67,7 @@ const SERVICES = {
   chat: 'concord.chat.v1.ChatService',
   autocomplete: 'concord.autocomplete.v1.AutocompleteService',
   files: 'concord.files.v1.FileService',
+  election: 'concord.election.v1.ElectionService',
 };
 
 // Field names in camelCase (fencingToken), 64-bit integers as strings (a fencing
@@ -296,7 +298,8 @@ function bearer(token) {
 }
 
 /** A connection to concord-server with `lock`, `semaphore`, `queue`, `chat`,
- * `autocomplete` and `files` clients sharing one channel. Plaintext unless
+ * `autocomplete`, `files` and `election` clients sharing one channel
+ * (`client.election(name)` is an Election: campaign, observe...). Plaintext unless
  * `tls`, `ca`, `cert`/`key` (PEM Buffers or file paths) or `credentials` ask for
  * TLS; `token` sends a bearer token with every call, over TLS or plaintext. */
 export class Client {
@@ -314,6 +317,7 @@ export class Client {
         : (first = new Stub(address, credentials, { ...channelOptions, interceptors }));
       this[key] = promising(stub);
     }
+    this.election = electionClient(this.election); // also client.election(name): an Election
     this.#channel = first.getChannel();
   }
 
@@ -328,3 +332,4 @@ export function duration(ms) {
 }
 
 export { grpc };
+export { DEFAULT_ELECTION_TTL_MS, Election, Leadership, Observer } from './election.js';

@@ -58,6 +58,7 @@ export interface Services {
   chat: concord.chat.v1.ChatService;
   autocomplete: concord.autocomplete.v1.AutocompleteService;
   files: concord.files.v1.FileService;
+  election: concord.election.v1.ElectionService;
 }
 
 export declare namespace concord.autocomplete.v1 {
@@ -660,6 +661,281 @@ export declare namespace concord.chat.v1 {
   }
 }
 
+export declare namespace concord.election.v1 {
+  /**
+   * ElectionService elects one leader per election name among any number of
+   * candidates, like etcd's concurrency.Election.
+   *
+   * Candidates queue in FIFO order and the server hands leadership straight to the
+   * next live candidate when the leader resigns, its TTL runs out, or its Lead stream
+   * ends. Every leadership has a term: it strictly increases across leaders, server
+   * restarts and Redis data loss (it is at least the Redis clock in microseconds),
+   * so a leader passes it to what it writes and the writes of a deposed leader can
+   * be refused, like a lock's fencing token. Every change (a new leader, a
+   * proclaimed value, no leader) is recorded in order, so Observe misses none.
+   */
+  interface ElectionService {
+    /**
+     * Campaign waits in FIFO order, up to wait_timeout (0 = try once), until this
+     * candidate leads, then returns its term. Not winning in time is not an error:
+     * elected is false. Keep the leadership with Refresh before its TTL runs out, or
+     * use Lead, which does it for you.
+     */
+    campaign(request: concord.election.v1.CampaignRequest, options?: grpc.CallOptions): Promise<concord.election.v1.CampaignResponse__Output>;
+    /** campaign, by its name in the .proto file. */
+    Campaign(request: concord.election.v1.CampaignRequest, options?: grpc.CallOptions): Promise<concord.election.v1.CampaignResponse__Output>;
+    /**
+     * Lead campaigns, then keeps the leadership alive while the stream is open:
+     * ELECTED, then REFRESHED on each renewal, and LOST the moment the term is no
+     * longer the leader's (resigned elsewhere, or expired while Redis was out of
+     * reach). Closing the stream, or the client going away, resigns at once and hands
+     * leadership to the next candidate. If it is not won within wait_timeout the
+     * stream ends with DEADLINE_EXCEEDED / ELECTION_WAIT_TIMEOUT.
+     */
+    lead(request: concord.election.v1.LeadRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<concord.election.v1.LeadResponse__Output>;
+    /** lead, by its name in the .proto file. */
+    Lead(request: concord.election.v1.LeadRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<concord.election.v1.LeadResponse__Output>;
+    /** Leader reports the current leader, if any, and how many candidates wait. */
+    leader(request: concord.election.v1.LeaderRequest, options?: grpc.CallOptions): Promise<concord.election.v1.LeaderResponse__Output>;
+    /** leader, by its name in the .proto file. */
+    Leader(request: concord.election.v1.LeaderRequest, options?: grpc.CallOptions): Promise<concord.election.v1.LeaderResponse__Output>;
+    /**
+     * Observe sends the current leader (or that there is none), then every change in
+     * the order it happened, from any replica: a new leader, a proclaimed value, no
+     * leader. Resume after a reconnect by passing the last position seen.
+     */
+    observe(request: concord.election.v1.ObserveRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<concord.election.v1.ObserveResponse__Output>;
+    /** observe, by its name in the .proto file. */
+    Observe(request: concord.election.v1.ObserveRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<concord.election.v1.ObserveResponse__Output>;
+    /**
+     * Proclaim replaces the leader's value. FAILED_PRECONDITION / NOT_LEADER when the
+     * term is no longer the leader's.
+     */
+    proclaim(request: concord.election.v1.ProclaimRequest, options?: grpc.CallOptions): Promise<concord.election.v1.ProclaimResponse__Output>;
+    /** proclaim, by its name in the .proto file. */
+    Proclaim(request: concord.election.v1.ProclaimRequest, options?: grpc.CallOptions): Promise<concord.election.v1.ProclaimResponse__Output>;
+    /**
+     * Refresh resets the leadership's TTL. FAILED_PRECONDITION / NOT_LEADER when the
+     * term is no longer the leader's.
+     */
+    refresh(request: concord.election.v1.RefreshRequest, options?: grpc.CallOptions): Promise<concord.election.v1.RefreshResponse__Output>;
+    /** refresh, by its name in the .proto file. */
+    Refresh(request: concord.election.v1.RefreshRequest, options?: grpc.CallOptions): Promise<concord.election.v1.RefreshResponse__Output>;
+    /**
+     * Resign ends the term and hands leadership to the next candidate.
+     * FAILED_PRECONDITION / NOT_LEADER when the term is no longer the leader's.
+     */
+    resign(request: concord.election.v1.ResignRequest, options?: grpc.CallOptions): Promise<concord.election.v1.ResignResponse__Output>;
+    /** resign, by its name in the .proto file. */
+    Resign(request: concord.election.v1.ResignRequest, options?: grpc.CallOptions): Promise<concord.election.v1.ResignResponse__Output>;
+  }
+
+  interface CampaignRequest {
+    /** Election name: 1-256 bytes of UTF-8 without control characters. */
+    election?: string;
+    /** Who campaigns: a label shown to observers; defaults to the caller's address. */
+    candidate?: string;
+    /** The value the leader publishes (an address, a shard map); up to 64 KiB. */
+    value?: Buffer | Uint8Array | string;
+    /** How long the leadership lasts unless refreshed (10ms to the server's max TTL). */
+    ttl?: google.protobuf.Duration | null;
+    /** How long to wait for leadership; unset or 0 tries once. */
+    waitTimeout?: google.protobuf.Duration | null;
+  }
+  interface CampaignRequest__Output {
+    /** Election name: 1-256 bytes of UTF-8 without control characters. */
+    election: string;
+    /** Who campaigns: a label shown to observers; defaults to the caller's address. */
+    candidate: string;
+    /** The value the leader publishes (an address, a shard map); up to 64 KiB. */
+    value: Buffer;
+    /** How long the leadership lasts unless refreshed (10ms to the server's max TTL). */
+    ttl: google.protobuf.Duration__Output | null;
+    /** How long to wait for leadership; unset or 0 tries once. */
+    waitTimeout: google.protobuf.Duration__Output | null;
+  }
+
+  interface CampaignResponse {
+    /** False when leadership was not won within wait_timeout. */
+    elected?: boolean;
+    /**
+     * This leadership's term: pass it to Proclaim, Refresh and Resign, and to what
+     * the leader writes, which should refuse older terms.
+     */
+    term?: number | string;
+    /** When the leadership ends unless refreshed (Redis server clock). */
+    expiresAt?: google.protobuf.Timestamp | null;
+  }
+  interface CampaignResponse__Output {
+    /** False when leadership was not won within wait_timeout. */
+    elected: boolean;
+    /**
+     * This leadership's term: pass it to Proclaim, Refresh and Resign, and to what
+     * the leader writes, which should refuse older terms.
+     */
+    term: string;
+    /** When the leadership ends unless refreshed (Redis server clock). */
+    expiresAt: google.protobuf.Timestamp__Output | null;
+  }
+
+  interface LeadRequest {
+    election?: string;
+    candidate?: string;
+    value?: Buffer | Uint8Array | string;
+    ttl?: google.protobuf.Duration | null;
+    waitTimeout?: google.protobuf.Duration | null;
+  }
+  interface LeadRequest__Output {
+    election: string;
+    candidate: string;
+    value: Buffer;
+    ttl: google.protobuf.Duration__Output | null;
+    waitTimeout: google.protobuf.Duration__Output | null;
+  }
+
+  type LeadEvent = 'LEAD_EVENT_UNSPECIFIED' | 'LEAD_EVENT_ELECTED' | 'LEAD_EVENT_REFRESHED' | 'LEAD_EVENT_LOST';
+
+  interface LeadResponse {
+    event?: concord.election.v1.LeadEvent | number;
+    term?: number | string;
+    expiresAt?: google.protobuf.Timestamp | null;
+  }
+  interface LeadResponse__Output {
+    event: concord.election.v1.LeadEvent;
+    term: string;
+    expiresAt: google.protobuf.Timestamp__Output | null;
+  }
+
+  interface LeaderRequest {
+    election?: string;
+  }
+  interface LeaderRequest__Output {
+    election: string;
+  }
+
+  /** Leadership is one term of one candidate. */
+  interface Leadership {
+    candidate?: string;
+    value?: Buffer | Uint8Array | string;
+    term?: number | string;
+    /** When it ends unless refreshed (Redis server clock). */
+    expiresAt?: google.protobuf.Timestamp | null;
+  }
+  /** Leadership is one term of one candidate. */
+  interface Leadership__Output {
+    candidate: string;
+    value: Buffer;
+    term: string;
+    /** When it ends unless refreshed (Redis server clock). */
+    expiresAt: google.protobuf.Timestamp__Output | null;
+  }
+
+  interface LeaderResponse {
+    /** Unset when nobody leads. */
+    leader?: concord.election.v1.Leadership | null;
+    /** Candidates waiting for leadership. */
+    candidates?: number;
+  }
+  interface LeaderResponse__Output {
+    /** Unset when nobody leads. */
+    leader: concord.election.v1.Leadership__Output | null;
+    /** Candidates waiting for leadership. */
+    candidates: number;
+  }
+
+  interface ObserveRequest {
+    election?: string;
+    /**
+     * The position of the last change already seen (from an earlier Observe); 0
+     * starts with the current state.
+     */
+    after?: number | string;
+  }
+  interface ObserveRequest__Output {
+    election: string;
+    /**
+     * The position of the last change already seen (from an earlier Observe); 0
+     * starts with the current state.
+     */
+    after: string;
+  }
+
+  interface ObserveResponse {
+    /** The leader from this change on; unset when nobody leads. */
+    leader?: concord.election.v1.Leadership | null;
+    /** This change's place in the election's history: pass it as `after` to resume. */
+    position?: number | string;
+    /**
+     * True when changes after `after` were no longer kept (more than the last 1000
+     * changes, or Redis lost them): this message is the state now, and changes in
+     * between were missed.
+     */
+    gap?: boolean;
+  }
+  interface ObserveResponse__Output {
+    /** The leader from this change on; unset when nobody leads. */
+    leader: concord.election.v1.Leadership__Output | null;
+    /** This change's place in the election's history: pass it as `after` to resume. */
+    position: string;
+    /**
+     * True when changes after `after` were no longer kept (more than the last 1000
+     * changes, or Redis lost them): this message is the state now, and changes in
+     * between were missed.
+     */
+    gap: boolean;
+  }
+
+  interface ProclaimRequest {
+    election?: string;
+    term?: number | string;
+    value?: Buffer | Uint8Array | string;
+  }
+  interface ProclaimRequest__Output {
+    election: string;
+    term: string;
+    value: Buffer;
+  }
+
+  interface ProclaimResponse {
+  }
+  interface ProclaimResponse__Output {
+  }
+
+  interface RefreshRequest {
+    election?: string;
+    term?: number | string;
+    /** New TTL counted from now. */
+    ttl?: google.protobuf.Duration | null;
+  }
+  interface RefreshRequest__Output {
+    election: string;
+    term: string;
+    /** New TTL counted from now. */
+    ttl: google.protobuf.Duration__Output | null;
+  }
+
+  interface RefreshResponse {
+    expiresAt?: google.protobuf.Timestamp | null;
+  }
+  interface RefreshResponse__Output {
+    expiresAt: google.protobuf.Timestamp__Output | null;
+  }
+
+  interface ResignRequest {
+    election?: string;
+    term?: number | string;
+  }
+  interface ResignRequest__Output {
+    election: string;
+    term: string;
+  }
+
+  interface ResignResponse {
+  }
+  interface ResignResponse__Output {
+  }
+}
+
 export declare namespace concord.files.v1 {
   /**
    * FileService ships files to a group of workers through Redis: the book's log
@@ -1115,7 +1391,12 @@ export declare namespace concord.lock.v1 {
     ttl?: google.protobuf.Duration | null;
     /** How long to wait in the queue; unset or 0 tries once. */
     waitTimeout?: google.protobuf.Duration | null;
-    /** Free-form label shown by Describe; defaults to the caller's address. */
+    /**
+     * Who holds and waits: shown by Describe, and the caller that deadlock detection
+     * knows. With an owner set, a wait that closes a cycle of owners each waiting for
+     * a lock the next one holds (and is the cycle's youngest) fails ABORTED / DEADLOCK
+     * with the cycle in ErrorInfo. Defaults to the caller's address (then not checked).
+     */
     owner?: string;
   }
   interface AcquireRequest__Output {
@@ -1125,7 +1406,12 @@ export declare namespace concord.lock.v1 {
     ttl: google.protobuf.Duration__Output | null;
     /** How long to wait in the queue; unset or 0 tries once. */
     waitTimeout: google.protobuf.Duration__Output | null;
-    /** Free-form label shown by Describe; defaults to the caller's address. */
+    /**
+     * Who holds and waits: shown by Describe, and the caller that deadlock detection
+     * knows. With an owner set, a wait that closes a cycle of owners each waiting for
+     * a lock the next one holds (and is the cycle's youngest) fails ABORTED / DEADLOCK
+     * with the cycle in ErrorInfo. Defaults to the caller's address (then not checked).
+     */
     owner: string;
   }
 

@@ -61,6 +61,32 @@ describe('concord over grpc-js', { skip }, () => {
     assert.match(err.message, /^LOCK_NOT_HELD \(FAILED_PRECONDITION\): /);
   });
 
+  test('a semaphore keeps its limit until setLimit changes it; a higher one admits waiters at once', async () => {
+    const name = unique('semaphore');
+    const ttl = duration(10_000);
+    const missing = await client.semaphore.acquire({ name, ttl }, soon()).then(() => null, (e) => e);
+    assert.ok(missing?.is('NOT_FOUND') && missing.code === grpc.status.NOT_FOUND, String(missing)); // limit 0, none stored
+    const first = await client.semaphore.acquire({ name, limit: 1, ttl }, soon()); // stores the limit 1
+    assert.equal(first.acquired, true);
+    const err = await client.semaphore.acquire({ name, limit: 2, ttl }, soon()).then(() => null, (e) => e);
+    assert.ok(err?.is('SEMAPHORE_LIMIT_MISMATCH'), String(err));
+    assert.deepEqual([err.code, err.metadata], [grpc.status.FAILED_PRECONDITION, { name, limit: '1', requested: '2' }]);
+    const refused = await client.semaphore.describe({ name }, soon());
+    assert.deepEqual([refused.limit, refused.held, refused.holders.length], [1, 1, 1]);
+
+    const waiting = client.semaphore.acquire({ name, ttl, waitTimeout: duration(8000) }, soon()); // the stored limit
+    await eventually('the waiter to queue', async () => (await client.semaphore.describe({ name }, soon())).waiters === 1);
+    assert.deepEqual(await client.semaphore.setLimit({ name, limit: 2 }, soon()), { previousLimit: 1 });
+    const second = await waiting;
+    assert.equal(second.acquired, true);
+    const raised = await client.semaphore.describe({ name }, soon());
+    assert.deepEqual([raised.limit, raised.held, raised.waiters], [2, 2, 0]);
+
+    const bad = await client.semaphore.SetLimit({ name, limit: 0 }, soon()).then(() => null, (e) => e);
+    assert.ok(bad?.is('INVALID_ARGUMENT'), String(bad));
+    for (const { permitId } of [first, second]) await client.semaphore.release({ name, permitId }, soon());
+  });
+
   test("a stream's failure is a ConcordError too", async () => {
     const err = await drain(client.lock.hold({ name: '' }, soon())).then(() => null, (e) => e);
     assert.ok(ConcordError.isReason(err, 'INVALID_ARGUMENT'), String(err));

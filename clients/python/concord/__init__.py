@@ -7,6 +7,8 @@
         ...  # protected work; pass lease.fencing_token to the resource
     with client.semaphore("api:tenant-7", limit=5) as permit:
         ...  # at most 5 of these run at once, across every client
+    with client.rwlock("catalog").read() as lease:  # readers share; rw.write() excludes all
+        ...
     client.queue("email").put("send_welcome", {"to": "ada@example.com"})
     client.queue("reports").schedule("nightly", cron="30 2 * * *", tz="Europe/Berlin")  # a task per tick
     client.chat.send(chat_id, "jeff", "Hey Joe")  # for msg in client.chat.subscribe("joe"): ...
@@ -28,6 +30,7 @@ from .chats import (
     Subscription,
 )
 from .client import AsyncClient, Client
+from .elections import AsyncElection, AsyncLeadership, Change, Election, Leader, Leadership
 from .errors import (
     Aborted,
     AlreadyExists,
@@ -71,7 +74,7 @@ from .errors import (
     Unavailable,
 )
 from .files import Announced, FileInfo, Files, Line, Uploaded
-from .locks import AsyncLock, Lease, Lock, LockInfo
+from .locks import AsyncLock, AsyncMultiLock, Lease, Lock, LockInfo, MultiLease, MultiLock
 from .queues import (
     AsyncQueue,
     AsyncTaskHandle,
@@ -90,28 +93,31 @@ from .queues import (
     TaskHandle,
     Watch,
 )
+from .rwlocks import AsyncRWLock, AsyncRWLockHold, RWHolder, RWLease, RWLock, RWLockHold, RWLockInfo, RWWaiter
 from .semaphores import AsyncSemaphore, Permit, Semaphore, SemaphoreInfo
 from .tasks import Progress, TaskFailed
 from .worker import UnrecoverableError, Worker
 
 __all__ = [
-    "SemaphoreLimitMismatch",
-    "NotLeader",
-    "LeadershipLost",
-    "ElectionTimeout",
-    "Deadlock",
     "Aborted",
     "AlreadyExists",
     "Announced",
     "AsyncAutocomplete",
     "AsyncChat",
     "AsyncClient",
+    "AsyncElection",
+    "AsyncLeadership",
     "AsyncLock",
+    "AsyncMultiLock",
     "AsyncQueue",
+    "AsyncRWLock",
+    "AsyncRWLockHold",
     "AsyncSemaphore",
     "AsyncSubscription",
     "AsyncTaskHandle",
+    "AsyncWatch",
     "Autocomplete",
+    "Change",
     "Chat",
     "ChatExists",
     "ChatFull",
@@ -122,6 +128,9 @@ __all__ = [
     "ConcordError",
     "CorruptFile",
     "DeadlineExceeded",
+    "Deadlock",
+    "Election",
+    "ElectionTimeout",
     "Enqueued",
     "FailedPrecondition",
     "FileInfo",
@@ -131,6 +140,9 @@ __all__ = [
     "Gap",
     "Internal",
     "InvalidArgument",
+    "Leader",
+    "Leadership",
+    "LeadershipLost",
     "Lease",
     "Line",
     "LineTooLong",
@@ -139,12 +151,15 @@ __all__ = [
     "LockLost",
     "LockNotHeld",
     "LockTimeout",
+    "MultiLease",
+    "MultiLock",
     "NackResult",
     "NameNotFound",
     "NewTask",
     "NotAMember",
     "NotAWorker",
     "NotFound",
+    "NotLeader",
     "OffsetOutOfRange",
     "PermissionDenied",
     "Permit",
@@ -153,11 +168,15 @@ __all__ = [
     "PermitsExceedLimit",
     "Progress",
     "Queue",
-    "QueuePolicy",
     "QueueEvent",
-    "Watch",
-    "AsyncWatch",
+    "QueuePolicy",
     "QueueStats",
+    "RWHolder",
+    "RWLease",
+    "RWLock",
+    "RWLockHold",
+    "RWLockInfo",
+    "RWWaiter",
     "ResourceExhausted",
     "Retention",
     "RetryPolicy",
@@ -166,6 +185,7 @@ __all__ = [
     "ScheduleNotFound",
     "Semaphore",
     "SemaphoreInfo",
+    "SemaphoreLimitMismatch",
     "SemaphoreTimeout",
     "Subscription",
     "Suggestion",
@@ -180,5 +200,6 @@ __all__ = [
     "Unavailable",
     "UnrecoverableError",
     "Uploaded",
+    "Watch",
     "Worker",
 ]

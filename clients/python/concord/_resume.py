@@ -83,6 +83,10 @@ class AsyncResuming(_Resuming[T, P]):
                     pause = 0.05
                     yield self._take(message)
                 return
+            except asyncio.CancelledError:
+                if self._closed:  # close() cancelled the call under us
+                    return
+                raise
             except grpc.RpcError as exc:
                 if self._ends(exc):
                     return

@@ -23,8 +23,10 @@ Retried, because a repeat cannot do harm:
   so a repeat never leaves two holders; at worst it waits behind the abandoned
   grant until that is let go), ``refresh`` (sets the TTL from now), ``release``
   (a second release changes nothing; if the first one reached Redis before its
-  reply was lost, the repeat reports LockNotHeld/PermitNotHeld), ``describe``;
-  background renewal retries only while the hold is still valid;
+  reply was lost, the repeat reports LockNotHeld/PermitNotHeld), ``describe``,
+  semaphore ``set_limit`` (it sets the whole limit; a repeat whose first try took
+  effect returns that limit as the previous one); background renewal retries only
+  while the hold is still valid;
 * queues: ``get``/``dequeue`` (a dequeue whose reply was lost leaves its tasks
   leased to nobody; they come back when that lease expires, so nothing is lost),
   ``ack``, ``nack``, ``extend``, ``release`` (each needs the task's lease, which

@@ -1,7 +1,7 @@
 """`concord`: the operator's command line, over the Python client.
 
     concord lock list | lock describe NAME | lock force-release NAME [--yes]
-    concord semaphore list | semaphore describe NAME
+    concord semaphore list | semaphore describe NAME | semaphore set-limit NAME LIMIT
     concord queue list | queue describe NAME | queue dead NAME | queue retry-dead NAME [TASK_ID...]
     concord queue task NAME TASK_ID | queue wait NAME TASK_ID [--timeout S]
     concord queue policy NAME [--keep-succeeded N] [--succeeded-for DURATION] [--keep-dead N] [--dead-for DURATION]
@@ -141,6 +141,17 @@ def _seconds(text: str, what: str = "a number of seconds") -> float:
 def _retention_age(text: str) -> float:
     """--succeeded-for / --dead-for: a duration, or "unlimited" (or 0): no age limit."""
     return 0.0 if text.strip().lower() == UNLIMITED else parse_duration(text)
+
+
+def _semaphore_limit(text: str) -> int:
+    """semaphore set-limit's LIMIT: a whole number, 1 or more (the server checks its maximum)."""
+    try:
+        limit = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= limit < 2**32:
+        raise argparse.ArgumentTypeError(f"{limit} is not a limit (1 or more)")
+    return limit
 
 
 def _retention_count(text: str) -> int | str:
@@ -396,12 +407,19 @@ class Admin:
         r = self.call("semaphore", "Describe", semaphore_pb2.DescribeRequest(name=args.name))
         d = {"name": args.name, **_dict(r)}
         if not r.holders and not r.waiters:
-            self.emit(d, f"semaphore {args.name!r} is not held (no holders, no waiters)")
+            limit = f"; limit {r.limit}" if r.limit else ""
+            self.emit(d, f"semaphore {args.name!r} is not held (no holders, no waiters{limit})")
             return
         text = _table([d], ["name", "limit", "held", "waiters"])
         if r.holders:
             text += "\n\n" + _table(d["holders"], list(d["holders"][0]))
         self.emit(d, text)
+
+    def semaphore_set_limit(self, args: argparse.Namespace) -> None:
+        r = self.call("semaphore", "SetLimit", semaphore_pb2.SetLimitRequest(name=args.name, limit=args.limit))
+        was = f"was {r.previous_limit}" if r.previous_limit else "had none"
+        self.emit({"name": args.name, "limit": args.limit, "previous_limit": r.previous_limit},
+                  f"semaphore {args.name!r}: limit {args.limit} ({was})")
 
     # queues
 
@@ -653,6 +671,14 @@ def parser() -> argparse.ArgumentParser:
     sem = kinds.add_parser("semaphore", help="semaphores").add_subparsers(dest="action", required=True)
     command(sem, "list", "semaphore_list", "semaphores with holders or waiters")
     command(sem, "describe", "semaphore_describe", "limit, holders, waiters").add_argument("name")
+    set_limit = command(sem, "set-limit", "semaphore_set_limit",
+                        "set the semaphore's limit, kept until the next set-limit (the only way to change it)",
+                        description="Sets the limit: an Acquire with another limit then fails "
+                        "SEMAPHORE_LIMIT_MISMATCH. A lower limit takes no permit back (grants wait until the "
+                        "held permits fit under it); a higher one admits the waiters that now fit at once.")
+    set_limit.add_argument("name")
+    set_limit.add_argument("limit", type=_semaphore_limit, metavar="LIMIT", help="most permits held at once (1 to the "
+                           "server's --max-semaphore-limit)")
 
     queue = kinds.add_parser("queue", help="task queues").add_subparsers(dest="action", required=True)
     command(queue, "list", "queue_list", "queues holding tasks")

@@ -13,13 +13,17 @@ from .autocomplete import AsyncAutocomplete, Autocomplete
 from .autocomplete.v1 import autocomplete_pb2_grpc
 from .chat.v1 import chat_pb2_grpc
 from .chats import AsyncChat, Chat
+from .election.v1 import election_pb2_grpc
+from .elections import AsyncElection, Election
 from .errors import from_rpc_error
 from .files import Files
 from .files.v1 import files_pb2_grpc
 from .lock.v1 import lock_pb2_grpc
-from .locks import AsyncLock, Lock
+from .locks import AsyncLock, AsyncMultiLock, Lock, MultiLock
 from .queue.v1 import queue_pb2_grpc
 from .queues import AsyncQueue, Queue, Task, dequeue_async, dequeue_sync
+from .rwlock.v1 import rwlock_pb2_grpc
+from .rwlocks import AsyncRWLock, RWLock
 from .semaphore.v1 import semaphore_pb2_grpc
 from .semaphores import AsyncSemaphore, Semaphore
 
@@ -117,7 +121,9 @@ class _Connection:
             ("queue", queue_pb2_grpc.QueueServiceStub),
             ("chat", chat_pb2_grpc.ChatServiceStub),
             ("autocomplete", autocomplete_pb2_grpc.AutocompleteServiceStub),
-            ("files", files_pb2_grpc.FileServiceStub))}
+            ("files", files_pb2_grpc.FileServiceStub),
+            ("rwlock", rwlock_pb2_grpc.ReadWriteLockServiceStub),
+            ("election", election_pb2_grpc.ElectionServiceStub))}
 
     def _service(self, name: str) -> Service:
         """The service of the proto package ``name``: lock, semaphore, queue, chat,
@@ -164,14 +170,39 @@ class Client(_Connection):
         """
         return Lock(self, name, ttl=ttl, timeout=timeout, owner=owner)
 
-    def semaphore(self, name: str, *, limit: int, permits: int = 1, ttl: float = 30.0,
-                  timeout: float | None = None, owner: str = "") -> Semaphore:
-        """A handle on the semaphore ``name``: ``with`` it, or call acquire/release/describe.
+    def multilock(self, names: Sequence[str], *, ttl: float = 30.0, timeout: float | None = None,
+                  owner: str = "") -> MultiLock:
+        """Several locks taken all or none: ``with client.multilock(["a", "b"]) as lease``.
+        Waiting, it holds none of them. ttl, timeout, owner: as for lock()."""
+        return MultiLock(self, list(names), ttl=ttl, timeout=timeout, owner=owner)
 
-        limit: most permits held at once (the latest caller's limit is in force).
+    def semaphore(self, name: str, *, limit: int = 0, permits: int = 1, ttl: float = 30.0,
+                  timeout: float | None = None, owner: str = "") -> Semaphore:
+        """A handle on the semaphore ``name``: ``with`` it, or call acquire/release/describe/set_limit.
+
+        limit: most permits held at once. It must be the semaphore's stored limit, which
+        ``set_limit`` sets (or the first acquire that finds none; only set_limit changes it,
+        else SemaphoreLimitMismatch); leave it out to use the stored one.
         permits: how many this handle takes at once. ttl, timeout, owner: as for lock().
         """
         return Semaphore(self, name, limit=limit, permits=permits, ttl=ttl, timeout=timeout, owner=owner)
+
+    def rwlock(self, name: str, *, ttl: float = 30.0, timeout: float | None = None, owner: str = "") -> RWLock:
+        """A handle on the read-write lock ``name``: ``with rw.read()`` (shared) or
+        ``with rw.write()`` (exclusive), or call acquire(mode)/release/describe.
+        ttl, timeout, owner: as for lock() (see concord.rwlocks).
+        """
+        return RWLock(self, name, ttl=ttl, timeout=timeout, owner=owner)
+
+    def election(self, name: str, *, ttl: float = 10.0, candidate: str = "") -> Election:
+        """The election ``name``: ``with election.campaign(value) as leadership``,
+        ``election.observe()``, ``election.leader()`` (see concord.elections).
+
+        ttl: seconds a leadership lasts without renewal (a campaign renews it; a
+        crashed leader is replaced at once when its stream ends, else after ttl).
+        candidate: a label observers see; defaults to this client's address.
+        """
+        return Election(self, name, ttl=ttl, candidate=candidate)
 
     def queue(self, name: str) -> Queue:
         """The task queue ``name``: put, get, ack, stats, ... (see concord.queues)."""
@@ -247,10 +278,22 @@ class AsyncClient(_Connection):
         """A handle on the lock ``name``: ``async with`` it, or await its methods."""
         return AsyncLock(self, name, ttl=ttl, timeout=timeout, owner=owner)
 
-    def semaphore(self, name: str, *, limit: int, permits: int = 1, ttl: float = 30.0,
+    def multilock(self, names: Sequence[str], *, ttl: float = 30.0, timeout: float | None = None,
+                  owner: str = "") -> AsyncMultiLock:
+        """Several locks taken all or none: ``async with client.multilock([...])``."""
+        return AsyncMultiLock(self, list(names), ttl=ttl, timeout=timeout, owner=owner)
+
+    def semaphore(self, name: str, *, limit: int = 0, permits: int = 1, ttl: float = 30.0,
                   timeout: float | None = None, owner: str = "") -> AsyncSemaphore:
         """A handle on the semaphore ``name``: ``async with`` it, or await its methods."""
         return AsyncSemaphore(self, name, limit=limit, permits=permits, ttl=ttl, timeout=timeout, owner=owner)
+
+    def rwlock(self, name: str, *, ttl: float = 30.0, timeout: float | None = None, owner: str = "") -> AsyncRWLock:
+        """A handle on the read-write lock ``name``: ``async with rw.read()`` / ``rw.write()``."""
+        return AsyncRWLock(self, name, ttl=ttl, timeout=timeout, owner=owner)
+
+    def election(self, name: str, *, ttl: float = 10.0, candidate: str = "") -> AsyncElection:
+        return AsyncElection(self, name, ttl=ttl, candidate=candidate)
 
     def queue(self, name: str) -> AsyncQueue:
         """The task queue ``name``; its methods are awaited."""

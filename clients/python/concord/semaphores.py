@@ -1,6 +1,7 @@
 """Counting semaphores for the Python client.
 
-    with client.semaphore("api:tenant-7", limit=5) as permit:
+    client.semaphore("api:tenant-7").set_limit(5)   # once, at deploy (returns the previous limit)
+    with client.semaphore("api:tenant-7") as permit:
         call_the_api()
 
 At most ``limit`` permits are held at once across every client; waiters are served
@@ -9,8 +10,13 @@ waits (``timeout`` seconds, None = forever), renews in the background every ttl/
 releases on exit, and raises PermitLost on exit if the permit was lost meanwhile.
 ``async with`` on an AsyncClient's semaphore does the same.
 
-The limit passed by the latest acquire is the one in force; a lower one evicts
-nobody. One ``with`` at a time may use a given Semaphore object.
+The limit is the semaphore's, stored by the server: ``set_limit(n)`` sets it (kept
+until the next set_limit), or else the first acquire that finds none stores its own
+``limit`` (kept while the semaphore is in use). Only set_limit changes it: an acquire
+whose ``limit`` differs raises SemaphoreLimitMismatch and takes nothing. Leave
+``limit`` out (0) to use the stored one (NotFound if there is none). A lower limit
+evicts nobody; a higher one admits waiters at once. One ``with`` at a time may use a
+given Semaphore object.
 """
 
 from __future__ import annotations
@@ -58,12 +64,12 @@ class Permit(Handle):
 class _SemaphoreBase:
     not_held = PermitNotHeld
 
-    def __init__(self, client: Any, name: str, *, limit: int, permits: int = 1, ttl: float = 30.0,
+    def __init__(self, client: Any, name: str, *, limit: int = 0, permits: int = 1, ttl: float = 30.0,
                  timeout: float | None = None, owner: str = "") -> None:
         self.client = client
         self._rpc = client._service("semaphore")
         self.name = name
-        self.limit = limit
+        self.limit = limit  # 0: the stored one
         self.permits = permits
         self.ttl = ttl
         self.timeout = timeout
@@ -72,6 +78,14 @@ class _SemaphoreBase:
     def _acquire_request(self, wait: float) -> pb.AcquireRequest:
         return pb.AcquireRequest(name=self.name, limit=self.limit, permits=self.permits, ttl=duration(self.ttl),
                                  wait_timeout=duration(wait), owner=self.owner)
+
+    def _set_limit_request(self, limit: int) -> pb.SetLimitRequest:
+        return pb.SetLimitRequest(name=self.name, limit=limit)
+
+    def _limit_set(self, limit: int, resp: pb.SetLimitResponse) -> int:
+        if self.limit:  # this handle's acquires pass the new limit from now on
+            self.limit = limit
+        return resp.previous_limit
 
     def _permit(self, resp: pb.AcquireResponse) -> Permit | None:
         return Permit(self, resp.permit_id, self.permits, when(resp.expires_at)) if resp.acquired else None
@@ -114,6 +128,14 @@ class Semaphore(_SemaphoreBase, SyncHolder):
         """The limit in force, the holders and how many wait."""
         return self._info(self._rpc.call_safe("Describe", pb.DescribeRequest(name=self.name)))
 
+    def set_limit(self, limit: int) -> int:
+        """Sets the semaphore's limit (1 to the server's max), kept until the next
+        set_limit; returns the limit before (0: none). A lower one evicts no holder;
+        a higher one admits the waiters that now fit at once. This handle's own acquires
+        use the new limit (if it had one). Retried on UNAVAILABLE, as setting it twice is
+        setting it once (a repeat after a lost reply returns the new limit as the one before)."""
+        return self._limit_set(limit, self._rpc.call_safe("SetLimit", self._set_limit_request(limit)))
+
 
 class AsyncSemaphore(_SemaphoreBase, AsyncHolder):
     """A semaphore name on an :class:`~concord.AsyncClient`; use ``async with``."""
@@ -131,3 +153,7 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHolder):
 
     async def describe(self) -> SemaphoreInfo:
         return self._info(await self._rpc.call_safe("Describe", pb.DescribeRequest(name=self.name)))
+
+    async def set_limit(self, limit: int) -> int:
+        """Semaphore.set_limit, awaited."""
+        return self._limit_set(limit, await self._rpc.call_safe("SetLimit", self._set_limit_request(limit)))

@@ -33,7 +33,7 @@ class LockServicer(lock_pb2_grpc.LockServiceServicer):
     @rpc
     async def Acquire(self, request: pb.AcquireRequest, context) -> pb.AcquireResponse:
         name, ttl, wait, owner = self._acquire_args(request, context)
-        grant = await self._locks.acquire(name, ttl, wait, owner)
+        grant = await self._locks.acquire(name, ttl, wait, owner, detect=bool(request.owner))
         if grant is None:
             return pb.AcquireResponse(acquired=False)
         return pb.AcquireResponse(
@@ -86,7 +86,7 @@ class LockServicer(lock_pb2_grpc.LockServiceServicer):
 
     @rpc
     async def AcquireMany(self, request: pb.AcquireManyRequest, context) -> pb.AcquireManyResponse:
-        grant = await self._locks.acquire_many(*self._many_args(request, context))
+        grant = await self._locks.acquire_many(*self._many_args(request, context), detect=bool(request.owner))
         if grant is None:
             return pb.AcquireManyResponse(acquired=False)
         return pb.AcquireManyResponse(acquired=True, lease=grant.lease, fencing_tokens=grant.fencing_tokens,
@@ -106,7 +106,7 @@ class LockServicer(lock_pb2_grpc.LockServiceServicer):
     @rpc
     async def HoldMany(self, request: pb.HoldManyRequest, context):
         names, ttl, wait, owner = self._many_args(request, context)
-        grant = await self._locks.acquire_many(names, ttl, wait, owner)
+        grant = await self._locks.acquire_many(names, ttl, wait, owner, detect=bool(request.owner))
         if grant is None:
             raise LockWaitTimeout(f"locks {names!r} were not all free within wait_timeout", name=names[0])
         renewals = (replace(grant, expires_at_ms=expires) async for expires in
@@ -121,7 +121,7 @@ class LockServicer(lock_pb2_grpc.LockServiceServicer):
     @rpc
     async def Hold(self, request: pb.HoldRequest, context):
         name, ttl, wait, owner = self._acquire_args(request, context)
-        grant = await self._locks.acquire(name, ttl, wait, owner)
+        grant = await self._locks.acquire(name, ttl, wait, owner, detect=bool(request.owner))
         if grant is None:
             raise LockWaitTimeout(f"lock {name!r} was not free within wait_timeout", name=name)
         events = hold_events(grant, self._locks.keep_alive(name, grant, ttl),

@@ -26,8 +26,8 @@ class SemaphoreServicer(semaphore_pb2_grpc.SemaphoreServiceServicer):
 
     def _acquire_args(self, request: pb.AcquireRequest | pb.HoldRequest, context) -> tuple:
         name = v.name(request.name)
-        limit = v.count(request.limit, "limit", minimum=1, maximum=self._max_limit)
-        permits = v.count(request.permits or 1, "permits", minimum=1, maximum=limit)
+        limit = v.count(request.limit, "limit", minimum=0, maximum=self._max_limit)  # 0: the stored one
+        permits = v.count(request.permits or 1, "permits", minimum=1, maximum=limit or self._max_limit)
         ttl = self._durations.ttl(request)
         wait = self._durations.wait(request)
         owner = v.label(request.owner, "owner") or context.peer()
@@ -43,6 +43,12 @@ class SemaphoreServicer(semaphore_pb2_grpc.SemaphoreServiceServicer):
         if permit is None:
             return pb.AcquireResponse(acquired=False)
         return pb.AcquireResponse(acquired=True, permit_id=permit.permit_id, expires_at=timestamp(permit.expires_at_ms))
+
+    @rpc
+    async def SetLimit(self, request: pb.SetLimitRequest, context) -> pb.SetLimitResponse:
+        name = v.name(request.name)
+        limit = v.count(request.limit, "limit", minimum=1, maximum=self._max_limit)
+        return pb.SetLimitResponse(previous_limit=await self._sems.set_limit(name, limit))
 
     @rpc
     async def Release(self, request: pb.ReleaseRequest, context) -> pb.ReleaseResponse:

@@ -11,9 +11,11 @@ from google.protobuf.descriptor import FileDescriptor
 
 from concord.autocomplete.v1 import autocomplete_pb2
 from concord.chat.v1 import chat_pb2
+from concord.election.v1 import election_pb2
 from concord.files.v1 import files_pb2
 from concord.lock.v1 import lock_pb2
 from concord.queue.v1 import queue_pb2
+from concord.rwlock.v1 import rwlock_pb2
 from concord.semaphore.v1 import semaphore_pb2
 
 OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
@@ -34,11 +36,12 @@ def blocking_methods(files: Iterable[FileDescriptor]) -> frozenset[str]:
         and "wait_timeout" in method.input_type.fields_by_name)
 
 
-_FILES = tuple(pb2.DESCRIPTOR for pb2 in (lock_pb2, semaphore_pb2, queue_pb2, chat_pb2, autocomplete_pb2, files_pb2))
+_FILES = tuple(pb2.DESCRIPTOR for pb2 in (lock_pb2, semaphore_pb2, queue_pb2, chat_pb2, autocomplete_pb2, files_pb2,
+                                          election_pb2, rwlock_pb2))
 
 # Short name (the proto package's: "lock" for concord.lock.v1) -> full service name.
 SERVICES = {file.package.split(".")[1]: service.full_name
             for file in _FILES for service in file.services_by_name.values()}
 
-# Lock and semaphore Acquire, Dequeue, WaitTask.
+# Lock and semaphore Acquire, Dequeue, WaitTask, Campaign.
 BLOCKING_METHODS = blocking_methods(_FILES)

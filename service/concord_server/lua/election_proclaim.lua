@@ -12,6 +12,10 @@ if not leads(ARGV[3]) then
   settle(now_ms, now_us)
   return HELD.NOT_HELD
 end
+-- The same value again (a retried call whose reply was lost) is no change to record.
+if redis.call('HGET', KEYS[1], 'value') == ARGV[4] then
+  return HELD.HELD
+end
 redis.call('HSET', KEYS[1], 'value', ARGV[4])
 record(now_ms, tonumber(ARGV[3]), redis.call('HGET', KEYS[1], 'owner'), ARGV[4])
 return HELD.HELD

@@ -238,7 +238,8 @@ class Elections(FifoPrimitive):
 
 
 def _not_leader(election: str, term: int) -> NotLeader:
-    return NotLeader(f"term {term} is not the leader's of election {election!r}", election=election)
+    return NotLeader(f"election {election!r} is not led by this term (it resigned, ran out or was passed on)",
+                     election=election, term=str(term))
 
 
 def _leadership(candidate: bytes, value: bytes, term: int, expires_at_ms: int) -> Leadership | None:

@@ -25,6 +25,7 @@ from ..errors import Unavailable
 from ..keys import KeySpace
 from ..scripts import Commands
 from ..wakeups.waiters import Dropped, PollResult, Waiters
+from .deadlocks import Deadlocks, deadlock_error, watching
 from .letting_go import Releaser, answer_within
 
 
@@ -114,27 +115,43 @@ class Claim(ABC, Generic[G]):
         return self.of._poll(self.k, queued)
 
 
-async def acquire_queued(waiters: Waiters, claim: Claim[G], wait_ms: int) -> G | None:
-    """The grant, or None if the resource was not free within wait_ms (0 = try once)."""
+async def acquire_queued(waiters: Waiters, claim: Claim[G], wait_ms: int, deadlocks: Deadlocks | None = None) -> G | None:
+    """The grant, or None if the resource was not free within wait_ms (0 = try once).
+    With ``deadlocks``, a wait that closes a cycle of lock holders (and is its
+    youngest) gives up and raises Deadlock (primitives/deadlocks.py)."""
     if wait_ms <= 0:
         async with answer_within(0, claim.let_go):
             return (await claim.attempt()).grant
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_ms / 1000
     with waiters.ticket(claim.channel, claim.token, claim.poll) as ticket:
-        async with answer_within(wait_ms, claim.let_go):
+        async with answer_within(wait_ms, claim.let_go), \
+                watching(deadlocks, claim.owner, claim.token, [claim.name], claim.wait_ms) as watch:
             while True:
                 grant, recheck_ms, queued_ms = await claim.attempt()
                 if grant is not None:
                     return grant
                 queued_at = loop.time()
+                watch.queued(queued_ms)
+                cycle = None
                 try:
-                    payload = await ticket.wait(max(0.0, deadline - loop.time()),
-                                                recheck_in=(recheck_ms + 1) / 1000 if recheck_ms > 0 else None)
+                    while True:
+                        left = deadline - loop.time()
+                        payload = await ticket.wait(watch.wait_for(left),
+                                                    recheck_in=(recheck_ms + 1) / 1000 if recheck_ms > 0 else None)
+                        if payload is not None or loop.time() >= deadline:
+                            break
+                        if (cycle := await watch.look()) is not None:
+                            break
                 except Dropped:
                     if loop.time() < deadline:
                         continue
                     payload = None
+                if cycle is not None:
+                    kept = await claim.give_up()
+                    if kept is not None:
+                        return kept
+                    raise deadlock_error(claim.name, cycle)
                 if payload is None:
                     return await claim.give_up()
                 grant = claim.granted(payload)

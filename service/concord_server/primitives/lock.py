@@ -30,6 +30,7 @@ from ..scripts import Commands, script
 from ..statuses import ACQUIRE, HELD, WITHDRAW
 from ..wakeups.waiters import Dropped, PollResult, Waiters
 from .fifo_acquire import Attempt, Claim, FifoPrimitive, acquire_queued, keep_alive
+from .deadlocks import Deadlocks, deadlock_error, watching
 from .letting_go import answer_within
 from .listing import scan_names
 
@@ -147,18 +148,22 @@ class Locks(FifoPrimitive):
     """
 
     def __init__(self, redis: Commands, keyspace: KeySpace, waiters: Waiters, *, process_id: str,
-                 liveness_ms: int = 5000, fence_retention_ms: int = 7 * 86_400_000) -> None:
+                 liveness_ms: int = 5000, fence_retention_ms: int = 7 * 86_400_000,
+                 deadlocks: Deadlocks | None = None) -> None:
         super().__init__(redis, keyspace, waiters, process_id=process_id, liveness_ms=liveness_ms)
         self._fence_retention_ms = fence_retention_ms
+        self._deadlocks = deadlocks
 
     def _run(self, s, k: LockKeys, *args: object):
         return s.run(self._redis, k.keys, [k.channel, self._fence_retention_ms, *args])
 
-    async def acquire(self, name: str, ttl_ms: int, wait_ms: int, owner: str) -> Grant | None:
-        """The lock's grant, or None if it was not free within wait_ms (0 = try once)."""
+    async def acquire(self, name: str, ttl_ms: int, wait_ms: int, owner: str, *, detect: bool = False) -> Grant | None:
+        """The lock's grant, or None if it was not free within wait_ms (0 = try once).
+        ``detect``: owner names the caller, whose wait is checked for deadlocks
+        (when this process looks for them: primitives/deadlocks.py)."""
         k = self._keys.lock(name)
         claim = _LockClaim(self, name, k, k.channel, secrets.token_hex(16), ttl_ms, wait_ms, owner)
-        return await acquire_queued(self._waiters, claim, wait_ms)
+        return await acquire_queued(self._waiters, claim, wait_ms, self._deadlocks if detect else None)
 
     async def release(self, name: str, lease: str) -> None:
         k = self._keys.lock(name)
@@ -186,7 +191,8 @@ class Locks(FifoPrimitive):
         """A page of the locks that are held or have waiters (listing.scan_names)."""
         return await scan_names(self._redis, self._keys, "lock", ("holder", "queue"), page_token, count)
 
-    async def acquire_many(self, names: Sequence[str], ttl_ms: int, wait_ms: int, owner: str) -> ManyGrant | None:
+    async def acquire_many(self, names: Sequence[str], ttl_ms: int, wait_ms: int, owner: str, *,
+                           detect: bool = False) -> ManyGrant | None:
         """All the locks or none: the grant, or None if they were not all free within
         wait_ms (0 = try once). Names in one slot (any name on one Redis) are taken in
         one script; on a Cluster the slots' groups are taken one after another in slot
@@ -199,9 +205,9 @@ class Locks(FifoPrimitive):
         try:
             for group in self._slot_groups(names):
                 left_ms = max(0, int((deadline - loop.time()) * 1000)) if wait_ms > 0 else 0
-                claim = _ManyClaim(self, ",".join(names[i] for i in group), [self._keys.lock(names[i]) for i in group],
-                                   "", token, ttl_ms, left_ms, owner)
-                got = await claim.acquire(self._waiters)
+                claim = _ManyClaim(self, [names[i] for i in group], [self._keys.lock(names[i]) for i in group],
+                                   token, ttl_ms, left_ms, owner)
+                got = await claim.acquire(self._waiters, self._deadlocks if detect else None)
                 if got is None:
                     if fences:
                         self.let_go_many(names, token, ttl_ms)
@@ -313,9 +319,10 @@ class _ManyClaim(Claim[ManyGrant]):
     primitive = "lock"
     of: Locks
 
-    def __init__(self, of: Locks, name: str, ks: list[LockKeys], channel: str, token: str, ttl_ms: int,
+    def __init__(self, of: Locks, names: list[str], ks: list[LockKeys], token: str, ttl_ms: int,
                  wait_ms: int, owner: str) -> None:
-        super().__init__(of, name, ks[0], channel, token, ttl_ms, wait_ms, owner)
+        super().__init__(of, ",".join(names), ks[0], "", token, ttl_ms, wait_ms, owner)
+        self.names = names
         self.ks = ks
 
     async def attempt(self) -> Attempt[ManyGrant]:
@@ -339,7 +346,7 @@ class _ManyClaim(Claim[ManyGrant]):
         self.of._releaser.let_go(partial(self.of._withdraw_many, self.ks, self.token, 1),
                                  max(self.wait_ms, 0) + self.ttl_ms, self.ks[0].holder)
 
-    async def acquire(self, waiters: Waiters) -> ManyGrant | None:
+    async def acquire(self, waiters: Waiters, deadlocks: Deadlocks | None) -> ManyGrant | None:
         """Like fifo_acquire.acquire_queued, with a ticket on every lock's channel: any
         wake-up (a grant, or a "try" as a lock frees) runs the script again."""
         if self.wait_ms <= 0:
@@ -350,12 +357,18 @@ class _ManyClaim(Claim[ManyGrant]):
         with ExitStack() as stack:
             tickets = [stack.enter_context(waiters.ticket(k.channel, self.token, partial(self.of._poll, k)))
                        for k in self.ks]
-            async with answer_within(self.wait_ms, self.let_go):
+            async with answer_within(self.wait_ms, self.let_go), \
+                    watching(deadlocks, self.owner, self.token, self.names, self.wait_ms) as watch:
                 while True:
-                    grant, recheck_ms, _ = await self.attempt()
+                    grant, recheck_ms, now_ms = await self.attempt()
                     if grant is not None:
                         return grant
-                    left = deadline - loop.time()
+                    watch.queued(now_ms)
+                    if (cycle := await watch.look()) is not None:
+                        if (kept := await self.give_up()) is not None:
+                            return kept
+                        raise deadlock_error(self.name, cycle)
+                    left = watch.wait_for(deadline - loop.time())
                     recheck = (recheck_ms + 1) / 1000 if recheck_ms > 0 else None
                     waits = [asyncio.ensure_future(t.wait(max(0.0, left), recheck)) for t in tickets]
                     try:
@@ -364,12 +377,10 @@ class _ManyClaim(Claim[ManyGrant]):
                         for w in waits:
                             w.cancel()
                         await asyncio.gather(*waits, return_exceptions=True)
-                    woke = any(not w.cancelled() and w.exception() is None and w.result() is not None for w in done)
-                    dropped = any(not w.cancelled() and isinstance(w.exception(), Dropped) for w in done)
                     for w in done:
                         if not w.cancelled() and w.exception() is not None and not isinstance(w.exception(), Dropped):
                             raise w.exception()
-                    if not (woke or dropped) or loop.time() >= deadline:
+                    if loop.time() >= deadline:
                         return await self.give_up()
                     for t in tickets:
                         t.rearm()

@@ -9,9 +9,15 @@ raised limit admits it. The book's three semaphores (basic, fair, fair with a lo
 collapse into this one: counting and queueing happen in one atomic script, so it
 cannot overshoot, and it reads only the Redis clock, so host clock skew is moot.
 
-Limits: the limit passed by the latest Acquire is the one in force. A lower limit
-evicts nobody; new grants wait until the held permits fit under it. A queued
-request for more permits than a lowered limit fails with PermitsExceedLimit.
+Limits: a semaphore's limit is stored in Redis, set by ``set_limit`` (kept for good)
+or by the first acquire that finds none (it then expires with the semaphore's other
+keys, never before its last holder or waiter), and changed only by ``set_limit``. An
+acquire whose limit disagrees raises SemaphoreLimitMismatch and changes nothing; limit
+0 takes the stored one (NotFound when there is none). A lower limit evicts nobody;
+new grants wait until the held permits fit under it, and a queued request for more
+permits than it fails with PermitsExceedLimit. A higher one admits waiters at once.
+``limit_from_acquire=True`` (the deprecated --semaphore-limit-from-acquire) restores
+the rule before set_limit: the limit passed by the latest acquire is the one in force.
 """
 
 from __future__ import annotations
@@ -21,11 +27,11 @@ from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ..errors import PermitNotHeld, PermitsExceedLimit
+from ..errors import NotFound, PermitNotHeld, PermitsExceedLimit, SemaphoreLimitMismatch
 from ..keys import SemaphoreKeys
 from ..reply_shapes import Codes, Either, INT, STR, Seq, Tagged, Tup
 from ..scripts import script
-from ..statuses import ACQUIRE, HELD, WITHDRAW
+from ..statuses import ACQUIRE, HELD, LIMIT, WITHDRAW
 from ..wakeups.waiters import PollResult
 from .fifo_acquire import Attempt, Claim, FifoPrimitive, acquire_queued, keep_alive
 from .listing import scan_names
@@ -34,9 +40,14 @@ from .listing import scan_names
 
 
 class AcquireReply(NamedTuple):
-    status: int  # ACQUIRE.*
-    ms: int  # ACQUIRED: the permit's remaining TTL; else until the first holder expires (-1: none)
-    now_ms: int
+    status: int  # ACQUIRE.*, or LIMIT.* (refused, nothing changed)
+    ms: int = 0  # ACQUIRED: the permit's remaining TTL; else until the first holder expires (-1: none)
+    now_ms: int = 0
+    limit: int = 0  # LIMIT.MISMATCH, LIMIT.BELOW_PERMITS: the stored limit
+
+
+def _acquire_reply(r: list[Any]) -> AcquireReply:
+    return AcquireReply(*r) if r[0] in ACQUIRE.codes() else AcquireReply(r[0], limit=r[1] if len(r) > 1 else 0)
 
 
 class RefreshReply(NamedTuple):
@@ -64,7 +75,10 @@ class DescribeReply(NamedTuple):
     holders: list[Any]  # id, owner, permits, ttl ms, ...
 
 
-_ACQUIRE = script("semaphore_acquire.lua", Tup(Codes(*ACQUIRE.codes()), INT, INT), decode=AcquireReply._make)
+_ACQUIRE = script("semaphore_acquire.lua",
+                  Tagged({**{code: Tup(INT, INT) for code in ACQUIRE.codes()},
+                          LIMIT.MISMATCH: Tup(INT), LIMIT.UNSET: Tup(), LIMIT.BELOW_PERMITS: Tup(INT)}),
+                  decode=_acquire_reply)
 _RELEASE = script("semaphore_release.lua", Codes(*HELD.codes()))
 _REFRESH = script("semaphore_refresh.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(INT)}),
                   decode=lambda r: RefreshReply(*r))
@@ -76,8 +90,9 @@ _POLL = script("semaphore_poll.lua", Seq(INT, INT, INT, each=(Either(STR, INT),)
                decode=lambda r: PollReply(r[0], r[1], r[3:3 + r[2]], r[3 + r[2]:]))
 _DESCRIBE = script("semaphore_describe.lua", Seq(INT, INT, INT, each=(STR, STR, INT, INT)),
                    decode=lambda r: DescribeReply(*r[:3], r[3:]))
+_SET_LIMIT = script("semaphore_set_limit.lua", INT)  # the limit stored before (0: none)
 
-SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE)
+SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE, _SET_LIMIT)
 
 
 @dataclass(frozen=True)
@@ -109,7 +124,12 @@ class SemaphoreState:
 
 class Semaphores(FifoPrimitive):
     """The semaphore primitive of one server process (see FifoPrimitive for
-    process_id and liveness_ms)."""
+    process_id and liveness_ms). ``limit_from_acquire``: the deprecated rule under
+    which every acquire puts its limit in force (--semaphore-limit-from-acquire)."""
+
+    def __init__(self, *args: Any, limit_from_acquire: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.limit_from_acquire = limit_from_acquire
 
     def _run(self, s, k: SemaphoreKeys, *args: object):
         return s.run(self._redis, k.keys, [k.channel, *args])
@@ -117,10 +137,17 @@ class Semaphores(FifoPrimitive):
     async def acquire(
         self, name: str, limit: int, permits: int, ttl_ms: int, wait_ms: int, owner: str
     ) -> Permit | None:
-        """The permit, or None if ``permits`` did not fit within wait_ms (0 = try once)."""
+        """The permit, or None if ``permits`` did not fit within wait_ms (0 = try once).
+        ``limit`` must be the stored one (SemaphoreLimitMismatch), or 0 to take it
+        (NotFound when none is stored); the first acquire stores it."""
         k = self._keys.semaphore(name)
         claim = _PermitClaim(self, name, k, k.channel, secrets.token_hex(16), ttl_ms, wait_ms, owner, limit, permits)
         return await acquire_queued(self._waiters, claim, wait_ms)
+
+    async def set_limit(self, name: str, limit: int) -> int:
+        """Stores ``limit`` (kept for good) and applies it at once; returns the limit
+        stored before (0: none)."""
+        return await self._run(_SET_LIMIT, self._keys.semaphore(name), limit)
 
     async def release(self, name: str, permit_id: str) -> None:
         if await self._run(_RELEASE, self._keys.semaphore(name), permit_id) != HELD.HELD:
@@ -171,15 +198,35 @@ class _PermitClaim(Claim[Permit]):
 
     primitive = "semaphore"
     of: Semaphores
-    limit: int
+    limit: int  # 0: the stored one
     permits: int
+    refused: bool = False  # the script refused the limit: it took nothing, and there is nothing to let go
 
     async def attempt(self) -> Attempt[Permit]:
         r = await self.of._run(_ACQUIRE, self.k, self.token, self.permits, self.limit, self.ttl_ms, self.owner,
-                               *self.of._waiting_args(self.wait_ms))
+                               *self.of._waiting_args(self.wait_ms), int(self.of.limit_from_acquire))
+        if r.status in LIMIT.codes():
+            self.refused = True  # (a retry after Dropped is refused only once its queue entry is gone)
+            raise self._refusal(r)
         if r.status == ACQUIRE.ACQUIRED:
             return Attempt(self._permit(r.now_ms + r.ms), 0, r.now_ms)
         return Attempt(None, r.ms, r.now_ms)
+
+    def _refusal(self, r: AcquireReply) -> Exception:
+        name, asked = self.name, str(self.limit)
+        if r.status == LIMIT.MISMATCH:
+            return SemaphoreLimitMismatch(
+                f"semaphore {name!r} has the limit {r.limit}, not {self.limit}: only SetLimit changes it "
+                f"(pass {r.limit}, or 0 for the stored limit)", name=name, limit=str(r.limit), requested=asked)
+        if r.status == LIMIT.UNSET:
+            return NotFound(f"semaphore {name!r} has no limit: pass one (the first Acquire stores it) or set it "
+                            f"with SetLimit", name=name)
+        return PermitsExceedLimit(f"semaphore {name!r}: its limit {r.limit} is below the {self.permits} permits "
+                                  f"asked for", name=name, limit=str(r.limit), permits=str(self.permits))
+
+    def let_go(self) -> None:
+        if not self.refused:
+            super().let_go()
 
     def granted(self, payload: str) -> Permit:
         expires = int(payload)

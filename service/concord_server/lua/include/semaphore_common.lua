@@ -7,17 +7,46 @@
 --   KEYS[4] waiters  hash  waiter id -> "deadline_ms proc permits ttl_ms owner" (waiting.lua),
 --                          or "-1" once a lowered limit failed it (FAILED, below)
 --   KEYS[5] procs    hash  server process id -> alive-until ms
---   KEYS[6] meta     hash  limit (the one in force), held (permits held now)
+--   KEYS[6] meta     hash  limit (the stored one, in force), by (who stored it: 'set' by
+--                          SetLimit, 'acquire' by an Acquire), held (permits held now)
 -- and ARGV[1] is the wake-up channel (a shard channel in the same slot).
 --
 -- Every script first sweeps holders whose TTL ran out, so meta.held is always the
 -- sum of the live holders' permits, and no grant takes held past the limit.
+--
+-- The stored limit's lifetime: one SetLimit stored (by = 'set') is kept for good (meta
+-- has no expiry) until another SetLimit changes it; one an Acquire stored (the first
+-- Acquire that found none, or any with --semaphore-limit-from-acquire) expires with
+-- the other keys, so never before the last holder's or waiter's time is up.
 
--- Keys live as long as their longest holder or waiter may, then vanish by themselves.
+-- The limit stored now; 0 when there is none.
+local function stored_limit()
+  return tonumber(redis.call('HGET', KEYS[6], 'limit') or '0')
+end
+
+-- Keys live as long as their longest holder or waiter may, then vanish by themselves;
+-- meta too, unless it holds a limit SetLimit stored.
 local function keep_for(ms)
-  for i = 1, 6 do
+  local last = redis.call('HGET', KEYS[6], 'by') == 'set' and 5 or 6
+  for i = 1, last do
     if redis.call('PTTL', KEYS[i]) < ms then
       redis.call('PEXPIRE', KEYS[i], ms)
+    end
+  end
+end
+
+-- Stores the limit an Acquire brought. It expires with the other keys: a meta that
+-- had none (it was kept for good, or is new) takes the latest expiry among them now,
+-- and the grant or the queueing that follows extends it (keep_for).
+local function store_acquired_limit(limit)
+  redis.call('HSET', KEYS[6], 'limit', limit, 'by', 'acquire')
+  if redis.call('PTTL', KEYS[6]) == -1 then
+    local ms = 0
+    for i = 1, 5 do
+      ms = math.max(ms, redis.call('PTTL', KEYS[i]))
+    end
+    if ms > 0 then
+      redis.call('PEXPIRE', KEYS[6], ms)
     end
   end
 end
@@ -73,7 +102,8 @@ local Q = {queue = KEYS[3], waiters = KEYS[4], procs = KEYS[5]}
 -- becomes this record until its caller hears (its withdraw removes it): the "-1"
 -- published may be lost, or land before the caller's process subscribed, and the
 -- poll must then report the failure, not a waiter dropped as dead (which would
--- queue again, and put its own higher limit back in force).
+-- queue again: refused SEMAPHORE_LIMIT_MISMATCH, or with --semaphore-limit-from-acquire
+-- putting its own higher limit back in force).
 local FAILED = '-1'
 
 -- Grants queued waiters in FIFO order while the head's permits fit under the limit.
@@ -82,7 +112,7 @@ local FAILED = '-1'
 -- can never be served and is told so ("-1", and the FAILED record). Grants publish
 -- "id expires_ms".
 local function grant_next(now_ms, held)
-  local limit = tonumber(redis.call('HGET', KEYS[6], 'limit') or '0')
+  local limit = stored_limit()
   while true do
     local id, permits, ttl, owner = head(Q, now_ms)
     if not id or (permits <= limit and held + permits > limit) then

@@ -37,6 +37,15 @@ class SemaphoreServiceStub:
     evicts no holder: new grants wait until the held permits fit under it; a queued
     request for more permits than a lowered limit fails with FAILED_PRECONDITION /
     PERMITS_EXCEED_LIMIT. A higher limit admits the waiters that now fit at once.
+
+    How long a stored limit lives: one set by SetLimit is kept, with no expiry, until
+    the next SetLimit. One stored by a first Acquire expires with the semaphore's
+    other state once nobody holds or waits (never before the last holder's TTL or
+    waiter's wait_timeout ends); the next Acquire then stores its own.
+
+    Deprecated, for one release: a server started with --semaphore-limit-from-acquire
+    keeps the rule before SetLimit, under which every Acquire (and Hold) puts its limit
+    in force; a limit changed that way lives as one a first Acquire stored.
     """
 
     def __init__(self, channel):
@@ -94,6 +103,15 @@ class SemaphoreServiceServicer:
     evicts no holder: new grants wait until the held permits fit under it; a queued
     request for more permits than a lowered limit fails with FAILED_PRECONDITION /
     PERMITS_EXCEED_LIMIT. A higher limit admits the waiters that now fit at once.
+
+    How long a stored limit lives: one set by SetLimit is kept, with no expiry, until
+    the next SetLimit. One stored by a first Acquire expires with the semaphore's
+    other state once nobody holds or waits (never before the last holder's TTL or
+    waiter's wait_timeout ends); the next Acquire then stores its own.
+
+    Deprecated, for one release: a server started with --semaphore-limit-from-acquire
+    keeps the rule before SetLimit, under which every Acquire (and Hold) puts its limit
+    in force; a limit changed that way lives as one a first Acquire stored.
     """
 
     def Acquire(self, request, context):
@@ -147,7 +165,11 @@ class SemaphoreServiceServicer:
 
     def SetLimit(self, request, context):
         """SetLimit sets the semaphore's limit (creating it if needed); the only call that
-        changes a limit once set.
+        changes a limit once set. The limit is kept with no expiry until the next
+        SetLimit. A lower limit takes no permit back: grants wait until the held permits
+        fit under it; a higher one admits the waiters that now fit at once. Setting the
+        stored limit again keeps it (from then on with no expiry) and reports it as the
+        previous limit, so a repeated call is harmless.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -211,6 +233,15 @@ class SemaphoreService:
     evicts no holder: new grants wait until the held permits fit under it; a queued
     request for more permits than a lowered limit fails with FAILED_PRECONDITION /
     PERMITS_EXCEED_LIMIT. A higher limit admits the waiters that now fit at once.
+
+    How long a stored limit lives: one set by SetLimit is kept, with no expiry, until
+    the next SetLimit. One stored by a first Acquire expires with the semaphore's
+    other state once nobody holds or waits (never before the last holder's TTL or
+    waiter's wait_timeout ends); the next Acquire then stores its own.
+
+    Deprecated, for one release: a server started with --semaphore-limit-from-acquire
+    keeps the rule before SetLimit, under which every Acquire (and Hold) puts its limit
+    in force; a limit changed that way lives as one a first Acquire stored.
     """
 
     @staticmethod

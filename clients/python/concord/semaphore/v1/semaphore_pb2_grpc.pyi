@@ -38,6 +38,15 @@ class SemaphoreServiceStub:
     evicts no holder: new grants wait until the held permits fit under it; a queued
     request for more permits than a lowered limit fails with FAILED_PRECONDITION /
     PERMITS_EXCEED_LIMIT. A higher limit admits the waiters that now fit at once.
+
+    How long a stored limit lives: one set by SetLimit is kept, with no expiry, until
+    the next SetLimit. One stored by a first Acquire expires with the semaphore's
+    other state once nobody holds or waits (never before the last holder's TTL or
+    waiter's wait_timeout ends); the next Acquire then stores its own.
+
+    Deprecated, for one release: a server started with --semaphore-limit-from-acquire
+    keeps the rule before SetLimit, under which every Acquire (and Hold) puts its limit
+    in force; a limit changed that way lives as one a first Acquire stored.
     """
 
     @_typing.overload
@@ -69,7 +78,11 @@ class SemaphoreServiceStub:
     """
     SetLimit: _grpc.UnaryUnaryMultiCallable[_semaphore_pb2.SetLimitRequest, _semaphore_pb2.SetLimitResponse]
     """SetLimit sets the semaphore's limit (creating it if needed); the only call that
-    changes a limit once set.
+    changes a limit once set. The limit is kept with no expiry until the next
+    SetLimit. A lower limit takes no permit back: grants wait until the held permits
+    fit under it; a higher one admits the waiters that now fit at once. Setting the
+    stored limit again keeps it (from then on with no expiry) and reports it as the
+    previous limit, so a repeated call is harmless.
     """
 
 @_typing.type_check_only
@@ -85,6 +98,15 @@ class SemaphoreServiceAsyncStub(SemaphoreServiceStub):
     evicts no holder: new grants wait until the held permits fit under it; a queued
     request for more permits than a lowered limit fails with FAILED_PRECONDITION /
     PERMITS_EXCEED_LIMIT. A higher limit admits the waiters that now fit at once.
+
+    How long a stored limit lives: one set by SetLimit is kept, with no expiry, until
+    the next SetLimit. One stored by a first Acquire expires with the semaphore's
+    other state once nobody holds or waits (never before the last holder's TTL or
+    waiter's wait_timeout ends); the next Acquire then stores its own.
+
+    Deprecated, for one release: a server started with --semaphore-limit-from-acquire
+    keeps the rule before SetLimit, under which every Acquire (and Hold) puts its limit
+    in force; a limit changed that way lives as one a first Acquire stored.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -113,7 +135,11 @@ class SemaphoreServiceAsyncStub(SemaphoreServiceStub):
     """
     SetLimit: _aio.UnaryUnaryMultiCallable[_semaphore_pb2.SetLimitRequest, _semaphore_pb2.SetLimitResponse]  # type: ignore[assignment]
     """SetLimit sets the semaphore's limit (creating it if needed); the only call that
-    changes a limit once set.
+    changes a limit once set. The limit is kept with no expiry until the next
+    SetLimit. A lower limit takes no permit back: grants wait until the held permits
+    fit under it; a higher one admits the waiters that now fit at once. Setting the
+    stored limit again keeps it (from then on with no expiry) and reports it as the
+    previous limit, so a repeated call is harmless.
     """
 
 class SemaphoreServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -128,6 +154,15 @@ class SemaphoreServiceServicer(metaclass=_abc_1.ABCMeta):
     evicts no holder: new grants wait until the held permits fit under it; a queued
     request for more permits than a lowered limit fails with FAILED_PRECONDITION /
     PERMITS_EXCEED_LIMIT. A higher limit admits the waiters that now fit at once.
+
+    How long a stored limit lives: one set by SetLimit is kept, with no expiry, until
+    the next SetLimit. One stored by a first Acquire expires with the semaphore's
+    other state once nobody holds or waits (never before the last holder's TTL or
+    waiter's wait_timeout ends); the next Acquire then stores its own.
+
+    Deprecated, for one release: a server started with --semaphore-limit-from-acquire
+    keeps the rule before SetLimit, under which every Acquire (and Hold) puts its limit
+    in force; a limit changed that way lives as one a first Acquire stored.
     """
 
     @_abc_1.abstractmethod
@@ -196,7 +231,11 @@ class SemaphoreServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_semaphore_pb2.SetLimitResponse, _abc.Awaitable[_semaphore_pb2.SetLimitResponse]]:
         """SetLimit sets the semaphore's limit (creating it if needed); the only call that
-        changes a limit once set.
+        changes a limit once set. The limit is kept with no expiry until the next
+        SetLimit. A lower limit takes no permit back: grants wait until the held permits
+        fit under it; a higher one admits the waiters that now fit at once. Setting the
+        stored limit again keeps it (from then on with no expiry) and reports it as the
+        previous limit, so a repeated call is harmless.
         """
 
 def add_SemaphoreServiceServicer_to_server(servicer: SemaphoreServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

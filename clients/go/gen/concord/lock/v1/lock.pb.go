@@ -766,7 +766,10 @@ type AcquireRequest struct {
 	Ttl *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	// How long to wait in the queue; unset or 0 tries once.
 	WaitTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
-	// Free-form label shown by Describe; defaults to the caller's address.
+	// Who holds and waits: shown by Describe, and the caller that deadlock detection
+	// knows. With an owner set, a wait that closes a cycle of owners each waiting for
+	// a lock the next one holds (and is the cycle's youngest) fails ABORTED / DEADLOCK
+	// with the cycle in ErrorInfo. Defaults to the caller's address (then not checked).
 	Owner         string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

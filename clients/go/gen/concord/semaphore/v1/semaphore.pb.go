@@ -181,10 +181,12 @@ type AcquireRequest struct {
 	// Semaphore name: 1-256 bytes of UTF-8 without control characters.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Most permits held at once (1 to the server's max limit): sets the limit when the
-	// semaphore has none, else must equal it. 0 takes the stored limit (and fails
-	// with NOT_FOUND when there is none).
+	// semaphore has none, else must equal it (FAILED_PRECONDITION /
+	// SEMAPHORE_LIMIT_MISMATCH, with metadata name, limit (the stored one) and
+	// requested). 0 takes the stored limit (and fails with NOT_FOUND when there is none).
 	Limit uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
-	// Permits to take; unset or 0 means 1. At most limit.
+	// Permits to take; unset or 0 means 1. At most limit (with limit 0, at most the
+	// stored limit: else FAILED_PRECONDITION / PERMITS_EXCEED_LIMIT).
 	Permits uint32 `protobuf:"varint,3,opt,name=permits,proto3" json:"permits,omitempty"`
 	// How long the permits live unless refreshed (10ms to the server's max TTL).
 	Ttl *durationpb.Duration `protobuf:"bytes,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
@@ -635,7 +637,8 @@ func (x *Holder) GetTtlRemaining() *durationpb.Duration {
 
 type DescribeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The limit in force (0 when the semaphore has never been used or has expired).
+	// The limit in force: the stored one (0 when none is stored: never set, or one a
+	// first Acquire stored has expired with the semaphore's other state).
 	Limit uint32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Permits held now: the sum over holders.
 	Held    uint32    `protobuf:"varint,2,opt,name=held,proto3" json:"held,omitempty"`
@@ -705,13 +708,14 @@ func (x *DescribeResponse) GetWaiters() uint32 {
 }
 
 type HoldRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
-	Permits       uint32                 `protobuf:"varint,3,opt,name=permits,proto3" json:"permits,omitempty"`
-	Ttl           *durationpb.Duration   `protobuf:"bytes,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
-	WaitTimeout   *durationpb.Duration   `protobuf:"bytes,5,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
-	Owner         string                 `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// As in AcquireRequest: the stored limit, or 0 for it.
+	Limit         uint32               `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Permits       uint32               `protobuf:"varint,3,opt,name=permits,proto3" json:"permits,omitempty"`
+	Ttl           *durationpb.Duration `protobuf:"bytes,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	WaitTimeout   *durationpb.Duration `protobuf:"bytes,5,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
+	Owner         string               `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

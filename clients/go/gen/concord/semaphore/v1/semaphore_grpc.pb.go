@@ -43,6 +43,15 @@ const (
 // evicts no holder: new grants wait until the held permits fit under it; a queued
 // request for more permits than a lowered limit fails with FAILED_PRECONDITION /
 // PERMITS_EXCEED_LIMIT. A higher limit admits the waiters that now fit at once.
+//
+// How long a stored limit lives: one set by SetLimit is kept, with no expiry, until
+// the next SetLimit. One stored by a first Acquire expires with the semaphore's
+// other state once nobody holds or waits (never before the last holder's TTL or
+// waiter's wait_timeout ends); the next Acquire then stores its own.
+//
+// Deprecated, for one release: a server started with --semaphore-limit-from-acquire
+// keeps the rule before SetLimit, under which every Acquire (and Hold) puts its limit
+// in force; a limit changed that way lives as one a first Acquire stored.
 type SemaphoreServiceClient interface {
 	// Acquire takes `permits` permits, waiting in FIFO order up to wait_timeout (0 =
 	// try once). Not getting them in time is not an error: acquired is false.
@@ -64,7 +73,11 @@ type SemaphoreServiceClient interface {
 	// listing may or may not appear.
 	ListSemaphores(ctx context.Context, in *ListSemaphoresRequest, opts ...grpc.CallOption) (*ListSemaphoresResponse, error)
 	// SetLimit sets the semaphore's limit (creating it if needed); the only call that
-	// changes a limit once set.
+	// changes a limit once set. The limit is kept with no expiry until the next
+	// SetLimit. A lower limit takes no permit back: grants wait until the held permits
+	// fit under it; a higher one admits the waiters that now fit at once. Setting the
+	// stored limit again keeps it (from then on with no expiry) and reports it as the
+	// previous limit, so a repeated call is harmless.
 	SetLimit(ctx context.Context, in *SetLimitRequest, opts ...grpc.CallOption) (*SetLimitResponse, error)
 }
 
@@ -170,6 +183,15 @@ func (c *semaphoreServiceClient) SetLimit(ctx context.Context, in *SetLimitReque
 // evicts no holder: new grants wait until the held permits fit under it; a queued
 // request for more permits than a lowered limit fails with FAILED_PRECONDITION /
 // PERMITS_EXCEED_LIMIT. A higher limit admits the waiters that now fit at once.
+//
+// How long a stored limit lives: one set by SetLimit is kept, with no expiry, until
+// the next SetLimit. One stored by a first Acquire expires with the semaphore's
+// other state once nobody holds or waits (never before the last holder's TTL or
+// waiter's wait_timeout ends); the next Acquire then stores its own.
+//
+// Deprecated, for one release: a server started with --semaphore-limit-from-acquire
+// keeps the rule before SetLimit, under which every Acquire (and Hold) puts its limit
+// in force; a limit changed that way lives as one a first Acquire stored.
 type SemaphoreServiceServer interface {
 	// Acquire takes `permits` permits, waiting in FIFO order up to wait_timeout (0 =
 	// try once). Not getting them in time is not an error: acquired is false.
@@ -191,7 +213,11 @@ type SemaphoreServiceServer interface {
 	// listing may or may not appear.
 	ListSemaphores(context.Context, *ListSemaphoresRequest) (*ListSemaphoresResponse, error)
 	// SetLimit sets the semaphore's limit (creating it if needed); the only call that
-	// changes a limit once set.
+	// changes a limit once set. The limit is kept with no expiry until the next
+	// SetLimit. A lower limit takes no permit back: grants wait until the held permits
+	// fit under it; a higher one admits the waiters that now fit at once. Setting the
+	// stored limit again keeps it (from then on with no expiry) and reports it as the
+	// previous limit, so a repeated call is harmless.
 	SetLimit(context.Context, *SetLimitRequest) (*SetLimitResponse, error)
 	mustEmbedUnimplementedSemaphoreServiceServer()
 }
