@@ -215,3 +215,47 @@ def test_term_zero_is_invalid_argument(concord_server, call):
     with pytest.raises(grpc.RpcError) as caught:
         getattr(stub, call)(request)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_a_redis_restart_keeps_the_leader_its_queue_and_the_history(fresh_redis, tmp_path, name):
+    from support import ServerProcess
+
+    server = ServerProcess("--redis-url", fresh_redis.url).start(tmp_path / "server.log")
+    try:
+        with concord.Client(server.target, timeout=5) as client:
+            e = client.election(name, ttl=60)
+            first = e.elect(b"one")
+            seen: list[concord.Change] = []
+            observer = e.observe()
+            reader = threading.Thread(target=lambda: seen.extend(observer))
+            reader.start()
+            wait_until(lambda: len(seen) == 1, message="the state now")
+            won: list[concord.Leadership] = []
+            t = threading.Thread(target=lambda: won.append(client.election(name, ttl=60).elect(b"two", timeout=60)))
+            t.start()
+            wait_until(lambda: client._service("election").call_safe(
+                "Leader", pb.LeaderRequest(election=name)).candidates == 1, message="candidate queued")
+
+            fresh_redis.stop()
+            with pytest.raises(concord.Unavailable):
+                client.election(f"{name}:other").elect(b"", timeout=0)
+            fresh_redis.start()  # same port, same append-only file
+
+            wait_until(lambda: _leads(e) == first.term, message="the same leader after the restart")
+            e.resign(first.term)
+            t.join(30)
+            assert won and won[0] is not None and won[0].term > first.term
+            wait_until(lambda: len(seen) == 2, message="the hand-over observed across the restart")
+            observer.close()
+            reader.join(10)
+            assert seen[1].leader.term == won[0].term and seen[1].position == seen[0].position + 1
+    finally:
+        server.stop()
+
+
+def _leads(e) -> int:
+    try:
+        leader = e.leader()
+    except concord.Unavailable:
+        return 0
+    return leader.term if leader else 0

@@ -30,8 +30,8 @@ if redis.call('ZCARD', KEYS[3]) == 0 and compatible(held_mode(), want) then
   return {ACQUIRE.ACQUIRED, grant(lease, want, ttl, owner, now_ms, now_us), ttl, now_ms}
 end
 if wait <= 0 then
-  return {ACQUIRE.BUSY, 0, next_expiry(now_ms), now_ms}
+  return {ACQUIRE.BUSY, 0, next_expiry(KEYS[1], now_ms), now_ms}
 end
 enqueue(Q, lease, now_ms, now_us, wait, proc, liveness, want, ttl, owner)
 keep_queue(wait + liveness)
-return {ACQUIRE.QUEUED, 0, next_expiry(now_ms), now_ms}
+return {ACQUIRE.QUEUED, 0, next_expiry(KEYS[1], now_ms), now_ms}

@@ -15,7 +15,7 @@ local now_ms, now_us = clock()
 heartbeat(Q, ARGV[3], now_ms, tonumber(ARGV[4]))
 sweep(now_ms)
 grant_next(now_ms, now_us)
-local reply = {next_expiry(now_ms), now_ms}
+local reply = {next_expiry(KEYS[1], now_ms), now_ms}
 for i = 5, #ARGV do
   local lease = ARGV[i]
   if not redis.call('ZSCORE', KEYS[3], lease) then

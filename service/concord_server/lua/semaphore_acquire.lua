@@ -48,8 +48,8 @@ if redis.call('ZCARD', KEYS[3]) == 0 and held + permits <= limit then
   return {ACQUIRE.ACQUIRED, ttl, now_ms}
 end
 if wait <= 0 then
-  return {ACQUIRE.BUSY, next_expiry(now_ms), now_ms}
+  return {ACQUIRE.BUSY, next_expiry(KEYS[1], now_ms), now_ms}
 end
 enqueue(Q, id, now_ms, now_us, wait, proc, liveness, permits, ttl, owner)
 keep_for(wait + liveness)
-return {ACQUIRE.QUEUED, next_expiry(now_ms), now_ms}
+return {ACQUIRE.QUEUED, next_expiry(KEYS[1], now_ms), now_ms}

@@ -24,7 +24,7 @@ for i = 4, #ARGV do
     end
   end
 end
-local reply = {next_expiry(now_ms), now_ms, #dropped}
+local reply = {next_expiry(KEYS[1], now_ms), now_ms, #dropped}
 for _, id in ipairs(dropped) do
   reply[#reply + 1] = id
 end

@@ -132,12 +132,3 @@ local function grant_next(now_ms, held)
     end
   end
 end
-
--- ms until the first holder expires, -1 if none: when waiters should look again.
-local function next_expiry(now_ms)
-  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  if #first == 0 then
-    return -1
-  end
-  return tonumber(first[2]) - now_ms
-end

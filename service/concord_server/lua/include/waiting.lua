@@ -71,3 +71,13 @@ local function heartbeat(q, proc, now_ms, liveness_ms)
     redis.call('HSET', q.procs, proc, fmt(now_ms + liveness_ms))
   end
 end
+
+-- ms until the first holder of a zset of holders (id -> expires at ms) expires, -1
+-- if none: when waiters should look again (semaphores, read-write locks).
+local function next_expiry(holders, now_ms)
+  local first = redis.call('ZRANGE', holders, 0, 0, 'WITHSCORES')
+  if #first == 0 then
+    return -1
+  end
+  return tonumber(first[2]) - now_ms
+end
