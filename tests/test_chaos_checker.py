@@ -170,6 +170,63 @@ def test_leases_not_lost_early():
     passes_all(ok)
 
 
+def _elect(h, proc, name, invoke, complete, term, ttl=1.0, wait=0.0):
+    return h.record(proc, "election.acquire", invoke, complete, name=name, ttl=ttl, wait=wait,
+                    ok={"acquired": True, "lease": str(term), "token": term, "expires": invoke + ttl + 0.01})
+
+
+def election_history(*, second_term: int = 20, overlap: bool = False, observed: tuple = (0, 10, 0, 20, 0),
+                     other: tuple | None = None, skip: bool = False) -> History:
+    h = History()
+    _elect(h, "e1", "E", 0.0, 0.01, 10)
+    h.record("e1", "election.release", 0.5, 0.51, ok=None, name="E", lease="10")
+    h.record("e1", "election.refresh", 0.6, 0.61, code="FAILED_PRECONDITION", reason="NOT_LEADER", name="E",
+             lease="10", ttl=1.0)  # after its resign: fine
+    _elect(h, "e2", "E", 0.3 if overlap else 0.55, 0.4 if overlap else 0.56, second_term, ttl=0.5)
+    h.record("e3", "election.acquire", 0.2, 0.21, ok={"acquired": False}, name="E", ttl=1.0, wait=0.0)
+    for proc, terms in (("o1", observed), ("o2", other or observed)):
+        positions = range(3, 3 + len(terms))
+        for i, (pos, term) in enumerate(zip(positions, terms)):
+            if skip and proc == "o1" and i == 2:
+                continue
+            h.note(proc, "election.observe.change", at=0.1 * i, name="E", position=pos, term=term, gap=False)
+    return h
+
+
+def test_election_rules():
+    passes_all(election_history())
+    fails(checker.election_one_leader, election_history(overlap=True), "tokens 10 and 20")
+    fails(checker.election_terms_increase, election_history(second_term=9), "token 9 granted after token 10")
+    fails(checker.election_observers_agree, election_history(skip=True), "came after 4 with no gap")
+    fails(checker.election_observers_agree, election_history(other=(0, 10, 0, 21, 0)), "term 20 to o1 and term 21")
+    fails(checker.election_observers_agree, election_history(observed=(0, 20, 0, 10, 0)), "term 10 at position 6")
+    h = election_history()
+    h.record("e2", "election.refresh", 0.7, 0.71, code="FAILED_PRECONDITION", reason="NOT_LEADER", name="E",
+             lease="20", ttl=0.5)  # before its TTL ran out, and never resigned
+    fails(checker.leases_not_lost_early, h, "NOT_LEADER")
+
+
+def _rw(h, proc, invoke, complete, token, mode, lease, ttl=1.0):
+    return h.record(proc, "rw.acquire", invoke, complete, name="R", ttl=ttl, wait=1.0, mode=mode,
+                    ok={"acquired": True, "lease": lease, "token": token, "expires": invoke + ttl + 0.01})
+
+
+def rw_history(*, writer_at: float = 1.0, writer_token: int = 40) -> History:
+    h = History()
+    _rw(h, "r1", 0.0, 0.01, 30, "read", "a")
+    _rw(h, "r2", 0.1, 0.11, 31, "read", "b")  # readers share
+    h.record("r1", "rw.release", 0.5, 0.51, ok=None, name="R", lease="a")
+    h.record("r2", "rw.release", 0.6, 0.61, ok=None, name="R", lease="b")
+    _rw(h, "w1", 0.2, writer_at, writer_token, "write", "c")
+    return h
+
+
+def test_rwlock_rules():
+    passes_all(rw_history())
+    fails(checker.rwlock_writers_exclusive, rw_history(writer_at=0.55), "a read hold (token 31) and a write hold")
+    fails(checker.rwlock_tokens_increase, rw_history(writer_token=29), "token 29 granted after token 31")
+
+
 def test_answers_a_retrying_client_may_give_are_not_violations():
     """With a client library that repeats calls on UNAVAILABLE, a release or ack told
     "not held" may follow its own first try, and a call may use up its budget on

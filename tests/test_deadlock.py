@@ -70,11 +70,12 @@ def test_three_owner_cycle_and_multilock(client, name):
     assert isinstance(results["A"], concord.MultiLease)
 
 
-def test_waiting_for_your_own_lock_is_a_deadlock(client, name):
-    client.lock(name, ttl=30, owner="A").acquire()
-    with pytest.raises(concord.Deadlock) as caught:
-        client.lock(name, ttl=30, owner="A").acquire(timeout=30)
-    assert caught.value.metadata["cycle"] == f"A -[{name}]-> A"
+def test_a_label_waiting_for_itself_is_no_deadlock(client, name):
+    """Callers often share one owner label (every replica of a service): one of them
+    waiting for a lock another holds is an ordinary wait."""
+    held = client.lock(name, ttl=30, owner="billing").acquire()
+    assert client.lock(name, ttl=30, owner="billing").acquire(timeout=1.5) is None
+    held.release()
 
 
 def test_no_cycle_no_alarm(client, name):

@@ -35,7 +35,7 @@ CLOCK_MARGIN = 0.1  # Redis-clock timestamps converted to the client's monotonic
 EPS = 1e-6
 MAX_REPORTED = 25  # violations listed per rule (all are counted)
 
-NOT_HELD = {"LOCK_NOT_HELD", "PERMIT_NOT_HELD"}
+NOT_HELD = {"LOCK_NOT_HELD", "PERMIT_NOT_HELD", "NOT_LEADER"}
 BLOCKING_OPS = {"lock.acquire", "sem.acquire", "queue.dequeue", "lock.hold", "sem.hold"}
 # Calls a retrying client library repeats on UNAVAILABLE (concord._retry): one recorded
 # call may then be several RPCs. A repeat after an attempt that took effect answers
@@ -253,7 +253,7 @@ def calls_answered_by_deadline(events: Sequence[Event]) -> RuleResult:
 
 @dataclass
 class Grant:
-    kind: str  # lock | sem
+    kind: str  # lock | sem | election | rw
     name: str
     lease: str  # lease (locks) or permit id (semaphores)
     invoke: float  # the acquire (or Hold stream) was sent
@@ -271,7 +271,7 @@ def grants(events: Sequence[Event], kind: str) -> list[Grant]:
     intervals it was surely held."""
     kids = _children(events)
     ops_by_lease: dict[tuple[str, str], list[Event]] = defaultdict(list)
-    key = "lease" if kind == "lock" else "permit_id"
+    key = "permit_id" if kind == "sem" else "lease"
     for e in events:
         if e.op in (f"{kind}.refresh", f"{kind}.release"):
             ops_by_lease[e.args["name"], e.args[key]].append(e)
@@ -309,8 +309,17 @@ def grants(events: Sequence[Event], kind: str) -> list[Grant]:
 def lock_mutual_exclusion(events: Sequence[Event]) -> RuleResult:
     """At most one holder of a lock at a time: the sure-held intervals of two grants of
     one lock never overlap."""
-    found = _Found("lock_mutual_exclusion")
-    gs = grants(events, "lock")
+    return _exclusive(events, "lock", "lock_mutual_exclusion")
+
+
+def election_one_leader(events: Sequence[Event]) -> RuleResult:
+    """At most one leader of an election at a time (its terms as a lock's grants)."""
+    return _exclusive(events, "election", "election_one_leader")
+
+
+def _exclusive(events: Sequence[Event], kind: str, rule: str) -> RuleResult:
+    found = _Found(rule)
+    gs = grants(events, kind)
     by_name: dict[str, list[tuple[float, float, Grant]]] = defaultdict(list)
     for g in gs:
         by_name[g.name] += [(s, t, g) for s, t in g.segments]
@@ -324,7 +333,7 @@ def lock_mutual_exclusion(events: Sequence[Event]) -> RuleResult:
                 pair = (g2.event.id, g.event.id)
                 if g2 is not g and pair not in reported:
                     reported.add(pair)
-                    found.add(f"lock {name!r}: holders with fencing tokens {g2.token} and {g.token} both held it "
+                    found.add(f"{kind} {name!r}: holders with fencing tokens {g2.token} and {g.token} both held it "
                               f"for {min(t, t2) - s:.3f}s from t={s:.3f}", g2.event, g.event)
             active.append((s, t, g))
     return found.result(len(gs))
@@ -333,8 +342,17 @@ def lock_mutual_exclusion(events: Sequence[Event]) -> RuleResult:
 def lock_fencing_tokens_increase(events: Sequence[Event]) -> RuleResult:
     """Fencing tokens are unique per lock and increase in grant order: a grant received
     before another was asked for has the smaller token."""
-    found = _Found("lock_fencing_tokens_increase")
-    gs = [g for g in grants(events, "lock") if g.token is not None]
+    return _increasing(events, "lock", "lock_fencing_tokens_increase")
+
+
+def election_terms_increase(events: Sequence[Event]) -> RuleResult:
+    """Terms are unique per election and increase from leader to leader, as fencing tokens do."""
+    return _increasing(events, "election", "election_terms_increase")
+
+
+def _increasing(events: Sequence[Event], kind: str, rule: str) -> RuleResult:
+    found = _Found(rule)
+    gs = [g for g in grants(events, kind) if g.token is not None]
     by_name: dict[str, list[Grant]] = defaultdict(list)
     for g in gs:
         by_name[g.name].append(g)
@@ -342,7 +360,7 @@ def lock_fencing_tokens_increase(events: Sequence[Event]) -> RuleResult:
         seen: dict[int, Grant] = {}
         for g in mine:
             if g.token in seen:
-                found.add(f"lock {name!r}: fencing token {g.token} granted twice", seen[g.token].event, g.event)
+                found.add(f"{kind} {name!r}: fencing token {g.token} granted twice", seen[g.token].event, g.event)
             seen[g.token] = g
         by_start = sorted(mine, key=lambda g: g.start)
         starts = [g.start for g in by_start]
@@ -352,7 +370,7 @@ def lock_fencing_tokens_increase(events: Sequence[Event]) -> RuleResult:
         for g in mine:
             i = bisect.bisect_left(starts, g.invoke) - 1  # grants received before g was asked for
             if i >= 0 and best[i].token >= g.token and best[i] is not g:
-                found.add(f"lock {name!r}: token {g.token} granted after token {best[i].token} was received",
+                found.add(f"{kind} {name!r}: token {g.token} granted after token {best[i].token} was received",
                           best[i].event, g.event)
     return found.result(len(gs))
 
@@ -366,7 +384,7 @@ def leases_not_lost_early(events: Sequence[Event]) -> RuleResult:
     found = _Found("leases_not_lost_early")
     retries = client_retries(events)
     checked = 0
-    for kind in ("lock", "sem"):
+    for kind in ("lock", "sem", "election", "rw"):
         for g in grants(events, kind):
             if g.event.op != f"{kind}.acquire":
                 continue  # Hold streams renew on the server's side: LOST may come early, safely
@@ -389,6 +407,67 @@ def leases_not_lost_early(events: Sequence[Event]) -> RuleResult:
                 elif o.ok:
                     acked.append((o.complete, o.invoke + o.args["ttl"], o))
     return found.result(checked)
+
+
+def rwlock_writers_exclusive(events: Sequence[Event]) -> RuleResult:
+    """A writer holds a read-write lock alone: its sure-held intervals never overlap
+    another grant's of the same name (readers' may overlap each other)."""
+    found = _Found("rwlock_writers_exclusive")
+    gs = grants(events, "rw")
+    by_name: dict[str, list[tuple[float, float, Grant]]] = defaultdict(list)
+    for g in gs:
+        by_name[g.name] += [(s, t, g) for s, t in g.segments]
+    for name, intervals in by_name.items():
+        intervals.sort(key=lambda x: x[0])
+        active: list[tuple[float, float, Grant]] = []
+        reported: set[tuple[int, int]] = set()
+        for s, t, g in intervals:
+            active = [a for a in active if a[1] > s + EPS]
+            for _, t2, g2 in active:
+                writer = "write" in (g.event.args.get("mode"), g2.event.args.get("mode"))
+                if g2 is not g and writer and (g2.event.id, g.event.id) not in reported:
+                    reported.add((g2.event.id, g.event.id))
+                    found.add(f"rw {name!r}: a {g2.event.args.get('mode')} hold (token {g2.token}) and a "
+                              f"{g.event.args.get('mode')} hold (token {g.token}) overlapped for "
+                              f"{min(t, t2) - s:.3f}s from t={s:.3f}", g2.event, g.event)
+            active.append((s, t, g))
+    return found.result(len(gs))
+
+
+def rwlock_tokens_increase(events: Sequence[Event]) -> RuleResult:
+    """Read-write lock fencing tokens are unique per name and increase in grant order, readers' too."""
+    return _increasing(events, "rw", "rwlock_tokens_increase")
+
+
+def election_observers_agree(events: Sequence[Event]) -> RuleResult:
+    """Every observer of an election sees the same changes in the same order, none
+    missed: each observer's positions follow one another (but where it was told of a
+    gap), two observers never see different terms at one position, and the leaders'
+    terms never go down along the positions."""
+    found = _Found("election_observers_agree")
+    seen: dict[tuple[str, str], list[Event]] = defaultdict(list)
+    for e in events:
+        if e.op == "election.observe.change":
+            seen[e.process, e.args["name"]].append(e)
+    at: dict[tuple[str, int], Event] = {}
+    for (proc, name), changes in seen.items():
+        for prev, cur in zip(changes, changes[1:]):
+            if cur.args["position"] != prev.args["position"] + 1 and not cur.args["gap"]:
+                found.add(f"observer {proc} of {name!r}: position {cur.args['position']} came after "
+                          f"{prev.args['position']} with no gap", prev, cur)
+        for c in changes:
+            other = at.setdefault((name, c.args["position"]), c)
+            if other.args["term"] != c.args["term"] and not (c.args["gap"] or other.args["gap"]):
+                found.add(f"election {name!r}: position {c.args['position']} is term {other.args['term']} to "
+                          f"{other.process} and term {c.args['term']} to {c.process}", other, c)
+    for name in {n for _, n in seen}:
+        ordered = sorted(((p, e) for (n, p), e in at.items() if n == name), key=lambda x: x[0])
+        terms = [(p, e) for p, e in ordered if e.args["term"]]
+        for (p1, e1), (p2, e2) in zip(terms, terms[1:]):
+            if e2.args["term"] < e1.args["term"] and not e2.args["gap"]:
+                found.add(f"election {name!r}: term {e2.args['term']} at position {p2} after term "
+                          f"{e1.args['term']} at position {p1}", e1, e2)
+    return found.result(sum(len(v) for v in seen.values()))
 
 
 def semaphore_within_limit(events: Sequence[Event]) -> RuleResult:
@@ -813,6 +892,11 @@ RULES: list[Callable[[Sequence[Event]], RuleResult]] = [
     calls_answered_by_deadline,
     lock_mutual_exclusion,
     lock_fencing_tokens_increase,
+    election_one_leader,
+    election_terms_increase,
+    election_observers_agree,
+    rwlock_writers_exclusive,
+    rwlock_tokens_increase,
     leases_not_lost_early,
     semaphore_within_limit,
     queue_tasks_settled,

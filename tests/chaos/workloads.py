@@ -42,6 +42,20 @@ from concord.semaphore.v1 import semaphore_pb2
 
 from .history import Event, History, ts
 
+
+class _ByTerm:
+    """An election as _hold_and_release drives a lock: refresh and release one leadership."""
+
+    def __init__(self, election: Any) -> None:
+        self.election = election
+
+    async def refresh(self, won: concord.Leadership) -> concord.Leadership:
+        won.expires_at = await self.election.refresh(won.term)
+        return won
+
+    async def release(self, won: concord.Leadership) -> None:
+        await self.election.resign(won.term)
+
 CALL_TIMEOUT = 8.0  # the client's timeout: a call's gRPC deadline is its wait + this (> socket_timeout 5 s)
 CHANNEL_OPTIONS = [  # reconnect quickly to a restarted server
     ("grpc.initial_reconnect_backoff_ms", 100),
@@ -98,6 +112,8 @@ class Workloads:
         self.clients: list[concord.AsyncClient] = []
         self.locks = ["lock-a", "lock-b"]
         self.sems = ["sem-a"]
+        self.elections = ["election-a"]
+        self.rwlocks = ["rw-a"]
         self.queues = ["queue-a", "queue-b"]
         self.chats = ["chat-a", "chat-b"]
         self.senders = ["s0", "s1"]
@@ -147,6 +163,9 @@ class Workloads:
         out += [self.holder("lock", k) for k in range(2 * s)]
         out += [self.sem_client(k) for k in range(4 * s)]
         out += [self.holder("sem", k) for k in range(1 * s)]
+        out += [self.elector(k) for k in range(3 * s)]
+        out += [self.rw_client(k) for k in range(3 * s)]
+        out += [self.election_observer(k) for k in range(2)]
         out += [self.producer(k) for k in range(2 * s)]
         out += [self.dequeuer(k) for k in range(2 * s)]
         out += [self.consumer(k) for k in range(2 * s)]
@@ -215,6 +234,65 @@ class Workloads:
         await asyncio.sleep(ttl * 1.3 if rng.random() < 0.07 else rng.uniform(0, ttl * 0.2))
         await self.call(proc, f"{kind}.release", lambda: handle.release(held), srv, name=name, **key)
         await self._think(rng)
+
+    async def elector(self, k: int) -> None:
+        """Campaigns (unary), refreshes and resigns by term: the lock workload's shape,
+        recorded as election.acquire/refresh/release with the term as lease and token."""
+        proc, rng = f"elector{k}", self._rng(f"elector{k}")
+        srv, c = self._pick()
+        while not self.stop.is_set():
+            name, ttl, wait = rng.choice(self.elections), rng.choice([0.3, 0.5, 1.0, 2.0]), rng.choice([0, 0.5, 1.5])
+            e = c.election(name, ttl=ttl, candidate=proc)
+            ev = await self.call(proc, "election.acquire", lambda: e.elect(proc.encode(), timeout=wait), srv,
+                                 summary=self._term, name=name, ttl=ttl, wait=wait)
+            if not ev.ok:
+                await self._backoff(rng)
+                continue
+            if ev.raw is None:
+                await self._think(rng)
+                continue
+            await self._hold_and_release(proc, rng, srv, _ByTerm(e), ev.raw, "election", name, ttl,
+                                         lease=str(ev.raw.term))
+
+    async def rw_client(self, k: int) -> None:
+        """Read-write locks: mostly readers, some writers, refreshes and releases."""
+        proc, rng = f"rw{k}", self._rng(f"rw{k}")
+        srv, c = self._pick()
+        while not self.stop.is_set():
+            name, ttl, wait = rng.choice(self.rwlocks), rng.choice([0.3, 0.5, 1.0, 2.0]), rng.choice([0, 0.2, 0.5, 1.5])
+            mode = rng.choice(["read", "read", "write"])
+            rw = c.rwlock(name, ttl=ttl, owner=proc)
+            ev = await self.call(proc, "rw.acquire", lambda: rw.acquire(mode, timeout=wait), srv, summary=self._lease,
+                                 name=name, ttl=ttl, wait=wait, mode=mode)
+            if not ev.ok:
+                await self._backoff(rng)
+                continue
+            if ev.raw is None:
+                await self._think(rng)
+                continue
+            await self._hold_and_release(proc, rng, srv, rw, ev.raw, "rw", name, ttl, lease=ev.raw.token)
+
+    def _term(self, won: concord.Leadership | None) -> dict[str, Any]:
+        if won is None:
+            return {"acquired": False}
+        return {"acquired": True, "lease": str(won.term), "token": won.term, "expires": self.mono(won.expires_at)}
+
+    async def election_observer(self, k: int) -> None:
+        """Observe, resuming after reconnects: each change is a note (position, term, gap)."""
+        proc = f"observer{k}"
+        srv, c = k % len(self.clients), self.clients[k % len(self.clients)]
+        name = self.elections[0]
+        async with c.election(name).observe() as changes:
+            closer = asyncio.create_task(self.stop.wait())
+            closer.add_done_callback(lambda _: changes.close())
+            try:
+                async for change in changes:
+                    self.h.note(proc, "election.observe.change", server=srv, name=name, position=change.position,
+                                term=change.leader.term if change.leader else 0, gap=change.gap)
+            except concord.ConcordError as exc:  # the stream was refused (not UNAVAILABLE): recorded, not fatal
+                self.h.note(proc, "election.observe.error", server=srv, name=name, reason=exc.reason)
+            finally:
+                closer.cancel()
 
     async def sem_client(self, k: int) -> None:
         proc, rng = f"sem{k}", self._rng(f"sem{k}")

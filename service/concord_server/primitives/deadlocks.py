@@ -1,7 +1,9 @@
 """Deadlock detection between callers that hold locks and wait for others.
 
 A caller is its owner label (set it to one per process or task: the default, the
-connection's address, is not looked at). While a caller waits for locks it is
+connection's address, is not looked at). A lock held under the waiter's own label
+is no edge: callers may share a label, and one of them waiting for another is an
+ordinary wait (so a caller waiting for a lock it holds itself waits, as before). While a caller waits for locks it is
 written in one registry hash, owner -> the locks it waits for, when it started
 waiting (Redis clock) and its queue place; the edge "A waits for B" is A's entry
 plus the owner in the holder hash of a lock A waits for. A cycle of such edges is a
@@ -83,9 +85,11 @@ class Watch:
         self._look_at = loop.time() + self._d.period
         return await self._d.victim(self._owner)
 
-    async def done(self) -> None:
+    def done(self) -> None:
+        """Clears the registry entry in the background: the call answers now, even
+        while Redis does not (an entry left behind ends with its wait's deadline)."""
         if self._d is not None and self._registered:
-            await self._d.end(self._owner, self._lease)
+            self._d.end_soon(self._owner, self._lease)
 
 
 class Deadlocks:
@@ -93,6 +97,7 @@ class Deadlocks:
         self._redis = redis
         self._keys = keyspace
         self.period = period
+        self._ending: set[asyncio.Task[None]] = set()
 
     @contextlib.asynccontextmanager
     async def watch(self, owner: str, lease: str, names: Sequence[str], wait_ms: int) -> AsyncIterator[Watch]:
@@ -100,15 +105,20 @@ class Deadlocks:
         try:
             yield w
         finally:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(w.done())
+            w.done()
 
     async def begin(self, owner: str, lease: str, names: Sequence[str], since_ms: int, until_ms: int) -> None:
         entry = "\n".join([str(until_ms), str(since_ms), lease, *names])
         await _WAITS_FOR.run(self._redis, [self._keys.waits_for], ["begin", owner, lease, entry])
 
-    async def end(self, owner: str, lease: str) -> None:
-        await _WAITS_FOR.run(self._redis, [self._keys.waits_for], ["end", owner, lease])
+    def end_soon(self, owner: str, lease: str) -> None:
+        task = asyncio.create_task(self._end(owner, lease))
+        self._ending.add(task)
+        task.add_done_callback(self._ending.discard)
+
+    async def _end(self, owner: str, lease: str) -> None:
+        with contextlib.suppress(Exception):  # Redis away: the entry ends with its wait's deadline
+            await _WAITS_FOR.run(self._redis, [self._keys.waits_for], ["end", owner, lease])
 
     async def victim(self, owner: str) -> str | None:
         """The cycle through ``owner`` (as text) if there is one, found twice, and
@@ -149,7 +159,10 @@ class Deadlocks:
         keys = [self._keys.lock(n) for n in names]
         queued = await asyncio.gather(*(command(self._redis, "ZSCORE", k.queue, lease) for k in keys))
         holders = await asyncio.gather(*(command(self._redis, "HGET", k.holder, "owner") for k in keys))
-        return [Edge(waiter, n, h, int(since)) for n, q, h in zip(names, queued, holders) if q is not None and h]
+        # A lock held under the waiter's own label is no edge: callers often share a label
+        # (every replica of one service), and one of them waiting for another is no deadlock.
+        return [Edge(waiter, n, h, int(since)) for n, q, h in zip(names, queued, holders)
+                if q is not None and h and h != waiter]
 
 
 def watching(deadlocks: Deadlocks | None, owner: str, lease: str, names: Sequence[str],
