@@ -99,10 +99,26 @@ async def test_grant_is_found_by_the_poll_when_the_notification_is_lost(redis_se
         await async_wait_until(lambda: _eq(waiters(locks, name), 1), message="waiter queued")
         k = locks._keys.lock(name)
         # Release through a channel nobody listens on: the grant's message is lost.
-        assert await _RELEASE(locks._redis, k.keys, ["nowhere", 60_000, holder.lease]) == 1
+        assert (await _RELEASE(locks._redis, k.keys, ["nowhere", 60_000, holder.lease]))[0] == 1
         grant = await asyncio.wait_for(task, 10)
         assert grant.fencing_token > holder.fencing_token
         assert (await locks.describe(name)).owner == "waiter"
+
+
+async def test_a_release_wakes_a_waiter_of_its_own_process_from_its_reply(redis_server, name):
+    """The release script's reply names the waiter it granted, and the releasing
+    process wakes it from that, not from the pub/sub copy (here sent to a channel
+    nobody hears, with the poll an hour away)."""
+    async with lock_primitive(redis_server.url, interval=3600) as locks:
+        holder = await locks.acquire(name, 10_000, 0, "holder")
+        task = asyncio.create_task(locks.acquire(name, 10_000, 30_000, "waiter"))
+        await async_wait_until(lambda: _eq(waiters(locks, name), 1), message="waiter queued")
+        k = locks._keys.lock(name)
+        ok, message = await _RELEASE(locks._redis, k.keys, ["nowhere", 60_000, holder.lease])
+        assert ok == 1 and len(message.split()) == 3
+        locks._waiters.deliver(k.channel, message)
+        grant = await asyncio.wait_for(task, 5)
+        assert grant.fencing_token == int(message.split()[1])
 
 
 async def test_a_waiter_rides_out_a_redis_restart_and_gets_the_lock(fresh_redis, name):

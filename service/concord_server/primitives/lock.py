@@ -88,7 +88,7 @@ class ForceReleaseReply(NamedTuple):
 
 
 _ACQUIRE = script("lock_acquire.lua", Tup(Codes(*ACQUIRE.codes()), INT, INT, INT), decode=AcquireReply._make)
-_RELEASE = script("lock_release.lua", Codes(*HELD.codes()))
+_RELEASE = script("lock_release.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(STR)}))
 _REFRESH = script("lock_refresh.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(INT, INT)}),
                   decode=lambda r: RefreshReply(*r))
 _WITHDRAW = script("lock_withdraw.lua",
@@ -167,8 +167,11 @@ class Locks(FifoPrimitive):
 
     async def release(self, name: str, lease: str) -> None:
         k = self._keys.lock(name)
-        if await self._run(_RELEASE, k, lease) != HELD.HELD:
+        reply = await self._run(_RELEASE, k, lease)
+        if reply[0] != HELD.HELD:
             raise LockNotHeld(f"lock {name!r} is not held by this lease", name=name)
+        if reply[1]:
+            self._waiters.deliver(k.channel, reply[1])
 
     async def refresh(self, name: str, lease: str, ttl_ms: int) -> Grant:
         k = self._keys.lock(name)

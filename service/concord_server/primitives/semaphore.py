@@ -79,7 +79,7 @@ _ACQUIRE = script("semaphore_acquire.lua",
                   Tagged({**{code: Tup(INT, INT) for code in ACQUIRE.codes()},
                           LIMIT.MISMATCH: Tup(INT), LIMIT.UNSET: Tup(), LIMIT.BELOW_PERMITS: Tup(INT)}),
                   decode=_acquire_reply)
-_RELEASE = script("semaphore_release.lua", Codes(*HELD.codes()))
+_RELEASE = script("semaphore_release.lua", Either(Tup(Codes(HELD.NOT_HELD)), Seq(Codes(HELD.HELD), each=(STR,))))
 _REFRESH = script("semaphore_refresh.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(INT)}),
                   decode=lambda r: RefreshReply(*r))
 _WITHDRAW = script("semaphore_withdraw.lua",
@@ -150,8 +150,12 @@ class Semaphores(FifoPrimitive):
         return await self._run(_SET_LIMIT, self._keys.semaphore(name), limit)
 
     async def release(self, name: str, permit_id: str) -> None:
-        if await self._run(_RELEASE, self._keys.semaphore(name), permit_id) != HELD.HELD:
+        k = self._keys.semaphore(name)
+        reply = await self._run(_RELEASE, k, permit_id)
+        if reply[0] != HELD.HELD:
             raise PermitNotHeld(f"semaphore {name!r}: permit is not held", name=name)
+        for message in reply[1:]:  # admitted waiters of this process wake now
+            self._waiters.deliver(k.channel, message)
 
     async def refresh(self, name: str, permit_id: str, ttl_ms: int) -> int:
         """Resets the permit's TTL; returns its new expiry (Redis clock, ms)."""

@@ -40,8 +40,9 @@ end
 -- Hands a free lock to the first live single waiter and tells its server on the
 -- channel ("lease fence expires_ms"). A waiter for several locks ahead of it is
 -- told to try ("lease try": it takes all its locks in its own script, or none) and
--- passed over: it never holds or reserves a part while it waits. Returns true if
--- someone got the lock.
+-- passed over: it never holds or reserves a part while it waits. Returns the grant's
+-- message if someone got the lock (the releasing server wakes a waiter of its own
+-- with it at once, without waiting for the pub/sub copy), else false.
 local function grant_next_of(L, channel, now_ms, now_us)
   local at = 0
   while true do
@@ -58,8 +59,9 @@ local function grant_next_of(L, channel, now_ms, now_us)
     else
       remove(L, id)
       local f = grant_of(L, id, owner, ttl, now_us)
-      redis.call('SPUBLISH', channel, id .. ' ' .. fmt(f) .. ' ' .. fmt(now_ms + ttl))
-      return true
+      local message = id .. ' ' .. fmt(f) .. ' ' .. fmt(now_ms + ttl)
+      redis.call('SPUBLISH', channel, message)
+      return message
     end
   end
 end

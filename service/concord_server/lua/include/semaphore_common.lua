@@ -111,6 +111,10 @@ local FAILED = '-1'
 -- permits is never starved by smaller ones. One asking for more than a lowered limit
 -- can never be served and is told so ("-1", and the FAILED record). Grants publish
 -- "id expires_ms".
+-- The grant messages grant_next published in this script, for its reply: the
+-- releasing server wakes its own waiters with them at once.
+local GRANTED = {}
+
 local function grant_next(now_ms, held)
   local limit = stored_limit()
   while true do
@@ -128,7 +132,8 @@ local function grant_next(now_ms, held)
     else
       remove(Q, id)
       held = grant(id, permits, ttl, owner, now_ms, held)
-      redis.call('SPUBLISH', ARGV[1], id .. ' ' .. fmt(now_ms + ttl))
+      GRANTED[#GRANTED + 1] = id .. ' ' .. fmt(now_ms + ttl)
+      redis.call('SPUBLISH', ARGV[1], GRANTED[#GRANTED])
     end
   end
 end
