@@ -9,21 +9,40 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 import time
 from pathlib import Path
 
 from .harness import code_digest, machine_info, raise_nofile, scratch_dir
-from .report import Row, header, save, table
+from .report import Row, arena, header, save, table
 from .scenarios import NAMES, Context, module_name
 
 RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
+# The peer arena (--peers): the scenarios that measure Concord against other systems
+# on the same machine in the same run, and mark those rows with Row.peer.
+PEER_SCENARIOS = ("handoff", "peers-queue", "chat-latency")
+
+
+def peer_scenarios() -> list[str]:
+    """The arena's scenarios whose module exists in this checkout (one still being
+    written is left out, with a note)."""
+    present = []
+    for name in PEER_SCENARIOS:
+        if importlib.util.find_spec(f"{__package__}.scenarios.{module_name(name)}") is None:
+            print(f"peer arena: no scenario {name} in this checkout, left out", file=sys.stderr)
+        else:
+            present.append(name)
+    return present
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description="Run Concord's benchmark scenarios; print one markdown table and save the results as JSON.")
     p.add_argument("--quick", action="store_true", help="smoke run (~1 min): fewer calls, shorter runs, 1 repetition")
     p.add_argument("--scenario", action="append", choices=NAMES, help="run only this scenario (repeatable)")
+    p.add_argument("--peers", action="store_true",
+                   help=f"the peer arena: run {', '.join(PEER_SCENARIOS)} (with any --scenario given) and print "
+                        "the arena table (Concord next to each peer) after the normal one")
     p.add_argument("--reps", type=int, help="repetitions per figure; medians are reported (default 5, quick 1)")
     p.add_argument("--out", type=Path, default=RESULTS, help=f"JSON results file (default {RESULTS})")
     p.add_argument("--profile", type=Path, metavar="DIR",
@@ -35,12 +54,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     reps = args.reps or (1 if args.quick else 5)
-    names = args.scenario or list(NAMES)
+    if args.peers:
+        names = list(dict.fromkeys([*(args.scenario or ()), *peer_scenarios()]))
+    else:
+        names = args.scenario or list(NAMES)
     nofile = raise_nofile()  # scale opens thousands of calls; the server inherits this limit
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     info = machine_info()
-    settings = {"quick": args.quick, "reps": reps, "scenarios": names, "rlimit_nofile": list(nofile)}
+    settings = {"quick": args.quick, "reps": reps, "scenarios": names, "peers": args.peers,
+                "rlimit_nofile": list(nofile)}
     rows: list[Row] = []
     details: dict = {}
     started = time.monotonic()
@@ -64,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     print(header(info, settings))
     print()
     print(table(rows))
+    if peers := arena(rows):
+        print("\nPeer arena (Concord's figure next to each peer's, same machine, same run):\n")
+        print(peers)
     save(args.out, info, settings, rows, details)
     print(f"\n(total {settings['elapsed_s']:.0f}s; JSON in {args.out})")
     missed = [r for r in rows if r.passed is False]

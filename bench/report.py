@@ -3,6 +3,8 @@
 Every figure is a Row: a value, optionally the baseline it is compared with (a figure
 measured in the same run, named), the ratio value/baseline, and a target with its
 verdict. Units drive formatting so scenarios hand over raw SI numbers (seconds, bytes).
+A row whose baseline is another system's figure names that peer (``Row.peer``); the
+peer arena table (``arena``) lists those rows again, Concord next to each peer.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ class Row:
     passed: bool | None = None
     note: str = ""
     runs: list[float] = field(default_factory=list)  # per-repetition values behind the median
+    # Peer arena: the name of the other system (e.g. "Redis Streams", "etcd") whose
+    # figure is this row's baseline. Then value is Concord's figure, baseline the
+    # peer's same figure from the same run, and the ratio Concord ÷ peer; arena()
+    # lists these rows. Empty for every other row.
+    peer: str = ""
 
     @property
     def ratio(self) -> float | None:
@@ -70,6 +77,21 @@ def table(rows: list[Row]) -> str:
             parts.append(f"target {r.target}")
         value = fmt(r.value, r.unit) + (f" ({r.note})" if r.note else "")
         lines.append(f"| {r.scenario} | {r.metric} | {value} | {base} | {'; '.join(parts)} | {_verdict(r)} |")
+    return "\n".join(lines)
+
+
+def arena(rows: list[Row]) -> str:
+    """The peer arena's table: the rows whose baseline is a peer's figure (``Row.peer``
+    set), Concord's figure next to the peer's and Concord ÷ peer. Empty when none."""
+    peers = [r for r in rows if r.peer]
+    if not peers:
+        return ""
+    lines = ["| scenario | figure | Concord | peer | peer's figure | Concord ÷ peer | target | pass? |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in peers:
+        ratio = "" if r.ratio is None else f"{r.ratio:.2f}×"
+        lines.append(f"| {r.scenario} | {r.metric} | {fmt(r.value, r.unit)} | {r.peer} | {fmt(r.baseline, r.unit)} "
+                     f"| {ratio} | {r.target} | {_verdict(r)} |")
     return "\n".join(lines)
 
 

@@ -22,13 +22,21 @@ For reference the table also shows an empty call back to back and a Describe pac
 like the clients on an idle server: a process woken from idle pays a wake-up cost
 that back-to-back calls do not, and on small VMs that cost is large.
 The comparison libraries' figures use Concord's as their baseline.
+
+etcd (a peer, bench/peers/etcd.py) runs the same workload in the same run: Debian's
+etcd-server on free local ports, driven by a Go program (bench/peers/etcd_lock) with
+the official client's concurrency.Mutex, one session (lease) per client. Its rows
+are targets: Concord ahead of etcd on each figure, with etcd's figure as baseline.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import multiprocessing
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -41,13 +49,19 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from concord.lock.v1 import lock_pb2, lock_pb2_grpc
 
 from ..harness import concord_server, cpu_seconds, median, percentile, redis_server
+from ..peers import etcd as etcd_peer
 from ..report import Row, fmt
 from . import Context
 from .handoff_clients import Spec, main as client_main
 
-IMPLS = ("concord", "redis-py", "redis-py-1ms", "python-redis-lock")
+IMPLS = ("concord", "redis-py", "redis-py-1ms", "python-redis-lock", "etcd")
 LABELS = {"concord": "Concord", "redis-py": "redis-py Lock sleep=0.1", "redis-py-1ms": "redis-py Lock sleep=0.001",
-          "python-redis-lock": "python-redis-lock"}
+          "python-redis-lock": "python-redis-lock", "etcd": "etcd concurrency.Mutex"}
+PEERS = ("etcd",)  # not on Redis: their rows are targets (Concord ahead), not comparisons
+# (figure, what it is, unit, True when higher is better) for the rows against a peer
+PEER_FIGURES = (("handoff_p50_s", "p50 handoff", "s", False), ("handoff_p99_s", "p99 handoff", "s", False),
+                ("acq_per_s", "acquisitions/s", "/s", True), ("wait_p99_s", "p99 wait", "s", False),
+                ("min_share", "min/mean share", "x", True))
 CLIENT_COUNTS = (8, 32)
 CLIENT_PROCS = 2
 PROBE_GAP = 0.02
@@ -98,6 +112,34 @@ def _run_once(impl: str, n: int, target: str, name: str, duration: float) -> dic
     results, start_at, end_at = run_client_processes(specs, client_main, duration, WAIT + 30)
     events = [e for r in results for e in r["events"]]
     return {**_analyse(events, n, start_at, end_at), "client_cpu_busy": [r["client_cpu_busy"] for r in results]}
+
+
+def _run_once_etcd(etcd: dict, n: int, name: str, duration: float, log_dir) -> dict:
+    """The same run for etcd: the Go lock client (bench/peers/etcd_lock) in CLIENT_PROCS
+    processes, each with its share of the clients, reporting the same events."""
+    groups = [tuple(range(p, n, CLIENT_PROCS)) for p in range(CLIENT_PROCS)]
+    results, start_at, end_at = etcd_peer.run_lock_clients(
+        etcd["client"], etcd["server"].endpoint, name, groups, hold=HOLD, think=THINK, wait=WAIT, ttl=TTL,
+        duration=duration, report_within=WAIT + 30, log_dir=log_dir)
+    events = [e for r in results for e in r["events"]]
+    return {**_analyse(events, n, start_at, end_at), "client_cpu_busy": [r["client_cpu_busy"] for r in results],
+            "client_errors": sum(r.get("errors", 0) for r in results)}
+
+
+@contextlib.contextmanager
+def _etcd(tmp):
+    """etcd and its built lock client, or the reason they could not be had (the
+    scenario then runs without them and says so in a ❌ row)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            client = etcd_peer.lock_client(tmp)
+            server = stack.enter_context(etcd_peer.etcd_server(tmp))
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            print(f"  etcd not measured: {exc}", file=sys.stderr, flush=True)
+            got = {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
+        else:
+            got = {"client": client, "server": server}
+        yield got
 
 
 def _analyse(events: list, n: int, start_at: float, end_at: float) -> dict:
@@ -207,24 +249,32 @@ def _lock_describe(channel: grpc.Channel):
 
 def run(ctx: Context) -> tuple[list[Row], dict]:
     duration = 1.5 if ctx.quick else 3.0
-    reps = min(ctx.reps, 3)  # 4 implementations x 2 sizes x reps runs: keep the total bounded
+    reps = min(ctx.reps, 3)  # 5 implementations x 2 sizes x reps runs: keep the total bounded
     runs: dict[str, dict[str, list[dict]]] = {}
-    with redis_server(ctx.tmp) as rds, concord_server(rds.url, ctx.tmp, profile_to=ctx.profile("handoff")) as srv:
+    with (redis_server(ctx.tmp) as rds, concord_server(rds.url, ctx.tmp, profile_to=ctx.profile("handoff")) as srv,
+          _etcd(ctx.tmp) as etcd):
         rtts = asyncio.run(round_trips(srv.target, 400 if ctx.quick else 1200, gap=HOLD + THINK))
         redis_ps = psutil.Process(rds.proc.pid)
+        etcd_ps = etcd["server"].ps if "server" in etcd else None
         for rep in range(reps):
             for n in CLIENT_COUNTS:
                 for impl in IMPLS:
+                    if impl == "etcd" and etcd_ps is None:
+                        continue
                     target = srv.target if impl == "concord" else str(rds.port)
-                    cpu0 = cpu_seconds(srv.ps), cpu_seconds(redis_ps)
+                    cpu0 = cpu_seconds(srv.ps), cpu_seconds(redis_ps), etcd_ps and cpu_seconds(etcd_ps)
                     if impl == "concord":
                         with Probe(srv.target) as probe:
                             r = _run_once(impl, n, target, f"bench:handoff:{impl}:{n}:{rep}", duration)
                         r["probe_rtts"] = probe.rtts
+                    elif impl == "etcd":
+                        r = _run_once_etcd(etcd, n, f"bench:handoff:{impl}:{n}:{rep}", duration, ctx.tmp)
                     else:
                         r = _run_once(impl, n, target, f"bench:handoff:{impl}:{n}:{rep}", duration)
                     r["server_cpu_busy"] = (cpu_seconds(srv.ps) - cpu0[0]) / duration
                     r["redis_cpu_busy"] = (cpu_seconds(redis_ps) - cpu0[1]) / duration
+                    if etcd_ps is not None:
+                        r["etcd_cpu_busy"] = (cpu_seconds(etcd_ps) - cpu0[2]) / duration
                     runs.setdefault(str(n), {}).setdefault(impl, []).append(r)
     floor = {p: percentile(rtts["describe"], p) for p in (50, 99)}
     empty = {p: percentile(rtts["empty"], p) for p in (50, 99)}
@@ -235,8 +285,11 @@ def run(ctx: Context) -> tuple[list[Row], dict]:
     ]
     for n in CLIENT_COUNTS:
         rows += _rows(n, runs[str(n)])
+        rows += _peer_rows(n, runs[str(n)], etcd.get("error"))
     details = {"duration_s": duration, "reps": reps, "client_procs": CLIENT_PROCS, "hold_s": HOLD, "think_s": THINK,
-               "empty_rtt_s": empty, "describe_rtt_paced_s": floor, "runs": runs}
+               "empty_rtt_s": empty, "describe_rtt_paced_s": floor, "runs": runs,
+               "etcd": {"server": etcd["server"].version, "client": etcd_peer.client_module_version()}
+               if "server" in etcd else {"error": etcd["error"]}}
     return rows, details
 
 
@@ -271,7 +324,7 @@ def _rows(n: int, by_impl: dict[str, list[dict]]) -> list[Row]:
     ]
     if bad:
         rows.append(Row(sc, "Concord: overlapping holds + timed-out acquires", bad, "", target="0", passed=False))
-    for impl in IMPLS[1:]:
+    for impl in (i for i in IMPLS[1:] if i not in PEERS):
         label = LABELS[impl]
         for key, metric, unit in (("acq_per_s", "acquisitions/s", "/s"), ("handoff_p50_s", "p50 handoff", "s"),
                                   ("handoff_p99_s", "p99 handoff", "s"), ("wait_p99_s", "p99 wait", "s"),
@@ -280,3 +333,43 @@ def _rows(n: int, by_impl: dict[str, list[dict]]) -> list[Row]:
             rows.append(Row(sc, f"{label}: {metric}", value, unit, baseline=c[key][0], baseline_label="Concord",
                             runs=values, note=cpu_note(impl) if key == "acq_per_s" else ""))
     return rows
+
+
+def _peer_rows(n: int, by_impl: dict[str, list[dict]], error: str | None) -> list[Row]:
+    """Targets against each peer: Concord ahead on every figure. The value is
+    Concord's figure, the baseline the peer's from the same run."""
+    sc = f"handoff {n} clients"
+    rows = []
+    for peer in PEERS:
+        label = LABELS[peer]
+        # Row.peer marks the rows the peer arena lists (--peers); set where Row has it
+        mark = {"peer": peer} if "peer" in Row.__dataclass_fields__ else {}
+        if peer not in by_impl:
+            rows.append(Row(sc, f"Concord vs {label}: not measured", math.nan, "", target="measured", passed=False,
+                            note=error or "", **mark))
+            continue
+        for key, metric, unit, higher in PEER_FIGURES:
+            c, theirs = median([r[key] for r in by_impl["concord"]]), median([r[key] for r in by_impl[peer]])
+            passed = c > theirs if higher else c < theirs
+            rows.append(Row(sc, f"Concord vs {label}: {metric}", c, unit, baseline=theirs, baseline_label=peer,
+                            target=f"{'>' if higher else '<'} {peer}", passed=passed,
+                            runs=[r[key] for r in by_impl["concord"]],
+                            note=_peer_cpu_note(peer, by_impl) if key == "acq_per_s" else "", **mark))
+        bad = sum(r["overlaps"] + r["timeouts"] + r.get("client_errors", 0) for r in by_impl[peer])
+        if bad:
+            rows.append(Row(sc, f"{label}: overlapping holds + timed-out acquires + client errors", bad, "",
+                            target="0", passed=False))
+    return rows
+
+
+def _peer_cpu_note(peer: str, by_impl: dict[str, list[dict]]) -> str:
+    """The peer's server CPU (share of a core and per acquisition) next to Concord's
+    server + Valkey per acquisition, and the clients' CPU."""
+    def per_acq(impl: str, key: str) -> float:
+        return median([r[key] / r["acq_per_s"] if r["acq_per_s"] else math.nan for r in by_impl[impl]])
+
+    busy = median([r[f"{peer}_cpu_busy"] for r in by_impl[peer]])
+    clients = median([sum(r["client_cpu_busy"]) for r in by_impl[peer]])
+    return (f"CPU: {peer} {busy:.0%} of a core, {fmt(per_acq(peer, f'{peer}_cpu_busy'), 's')} "
+            f"per acquisition (Concord: server {fmt(per_acq('concord', 'server_cpu_busy'), 's')} + Valkey "
+            f"{fmt(per_acq('concord', 'redis_cpu_busy'), 's')}), clients {clients:.0%} of a core")

@@ -15,6 +15,9 @@ Implementations:
   redis-py-1ms       the same with sleep=0.001 (the book's 1 ms polling)
   python-redis-lock  redis_lock.Lock (SET NX + BLPOP on a signal list), one thread per client
 
+etcd runs the same loop in a Go program (bench/peers/etcd_lock, etcd's concurrency.Mutex)
+that reports the same events; bench/peers/etcd.py runs it.
+
 The parent (handoff.py) starts this module's ``main`` in a spawned process, waits for
 "ready" from every process, then sends one common start time, so setup (imports,
 connections) is never part of the measured window.
