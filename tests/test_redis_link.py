@@ -139,8 +139,8 @@ async def test_a_bad_password_is_unavailable_not_a_crash(redis_server):
 
 async def test_a_reply_out_of_shape_is_refused_logged_and_drops_the_connection(redis_server, caplog):
     pipe = AutoPipeline(Endpoint.from_url(redis_server.url))
-    bogus = scripts.Script("lock_release.lua", Codes(0, 1))  # a lock script, promised 0/1...
-    assert await bogus(pipe, ["{x}:a", "{x}:b", "{x}:c", "{x}:d", "{x}:e"], ["ch", 1000, "no-such-lease"]) == 0
+    bogus = scripts.Script("lock_release.lua", Tagged({0: Tup(), 1: Tup(STR)}))  # a lock script, its own shape...
+    assert await bogus(pipe, ["{x}:a", "{x}:b", "{x}:c", "{x}:d", "{x}:e"], ["ch", 1000, "no-such-lease"]) == [0]
     first = pipe._link
     liar = scripts.Script("lock_release.lua", Tup(INT, STR))  # ...now promised a pair
     with caplog.at_level(logging.ERROR, logger="concord_server.scripts"):
@@ -153,6 +153,8 @@ async def test_a_reply_out_of_shape_is_refused_logged_and_drops_the_connection(r
 
 
 def test_every_script_declares_a_reply_shape_and_every_entry_script_is_declared():
+    import concord_server.app  # noqa: F401 - imports every primitive, so every script is declared
+
     declared = scripts.registered()
     from importlib import resources
 
