@@ -165,7 +165,7 @@ def test_worker_stop_interrupts_a_waiting_fetch_promptly(client, name):
     worker = concord.Worker(client, [name])
     runner = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
     runner.start()
-    wait_until(lambda: worker._fetching is not None, message="worker waiting for tasks")
+    wait_until(lambda: worker._stream is not None, message="worker waiting for tasks")
     worker.stop()
     runner.join(5)
     assert not runner.is_alive()

@@ -2129,6 +2129,11 @@ export declare namespace concord.queue.v1 {
     leaseTtl?: google.protobuf.Duration | null;
     /** Initial credits: how many tasks the server may push before more are granted. */
     credits?: number;
+    /**
+     * True: the server pushes tasks as `tasks` batches (all it leased at once) rather
+     * than one `task` per message, for clients that settle with `settles` batches.
+     */
+    batched?: boolean;
   }
   /** ConsumeStart opens a Consume stream. */
   interface ConsumeStart__Output {
@@ -2136,6 +2141,11 @@ export declare namespace concord.queue.v1 {
     leaseTtl: google.protobuf.Duration__Output | null;
     /** Initial credits: how many tasks the server may push before more are granted. */
     credits: number;
+    /**
+     * True: the server pushes tasks as `tasks` batches (all it leased at once) rather
+     * than one `task` per message, for clients that settle with `settles` batches.
+     */
+    batched: boolean;
   }
 
   /** Settle acks or nacks a task delivered on this stream. */
@@ -2176,14 +2186,51 @@ export declare namespace concord.queue.v1 {
     /** More tasks the server may push. */
     credit?: number;
     settle?: concord.queue.v1.Settle | null;
+    /** Several settles at once, answered by one `settled_batch` in the same order. */
+    settles?: concord.queue.v1.SettleBatch | null;
   }
   interface ConsumeRequest__Output {
     start?: concord.queue.v1.ConsumeStart__Output | null;
     /** More tasks the server may push. */
     credit?: number;
     settle?: concord.queue.v1.Settle__Output | null;
+    /** Several settles at once, answered by one `settled_batch` in the same order. */
+    settles?: concord.queue.v1.SettleBatch__Output | null;
     /** Which of the oneof's fields is set. */
-    kind?: 'start' | 'credit' | 'settle';
+    kind?: 'start' | 'credit' | 'settle' | 'settles';
+  }
+
+  /**
+   * SettleBatch settles tasks delivered on any stream, then grants credit: one
+   * message (and one script call per queue on the server) for many tasks.
+   */
+  interface SettleBatch {
+    settles?: (concord.queue.v1.Settle)[];
+    /** More tasks the server may push, granted once these are settled. */
+    credit?: number;
+  }
+  /**
+   * SettleBatch settles tasks delivered on any stream, then grants credit: one
+   * message (and one script call per queue on the server) for many tasks.
+   */
+  interface SettleBatch__Output {
+    settles: (concord.queue.v1.Settle__Output)[];
+    /** More tasks the server may push, granted once these are settled. */
+    credit: number;
+  }
+
+  interface TaskBatch {
+    tasks?: (concord.queue.v1.Task)[];
+  }
+  interface TaskBatch__Output {
+    tasks: (concord.queue.v1.Task__Output)[];
+  }
+
+  interface SettledBatch {
+    settled?: (concord.queue.v1.Settled)[];
+  }
+  interface SettledBatch__Output {
+    settled: (concord.queue.v1.Settled__Output)[];
   }
 
   /** Settled answers a Settle. */
@@ -2204,12 +2251,20 @@ export declare namespace concord.queue.v1 {
   interface ConsumeResponse {
     task?: concord.queue.v1.Task | null;
     settled?: concord.queue.v1.Settled | null;
+    /** With ConsumeStart.batched. */
+    tasks?: concord.queue.v1.TaskBatch | null;
+    /** Answers a SettleBatch. */
+    settledBatch?: concord.queue.v1.SettledBatch | null;
   }
   interface ConsumeResponse__Output {
     task?: concord.queue.v1.Task__Output | null;
     settled?: concord.queue.v1.Settled__Output | null;
+    /** With ConsumeStart.batched. */
+    tasks?: concord.queue.v1.TaskBatch__Output | null;
+    /** Answers a SettleBatch. */
+    settledBatch?: concord.queue.v1.SettledBatch__Output | null;
     /** Which of the oneof's fields is set. */
-    kind?: 'task' | 'settled';
+    kind?: 'task' | 'settled' | 'tasks' | 'settledBatch';
   }
 
   interface StatsRequest {

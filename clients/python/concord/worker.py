@@ -20,32 +20,115 @@ is not handed to another worker. On stop, the worker takes no new tasks, lets th
 running ones finish for up to ``grace`` seconds, and returns any it fetched but did
 not start. A worker that dies without stopping loses nothing: its leases expire and
 the tasks run again elsewhere.
+
+Tasks come over one batched Consume stream (_Stream below): the server pushes what it
+leases while the worker has free slots, and the acks and nacks of tasks that finished
+meanwhile travel back as one message that also frees their slots. So a busy worker
+costs the server a few messages per many tasks, not an RPC per task; an idle one
+costs nothing until a task is ready. When the stream breaks (the server went away),
+the answers it still owed are settled with unary calls and a new stream is opened.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import signal
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
-from .errors import ConcordError, InvalidArgument, TaskLeaseNotHeld, from_rpc_error
-from .queues import dequeue_request
-from .tasks import Task, encode_result, task_from
+from ._convert import duration
+from .errors import ConcordError, TaskLeaseNotHeld, from_reason, from_rpc_error
+from .queue.v1 import queue_pb2 as pb
+from .tasks import Task, encode_result, task_from, truncate_error
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Task], Any]
 
+MAX_SETTLES = 500  # settles one message carries at most (the server's default --queue-max-batch is larger)
+_END = object()
+
 
 class UnrecoverableError(Exception):
     """Raised by a task callback for an error that retrying cannot cure (bad input):
     the task is dead-lettered at once, dead_reason "not_retryable"."""
+
+
+@dataclass
+class _Done:
+    """A task whose callback finished, until its ack or nack is answered."""
+    task: Task
+    ok: bool  # the callback returned (else it raised, or there was none)
+    result: Any = None
+    error: str = ""
+    retryable: bool = True
+    credit: int = 1  # the slot it frees; 0 for a second settle of the same task
+
+    def settle(self) -> pb.Settle:
+        t = self.task
+        if self.ok:
+            data, kind = encode_result(self.result)
+            return pb.Settle(queue=t.queue, task_id=t.task_id, lease=t.lease, result=data, result_type=kind)
+        s = pb.Settle(queue=t.queue, task_id=t.task_id, lease=t.lease, failed=True, error=truncate_error(self.error))
+        if not self.retryable:
+            s.retryable = False
+        return s
+
+    def unary(self) -> None:
+        """The same settle as a unary call (raises as Task.ack / Task.nack do)."""
+        if self.ok:
+            self.task.ack(self.result)
+        else:
+            self.task.nack(self.error, retryable=self.retryable)
+
+
+class _Stream:
+    """One batched Consume call. Settles queue up in ``out``; the request iterator
+    (run by grpc on its own thread) sends all that are waiting as one SettleBatch,
+    so they batch themselves under load and go at once when idle."""
+
+    def __init__(self, rpc: Any, queues: list[str], lease_ttl: float, credits: int,
+                 stopping: threading.Event) -> None:
+        self.out: queue.Queue[Any] = queue.Queue()
+        self.owed: dict[str, _Done] = {}  # task id -> settle posted, not yet answered
+        self.closed = False
+        self._stopping = stopping
+        start = pb.ConsumeRequest(start=pb.ConsumeStart(queues=queues, lease_ttl=duration(lease_ttl),
+                                                        credits=credits, batched=True))
+        self.call = rpc.open("Consume")(self._requests(start))
+
+    def _requests(self, start: pb.ConsumeRequest) -> Iterator[pb.ConsumeRequest]:
+        yield start
+        while (item := self.out.get()) is not _END:
+            batch = [item]
+            while len(batch) < MAX_SETTLES:
+                try:
+                    item = self.out.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _END:
+                    self.out.put(_END)
+                    break
+                batch.append(item)
+            credit = 0 if self._stopping.is_set() else sum(d.credit for d in batch)
+            yield pb.ConsumeRequest(settles=pb.SettleBatch(settles=[d.settle() for d in batch], credit=credit))
+
+    def post(self, done: _Done) -> None:
+        self.owed[done.task.task_id] = done
+        self.out.put(done)
+
+    def close(self) -> None:
+        """Half-closes: the server answers what it got, hands back what it holds, and ends."""
+        if not self.closed:
+            self.closed = True
+            self.out.put(_END)
 
 
 class Worker:
@@ -62,10 +145,12 @@ class Worker:
         self.handlers: dict[str, Handler] = dict(handlers or {})
         self._stopping = threading.Event()
         self._finished = threading.Event()
-        self._fetching: Any = None
-        self._changed = threading.Condition()
-        self._running: dict[tuple[str, str], Task] = {}
-        self.processed = 0  # callbacks that returned
+        self._changed = threading.Condition()  # guards everything below
+        self._stream: _Stream | None = None
+        self._running: dict[tuple[str, str], Task] = {}  # callbacks under way
+        self._settling = 0  # callbacks finished, settles not yet answered
+        self._queues: dict[str, Any] = {}
+        self.processed = 0  # callbacks that returned (counted once their ack is answered)
         self.failed = 0  # callbacks that raised, or tasks with no callback
 
     def task(self, type: str) -> Callable[[Handler], Handler]:
@@ -80,11 +165,14 @@ class Worker:
     def stop(self) -> None:
         """Asks run() to finish: no new tasks; running ones get ``grace`` seconds."""
         self._stopping.set()
-        call = self._fetching
-        if call is not None:
-            call.cancel()
         with self._changed:
+            self._close_if_idle()
+            stream = self._stream
             self._changed.notify_all()
+        if stream is not None:  # past the grace, the stream is cut and its tasks come back
+            timer = threading.Timer(self.grace, stream.call.cancel)
+            timer.daemon = True
+            timer.start()
 
     def run(self, *, install_signal_handlers: bool = True) -> None:
         """Runs tasks until stop(), SIGINT or SIGTERM."""
@@ -94,23 +182,12 @@ class Worker:
         pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="concord-worker")
         try:
             while not self._stopping.is_set():
-                with self._changed:
-                    while len(self._running) >= self.concurrency and not self._stopping.is_set():
-                        self._changed.wait()
-                    free = self.concurrency - len(self._running)
-                if self._stopping.is_set():
-                    break
-                for task in self._fetch(free):
-                    if self._stopping.is_set():
-                        self._give_back(task)
-                        continue
-                    with self._changed:
-                        self._running[(task.queue, task.task_id)] = task
-                    pool.submit(self._execute, task)
+                self._consume(pool)
+                self._stopping.wait(0.5)  # back off before reconnecting to an unavailable server
         finally:
             self._stopping.set()
             with self._changed:
-                self._changed.wait_for(lambda: not self._running, timeout=self.grace)
+                self._changed.wait_for(lambda: not self._running and not self._settling, timeout=self.grace)
                 if self._running:
                     log.warning("%d tasks still running after %.0fs; their leases will expire and they will run "
                                 "again", len(self._running), self.grace)
@@ -127,65 +204,123 @@ class Worker:
             previous[sig] = signal.signal(sig, lambda *_: self.stop())
         return previous
 
-    def _fetch(self, max_tasks: int) -> list[Task]:
-        """One server-side wait of up to a second for tasks. stop() cancels it; tasks
-        that raced the cancel are handed back by the server."""
-        request = dequeue_request(self.queues, max_tasks, self.lease_ttl, 1.0)
-        call = self._fetching = self._rpc.open("Dequeue").future(request, timeout=1.0 + self.client.timeout)
-        if self._stopping.is_set():
-            call.cancel()
+    def _consume(self, pool: ThreadPoolExecutor) -> None:
+        """One stream, until it ends (stop) or breaks; then what it still owed is
+        settled with unary calls, so the next stream starts with every slot known."""
+        with self._changed:
+            credits = self.concurrency - len(self._running) - self._settling
+            stream = self._stream = _Stream(self._rpc, self.queues, self.lease_ttl, credits, self._stopping)
+            self._close_if_idle()
         try:
-            resp = call.result()
-        except grpc.FutureCancelledError:
-            return []
+            for resp in stream.call:
+                kind = resp.WhichOneof("kind")
+                if kind == "tasks":
+                    for m in resp.tasks.tasks:
+                        self._start(pool, task_from(m, self._queue(m.queue)))
+                elif kind == "settled_batch":
+                    for answer in resp.settled_batch.settled:
+                        self._answered(stream, answer)
         except grpc.RpcError as exc:
-            log.warning("dequeue failed: %s", from_rpc_error(exc))
-            self._stopping.wait(0.5)  # back off before retrying an unavailable server
-            return []
+            if not (self._stopping.is_set() and exc.code() == grpc.StatusCode.CANCELLED):
+                log.warning("the task stream failed: %s", from_rpc_error(exc))
         finally:
-            self._fetching = None
-        return [task_from(t, self.client.queue(t.queue)) for t in resp.tasks]
+            with self._changed:
+                self._stream = None
+                stream.close()
+                owed = list(stream.owed.values())
+            for done in owed:
+                self._settle_unary(done)
+
+    def _queue(self, name: str) -> Any:
+        q = self._queues.get(name)
+        if q is None:
+            q = self._queues[name] = self.client.queue(name)
+        return q
+
+    def _start(self, pool: ThreadPoolExecutor, task: Task) -> None:
+        if self._stopping.is_set():
+            self._give_back(task)
+            return
+        with self._changed:
+            self._running[(task.queue, task.task_id)] = task
+        pool.submit(self._execute, task)
 
     def _execute(self, task: Task) -> None:
-        ok = False
+        done = _Done(task, False)
         try:
             handler = self.handlers.get(task.type)
             if handler is None:
-                self._nack(task, f"no handler for task type {task.type!r}")
+                done.error = f"no handler for task type {task.type!r}"
                 return
             try:
-                result = handler(task)
-                encode_result(result)
+                done.result = handler(task)
+                encode_result(done.result)
+                done.ok = True
             except Exception as exc:
-                self._nack(task, "".join(traceback.format_exception_only(exc)).strip() + "\n" +
-                           "".join(traceback.format_tb(exc.__traceback__)[-5:]),
-                           retryable=not isinstance(exc, UnrecoverableError))
-                return
-            ok = True
-            try:
-                task.ack(result)
-            except InvalidArgument as exc:  # the result is too large: say so where it shows
-                ok = False
-                self._nack(task, f"could not store the result: {exc}")
-            except TaskLeaseNotHeld:
-                log.warning("task %s of %s finished after its lease expired; it may run again", task.task_id,
-                            task.queue)
-            except ConcordError as exc:
-                log.warning("could not ack task %s of %s: %s", task.task_id, task.queue, exc)
+                done.error = ("".join(traceback.format_exception_only(exc)).strip() + "\n" +
+                              "".join(traceback.format_tb(exc.__traceback__)[-5:]))
+                done.retryable = not isinstance(exc, UnrecoverableError)
         finally:
-            with self._changed:
-                if ok:
-                    self.processed += 1
-                else:
-                    self.failed += 1
-                self._running.pop((task.queue, task.task_id), None)
-                self._changed.notify_all()
+            self._post(done)
 
-    def _nack(self, task: Task, error: str, retryable: bool = True) -> None:
+    def _post(self, done: _Done) -> None:
+        with self._changed:
+            if self._running.pop((done.task.queue, done.task.task_id), None) is not None:
+                self._settling += 1
+            stream = self._stream
+            if stream is not None and not stream.closed:
+                stream.post(done)
+                return
+        self._settle_unary(done)  # no stream (it broke): settle on our own
+
+    def _answered(self, stream: _Stream, answer: pb.Settled) -> None:
+        done = stream.owed.pop(answer.task_id, None)
+        if done is None:
+            return
+        if answer.error_reason:
+            self._failed_settle(done, from_reason(answer.error_reason, answer.error_message))
+        else:
+            self._settled(done)
+
+    def _settle_unary(self, done: _Done) -> None:
         try:
-            task.nack(error, retryable=retryable)
+            done.unary()
         except ConcordError as exc:
-            log.warning("could not nack task %s of %s: %s", task.task_id, task.queue, exc)
+            self._failed_settle(done, exc, unary=True)
+        else:
+            self._settled(done)
+
+    def _failed_settle(self, done: _Done, exc: ConcordError, unary: bool = False) -> None:
+        t = done.task
+        if isinstance(exc, TaskLeaseNotHeld):
+            log.warning("task %s of %s finished after its lease expired; it may run again", t.task_id, t.queue)
+        elif done.ok and exc.code == grpc.StatusCode.INVALID_ARGUMENT:  # the result is too large: say so where it shows
+            retry = _Done(t, False, error=f"could not store the result: {exc}", credit=0)
+            with self._changed:
+                self._settling -= 1  # _post counts it again
+            self._post(retry)
+            return
+        elif not unary and exc.code == grpc.StatusCode.UNAVAILABLE:  # Redis away: the unary call retries
+            threading.Thread(target=self._settle_unary, args=(done,), daemon=True).start()
+            return
+        else:
+            log.warning("could not %s task %s of %s: %s", "ack" if done.ok else "nack", t.task_id, t.queue, exc)
+        self._settled(done, counted_ok=done.ok and isinstance(exc, TaskLeaseNotHeld))
+
+    def _settled(self, done: _Done, counted_ok: bool | None = None) -> None:
+        with self._changed:
+            self._settling -= 1
+            if done.ok if counted_ok is None else counted_ok:
+                self.processed += 1
+            else:
+                self.failed += 1
+            self._close_if_idle()
+            self._changed.notify_all()
+
+    def _close_if_idle(self) -> None:
+        """Stopping and nothing left to answer: the stream may end (under _changed)."""
+        if self._stopping.is_set() and not self._running and not self._settling and self._stream is not None:
+            self._stream.close()
 
     def _give_back(self, task: Task) -> None:
         try:

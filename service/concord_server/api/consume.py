@@ -1,7 +1,12 @@
 """The QueueService Consume stream: pushes tasks while the client's credits last,
 settles what the client sends, and hands back every task it still holds when the
 stream ends. The servicer (api/queue.py) validates the `start` request and hands
-this module everything else it needs as arguments."""
+this module everything else it needs as arguments.
+
+A batched stream (ConsumeStart.batched) pushes every task one dequeue leased as one
+TaskBatch message, and takes SettleBatch messages: one script call per queue for all
+their settles, then their credit, so a busy worker costs a few messages per many
+tasks instead of two per task."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from concord.queue.v1 import queue_pb2 as pb
 
 from ..errors import ConcordError, InvalidArgument
-from ..primitives.queue import Queues, TaskRecord
+from ..primitives.queue import Queues, Settling, TaskRecord
 from .decoding import Undecodable
 
 CONSUME_WAIT_MS = 30_000  # a Consume stream's waits, re-armed until it ends
@@ -28,23 +33,19 @@ async def next_request(requests) -> pb.ConsumeRequest | None:
 class ConsumeStream:
     """One Consume call over ``queues`` (the primitive) for the queues ``names``.
 
-    ``max_batch`` bounds one dequeue; ``read_settle``, ``read_nack`` and ``read_result``
-    validate a Settle (queue, task id, lease; retry delay, error, retryable; result, its type),
-    ``encode`` makes a task's message."""
+    ``max_batch`` bounds one dequeue and one SettleBatch; ``read_settle`` validates a
+    Settle into its queue and what to do, ``encode`` makes a task's message."""
 
-    def __init__(self, queues: Queues, names: list[str], lease_ms: int, credits: int, *, max_batch: int,
-                 read_settle: Callable[[pb.Settle], tuple[str, str, str]],
-                 read_nack: Callable[[pb.Settle], tuple[int | None, str, bool]],
-                 read_result: Callable[[pb.Settle], tuple[bytes, str]],
+    def __init__(self, queues: Queues, names: list[str], lease_ms: int, credits: int, *, batched: bool,
+                 max_batch: int, read_settle: Callable[[pb.Settle], tuple[str, Settling]],
                  encode: Callable[[TaskRecord], pb.Task]) -> None:
         self._queues, self._names, self._lease_ms, self._max_batch = queues, names, lease_ms, max_batch
-        self._read_settle, self._read_nack, self._read_result = read_settle, read_nack, read_result
-        self._encode = encode
+        self._batched = batched
+        self._read_settle, self._encode = read_settle, encode
         self._credits = credits
         self._credited = asyncio.Event()
         self._held: dict[tuple[str, str], str] = {}  # (queue, task id) -> lease
         self._out: asyncio.Queue[pb.ConsumeResponse] = asyncio.Queue()
-        self._ended = asyncio.Event()
 
     async def run(self, requests) -> AsyncIterator[pb.ConsumeResponse]:
         reader = asyncio.create_task(self._read(requests))
@@ -78,24 +79,53 @@ class ConsumeStream:
         while (request := await next_request(requests)) is not None:
             kind = request.WhichOneof("kind")
             if kind == "credit":
-                self._credits += request.credit
-                self._credited.set()
+                self._credit(request.credit)
             elif kind == "settle":
-                self._out.put_nowait(pb.ConsumeResponse(settled=await self._settle(request.settle)))
+                (settled,) = await self._settle([request.settle])
+                self._out.put_nowait(pb.ConsumeResponse(settled=settled))
+            elif kind == "settles":
+                if len(request.settles.settles) > self._max_batch:
+                    raise InvalidArgument(f"a SettleBatch holds at most {self._max_batch} settles",
+                                          field="settles.settles")
+                settled = await self._settle(request.settles.settles)
+                self._out.put_nowait(pb.ConsumeResponse(settled_batch=pb.SettledBatch(settled=settled)))
+                self._credit(request.settles.credit)
             else:
                 raise InvalidArgument("`start` may only be the first Consume request", field="start")
 
-    async def _settle(self, s: pb.Settle) -> pb.Settled:
-        try:
-            queue, task_id, lease = self._read_settle(s)
-            if s.failed:
-                await self._queues.nack(queue, task_id, lease, *self._read_nack(s))
-            else:
-                await self._queues.ack(queue, task_id, lease, *self._read_result(s))
-            self._held.pop((queue, task_id), None)
-            return pb.Settled(task_id=s.task_id)
-        except ConcordError as exc:
-            return pb.Settled(task_id=s.task_id, error_reason=exc.reason, error_message=exc.message)
+    def _credit(self, n: int) -> None:
+        if n:
+            self._credits += n
+            self._credited.set()
+
+    async def _settle(self, settles) -> list[pb.Settled]:
+        """Each settle's answer, in order: the ones that validate are settled with one
+        script call per queue, all queues at once."""
+        answers: list[pb.Settled | None] = [None] * len(settles)
+        by_queue: dict[str, list[tuple[int, Settling]]] = {}
+        for i, s in enumerate(settles):
+            try:
+                queue, settling = self._read_settle(s)
+            except ConcordError as exc:
+                answers[i] = pb.Settled(task_id=s.task_id, error_reason=exc.reason, error_message=exc.message)
+                continue
+            by_queue.setdefault(queue, []).append((i, settling))
+
+        async def settle(queue: str, group: list[tuple[int, Settling]]) -> None:
+            try:
+                outcomes = await self._queues.settle_many(queue, [x for _, x in group])
+            except ConcordError as exc:
+                outcomes = [exc] * len(group)
+            for (i, x), outcome in zip(group, outcomes):
+                if isinstance(outcome, ConcordError):
+                    answers[i] = pb.Settled(task_id=x.task_id, error_reason=outcome.reason,
+                                            error_message=outcome.message)
+                else:
+                    self._held.pop((queue, x.task_id), None)
+                    answers[i] = pb.Settled(task_id=x.task_id)
+
+        await asyncio.gather(*(settle(q, g) for q, g in by_queue.items()))
+        return answers  # type: ignore[return-value]
 
     async def _push(self) -> None:
         while True:
@@ -106,5 +136,10 @@ class ConsumeStream:
                                                self._lease_ms, CONSUME_WAIT_MS)
             for t in tasks:
                 self._held[(t.queue, t.task_id)] = t.lease
-                self._credits -= 1
-                self._out.put_nowait(pb.ConsumeResponse(task=self._encode(t)))
+            self._credits -= len(tasks)
+            if self._batched:
+                if tasks:
+                    self._out.put_nowait(pb.ConsumeResponse(tasks=pb.TaskBatch(tasks=map(self._encode, tasks))))
+            else:
+                for t in tasks:
+                    self._out.put_nowait(pb.ConsumeResponse(task=self._encode(t)))

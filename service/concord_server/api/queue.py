@@ -13,7 +13,7 @@ from concord.queue.v1 import queue_pb2_grpc
 
 from ..config import Settings
 from ..errors import InvalidArgument
-from ..primitives.queue import (MAX_PRIORITY, NewTask, Policy, QueueEvent, Queues, Retention, RetryPolicy,
+from ..primitives.queue import (MAX_PRIORITY, NewTask, Policy, QueueEvent, Queues, Retention, RetryPolicy, Settling,
                                 TaskRecord)
 from ..primitives.schedule_times import BadTiming, Timing
 from ..primitives.schedules import ScheduleRecord, Schedules, ScheduleSpec
@@ -230,6 +230,15 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
         if len(request.result) > self._max_result:
             raise InvalidArgument(f"result is larger than {self._max_result} bytes", field="result")
         return request.result, v.label(request.result_type, "result_type")
+
+    def _settling(self, s: pb.Settle) -> tuple[str, Settling]:
+        """A Consume stream's Settle, validated: its queue, and the ack or nack."""
+        queue, task_id, lease = self._settle_args(s)
+        if s.failed:
+            delay, error, retryable = self._nack_args(s)
+            return queue, Settling(task_id, lease, "nack", -1 if delay is None else delay, error, retryable=retryable)
+        result, kind = self._result_args(s)
+        return queue, Settling(task_id, lease, "ack", -1, result, kind)
 
     def _task_args(self, request) -> tuple[str, str]:
         return v.name(request.queue, "queue"), v.token(request.task_id, "task_id")
@@ -488,8 +497,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
             raise InvalidArgument("the first Consume request must be `start`", field="start")
         queues = self._queues_field(start.start.queues)
         lease = self._lease_ms(start.start)
-        stream = ConsumeStream(self._queues, queues, lease, start.start.credits, max_batch=self._max_batch,
-                               read_settle=self._settle_args, read_nack=self._nack_args,
-                               read_result=self._result_args, encode=task_message)
+        stream = ConsumeStream(self._queues, queues, lease, start.start.credits, batched=start.start.batched,
+                               max_batch=self._max_batch, read_settle=self._settling, encode=task_message)
         async for response in stream.run(request_iterator):
             yield response

@@ -53,6 +53,17 @@ class DequeueReply(NamedTuple):
     tasks: list[list[Any]]  # each as TASK
 
 
+class Settling(NamedTuple):
+    """One settle of a leased attempt, as queue_settle.lua takes it."""
+    task_id: str
+    lease: str
+    action: str  # ack | nack | release | abandon | extend | progress
+    ms: int = -1  # nack: retry delay (-1: backoff); extend, progress: lease length (-1: keep)
+    text: str | bytes = ""  # ack: result; nack, abandon: error; progress: value
+    text2: str = ""  # ack: result type; progress: JSON
+    retryable: bool = True
+
+
 class SettleReply(NamedTuple):
     status: int  # HELD.*
     state: str = ""  # HELD: ready | delayed | dead | succeeded | leased
@@ -110,8 +121,8 @@ _ENQUEUE = script("queue_enqueue.lua", Seq(each=(STR, Codes(0, 1))),
                   decode=lambda r: EnqueueReply([(r[i], r[i + 1] == 1) for i in range(0, len(r), 2)]))
 _DEQUEUE = script("queue_dequeue.lua", Seq(INT, INT, INT, each=(TASK,)), raw=True,
                   decode=lambda r: DequeueReply(*r[:3], r[3:]))
-_SETTLE = script("queue_settle.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(STR, INT)}),
-                 decode=lambda r: SettleReply(*r))
+_SETTLE = script("queue_settle.lua", Seq(each=(Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(STR, INT)}),)),
+                 decode=lambda r: [SettleReply(*x) for x in r])
 # One script, several questions: each caller decodes the reply to the one it asked
 # (stats: StatsReply; task: TaskReply, or 0 for no such task; policy: PolicyReply; a
 # state: its TASKs).
@@ -444,13 +455,23 @@ class Queues:
 
     async def _settle(self, queue: str, task_id: str, lease: str, action: str, ms: int = -1,
                       text: str | bytes = "", text2: str = "", retryable: bool = True) -> Outcome:
+        (outcome,) = await self.settle_many(queue, [Settling(task_id, lease, action, ms, text, text2, retryable)])
+        if isinstance(outcome, TaskLeaseNotHeld):
+            raise outcome
+        return outcome
+
+    async def settle_many(self, queue: str, settles: Sequence[Settling]) -> list[Outcome | TaskLeaseNotHeld]:
+        """Settles of one queue's tasks in one script call; each one's outcome, or
+        TaskLeaseNotHeld for one whose lease no longer holds its task."""
         k = self._keys.queue(queue)
-        reply = await self._run(_SETTLE, k, task_id, lease, action, ms, text, text2, self._backoff_ms,
-                                BACKOFF_CAP_MS, random.random(), int(retryable))
-        if reply.status != HELD.HELD:
-            raise TaskLeaseNotHeld(f"task {task_id!r} of queue {queue!r} is not leased with this lease "
-                                   "(it expired, or the task was settled)", queue=queue, task_id=task_id)
-        return Outcome(reply.state, reply.at_ms)
+        args: list[object] = [self._backoff_ms, BACKOFF_CAP_MS, len(settles)]
+        for x in settles:
+            args += [x.task_id, x.lease, x.action, x.ms, x.text, x.text2, random.random(), int(x.retryable)]
+        replies = await self._run(_SETTLE, k, *args)
+        return [Outcome(r.state, r.at_ms) if r.status == HELD.HELD else
+                TaskLeaseNotHeld(f"task {x.task_id!r} of queue {queue!r} is not leased with this lease "
+                                 "(it expired, or the task was settled)", queue=queue, task_id=x.task_id)
+                for x, r in zip(settles, replies)]
 
     async def ack(self, queue: str, task_id: str, lease: str, result: bytes = b"", result_type: str = "") -> None:
         """The task succeeded; its result is kept with it under the queue's retention."""

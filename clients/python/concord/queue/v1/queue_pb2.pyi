@@ -284,14 +284,16 @@ class ReleaseResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ConsumeStart(_message.Message):
-    __slots__ = ("queues", "lease_ttl", "credits")
+    __slots__ = ("queues", "lease_ttl", "credits", "batched")
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     LEASE_TTL_FIELD_NUMBER: _ClassVar[int]
     CREDITS_FIELD_NUMBER: _ClassVar[int]
+    BATCHED_FIELD_NUMBER: _ClassVar[int]
     queues: _containers.RepeatedScalarFieldContainer[str]
     lease_ttl: _duration_pb2.Duration
     credits: int
-    def __init__(self, queues: _Optional[_Iterable[str]] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., credits: _Optional[int] = ...) -> None: ...
+    batched: bool
+    def __init__(self, queues: _Optional[_Iterable[str]] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., credits: _Optional[int] = ..., batched: _Optional[bool] = ...) -> None: ...
 
 class Settle(_message.Message):
     __slots__ = ("queue", "task_id", "lease", "failed", "error", "retry_delay", "result", "result_type", "retryable")
@@ -316,14 +318,36 @@ class Settle(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., lease: _Optional[str] = ..., failed: _Optional[bool] = ..., error: _Optional[str] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., result: _Optional[bytes] = ..., result_type: _Optional[str] = ..., retryable: _Optional[bool] = ...) -> None: ...
 
 class ConsumeRequest(_message.Message):
-    __slots__ = ("start", "credit", "settle")
+    __slots__ = ("start", "credit", "settle", "settles")
     START_FIELD_NUMBER: _ClassVar[int]
     CREDIT_FIELD_NUMBER: _ClassVar[int]
     SETTLE_FIELD_NUMBER: _ClassVar[int]
+    SETTLES_FIELD_NUMBER: _ClassVar[int]
     start: ConsumeStart
     credit: int
     settle: Settle
-    def __init__(self, start: _Optional[_Union[ConsumeStart, _Mapping]] = ..., credit: _Optional[int] = ..., settle: _Optional[_Union[Settle, _Mapping]] = ...) -> None: ...
+    settles: SettleBatch
+    def __init__(self, start: _Optional[_Union[ConsumeStart, _Mapping]] = ..., credit: _Optional[int] = ..., settle: _Optional[_Union[Settle, _Mapping]] = ..., settles: _Optional[_Union[SettleBatch, _Mapping]] = ...) -> None: ...
+
+class SettleBatch(_message.Message):
+    __slots__ = ("settles", "credit")
+    SETTLES_FIELD_NUMBER: _ClassVar[int]
+    CREDIT_FIELD_NUMBER: _ClassVar[int]
+    settles: _containers.RepeatedCompositeFieldContainer[Settle]
+    credit: int
+    def __init__(self, settles: _Optional[_Iterable[_Union[Settle, _Mapping]]] = ..., credit: _Optional[int] = ...) -> None: ...
+
+class TaskBatch(_message.Message):
+    __slots__ = ("tasks",)
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[Task]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ...) -> None: ...
+
+class SettledBatch(_message.Message):
+    __slots__ = ("settled",)
+    SETTLED_FIELD_NUMBER: _ClassVar[int]
+    settled: _containers.RepeatedCompositeFieldContainer[Settled]
+    def __init__(self, settled: _Optional[_Iterable[_Union[Settled, _Mapping]]] = ...) -> None: ...
 
 class Settled(_message.Message):
     __slots__ = ("task_id", "error_reason", "error_message")
@@ -336,12 +360,16 @@ class Settled(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., error_reason: _Optional[str] = ..., error_message: _Optional[str] = ...) -> None: ...
 
 class ConsumeResponse(_message.Message):
-    __slots__ = ("task", "settled")
+    __slots__ = ("task", "settled", "tasks", "settled_batch")
     TASK_FIELD_NUMBER: _ClassVar[int]
     SETTLED_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    SETTLED_BATCH_FIELD_NUMBER: _ClassVar[int]
     task: Task
     settled: Settled
-    def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ..., settled: _Optional[_Union[Settled, _Mapping]] = ...) -> None: ...
+    tasks: TaskBatch
+    settled_batch: SettledBatch
+    def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ..., settled: _Optional[_Union[Settled, _Mapping]] = ..., tasks: _Optional[_Union[TaskBatch, _Mapping]] = ..., settled_batch: _Optional[_Union[SettledBatch, _Mapping]] = ...) -> None: ...
 
 class StatsRequest(_message.Message):
     __slots__ = ("queue",)

@@ -1518,7 +1518,10 @@ type ConsumeStart struct {
 	Queues   []string               `protobuf:"bytes,1,rep,name=queues,proto3" json:"queues,omitempty"`
 	LeaseTtl *durationpb.Duration   `protobuf:"bytes,2,opt,name=lease_ttl,json=leaseTtl,proto3" json:"lease_ttl,omitempty"`
 	// Initial credits: how many tasks the server may push before more are granted.
-	Credits       uint32 `protobuf:"varint,3,opt,name=credits,proto3" json:"credits,omitempty"`
+	Credits uint32 `protobuf:"varint,3,opt,name=credits,proto3" json:"credits,omitempty"`
+	// True: the server pushes tasks as `tasks` batches (all it leased at once) rather
+	// than one `task` per message, for clients that settle with `settles` batches.
+	Batched       bool `protobuf:"varint,4,opt,name=batched,proto3" json:"batched,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1572,6 +1575,13 @@ func (x *ConsumeStart) GetCredits() uint32 {
 		return x.Credits
 	}
 	return 0
+}
+
+func (x *ConsumeStart) GetBatched() bool {
+	if x != nil {
+		return x.Batched
+	}
+	return false
 }
 
 // Settle acks or nacks a task delivered on this stream.
@@ -1693,6 +1703,7 @@ type ConsumeRequest struct {
 	//	*ConsumeRequest_Start
 	//	*ConsumeRequest_Credit
 	//	*ConsumeRequest_Settle
+	//	*ConsumeRequest_Settles
 	Kind          isConsumeRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1762,6 +1773,15 @@ func (x *ConsumeRequest) GetSettle() *Settle {
 	return nil
 }
 
+func (x *ConsumeRequest) GetSettles() *SettleBatch {
+	if x != nil {
+		if x, ok := x.Kind.(*ConsumeRequest_Settles); ok {
+			return x.Settles
+		}
+	}
+	return nil
+}
+
 type isConsumeRequest_Kind interface {
 	isConsumeRequest_Kind()
 }
@@ -1779,11 +1799,161 @@ type ConsumeRequest_Settle struct {
 	Settle *Settle `protobuf:"bytes,3,opt,name=settle,proto3,oneof"`
 }
 
+type ConsumeRequest_Settles struct {
+	// Several settles at once, answered by one `settled_batch` in the same order.
+	Settles *SettleBatch `protobuf:"bytes,4,opt,name=settles,proto3,oneof"`
+}
+
 func (*ConsumeRequest_Start) isConsumeRequest_Kind() {}
 
 func (*ConsumeRequest_Credit) isConsumeRequest_Kind() {}
 
 func (*ConsumeRequest_Settle) isConsumeRequest_Kind() {}
+
+func (*ConsumeRequest_Settles) isConsumeRequest_Kind() {}
+
+// SettleBatch settles tasks delivered on any stream, then grants credit: one
+// message (and one script call per queue on the server) for many tasks.
+type SettleBatch struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Settles []*Settle              `protobuf:"bytes,1,rep,name=settles,proto3" json:"settles,omitempty"`
+	// More tasks the server may push, granted once these are settled.
+	Credit        uint32 `protobuf:"varint,2,opt,name=credit,proto3" json:"credit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleBatch) Reset() {
+	*x = SettleBatch{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleBatch) ProtoMessage() {}
+
+func (x *SettleBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleBatch.ProtoReflect.Descriptor instead.
+func (*SettleBatch) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SettleBatch) GetSettles() []*Settle {
+	if x != nil {
+		return x.Settles
+	}
+	return nil
+}
+
+func (x *SettleBatch) GetCredit() uint32 {
+	if x != nil {
+		return x.Credit
+	}
+	return 0
+}
+
+type TaskBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tasks         []*Task                `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskBatch) Reset() {
+	*x = TaskBatch{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskBatch) ProtoMessage() {}
+
+func (x *TaskBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskBatch.ProtoReflect.Descriptor instead.
+func (*TaskBatch) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *TaskBatch) GetTasks() []*Task {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+type SettledBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Settled       []*Settled             `protobuf:"bytes,1,rep,name=settled,proto3" json:"settled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettledBatch) Reset() {
+	*x = SettledBatch{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettledBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettledBatch) ProtoMessage() {}
+
+func (x *SettledBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettledBatch.ProtoReflect.Descriptor instead.
+func (*SettledBatch) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SettledBatch) GetSettled() []*Settled {
+	if x != nil {
+		return x.Settled
+	}
+	return nil
+}
 
 // Settled answers a Settle.
 type Settled struct {
@@ -1798,7 +1968,7 @@ type Settled struct {
 
 func (x *Settled) Reset() {
 	*x = Settled{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[20]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +1980,7 @@ func (x *Settled) String() string {
 func (*Settled) ProtoMessage() {}
 
 func (x *Settled) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[20]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +1993,7 @@ func (x *Settled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settled.ProtoReflect.Descriptor instead.
 func (*Settled) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{20}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Settled) GetTaskId() string {
@@ -1853,6 +2023,8 @@ type ConsumeResponse struct {
 	//
 	//	*ConsumeResponse_Task
 	//	*ConsumeResponse_Settled
+	//	*ConsumeResponse_Tasks
+	//	*ConsumeResponse_SettledBatch
 	Kind          isConsumeResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1860,7 +2032,7 @@ type ConsumeResponse struct {
 
 func (x *ConsumeResponse) Reset() {
 	*x = ConsumeResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[21]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +2044,7 @@ func (x *ConsumeResponse) String() string {
 func (*ConsumeResponse) ProtoMessage() {}
 
 func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[21]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +2057,7 @@ func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{21}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ConsumeResponse) GetKind() isConsumeResponse_Kind {
@@ -1913,6 +2085,24 @@ func (x *ConsumeResponse) GetSettled() *Settled {
 	return nil
 }
 
+func (x *ConsumeResponse) GetTasks() *TaskBatch {
+	if x != nil {
+		if x, ok := x.Kind.(*ConsumeResponse_Tasks); ok {
+			return x.Tasks
+		}
+	}
+	return nil
+}
+
+func (x *ConsumeResponse) GetSettledBatch() *SettledBatch {
+	if x != nil {
+		if x, ok := x.Kind.(*ConsumeResponse_SettledBatch); ok {
+			return x.SettledBatch
+		}
+	}
+	return nil
+}
+
 type isConsumeResponse_Kind interface {
 	isConsumeResponse_Kind()
 }
@@ -1925,9 +2115,23 @@ type ConsumeResponse_Settled struct {
 	Settled *Settled `protobuf:"bytes,2,opt,name=settled,proto3,oneof"`
 }
 
+type ConsumeResponse_Tasks struct {
+	// With ConsumeStart.batched.
+	Tasks *TaskBatch `protobuf:"bytes,3,opt,name=tasks,proto3,oneof"`
+}
+
+type ConsumeResponse_SettledBatch struct {
+	// Answers a SettleBatch.
+	SettledBatch *SettledBatch `protobuf:"bytes,4,opt,name=settled_batch,json=settledBatch,proto3,oneof"`
+}
+
 func (*ConsumeResponse_Task) isConsumeResponse_Kind() {}
 
 func (*ConsumeResponse_Settled) isConsumeResponse_Kind() {}
+
+func (*ConsumeResponse_Tasks) isConsumeResponse_Kind() {}
+
+func (*ConsumeResponse_SettledBatch) isConsumeResponse_Kind() {}
 
 type StatsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1938,7 +2142,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[22]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2154,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[22]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2167,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{22}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StatsRequest) GetQueue() string {
@@ -1991,7 +2195,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[23]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2003,7 +2207,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[23]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2016,7 +2220,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{23}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StatsResponse) GetReady() uint64 {
@@ -2081,7 +2285,7 @@ type PeekRequest struct {
 
 func (x *PeekRequest) Reset() {
 	*x = PeekRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[24]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2093,7 +2297,7 @@ func (x *PeekRequest) String() string {
 func (*PeekRequest) ProtoMessage() {}
 
 func (x *PeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[24]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2106,7 +2310,7 @@ func (x *PeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
 func (*PeekRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{24}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PeekRequest) GetQueue() string {
@@ -2139,7 +2343,7 @@ type PeekResponse struct {
 
 func (x *PeekResponse) Reset() {
 	*x = PeekResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[25]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2355,7 @@ func (x *PeekResponse) String() string {
 func (*PeekResponse) ProtoMessage() {}
 
 func (x *PeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[25]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2368,7 @@ func (x *PeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekResponse.ProtoReflect.Descriptor instead.
 func (*PeekResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{25}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PeekResponse) GetTasks() []*Task {
@@ -2184,7 +2388,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[26]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2400,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[26]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2413,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{26}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelRequest) GetQueue() string {
@@ -2234,7 +2438,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[27]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2246,7 +2450,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[27]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2259,7 +2463,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{27}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{30}
 }
 
 type PurgeRequest struct {
@@ -2272,7 +2476,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[28]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2488,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[28]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2501,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{28}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PurgeRequest) GetQueue() string {
@@ -2323,7 +2527,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[29]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2335,7 +2539,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[29]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2348,7 +2552,7 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{29}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PurgeResponse) GetDeleted() uint64 {
@@ -2371,7 +2575,7 @@ type ListDeadRequest struct {
 
 func (x *ListDeadRequest) Reset() {
 	*x = ListDeadRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[30]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2383,7 +2587,7 @@ func (x *ListDeadRequest) String() string {
 func (*ListDeadRequest) ProtoMessage() {}
 
 func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[30]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2396,7 +2600,7 @@ func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{30}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListDeadRequest) GetQueue() string {
@@ -2429,7 +2633,7 @@ type ListDeadResponse struct {
 
 func (x *ListDeadResponse) Reset() {
 	*x = ListDeadResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[31]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +2645,7 @@ func (x *ListDeadResponse) String() string {
 func (*ListDeadResponse) ProtoMessage() {}
 
 func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[31]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +2658,7 @@ func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{31}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListDeadResponse) GetTasks() []*Task {
@@ -2477,7 +2681,7 @@ type RetryDeadRequest struct {
 
 func (x *RetryDeadRequest) Reset() {
 	*x = RetryDeadRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[32]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2489,7 +2693,7 @@ func (x *RetryDeadRequest) String() string {
 func (*RetryDeadRequest) ProtoMessage() {}
 
 func (x *RetryDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[32]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2502,7 +2706,7 @@ func (x *RetryDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDeadRequest.ProtoReflect.Descriptor instead.
 func (*RetryDeadRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{32}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RetryDeadRequest) GetQueue() string {
@@ -2535,7 +2739,7 @@ type RetryDeadResponse struct {
 
 func (x *RetryDeadResponse) Reset() {
 	*x = RetryDeadResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[33]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2547,7 +2751,7 @@ func (x *RetryDeadResponse) String() string {
 func (*RetryDeadResponse) ProtoMessage() {}
 
 func (x *RetryDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[33]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2560,7 +2764,7 @@ func (x *RetryDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDeadResponse.ProtoReflect.Descriptor instead.
 func (*RetryDeadResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{33}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RetryDeadResponse) GetRetried() uint64 {
@@ -2582,7 +2786,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[34]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2798,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[34]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2811,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{34}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListQueuesRequest) GetPageToken() string {
@@ -2635,7 +2839,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[35]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2647,7 +2851,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[35]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2660,7 +2864,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{35}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListQueuesResponse) GetNames() []string {
@@ -2686,7 +2890,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[36]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2698,7 +2902,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[36]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2711,7 +2915,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{36}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -2731,7 +2935,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[37]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2743,7 +2947,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[37]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2756,7 +2960,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{37}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PauseQueueResponse) GetWasPaused() bool {
@@ -2775,7 +2979,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[38]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2787,7 +2991,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[38]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2800,7 +3004,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{38}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -2820,7 +3024,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[39]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2832,7 +3036,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[39]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2845,7 +3049,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{39}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ResumeQueueResponse) GetWasPaused() bool {
@@ -2865,7 +3069,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[40]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2877,7 +3081,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[40]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2890,7 +3094,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{40}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetTaskRequest) GetQueue() string {
@@ -2916,7 +3120,7 @@ type GetTaskResponse struct {
 
 func (x *GetTaskResponse) Reset() {
 	*x = GetTaskResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[41]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2928,7 +3132,7 @@ func (x *GetTaskResponse) String() string {
 func (*GetTaskResponse) ProtoMessage() {}
 
 func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[41]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2941,7 +3145,7 @@ func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{41}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetTaskResponse) GetTask() *Task {
@@ -2963,7 +3167,7 @@ type WaitTaskRequest struct {
 
 func (x *WaitTaskRequest) Reset() {
 	*x = WaitTaskRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[42]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2975,7 +3179,7 @@ func (x *WaitTaskRequest) String() string {
 func (*WaitTaskRequest) ProtoMessage() {}
 
 func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[42]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2988,7 +3192,7 @@ func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitTaskRequest.ProtoReflect.Descriptor instead.
 func (*WaitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{42}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *WaitTaskRequest) GetQueue() string {
@@ -3024,7 +3228,7 @@ type WaitTaskResponse struct {
 
 func (x *WaitTaskResponse) Reset() {
 	*x = WaitTaskResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[43]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3036,7 +3240,7 @@ func (x *WaitTaskResponse) String() string {
 func (*WaitTaskResponse) ProtoMessage() {}
 
 func (x *WaitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[43]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3049,7 +3253,7 @@ func (x *WaitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitTaskResponse.ProtoReflect.Descriptor instead.
 func (*WaitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{43}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WaitTaskResponse) GetFinished() bool {
@@ -3082,7 +3286,7 @@ type ReportProgressRequest struct {
 
 func (x *ReportProgressRequest) Reset() {
 	*x = ReportProgressRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[44]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3094,7 +3298,7 @@ func (x *ReportProgressRequest) String() string {
 func (*ReportProgressRequest) ProtoMessage() {}
 
 func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[44]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3107,7 +3311,7 @@ func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportProgressRequest.ProtoReflect.Descriptor instead.
 func (*ReportProgressRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{44}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ReportProgressRequest) GetQueue() string {
@@ -3161,7 +3365,7 @@ type ReportProgressResponse struct {
 
 func (x *ReportProgressResponse) Reset() {
 	*x = ReportProgressResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[45]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3173,7 +3377,7 @@ func (x *ReportProgressResponse) String() string {
 func (*ReportProgressResponse) ProtoMessage() {}
 
 func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[45]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3186,7 +3390,7 @@ func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportProgressResponse.ProtoReflect.Descriptor instead.
 func (*ReportProgressResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{45}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ReportProgressResponse) GetLeaseExpiresAt() *timestamppb.Timestamp {
@@ -3210,7 +3414,7 @@ type Retention struct {
 
 func (x *Retention) Reset() {
 	*x = Retention{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[46]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3222,7 +3426,7 @@ func (x *Retention) String() string {
 func (*Retention) ProtoMessage() {}
 
 func (x *Retention) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[46]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3235,7 +3439,7 @@ func (x *Retention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retention.ProtoReflect.Descriptor instead.
 func (*Retention) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{46}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Retention) GetMaxCount() uint32 {
@@ -3273,7 +3477,7 @@ type QueuePolicy struct {
 
 func (x *QueuePolicy) Reset() {
 	*x = QueuePolicy{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[47]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3285,7 +3489,7 @@ func (x *QueuePolicy) String() string {
 func (*QueuePolicy) ProtoMessage() {}
 
 func (x *QueuePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[47]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3298,7 +3502,7 @@ func (x *QueuePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePolicy.ProtoReflect.Descriptor instead.
 func (*QueuePolicy) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{47}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *QueuePolicy) GetSucceeded() *Retention {
@@ -3339,7 +3543,7 @@ type SetQueuePolicyRequest struct {
 
 func (x *SetQueuePolicyRequest) Reset() {
 	*x = SetQueuePolicyRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[48]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3351,7 +3555,7 @@ func (x *SetQueuePolicyRequest) String() string {
 func (*SetQueuePolicyRequest) ProtoMessage() {}
 
 func (x *SetQueuePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[48]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3364,7 +3568,7 @@ func (x *SetQueuePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueuePolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetQueuePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{48}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SetQueuePolicyRequest) GetQueue() string {
@@ -3390,7 +3594,7 @@ type SetQueuePolicyResponse struct {
 
 func (x *SetQueuePolicyResponse) Reset() {
 	*x = SetQueuePolicyResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[49]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3402,7 +3606,7 @@ func (x *SetQueuePolicyResponse) String() string {
 func (*SetQueuePolicyResponse) ProtoMessage() {}
 
 func (x *SetQueuePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[49]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3415,7 +3619,7 @@ func (x *SetQueuePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueuePolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetQueuePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{49}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SetQueuePolicyResponse) GetPolicy() *QueuePolicy {
@@ -3434,7 +3638,7 @@ type GetQueuePolicyRequest struct {
 
 func (x *GetQueuePolicyRequest) Reset() {
 	*x = GetQueuePolicyRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[50]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3446,7 +3650,7 @@ func (x *GetQueuePolicyRequest) String() string {
 func (*GetQueuePolicyRequest) ProtoMessage() {}
 
 func (x *GetQueuePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[50]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3459,7 +3663,7 @@ func (x *GetQueuePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueuePolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetQueuePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{50}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetQueuePolicyRequest) GetQueue() string {
@@ -3478,7 +3682,7 @@ type GetQueuePolicyResponse struct {
 
 func (x *GetQueuePolicyResponse) Reset() {
 	*x = GetQueuePolicyResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[51]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3490,7 +3694,7 @@ func (x *GetQueuePolicyResponse) String() string {
 func (*GetQueuePolicyResponse) ProtoMessage() {}
 
 func (x *GetQueuePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[51]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3503,7 +3707,7 @@ func (x *GetQueuePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueuePolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetQueuePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{51}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetQueuePolicyResponse) GetPolicy() *QueuePolicy {
@@ -3545,7 +3749,7 @@ type ScheduleSpec struct {
 
 func (x *ScheduleSpec) Reset() {
 	*x = ScheduleSpec{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[52]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3557,7 +3761,7 @@ func (x *ScheduleSpec) String() string {
 func (*ScheduleSpec) ProtoMessage() {}
 
 func (x *ScheduleSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[52]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +3774,7 @@ func (x *ScheduleSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleSpec.ProtoReflect.Descriptor instead.
 func (*ScheduleSpec) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{52}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ScheduleSpec) GetTiming() isScheduleSpec_Timing {
@@ -3698,7 +3902,7 @@ type Schedule struct {
 
 func (x *Schedule) Reset() {
 	*x = Schedule{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[53]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3710,7 +3914,7 @@ func (x *Schedule) String() string {
 func (*Schedule) ProtoMessage() {}
 
 func (x *Schedule) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[53]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3723,7 +3927,7 @@ func (x *Schedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Schedule.ProtoReflect.Descriptor instead.
 func (*Schedule) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{53}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Schedule) GetQueue() string {
@@ -3824,7 +4028,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[54]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3836,7 +4040,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[54]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3849,7 +4053,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{54}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CreateScheduleRequest) GetQueue() string {
@@ -3889,7 +4093,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[55]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3901,7 +4105,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[55]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3914,7 +4118,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{55}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CreateScheduleResponse) GetSchedule() *Schedule {
@@ -3938,7 +4142,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[56]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3950,7 +4154,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[56]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3963,7 +4167,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{56}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *UpdateScheduleRequest) GetQueue() string {
@@ -4003,7 +4207,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[57]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4015,7 +4219,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[57]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4028,7 +4232,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{57}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *UpdateScheduleResponse) GetSchedule() *Schedule {
@@ -4048,7 +4252,7 @@ type PauseScheduleRequest struct {
 
 func (x *PauseScheduleRequest) Reset() {
 	*x = PauseScheduleRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[58]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4060,7 +4264,7 @@ func (x *PauseScheduleRequest) String() string {
 func (*PauseScheduleRequest) ProtoMessage() {}
 
 func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[58]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4073,7 +4277,7 @@ func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{58}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *PauseScheduleRequest) GetQueue() string {
@@ -4099,7 +4303,7 @@ type PauseScheduleResponse struct {
 
 func (x *PauseScheduleResponse) Reset() {
 	*x = PauseScheduleResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[59]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4111,7 +4315,7 @@ func (x *PauseScheduleResponse) String() string {
 func (*PauseScheduleResponse) ProtoMessage() {}
 
 func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[59]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4124,7 +4328,7 @@ func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{59}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *PauseScheduleResponse) GetSchedule() *Schedule {
@@ -4144,7 +4348,7 @@ type ResumeScheduleRequest struct {
 
 func (x *ResumeScheduleRequest) Reset() {
 	*x = ResumeScheduleRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[60]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4156,7 +4360,7 @@ func (x *ResumeScheduleRequest) String() string {
 func (*ResumeScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[60]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4169,7 +4373,7 @@ func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{60}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ResumeScheduleRequest) GetQueue() string {
@@ -4195,7 +4399,7 @@ type ResumeScheduleResponse struct {
 
 func (x *ResumeScheduleResponse) Reset() {
 	*x = ResumeScheduleResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[61]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4207,7 +4411,7 @@ func (x *ResumeScheduleResponse) String() string {
 func (*ResumeScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[61]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4220,7 +4424,7 @@ func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{61}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ResumeScheduleResponse) GetSchedule() *Schedule {
@@ -4240,7 +4444,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[62]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4252,7 +4456,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[62]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4265,7 +4469,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{62}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *DeleteScheduleRequest) GetQueue() string {
@@ -4290,7 +4494,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[63]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4302,7 +4506,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[63]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4315,7 +4519,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{63}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{66}
 }
 
 type GetScheduleRequest struct {
@@ -4328,7 +4532,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[64]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4340,7 +4544,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[64]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4353,7 +4557,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{64}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetScheduleRequest) GetQueue() string {
@@ -4379,7 +4583,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[65]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4391,7 +4595,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[65]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4404,7 +4608,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{65}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *Schedule {
@@ -4427,7 +4631,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[66]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4439,7 +4643,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[66]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4452,7 +4656,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{66}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListSchedulesRequest) GetQueue() string {
@@ -4486,7 +4690,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[67]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4498,7 +4702,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[67]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4511,7 +4715,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{67}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
@@ -4541,7 +4745,7 @@ type WatchQueueRequest struct {
 
 func (x *WatchQueueRequest) Reset() {
 	*x = WatchQueueRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[68]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4553,7 +4757,7 @@ func (x *WatchQueueRequest) String() string {
 func (*WatchQueueRequest) ProtoMessage() {}
 
 func (x *WatchQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[68]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4566,7 +4770,7 @@ func (x *WatchQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchQueueRequest.ProtoReflect.Descriptor instead.
 func (*WatchQueueRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{68}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *WatchQueueRequest) GetQueue() string {
@@ -4599,7 +4803,7 @@ type WatchQueueResponse struct {
 
 func (x *WatchQueueResponse) Reset() {
 	*x = WatchQueueResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[69]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4611,7 +4815,7 @@ func (x *WatchQueueResponse) String() string {
 func (*WatchQueueResponse) ProtoMessage() {}
 
 func (x *WatchQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[69]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4624,7 +4828,7 @@ func (x *WatchQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchQueueResponse.ProtoReflect.Descriptor instead.
 func (*WatchQueueResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{69}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *WatchQueueResponse) GetEvent() *QueueEvent {
@@ -4663,7 +4867,7 @@ type QueueEvent struct {
 
 func (x *QueueEvent) Reset() {
 	*x = QueueEvent{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[70]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4675,7 +4879,7 @@ func (x *QueueEvent) String() string {
 func (*QueueEvent) ProtoMessage() {}
 
 func (x *QueueEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[70]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4688,7 +4892,7 @@ func (x *QueueEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueEvent.ProtoReflect.Descriptor instead.
 func (*QueueEvent) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{70}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *QueueEvent) GetPosition() string {
@@ -4874,11 +5078,12 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05lease\x18\x03 \x01(\tR\x05lease\"\x11\n" +
-	"\x0fReleaseResponse\"x\n" +
+	"\x0fReleaseResponse\"\x92\x01\n" +
 	"\fConsumeStart\x12\x16\n" +
 	"\x06queues\x18\x01 \x03(\tR\x06queues\x126\n" +
 	"\tlease_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12\x18\n" +
-	"\acredits\x18\x03 \x01(\rR\acredits\"\xa1\x02\n" +
+	"\acredits\x18\x03 \x01(\rR\acredits\x12\x18\n" +
+	"\abatched\x18\x04 \x01(\bR\abatched\"\xa1\x02\n" +
 	"\x06Settle\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x14\n" +
@@ -4892,19 +5097,29 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"resultType\x12!\n" +
 	"\tretryable\x18\t \x01(\bH\x00R\tretryable\x88\x01\x01B\f\n" +
 	"\n" +
-	"_retryable\"\x9e\x01\n" +
+	"_retryable\"\xd9\x01\n" +
 	"\x0eConsumeRequest\x126\n" +
 	"\x05start\x18\x01 \x01(\v2\x1e.concord.queue.v1.ConsumeStartH\x00R\x05start\x12\x18\n" +
 	"\x06credit\x18\x02 \x01(\rH\x00R\x06credit\x122\n" +
-	"\x06settle\x18\x03 \x01(\v2\x18.concord.queue.v1.SettleH\x00R\x06settleB\x06\n" +
-	"\x04kind\"j\n" +
+	"\x06settle\x18\x03 \x01(\v2\x18.concord.queue.v1.SettleH\x00R\x06settle\x129\n" +
+	"\asettles\x18\x04 \x01(\v2\x1d.concord.queue.v1.SettleBatchH\x00R\asettlesB\x06\n" +
+	"\x04kind\"Y\n" +
+	"\vSettleBatch\x122\n" +
+	"\asettles\x18\x01 \x03(\v2\x18.concord.queue.v1.SettleR\asettles\x12\x16\n" +
+	"\x06credit\x18\x02 \x01(\rR\x06credit\"9\n" +
+	"\tTaskBatch\x12,\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x16.concord.queue.v1.TaskR\x05tasks\"C\n" +
+	"\fSettledBatch\x123\n" +
+	"\asettled\x18\x01 \x03(\v2\x19.concord.queue.v1.SettledR\asettled\"j\n" +
 	"\aSettled\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12!\n" +
 	"\ferror_reason\x18\x02 \x01(\tR\verrorReason\x12#\n" +
-	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"~\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"\xfa\x01\n" +
 	"\x0fConsumeResponse\x12,\n" +
 	"\x04task\x18\x01 \x01(\v2\x16.concord.queue.v1.TaskH\x00R\x04task\x125\n" +
-	"\asettled\x18\x02 \x01(\v2\x19.concord.queue.v1.SettledH\x00R\asettledB\x06\n" +
+	"\asettled\x18\x02 \x01(\v2\x19.concord.queue.v1.SettledH\x00R\asettled\x123\n" +
+	"\x05tasks\x18\x03 \x01(\v2\x1b.concord.queue.v1.TaskBatchH\x00R\x05tasks\x12E\n" +
+	"\rsettled_batch\x18\x04 \x01(\v2\x1e.concord.queue.v1.SettledBatchH\x00R\fsettledBatchB\x06\n" +
 	"\x04kind\"$\n" +
 	"\fStatsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xe4\x01\n" +
@@ -5177,7 +5392,7 @@ func file_concord_queue_v1_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_queue_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_concord_queue_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_concord_queue_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_concord_queue_v1_queue_proto_goTypes = []any{
 	(TaskState)(0),                 // 0: concord.queue.v1.TaskState
 	(Backoff)(0),                   // 1: concord.queue.v1.Backoff
@@ -5203,196 +5418,205 @@ var file_concord_queue_v1_queue_proto_goTypes = []any{
 	(*ConsumeStart)(nil),           // 21: concord.queue.v1.ConsumeStart
 	(*Settle)(nil),                 // 22: concord.queue.v1.Settle
 	(*ConsumeRequest)(nil),         // 23: concord.queue.v1.ConsumeRequest
-	(*Settled)(nil),                // 24: concord.queue.v1.Settled
-	(*ConsumeResponse)(nil),        // 25: concord.queue.v1.ConsumeResponse
-	(*StatsRequest)(nil),           // 26: concord.queue.v1.StatsRequest
-	(*StatsResponse)(nil),          // 27: concord.queue.v1.StatsResponse
-	(*PeekRequest)(nil),            // 28: concord.queue.v1.PeekRequest
-	(*PeekResponse)(nil),           // 29: concord.queue.v1.PeekResponse
-	(*CancelRequest)(nil),          // 30: concord.queue.v1.CancelRequest
-	(*CancelResponse)(nil),         // 31: concord.queue.v1.CancelResponse
-	(*PurgeRequest)(nil),           // 32: concord.queue.v1.PurgeRequest
-	(*PurgeResponse)(nil),          // 33: concord.queue.v1.PurgeResponse
-	(*ListDeadRequest)(nil),        // 34: concord.queue.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),       // 35: concord.queue.v1.ListDeadResponse
-	(*RetryDeadRequest)(nil),       // 36: concord.queue.v1.RetryDeadRequest
-	(*RetryDeadResponse)(nil),      // 37: concord.queue.v1.RetryDeadResponse
-	(*ListQueuesRequest)(nil),      // 38: concord.queue.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),     // 39: concord.queue.v1.ListQueuesResponse
-	(*PauseQueueRequest)(nil),      // 40: concord.queue.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),     // 41: concord.queue.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),     // 42: concord.queue.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),    // 43: concord.queue.v1.ResumeQueueResponse
-	(*GetTaskRequest)(nil),         // 44: concord.queue.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),        // 45: concord.queue.v1.GetTaskResponse
-	(*WaitTaskRequest)(nil),        // 46: concord.queue.v1.WaitTaskRequest
-	(*WaitTaskResponse)(nil),       // 47: concord.queue.v1.WaitTaskResponse
-	(*ReportProgressRequest)(nil),  // 48: concord.queue.v1.ReportProgressRequest
-	(*ReportProgressResponse)(nil), // 49: concord.queue.v1.ReportProgressResponse
-	(*Retention)(nil),              // 50: concord.queue.v1.Retention
-	(*QueuePolicy)(nil),            // 51: concord.queue.v1.QueuePolicy
-	(*SetQueuePolicyRequest)(nil),  // 52: concord.queue.v1.SetQueuePolicyRequest
-	(*SetQueuePolicyResponse)(nil), // 53: concord.queue.v1.SetQueuePolicyResponse
-	(*GetQueuePolicyRequest)(nil),  // 54: concord.queue.v1.GetQueuePolicyRequest
-	(*GetQueuePolicyResponse)(nil), // 55: concord.queue.v1.GetQueuePolicyResponse
-	(*ScheduleSpec)(nil),           // 56: concord.queue.v1.ScheduleSpec
-	(*Schedule)(nil),               // 57: concord.queue.v1.Schedule
-	(*CreateScheduleRequest)(nil),  // 58: concord.queue.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil), // 59: concord.queue.v1.CreateScheduleResponse
-	(*UpdateScheduleRequest)(nil),  // 60: concord.queue.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil), // 61: concord.queue.v1.UpdateScheduleResponse
-	(*PauseScheduleRequest)(nil),   // 62: concord.queue.v1.PauseScheduleRequest
-	(*PauseScheduleResponse)(nil),  // 63: concord.queue.v1.PauseScheduleResponse
-	(*ResumeScheduleRequest)(nil),  // 64: concord.queue.v1.ResumeScheduleRequest
-	(*ResumeScheduleResponse)(nil), // 65: concord.queue.v1.ResumeScheduleResponse
-	(*DeleteScheduleRequest)(nil),  // 66: concord.queue.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 67: concord.queue.v1.DeleteScheduleResponse
-	(*GetScheduleRequest)(nil),     // 68: concord.queue.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),    // 69: concord.queue.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 70: concord.queue.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 71: concord.queue.v1.ListSchedulesResponse
-	(*WatchQueueRequest)(nil),      // 72: concord.queue.v1.WatchQueueRequest
-	(*WatchQueueResponse)(nil),     // 73: concord.queue.v1.WatchQueueResponse
-	(*QueueEvent)(nil),             // 74: concord.queue.v1.QueueEvent
-	(*durationpb.Duration)(nil),    // 75: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 76: google.protobuf.Timestamp
+	(*SettleBatch)(nil),            // 24: concord.queue.v1.SettleBatch
+	(*TaskBatch)(nil),              // 25: concord.queue.v1.TaskBatch
+	(*SettledBatch)(nil),           // 26: concord.queue.v1.SettledBatch
+	(*Settled)(nil),                // 27: concord.queue.v1.Settled
+	(*ConsumeResponse)(nil),        // 28: concord.queue.v1.ConsumeResponse
+	(*StatsRequest)(nil),           // 29: concord.queue.v1.StatsRequest
+	(*StatsResponse)(nil),          // 30: concord.queue.v1.StatsResponse
+	(*PeekRequest)(nil),            // 31: concord.queue.v1.PeekRequest
+	(*PeekResponse)(nil),           // 32: concord.queue.v1.PeekResponse
+	(*CancelRequest)(nil),          // 33: concord.queue.v1.CancelRequest
+	(*CancelResponse)(nil),         // 34: concord.queue.v1.CancelResponse
+	(*PurgeRequest)(nil),           // 35: concord.queue.v1.PurgeRequest
+	(*PurgeResponse)(nil),          // 36: concord.queue.v1.PurgeResponse
+	(*ListDeadRequest)(nil),        // 37: concord.queue.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),       // 38: concord.queue.v1.ListDeadResponse
+	(*RetryDeadRequest)(nil),       // 39: concord.queue.v1.RetryDeadRequest
+	(*RetryDeadResponse)(nil),      // 40: concord.queue.v1.RetryDeadResponse
+	(*ListQueuesRequest)(nil),      // 41: concord.queue.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),     // 42: concord.queue.v1.ListQueuesResponse
+	(*PauseQueueRequest)(nil),      // 43: concord.queue.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),     // 44: concord.queue.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),     // 45: concord.queue.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),    // 46: concord.queue.v1.ResumeQueueResponse
+	(*GetTaskRequest)(nil),         // 47: concord.queue.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),        // 48: concord.queue.v1.GetTaskResponse
+	(*WaitTaskRequest)(nil),        // 49: concord.queue.v1.WaitTaskRequest
+	(*WaitTaskResponse)(nil),       // 50: concord.queue.v1.WaitTaskResponse
+	(*ReportProgressRequest)(nil),  // 51: concord.queue.v1.ReportProgressRequest
+	(*ReportProgressResponse)(nil), // 52: concord.queue.v1.ReportProgressResponse
+	(*Retention)(nil),              // 53: concord.queue.v1.Retention
+	(*QueuePolicy)(nil),            // 54: concord.queue.v1.QueuePolicy
+	(*SetQueuePolicyRequest)(nil),  // 55: concord.queue.v1.SetQueuePolicyRequest
+	(*SetQueuePolicyResponse)(nil), // 56: concord.queue.v1.SetQueuePolicyResponse
+	(*GetQueuePolicyRequest)(nil),  // 57: concord.queue.v1.GetQueuePolicyRequest
+	(*GetQueuePolicyResponse)(nil), // 58: concord.queue.v1.GetQueuePolicyResponse
+	(*ScheduleSpec)(nil),           // 59: concord.queue.v1.ScheduleSpec
+	(*Schedule)(nil),               // 60: concord.queue.v1.Schedule
+	(*CreateScheduleRequest)(nil),  // 61: concord.queue.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil), // 62: concord.queue.v1.CreateScheduleResponse
+	(*UpdateScheduleRequest)(nil),  // 63: concord.queue.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil), // 64: concord.queue.v1.UpdateScheduleResponse
+	(*PauseScheduleRequest)(nil),   // 65: concord.queue.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),  // 66: concord.queue.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),  // 67: concord.queue.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil), // 68: concord.queue.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),  // 69: concord.queue.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 70: concord.queue.v1.DeleteScheduleResponse
+	(*GetScheduleRequest)(nil),     // 71: concord.queue.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 72: concord.queue.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 73: concord.queue.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 74: concord.queue.v1.ListSchedulesResponse
+	(*WatchQueueRequest)(nil),      // 75: concord.queue.v1.WatchQueueRequest
+	(*WatchQueueResponse)(nil),     // 76: concord.queue.v1.WatchQueueResponse
+	(*QueueEvent)(nil),             // 77: concord.queue.v1.QueueEvent
+	(*durationpb.Duration)(nil),    // 78: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 79: google.protobuf.Timestamp
 }
 var file_concord_queue_v1_queue_proto_depIdxs = []int32{
-	75,  // 0: concord.queue.v1.NewTask.delay:type_name -> google.protobuf.Duration
-	76,  // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
-	75,  // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
+	78,  // 0: concord.queue.v1.NewTask.delay:type_name -> google.protobuf.Duration
+	79,  // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
+	78,  // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
 	5,   // 3: concord.queue.v1.NewTask.retry:type_name -> concord.queue.v1.RetryPolicy
 	1,   // 4: concord.queue.v1.RetryPolicy.backoff:type_name -> concord.queue.v1.Backoff
-	75,  // 5: concord.queue.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
-	75,  // 6: concord.queue.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
+	78,  // 5: concord.queue.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
+	78,  // 6: concord.queue.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
 	4,   // 7: concord.queue.v1.EnqueueRequest.tasks:type_name -> concord.queue.v1.NewTask
 	7,   // 8: concord.queue.v1.EnqueueResponse.results:type_name -> concord.queue.v1.EnqueueResult
 	0,   // 9: concord.queue.v1.Task.state:type_name -> concord.queue.v1.TaskState
-	76,  // 10: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
-	76,  // 11: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
-	76,  // 12: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
+	79,  // 10: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
+	79,  // 11: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
+	79,  // 12: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
 	10,  // 13: concord.queue.v1.Task.progress:type_name -> concord.queue.v1.Progress
-	76,  // 14: concord.queue.v1.Task.leased_at:type_name -> google.protobuf.Timestamp
-	76,  // 15: concord.queue.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
+	79,  // 14: concord.queue.v1.Task.leased_at:type_name -> google.protobuf.Timestamp
+	79,  // 15: concord.queue.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
 	5,   // 16: concord.queue.v1.Task.retry:type_name -> concord.queue.v1.RetryPolicy
-	76,  // 17: concord.queue.v1.Task.scheduled_at:type_name -> google.protobuf.Timestamp
-	76,  // 18: concord.queue.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
-	75,  // 19: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
-	75,  // 20: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
+	79,  // 17: concord.queue.v1.Task.scheduled_at:type_name -> google.protobuf.Timestamp
+	79,  // 18: concord.queue.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
+	78,  // 19: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
+	78,  // 20: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
 	9,   // 21: concord.queue.v1.DequeueResponse.tasks:type_name -> concord.queue.v1.Task
-	75,  // 22: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
+	78,  // 22: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
 	0,   // 23: concord.queue.v1.NackResponse.state:type_name -> concord.queue.v1.TaskState
-	76,  // 24: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
-	75,  // 25: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
-	76,  // 26: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	75,  // 27: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
-	75,  // 28: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
+	79,  // 24: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
+	78,  // 25: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
+	79,  // 26: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	78,  // 27: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
+	78,  // 28: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
 	21,  // 29: concord.queue.v1.ConsumeRequest.start:type_name -> concord.queue.v1.ConsumeStart
 	22,  // 30: concord.queue.v1.ConsumeRequest.settle:type_name -> concord.queue.v1.Settle
-	9,   // 31: concord.queue.v1.ConsumeResponse.task:type_name -> concord.queue.v1.Task
-	24,  // 32: concord.queue.v1.ConsumeResponse.settled:type_name -> concord.queue.v1.Settled
-	75,  // 33: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
-	0,   // 34: concord.queue.v1.PeekRequest.state:type_name -> concord.queue.v1.TaskState
-	9,   // 35: concord.queue.v1.PeekResponse.tasks:type_name -> concord.queue.v1.Task
-	9,   // 36: concord.queue.v1.ListDeadResponse.tasks:type_name -> concord.queue.v1.Task
-	9,   // 37: concord.queue.v1.GetTaskResponse.task:type_name -> concord.queue.v1.Task
-	75,  // 38: concord.queue.v1.WaitTaskRequest.wait_timeout:type_name -> google.protobuf.Duration
-	9,   // 39: concord.queue.v1.WaitTaskResponse.task:type_name -> concord.queue.v1.Task
-	75,  // 40: concord.queue.v1.ReportProgressRequest.lease_ttl:type_name -> google.protobuf.Duration
-	76,  // 41: concord.queue.v1.ReportProgressResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	75,  // 42: concord.queue.v1.Retention.max_age:type_name -> google.protobuf.Duration
-	50,  // 43: concord.queue.v1.QueuePolicy.succeeded:type_name -> concord.queue.v1.Retention
-	50,  // 44: concord.queue.v1.QueuePolicy.dead:type_name -> concord.queue.v1.Retention
-	5,   // 45: concord.queue.v1.QueuePolicy.retry:type_name -> concord.queue.v1.RetryPolicy
-	51,  // 46: concord.queue.v1.SetQueuePolicyRequest.policy:type_name -> concord.queue.v1.QueuePolicy
-	51,  // 47: concord.queue.v1.SetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
-	51,  // 48: concord.queue.v1.GetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
-	75,  // 49: concord.queue.v1.ScheduleSpec.every:type_name -> google.protobuf.Duration
-	76,  // 50: concord.queue.v1.ScheduleSpec.start_at:type_name -> google.protobuf.Timestamp
-	2,   // 51: concord.queue.v1.ScheduleSpec.missed:type_name -> concord.queue.v1.MissedTicks
-	75,  // 52: concord.queue.v1.ScheduleSpec.grace:type_name -> google.protobuf.Duration
-	56,  // 53: concord.queue.v1.Schedule.spec:type_name -> concord.queue.v1.ScheduleSpec
-	76,  // 54: concord.queue.v1.Schedule.next_run_at:type_name -> google.protobuf.Timestamp
-	76,  // 55: concord.queue.v1.Schedule.last_run_at:type_name -> google.protobuf.Timestamp
-	76,  // 56: concord.queue.v1.Schedule.last_missed_at:type_name -> google.protobuf.Timestamp
-	76,  // 57: concord.queue.v1.Schedule.created_at:type_name -> google.protobuf.Timestamp
-	76,  // 58: concord.queue.v1.Schedule.updated_at:type_name -> google.protobuf.Timestamp
-	56,  // 59: concord.queue.v1.CreateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
-	57,  // 60: concord.queue.v1.CreateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	56,  // 61: concord.queue.v1.UpdateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
-	57,  // 62: concord.queue.v1.UpdateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	57,  // 63: concord.queue.v1.PauseScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	57,  // 64: concord.queue.v1.ResumeScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	57,  // 65: concord.queue.v1.GetScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	57,  // 66: concord.queue.v1.ListSchedulesResponse.schedules:type_name -> concord.queue.v1.Schedule
-	74,  // 67: concord.queue.v1.WatchQueueResponse.event:type_name -> concord.queue.v1.QueueEvent
-	3,   // 68: concord.queue.v1.QueueEvent.kind:type_name -> concord.queue.v1.QueueEventKind
-	76,  // 69: concord.queue.v1.QueueEvent.at:type_name -> google.protobuf.Timestamp
-	76,  // 70: concord.queue.v1.QueueEvent.ready_at:type_name -> google.protobuf.Timestamp
-	10,  // 71: concord.queue.v1.QueueEvent.progress:type_name -> concord.queue.v1.Progress
-	6,   // 72: concord.queue.v1.QueueService.Enqueue:input_type -> concord.queue.v1.EnqueueRequest
-	11,  // 73: concord.queue.v1.QueueService.Dequeue:input_type -> concord.queue.v1.DequeueRequest
-	13,  // 74: concord.queue.v1.QueueService.Ack:input_type -> concord.queue.v1.AckRequest
-	15,  // 75: concord.queue.v1.QueueService.Nack:input_type -> concord.queue.v1.NackRequest
-	17,  // 76: concord.queue.v1.QueueService.ExtendLease:input_type -> concord.queue.v1.ExtendLeaseRequest
-	19,  // 77: concord.queue.v1.QueueService.Release:input_type -> concord.queue.v1.ReleaseRequest
-	23,  // 78: concord.queue.v1.QueueService.Consume:input_type -> concord.queue.v1.ConsumeRequest
-	26,  // 79: concord.queue.v1.QueueService.Stats:input_type -> concord.queue.v1.StatsRequest
-	28,  // 80: concord.queue.v1.QueueService.Peek:input_type -> concord.queue.v1.PeekRequest
-	30,  // 81: concord.queue.v1.QueueService.Cancel:input_type -> concord.queue.v1.CancelRequest
-	32,  // 82: concord.queue.v1.QueueService.Purge:input_type -> concord.queue.v1.PurgeRequest
-	34,  // 83: concord.queue.v1.QueueService.ListDead:input_type -> concord.queue.v1.ListDeadRequest
-	36,  // 84: concord.queue.v1.QueueService.RetryDead:input_type -> concord.queue.v1.RetryDeadRequest
-	38,  // 85: concord.queue.v1.QueueService.ListQueues:input_type -> concord.queue.v1.ListQueuesRequest
-	40,  // 86: concord.queue.v1.QueueService.PauseQueue:input_type -> concord.queue.v1.PauseQueueRequest
-	42,  // 87: concord.queue.v1.QueueService.ResumeQueue:input_type -> concord.queue.v1.ResumeQueueRequest
-	44,  // 88: concord.queue.v1.QueueService.GetTask:input_type -> concord.queue.v1.GetTaskRequest
-	46,  // 89: concord.queue.v1.QueueService.WaitTask:input_type -> concord.queue.v1.WaitTaskRequest
-	48,  // 90: concord.queue.v1.QueueService.ReportProgress:input_type -> concord.queue.v1.ReportProgressRequest
-	52,  // 91: concord.queue.v1.QueueService.SetQueuePolicy:input_type -> concord.queue.v1.SetQueuePolicyRequest
-	54,  // 92: concord.queue.v1.QueueService.GetQueuePolicy:input_type -> concord.queue.v1.GetQueuePolicyRequest
-	58,  // 93: concord.queue.v1.QueueService.CreateSchedule:input_type -> concord.queue.v1.CreateScheduleRequest
-	60,  // 94: concord.queue.v1.QueueService.UpdateSchedule:input_type -> concord.queue.v1.UpdateScheduleRequest
-	62,  // 95: concord.queue.v1.QueueService.PauseSchedule:input_type -> concord.queue.v1.PauseScheduleRequest
-	64,  // 96: concord.queue.v1.QueueService.ResumeSchedule:input_type -> concord.queue.v1.ResumeScheduleRequest
-	66,  // 97: concord.queue.v1.QueueService.DeleteSchedule:input_type -> concord.queue.v1.DeleteScheduleRequest
-	68,  // 98: concord.queue.v1.QueueService.GetSchedule:input_type -> concord.queue.v1.GetScheduleRequest
-	70,  // 99: concord.queue.v1.QueueService.ListSchedules:input_type -> concord.queue.v1.ListSchedulesRequest
-	72,  // 100: concord.queue.v1.QueueService.WatchQueue:input_type -> concord.queue.v1.WatchQueueRequest
-	8,   // 101: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
-	12,  // 102: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
-	14,  // 103: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
-	16,  // 104: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
-	18,  // 105: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
-	20,  // 106: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
-	25,  // 107: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
-	27,  // 108: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
-	29,  // 109: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
-	31,  // 110: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
-	33,  // 111: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
-	35,  // 112: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
-	37,  // 113: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
-	39,  // 114: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
-	41,  // 115: concord.queue.v1.QueueService.PauseQueue:output_type -> concord.queue.v1.PauseQueueResponse
-	43,  // 116: concord.queue.v1.QueueService.ResumeQueue:output_type -> concord.queue.v1.ResumeQueueResponse
-	45,  // 117: concord.queue.v1.QueueService.GetTask:output_type -> concord.queue.v1.GetTaskResponse
-	47,  // 118: concord.queue.v1.QueueService.WaitTask:output_type -> concord.queue.v1.WaitTaskResponse
-	49,  // 119: concord.queue.v1.QueueService.ReportProgress:output_type -> concord.queue.v1.ReportProgressResponse
-	53,  // 120: concord.queue.v1.QueueService.SetQueuePolicy:output_type -> concord.queue.v1.SetQueuePolicyResponse
-	55,  // 121: concord.queue.v1.QueueService.GetQueuePolicy:output_type -> concord.queue.v1.GetQueuePolicyResponse
-	59,  // 122: concord.queue.v1.QueueService.CreateSchedule:output_type -> concord.queue.v1.CreateScheduleResponse
-	61,  // 123: concord.queue.v1.QueueService.UpdateSchedule:output_type -> concord.queue.v1.UpdateScheduleResponse
-	63,  // 124: concord.queue.v1.QueueService.PauseSchedule:output_type -> concord.queue.v1.PauseScheduleResponse
-	65,  // 125: concord.queue.v1.QueueService.ResumeSchedule:output_type -> concord.queue.v1.ResumeScheduleResponse
-	67,  // 126: concord.queue.v1.QueueService.DeleteSchedule:output_type -> concord.queue.v1.DeleteScheduleResponse
-	69,  // 127: concord.queue.v1.QueueService.GetSchedule:output_type -> concord.queue.v1.GetScheduleResponse
-	71,  // 128: concord.queue.v1.QueueService.ListSchedules:output_type -> concord.queue.v1.ListSchedulesResponse
-	73,  // 129: concord.queue.v1.QueueService.WatchQueue:output_type -> concord.queue.v1.WatchQueueResponse
-	101, // [101:130] is the sub-list for method output_type
-	72,  // [72:101] is the sub-list for method input_type
-	72,  // [72:72] is the sub-list for extension type_name
-	72,  // [72:72] is the sub-list for extension extendee
-	0,   // [0:72] is the sub-list for field type_name
+	24,  // 31: concord.queue.v1.ConsumeRequest.settles:type_name -> concord.queue.v1.SettleBatch
+	22,  // 32: concord.queue.v1.SettleBatch.settles:type_name -> concord.queue.v1.Settle
+	9,   // 33: concord.queue.v1.TaskBatch.tasks:type_name -> concord.queue.v1.Task
+	27,  // 34: concord.queue.v1.SettledBatch.settled:type_name -> concord.queue.v1.Settled
+	9,   // 35: concord.queue.v1.ConsumeResponse.task:type_name -> concord.queue.v1.Task
+	27,  // 36: concord.queue.v1.ConsumeResponse.settled:type_name -> concord.queue.v1.Settled
+	25,  // 37: concord.queue.v1.ConsumeResponse.tasks:type_name -> concord.queue.v1.TaskBatch
+	26,  // 38: concord.queue.v1.ConsumeResponse.settled_batch:type_name -> concord.queue.v1.SettledBatch
+	78,  // 39: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
+	0,   // 40: concord.queue.v1.PeekRequest.state:type_name -> concord.queue.v1.TaskState
+	9,   // 41: concord.queue.v1.PeekResponse.tasks:type_name -> concord.queue.v1.Task
+	9,   // 42: concord.queue.v1.ListDeadResponse.tasks:type_name -> concord.queue.v1.Task
+	9,   // 43: concord.queue.v1.GetTaskResponse.task:type_name -> concord.queue.v1.Task
+	78,  // 44: concord.queue.v1.WaitTaskRequest.wait_timeout:type_name -> google.protobuf.Duration
+	9,   // 45: concord.queue.v1.WaitTaskResponse.task:type_name -> concord.queue.v1.Task
+	78,  // 46: concord.queue.v1.ReportProgressRequest.lease_ttl:type_name -> google.protobuf.Duration
+	79,  // 47: concord.queue.v1.ReportProgressResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	78,  // 48: concord.queue.v1.Retention.max_age:type_name -> google.protobuf.Duration
+	53,  // 49: concord.queue.v1.QueuePolicy.succeeded:type_name -> concord.queue.v1.Retention
+	53,  // 50: concord.queue.v1.QueuePolicy.dead:type_name -> concord.queue.v1.Retention
+	5,   // 51: concord.queue.v1.QueuePolicy.retry:type_name -> concord.queue.v1.RetryPolicy
+	54,  // 52: concord.queue.v1.SetQueuePolicyRequest.policy:type_name -> concord.queue.v1.QueuePolicy
+	54,  // 53: concord.queue.v1.SetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
+	54,  // 54: concord.queue.v1.GetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
+	78,  // 55: concord.queue.v1.ScheduleSpec.every:type_name -> google.protobuf.Duration
+	79,  // 56: concord.queue.v1.ScheduleSpec.start_at:type_name -> google.protobuf.Timestamp
+	2,   // 57: concord.queue.v1.ScheduleSpec.missed:type_name -> concord.queue.v1.MissedTicks
+	78,  // 58: concord.queue.v1.ScheduleSpec.grace:type_name -> google.protobuf.Duration
+	59,  // 59: concord.queue.v1.Schedule.spec:type_name -> concord.queue.v1.ScheduleSpec
+	79,  // 60: concord.queue.v1.Schedule.next_run_at:type_name -> google.protobuf.Timestamp
+	79,  // 61: concord.queue.v1.Schedule.last_run_at:type_name -> google.protobuf.Timestamp
+	79,  // 62: concord.queue.v1.Schedule.last_missed_at:type_name -> google.protobuf.Timestamp
+	79,  // 63: concord.queue.v1.Schedule.created_at:type_name -> google.protobuf.Timestamp
+	79,  // 64: concord.queue.v1.Schedule.updated_at:type_name -> google.protobuf.Timestamp
+	59,  // 65: concord.queue.v1.CreateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
+	60,  // 66: concord.queue.v1.CreateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	59,  // 67: concord.queue.v1.UpdateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
+	60,  // 68: concord.queue.v1.UpdateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	60,  // 69: concord.queue.v1.PauseScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	60,  // 70: concord.queue.v1.ResumeScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	60,  // 71: concord.queue.v1.GetScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	60,  // 72: concord.queue.v1.ListSchedulesResponse.schedules:type_name -> concord.queue.v1.Schedule
+	77,  // 73: concord.queue.v1.WatchQueueResponse.event:type_name -> concord.queue.v1.QueueEvent
+	3,   // 74: concord.queue.v1.QueueEvent.kind:type_name -> concord.queue.v1.QueueEventKind
+	79,  // 75: concord.queue.v1.QueueEvent.at:type_name -> google.protobuf.Timestamp
+	79,  // 76: concord.queue.v1.QueueEvent.ready_at:type_name -> google.protobuf.Timestamp
+	10,  // 77: concord.queue.v1.QueueEvent.progress:type_name -> concord.queue.v1.Progress
+	6,   // 78: concord.queue.v1.QueueService.Enqueue:input_type -> concord.queue.v1.EnqueueRequest
+	11,  // 79: concord.queue.v1.QueueService.Dequeue:input_type -> concord.queue.v1.DequeueRequest
+	13,  // 80: concord.queue.v1.QueueService.Ack:input_type -> concord.queue.v1.AckRequest
+	15,  // 81: concord.queue.v1.QueueService.Nack:input_type -> concord.queue.v1.NackRequest
+	17,  // 82: concord.queue.v1.QueueService.ExtendLease:input_type -> concord.queue.v1.ExtendLeaseRequest
+	19,  // 83: concord.queue.v1.QueueService.Release:input_type -> concord.queue.v1.ReleaseRequest
+	23,  // 84: concord.queue.v1.QueueService.Consume:input_type -> concord.queue.v1.ConsumeRequest
+	29,  // 85: concord.queue.v1.QueueService.Stats:input_type -> concord.queue.v1.StatsRequest
+	31,  // 86: concord.queue.v1.QueueService.Peek:input_type -> concord.queue.v1.PeekRequest
+	33,  // 87: concord.queue.v1.QueueService.Cancel:input_type -> concord.queue.v1.CancelRequest
+	35,  // 88: concord.queue.v1.QueueService.Purge:input_type -> concord.queue.v1.PurgeRequest
+	37,  // 89: concord.queue.v1.QueueService.ListDead:input_type -> concord.queue.v1.ListDeadRequest
+	39,  // 90: concord.queue.v1.QueueService.RetryDead:input_type -> concord.queue.v1.RetryDeadRequest
+	41,  // 91: concord.queue.v1.QueueService.ListQueues:input_type -> concord.queue.v1.ListQueuesRequest
+	43,  // 92: concord.queue.v1.QueueService.PauseQueue:input_type -> concord.queue.v1.PauseQueueRequest
+	45,  // 93: concord.queue.v1.QueueService.ResumeQueue:input_type -> concord.queue.v1.ResumeQueueRequest
+	47,  // 94: concord.queue.v1.QueueService.GetTask:input_type -> concord.queue.v1.GetTaskRequest
+	49,  // 95: concord.queue.v1.QueueService.WaitTask:input_type -> concord.queue.v1.WaitTaskRequest
+	51,  // 96: concord.queue.v1.QueueService.ReportProgress:input_type -> concord.queue.v1.ReportProgressRequest
+	55,  // 97: concord.queue.v1.QueueService.SetQueuePolicy:input_type -> concord.queue.v1.SetQueuePolicyRequest
+	57,  // 98: concord.queue.v1.QueueService.GetQueuePolicy:input_type -> concord.queue.v1.GetQueuePolicyRequest
+	61,  // 99: concord.queue.v1.QueueService.CreateSchedule:input_type -> concord.queue.v1.CreateScheduleRequest
+	63,  // 100: concord.queue.v1.QueueService.UpdateSchedule:input_type -> concord.queue.v1.UpdateScheduleRequest
+	65,  // 101: concord.queue.v1.QueueService.PauseSchedule:input_type -> concord.queue.v1.PauseScheduleRequest
+	67,  // 102: concord.queue.v1.QueueService.ResumeSchedule:input_type -> concord.queue.v1.ResumeScheduleRequest
+	69,  // 103: concord.queue.v1.QueueService.DeleteSchedule:input_type -> concord.queue.v1.DeleteScheduleRequest
+	71,  // 104: concord.queue.v1.QueueService.GetSchedule:input_type -> concord.queue.v1.GetScheduleRequest
+	73,  // 105: concord.queue.v1.QueueService.ListSchedules:input_type -> concord.queue.v1.ListSchedulesRequest
+	75,  // 106: concord.queue.v1.QueueService.WatchQueue:input_type -> concord.queue.v1.WatchQueueRequest
+	8,   // 107: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
+	12,  // 108: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
+	14,  // 109: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
+	16,  // 110: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
+	18,  // 111: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
+	20,  // 112: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
+	28,  // 113: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
+	30,  // 114: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
+	32,  // 115: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
+	34,  // 116: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
+	36,  // 117: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
+	38,  // 118: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
+	40,  // 119: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
+	42,  // 120: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
+	44,  // 121: concord.queue.v1.QueueService.PauseQueue:output_type -> concord.queue.v1.PauseQueueResponse
+	46,  // 122: concord.queue.v1.QueueService.ResumeQueue:output_type -> concord.queue.v1.ResumeQueueResponse
+	48,  // 123: concord.queue.v1.QueueService.GetTask:output_type -> concord.queue.v1.GetTaskResponse
+	50,  // 124: concord.queue.v1.QueueService.WaitTask:output_type -> concord.queue.v1.WaitTaskResponse
+	52,  // 125: concord.queue.v1.QueueService.ReportProgress:output_type -> concord.queue.v1.ReportProgressResponse
+	56,  // 126: concord.queue.v1.QueueService.SetQueuePolicy:output_type -> concord.queue.v1.SetQueuePolicyResponse
+	58,  // 127: concord.queue.v1.QueueService.GetQueuePolicy:output_type -> concord.queue.v1.GetQueuePolicyResponse
+	62,  // 128: concord.queue.v1.QueueService.CreateSchedule:output_type -> concord.queue.v1.CreateScheduleResponse
+	64,  // 129: concord.queue.v1.QueueService.UpdateSchedule:output_type -> concord.queue.v1.UpdateScheduleResponse
+	66,  // 130: concord.queue.v1.QueueService.PauseSchedule:output_type -> concord.queue.v1.PauseScheduleResponse
+	68,  // 131: concord.queue.v1.QueueService.ResumeSchedule:output_type -> concord.queue.v1.ResumeScheduleResponse
+	70,  // 132: concord.queue.v1.QueueService.DeleteSchedule:output_type -> concord.queue.v1.DeleteScheduleResponse
+	72,  // 133: concord.queue.v1.QueueService.GetSchedule:output_type -> concord.queue.v1.GetScheduleResponse
+	74,  // 134: concord.queue.v1.QueueService.ListSchedules:output_type -> concord.queue.v1.ListSchedulesResponse
+	76,  // 135: concord.queue.v1.QueueService.WatchQueue:output_type -> concord.queue.v1.WatchQueueResponse
+	107, // [107:136] is the sub-list for method output_type
+	78,  // [78:107] is the sub-list for method input_type
+	78,  // [78:78] is the sub-list for extension type_name
+	78,  // [78:78] is the sub-list for extension extendee
+	0,   // [0:78] is the sub-list for field type_name
 }
 
 func init() { file_concord_queue_v1_queue_proto_init() }
@@ -5408,26 +5632,29 @@ func file_concord_queue_v1_queue_proto_init() {
 		(*ConsumeRequest_Start)(nil),
 		(*ConsumeRequest_Credit)(nil),
 		(*ConsumeRequest_Settle)(nil),
+		(*ConsumeRequest_Settles)(nil),
 	}
-	file_concord_queue_v1_queue_proto_msgTypes[21].OneofWrappers = []any{
+	file_concord_queue_v1_queue_proto_msgTypes[24].OneofWrappers = []any{
 		(*ConsumeResponse_Task)(nil),
 		(*ConsumeResponse_Settled)(nil),
+		(*ConsumeResponse_Tasks)(nil),
+		(*ConsumeResponse_SettledBatch)(nil),
 	}
-	file_concord_queue_v1_queue_proto_msgTypes[44].OneofWrappers = []any{}
-	file_concord_queue_v1_queue_proto_msgTypes[46].OneofWrappers = []any{}
 	file_concord_queue_v1_queue_proto_msgTypes[47].OneofWrappers = []any{}
-	file_concord_queue_v1_queue_proto_msgTypes[52].OneofWrappers = []any{
+	file_concord_queue_v1_queue_proto_msgTypes[49].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[50].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[55].OneofWrappers = []any{
 		(*ScheduleSpec_Cron)(nil),
 		(*ScheduleSpec_Every)(nil),
 	}
-	file_concord_queue_v1_queue_proto_msgTypes[56].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[59].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_queue_v1_queue_proto_rawDesc), len(file_concord_queue_v1_queue_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   71,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
