@@ -1592,7 +1592,8 @@ export declare namespace concord.queue.v1 {
      * `start`; then `credit` adds to how many tasks the server may push, and
      * `ack` / `nack` settle them (each answered by a `settled` response). When the
      * stream ends, tasks it still holds are returned to their queues at once, their
-     * attempt counted.
+     * attempt counted. With `start.batched`, tasks come as `tasks` batches and
+     * `settles` batches settle many tasks (and grant credit) in one message.
      */
     consume(options?: grpc.CallOptions): grpc.ClientDuplexStream<concord.queue.v1.ConsumeRequest, concord.queue.v1.ConsumeResponse__Output>;
     /** consume, by its name in the .proto file. */

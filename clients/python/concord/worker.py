@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Task], Any]
 
 MAX_SETTLES = 500  # settles one message carries at most (the server's default --queue-max-batch is larger)
+RETRY_SETTLE = 0.5  # seconds between tries of an ack or nack that found the server or Redis away
 _END = object()
 
 
@@ -286,11 +287,11 @@ class Worker:
         try:
             done.unary()
         except ConcordError as exc:
-            self._failed_settle(done, exc, unary=True)
+            self._failed_settle(done, exc)
         else:
             self._settled(done)
 
-    def _failed_settle(self, done: _Done, exc: ConcordError, unary: bool = False) -> None:
+    def _failed_settle(self, done: _Done, exc: ConcordError) -> None:
         t = done.task
         if isinstance(exc, TaskLeaseNotHeld):
             log.warning("task %s of %s finished after its lease expired; it may run again", t.task_id, t.queue)
@@ -300,8 +301,12 @@ class Worker:
                 self._settling -= 1  # _post counts it again
             self._post(retry)
             return
-        elif not unary and exc.code == grpc.StatusCode.UNAVAILABLE:  # Redis away: the unary call retries
-            threading.Thread(target=self._settle_unary, args=(done,), daemon=True).start()
+        elif exc.code == grpc.StatusCode.UNAVAILABLE and not self._finished.is_set():
+            # Redis or the server away: try again until it is back or the lease is gone
+            # (then TASK_LEASE_NOT_HELD ends it), on whichever stream is open by then.
+            timer = threading.Timer(RETRY_SETTLE, self._post, [done])
+            timer.daemon = True
+            timer.start()
             return
         else:
             log.warning("could not %s task %s of %s: %s", "ack" if done.ok else "nack", t.task_id, t.queue, exc)

@@ -259,7 +259,8 @@ class QueueServiceServicer:
         `start`; then `credit` adds to how many tasks the server may push, and
         `ack` / `nack` settle them (each answered by a `settled` response). When the
         stream ends, tasks it still holds are returned to their queues at once, their
-        attempt counted.
+        attempt counted. With `start.batched`, tasks come as `tasks` batches and
+        `settles` batches settle many tasks (and grant credit) in one message.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -73,7 +73,8 @@ class QueueServiceStub:
     `start`; then `credit` adds to how many tasks the server may push, and
     `ack` / `nack` settle them (each answered by a `settled` response). When the
     stream ends, tasks it still holds are returned to their queues at once, their
-    attempt counted.
+    attempt counted. With `start.batched`, tasks come as `tasks` batches and
+    `settles` batches settle many tasks (and grant credit) in one message.
     """
     Stats: _grpc.UnaryUnaryMultiCallable[_queue_pb2.StatsRequest, _queue_pb2.StatsResponse]
     """Stats counts the queue's tasks by state."""
@@ -205,7 +206,8 @@ class QueueServiceAsyncStub(QueueServiceStub):
     `start`; then `credit` adds to how many tasks the server may push, and
     `ack` / `nack` settle them (each answered by a `settled` response). When the
     stream ends, tasks it still holds are returned to their queues at once, their
-    attempt counted.
+    attempt counted. With `start.batched`, tasks come as `tasks` batches and
+    `settles` batches settle many tasks (and grant credit) in one message.
     """
     Stats: _aio.UnaryUnaryMultiCallable[_queue_pb2.StatsRequest, _queue_pb2.StatsResponse]  # type: ignore[assignment]
     """Stats counts the queue's tasks by state."""
@@ -376,7 +378,8 @@ class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
         `start`; then `credit` adds to how many tasks the server may push, and
         `ack` / `nack` settle them (each answered by a `settled` response). When the
         stream ends, tasks it still holds are returned to their queues at once, their
-        attempt counted.
+        attempt counted. With `start.batched`, tasks come as `tasks` batches and
+        `settles` batches settle many tasks (and grant credit) in one message.
         """
 
     @_abc_1.abstractmethod

@@ -89,7 +89,8 @@ type QueueServiceClient interface {
 	// `start`; then `credit` adds to how many tasks the server may push, and
 	// `ack` / `nack` settle them (each answered by a `settled` response). When the
 	// stream ends, tasks it still holds are returned to their queues at once, their
-	// attempt counted.
+	// attempt counted. With `start.batched`, tasks come as `tasks` batches and
+	// `settles` batches settle many tasks (and grant credit) in one message.
 	Consume(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConsumeRequest, ConsumeResponse], error)
 	// Stats counts the queue's tasks by state.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
@@ -511,7 +512,8 @@ type QueueServiceServer interface {
 	// `start`; then `credit` adds to how many tasks the server may push, and
 	// `ack` / `nack` settle them (each answered by a `settled` response). When the
 	// stream ends, tasks it still holds are returned to their queues at once, their
-	// attempt counted.
+	// attempt counted. With `start.batched`, tasks come as `tasks` batches and
+	// `settles` batches settle many tasks (and grant credit) in one message.
 	Consume(grpc.BidiStreamingServer[ConsumeRequest, ConsumeResponse]) error
 	// Stats counts the queue's tasks by state.
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
