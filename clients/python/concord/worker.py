@@ -9,7 +9,9 @@
     worker.run()   # until SIGINT/SIGTERM or worker.stop()
 
 Tasks are taken from the queues strictly in the order given, at most
-``concurrency`` at a time, each run in a thread. A callback that returns acks the
+``concurrency`` at a time, each run in a thread; up to ``prefetch`` more (by default
+as many again) are fetched ahead so a thread that finishes finds its next task
+waiting, and are handed back unstarted on stop. A callback that returns acks the
 task with its return value as the result (bytes, str, or anything JSON can encode;
 ``handle.result()`` and ``queue.get_task()`` give it back); a callback may report
 ``task.progress(...)`` as it goes. One that raises nacks it with the exception's
@@ -92,14 +94,17 @@ class _Done:
 
 class _Stream:
     """One batched Consume call. Settles queue up in ``out``; the request iterator
-    (run by grpc on its own thread) sends all that are waiting as one SettleBatch,
-    so they batch themselves under load and go at once when idle."""
+    (run by grpc on its own thread) sends all that are waiting as one SettleBatch
+    once the previous one is answered (Nagle's rule): at once when idle, and under
+    load everything that finished during a round trip in one message."""
 
     def __init__(self, rpc: Any, queues: list[str], lease_ttl: float, credits: int,
                  stopping: threading.Event) -> None:
         self.out: queue.Queue[Any] = queue.Queue()
         self.owed: dict[str, _Done] = {}  # task id -> settle posted, not yet answered
         self.closed = False
+        self.answered = threading.Event()  # no SettleBatch is waiting for its answer
+        self.answered.set()
         self._stopping = stopping
         start = pb.ConsumeRequest(start=pb.ConsumeStart(queues=queues, lease_ttl=duration(lease_ttl),
                                                         credits=credits, batched=True))
@@ -108,6 +113,7 @@ class _Stream:
     def _requests(self, start: pb.ConsumeRequest) -> Iterator[pb.ConsumeRequest]:
         yield start
         while (item := self.out.get()) is not _END:
+            self.answered.wait()
             batch = [item]
             while len(batch) < MAX_SETTLES:
                 try:
@@ -119,6 +125,7 @@ class _Stream:
                     break
                 batch.append(item)
             credit = 0 if self._stopping.is_set() else sum(d.credit for d in batch)
+            self.answered.clear()
             yield pb.ConsumeRequest(settles=pb.SettleBatch(settles=[d.settle() for d in batch], credit=credit))
 
     def post(self, done: _Done) -> None:
@@ -130,17 +137,21 @@ class _Stream:
         if not self.closed:
             self.closed = True
             self.out.put(_END)
+            self.answered.set()
 
 
 class Worker:
-    def __init__(self, client: Any, queues: Sequence[str], *, concurrency: int = 4, lease_ttl: float = 30.0,
-                 grace: float = 30.0, handlers: dict[str, Handler] | None = None) -> None:
+    def __init__(self, client: Any, queues: Sequence[str], *, concurrency: int = 4, prefetch: int | None = None,
+                 lease_ttl: float = 30.0, grace: float = 30.0, handlers: dict[str, Handler] | None = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if prefetch is not None and prefetch < 0:
+            raise ValueError("prefetch must be at least 0")
         self.client = client
         self._rpc = client._service("queue")
         self.queues = list(queues)
         self.concurrency = concurrency
+        self.prefetch = concurrency if prefetch is None else prefetch
         self.lease_ttl = lease_ttl
         self.grace = grace
         self.handlers: dict[str, Handler] = dict(handlers or {})
@@ -148,7 +159,7 @@ class Worker:
         self._finished = threading.Event()
         self._changed = threading.Condition()  # guards everything below
         self._stream: _Stream | None = None
-        self._running: dict[tuple[str, str], Task] = {}  # callbacks under way
+        self._running: dict[tuple[str, str], Task] = {}  # callbacks under way or fetched ahead
         self._settling = 0  # callbacks finished, settles not yet answered
         self._queues: dict[str, Any] = {}
         self.processed = 0  # callbacks that returned (counted once their ack is answered)
@@ -209,7 +220,7 @@ class Worker:
         """One stream, until it ends (stop) or breaks; then what it still owed is
         settled with unary calls, so the next stream starts with every slot known."""
         with self._changed:
-            credits = self.concurrency - len(self._running) - self._settling
+            credits = self.concurrency + self.prefetch - len(self._running) - self._settling
             stream = self._stream = _Stream(self._rpc, self.queues, self.lease_ttl, credits, self._stopping)
             self._close_if_idle()
         try:
@@ -221,6 +232,7 @@ class Worker:
                 elif kind == "settled_batch":
                     for answer in resp.settled_batch.settled:
                         self._answered(stream, answer)
+                    stream.answered.set()
         except grpc.RpcError as exc:
             if not (self._stopping.is_set() and exc.code() == grpc.StatusCode.CANCELLED):
                 log.warning("the task stream failed: %s", from_rpc_error(exc))
@@ -247,6 +259,13 @@ class Worker:
         pool.submit(self._execute, task)
 
     def _execute(self, task: Task) -> None:
+        if self._stopping.is_set():  # fetched ahead, never started: back to the queue
+            self._give_back(task)
+            with self._changed:
+                self._running.pop((task.queue, task.task_id), None)
+                self._close_if_idle()
+                self._changed.notify_all()
+            return
         done = _Done(task, False)
         try:
             handler = self.handlers.get(task.type)
