@@ -124,6 +124,7 @@ class _Connection:
             ("files", files_pb2_grpc.FileServiceStub),
             ("rwlock", rwlock_pb2_grpc.ReadWriteLockServiceStub),
             ("election", election_pb2_grpc.ElectionServiceStub))}
+        self._enqueuers: dict[str, Any] = {}  # queue name -> the Coalescer its puts share (queues.py)
 
     def _service(self, name: str) -> Service:
         """The service of the proto package ``name``: lock, semaphore, queue, chat,

@@ -34,6 +34,7 @@ from typing import Any
 
 
 from ._resume import AsyncResuming, Resuming
+from ._coalesce import AsyncCoalescer, Coalescer
 from ._convert import duration, seconds, when
 from .consume import AsyncConsumer, Consumer
 from .queue.v1 import queue_pb2 as pb
@@ -400,8 +401,11 @@ class Queue(_QueueBase):
         its outcome. Options: priority (-1000..1000, higher first), delay (seconds)
         or run_at (datetime), dedupe_key, dedupe_window (seconds), max_attempts
         (default: the queue's, 3), retry (a RetryPolicy). payload: bytes, str, or
-        anything JSON can encode."""
-        return TaskHandle(self.put_many([NewTask(type, payload, **options)])[0].task_id, self)
+        anything JSON can encode. Puts from many threads at once share Enqueue calls
+        (concord._coalesce): each still gets its own id, or its own error."""
+        enqueuer = self.client._enqueuers.get(self.name) or self.client._enqueuers.setdefault(
+            self.name, Coalescer(self.put_many))
+        return TaskHandle(enqueuer.submit(NewTask(type, payload, **options)).task_id, self)
 
     def put_many(self, tasks: Iterable[NewTask]) -> list[Enqueued]:
         """Enqueues a batch atomically: all or none."""
@@ -576,7 +580,9 @@ class AsyncQueue(_QueueBase):
     """A queue name on an :class:`~concord.AsyncClient`: Queue's methods, awaited."""
 
     async def put(self, type: str, payload: Any = b"", **options: Any) -> AsyncTaskHandle:
-        return AsyncTaskHandle((await self.put_many([NewTask(type, payload, **options)]))[0].task_id, self)
+        enqueuer = self.client._enqueuers.get(self.name) or self.client._enqueuers.setdefault(
+            self.name, AsyncCoalescer(self.put_many))
+        return AsyncTaskHandle((await enqueuer.submit(NewTask(type, payload, **options))).task_id, self)
 
     async def put_many(self, tasks: Iterable[NewTask]) -> list[Enqueued]:
         call, request = self._enqueue(tasks)
