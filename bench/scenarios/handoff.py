@@ -57,11 +57,18 @@ from .handoff_clients import Spec, main as client_main
 IMPLS = ("concord", "redis-py", "redis-py-1ms", "python-redis-lock", "etcd")
 LABELS = {"concord": "Concord", "redis-py": "redis-py Lock sleep=0.1", "redis-py-1ms": "redis-py Lock sleep=0.001",
           "python-redis-lock": "python-redis-lock", "etcd": "etcd concurrency.Mutex"}
-PEERS = ("etcd",)  # not on Redis: their rows are targets (Concord ahead), not comparisons
 # (figure, what it is, unit, True when higher is better) for the rows against a peer
 PEER_FIGURES = (("handoff_p50_s", "p50 handoff", "s", False), ("handoff_p99_s", "p99 handoff", "s", False),
                 ("acq_per_s", "acquisitions/s", "/s", True), ("wait_p99_s", "p99 wait", "s", False),
                 ("min_share", "min/mean share", "x", True))
+# The peer arena's targets (issue 20), per peer and figure: a limit on Concord ÷ peer
+# (at most it when lower is better, at least it when higher is), or ("own", x) for a
+# bound on Concord's own figure, or "ahead" (better than the peer); None: no target.
+PEERS = {
+    "python-redis-lock": {"handoff_p50_s": 2.0, "handoff_p99_s": 1.0, "acq_per_s": 0.9, "wait_p99_s": None,
+                          "min_share": ("own", 0.9)},
+    "etcd": {key: "ahead" for key, *_ in PEER_FIGURES},
+}
 CLIENT_COUNTS = (8, 32)
 CLIENT_PROCS = 2
 PROBE_GAP = 0.02
@@ -350,10 +357,9 @@ def _peer_rows(n: int, by_impl: dict[str, list[dict]], error: str | None) -> lis
             continue
         for key, metric, unit, higher in PEER_FIGURES:
             c, theirs = median([r[key] for r in by_impl["concord"]]), median([r[key] for r in by_impl[peer]])
-            passed = c > theirs if higher else c < theirs
+            target, passed = _peer_target(PEERS[peer][key], higher, c, theirs, peer)
             rows.append(Row(sc, f"Concord vs {label}: {metric}", c, unit, baseline=theirs, baseline_label=peer,
-                            target=f"{'>' if higher else '<'} {peer}", passed=passed,
-                            runs=[r[key] for r in by_impl["concord"]],
+                            target=target, passed=passed, runs=[r[key] for r in by_impl["concord"]],
                             note=_peer_cpu_note(peer, by_impl) if key == "acq_per_s" else "", **mark))
         bad = sum(r["overlaps"] + r["timeouts"] + r.get("client_errors", 0) for r in by_impl[peer])
         if bad:
@@ -362,14 +368,28 @@ def _peer_rows(n: int, by_impl: dict[str, list[dict]], error: str | None) -> lis
     return rows
 
 
+def _peer_target(limit, higher: bool, c: float, theirs: float, peer: str) -> tuple[str, bool | None]:
+    """The target's text and whether Concord's figure ``c`` met it."""
+    if limit is None:
+        return "", None
+    if isinstance(limit, tuple):
+        return f"≥ {limit[1]:g}", c >= limit[1]
+    if limit == "ahead":
+        return f"{'>' if higher else '<'} {peer}", c > theirs if higher else c < theirs
+    ratio = c / theirs if theirs else math.inf
+    return (f"≥ {limit:g}× {peer}", ratio >= limit) if higher else (f"≤ {limit:g}× {peer}", ratio <= limit)
+
+
 def _peer_cpu_note(peer: str, by_impl: dict[str, list[dict]]) -> str:
     """The peer's server CPU (share of a core and per acquisition) next to Concord's
     server + Valkey per acquisition, and the clients' CPU."""
     def per_acq(impl: str, key: str) -> float:
         return median([r[key] / r["acq_per_s"] if r["acq_per_s"] else math.nan for r in by_impl[impl]])
 
-    busy = median([r[f"{peer}_cpu_busy"] for r in by_impl[peer]])
+    side = f"{peer}_cpu_busy" if f"{peer}_cpu_busy" in by_impl[peer][0] else "redis_cpu_busy"  # etcd, or Valkey
+    busy = median([r[side] for r in by_impl[peer]])
     clients = median([sum(r["client_cpu_busy"]) for r in by_impl[peer]])
-    return (f"CPU: {peer} {busy:.0%} of a core, {fmt(per_acq(peer, f'{peer}_cpu_busy'), 's')} "
+    where = peer if side != "redis_cpu_busy" else f"{peer}'s Valkey"
+    return (f"CPU: {where} {busy:.0%} of a core, {fmt(per_acq(peer, side), 's')} "
             f"per acquisition (Concord: server {fmt(per_acq('concord', 'server_cpu_busy'), 's')} + Valkey "
             f"{fmt(per_acq('concord', 'redis_cpu_busy'), 's')}), clients {clients:.0%} of a core")
