@@ -60,6 +60,20 @@ class _Batches(Generic[T]):
         self._waiting[0].lead = True
         return self._waiting[0]
 
+    @staticmethod
+    def _fill(batch: list[_Slot[T]], results: list[Any]) -> None:
+        """Each slot's outcome: its result, or the exception its lone resend raised."""
+        for s, r in zip(batch, results):
+            s.result, s.error = (None, r) if isinstance(r, BaseException) else (r, None)
+
+    @staticmethod
+    def _wake(batch: list[_Slot[T]], nxt: _Slot[T] | None) -> None:
+        """Wakes the batch's callers, and the one that sends next."""
+        for s in batch:
+            s.done.set()
+        if nxt is not None:
+            nxt.done.set()
+
 
 class Coalescer(_Batches[T], Generic[T, R]):
     """For threads: ``submit(item)`` returns ``send([item, ...])``'s result for it."""
@@ -86,18 +100,13 @@ class Coalescer(_Batches[T], Generic[T, R]):
                 if len(batch) == 1:
                     raise
                 results = [self._alone(s.item) for s in batch]
-            for s, r in zip(batch, results):
-                s.result, s.error = (None, r) if isinstance(r, BaseException) else (r, None)
+            self._fill(batch, results)
         except Exception as exc:  # noqa: BLE001 - handed to every caller in the batch
-            for s in batch:
-                s.error = exc
+            self._fill(batch, [exc] * len(batch))
         finally:
             with self._lock:
                 nxt = self._next_leader()
-            for s in batch:
-                s.done.set()
-            if nxt is not None:
-                nxt.done.set()
+            self._wake(batch, nxt)
         return slot.outcome()
 
     def _alone(self, item: T) -> R | Exception:
@@ -135,22 +144,16 @@ class AsyncCoalescer(_Batches[T], Generic[T, R]):
                 if len(batch) == 1:
                     raise
                 results = [await self._alone(s.item) for s in batch]
-            for s, r in zip(batch, results):
-                s.result, s.error = (None, r) if isinstance(r, BaseException) else (r, None)
+            self._fill(batch, results)
         except Exception as exc:  # noqa: BLE001 - handed to every caller in the batch
-            for s in batch:
-                s.error = exc
+            self._fill(batch, [exc] * len(batch))
         except asyncio.CancelledError:  # the sender was cancelled: the others learn it too
             for s in batch:
                 if s.result is None and s.error is None:
                     s.error = Cancelled("the call sending this put's batch was cancelled")
             raise
         finally:
-            nxt = self._next_leader()
-            for s in batch:
-                s.done.set()
-            if nxt is not None:
-                nxt.done.set()
+            self._wake(batch, self._next_leader())
         return slot.outcome()
 
     async def _alone(self, item: T) -> R | Exception:
