@@ -144,7 +144,9 @@ async def test_subscribe_delivers_pending_then_live_messages_and_new_chats(chats
 
 async def test_subscribers_of_one_chat_share_one_read_per_message(fresh_redis, name):
     # A Redis of its own: the script counts below must not see other tests' servers.
-    async with chat_primitive(fresh_redis.url) as (chats, feeds):
+    # No body travels whole in its publish (carry_bytes=0): every message is read
+    # (test_chat_direct.py has the messages that need no read).
+    async with chat_primitive(fresh_redis.url, carry_bytes=0) as (chats, feeds):
         await _share_one_read(chats, feeds, fresh_redis.client(), name)
 
 

@@ -24,9 +24,26 @@ def message(m: Message) -> pb.ChatMessage:
                           sent_at=timestamp(m.sent_ms))
 
 
+# Responses by Batch: a message heard whole from pub/sub is one Batch object that every
+# local subscriber of its chat sends (Batch.shared), so its response is built once per
+# server, not once per stream. Keyed by id(batch) with the batch held (so the id is
+# not reused while cached); the oldest go first. Its bodies are small (chat.CARRY_BYTES).
+_SHARED: dict[tuple[int, type], tuple[Batch, object]] = {}
+_SHARED_MAX = 256
+
+
 def event(e: Event, kind: type[pb.FetchPendingResponse] | type[pb.SubscribeResponse]):
     if isinstance(e, Batch):
-        return kind(messages=[message(m) for m in e.messages])
+        key = (id(e), kind)
+        hit = _SHARED.get(key)
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        response = kind(messages=[message(m) for m in e.messages])
+        if e.shared:
+            if len(_SHARED) >= _SHARED_MAX:
+                del _SHARED[next(iter(_SHARED))]
+            _SHARED[key] = (e, response)
+        return response
     if isinstance(e, Gap):
         return kind(gap=pb.Gap(chat_id=e.chat_id, first_available_id=e.first_available_id))
     return pb.SubscribeResponse(caught_up=True)

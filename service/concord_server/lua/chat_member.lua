@@ -4,8 +4,10 @@
 -- ARGV[6] ack: seen up to this id; join: most members
 --   ack    seen = max(seen, min(id, last id)); then messages all have seen are deleted
 --   join   a new member starts at the last message (an existing one keeps its place)
---   leave  removes the member; the last one out deletes the chat, else messages all
---          remaining members have seen are deleted
+--   leave  removes the member and publishes "leave <user>" on the chat's channel (so
+--          servers stop handing that user's streams the messages they hear, before the
+--          next message reaches them); the last one out deletes the chat, else messages
+--          all remaining members have seen are deleted
 -- Returns {CHAT.NO_SUCH_CHAT}, {CHAT.NOT_A_MEMBER} (ack, leave), {CHAT.FULL} (join), else
 -- {CHAT.OK, the member's seen id (ack, join), or 1 if the chat was deleted else 0 (leave)}.
 --! include status.lua
@@ -39,6 +41,7 @@ if action == 'ack' then
   return {CHAT.OK, tonumber(seen)}
 end
 redis.call('ZREM', KEYS[1], user)
+redis.call('SPUBLISH', ARGV[1], 'leave ' .. user)
 if redis.call('ZCARD', KEYS[1]) == 0 then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
   return {CHAT.OK, 1}

@@ -11,8 +11,13 @@ written first when someone joins (create, join) and last when they leave, and ev
 read checks membership in the chat itself: a crash in between leaves, at worst, an
 index entry that reads ignore, never a member who cannot see a chat.
 
-Each chat publishes every message id on its shard channel and each user's index its
-changes: chat_feeds.py turns them into live streams.
+Each chat publishes every message on its shard channel, and each user's index its
+changes: chat_feeds.py turns them into live streams. A message whose body has at
+most ``carry_bytes`` bytes (CARRY_BYTES) travels whole in the publish, so the servers
+of its subscribers hand it on without reading it back; a bigger one publishes only
+its id, and they read it (pub/sub output buffers stay small whatever the bodies).
+A leave publishes "leave <user>" there too (lua/include/chat_common.lua has the
+formats).
 
 Imports no grpc: api/chat.py maps its errors to status codes.
 """
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..errors import ChatExists, ChatFull, ChatNotFound, NotAMember
@@ -77,6 +82,7 @@ _SEEN = script("chat_seen.lua", INT)
 
 SCRIPTS = (_CREATE, _SEND, _READ, _MEMBER, _INDEX, _SEEN)
 
+CARRY_BYTES = 16 * 1024  # bodies up to this size travel whole in the send's publish
 READ_BATCH = 500  # messages per chat per read; a stream reads again while a chat has more
 READ_BYTES = 1024 * 1024  # and message bytes: a read stops after the message that reaches this
 
@@ -96,6 +102,7 @@ class Batch:
 
     chat_id: str
     messages: list[Message]
+    shared: bool = field(default=False, compare=False)  # one object that several streams send (chat_feeds)
 
 
 @dataclass(frozen=True)
@@ -131,11 +138,13 @@ class Chats:
     """A chat's data: members, messages, seen positions. Streams: chat_feeds.Feeds."""
 
     def __init__(self, redis: Commands, keyspace: KeySpace, *,
-                 max_messages: int = 10_000, max_bytes: int = 16 * 1024 * 1024, max_members: int = 1000) -> None:
+                 max_messages: int = 10_000, max_bytes: int = 16 * 1024 * 1024, max_members: int = 1000,
+                 carry_bytes: int = CARRY_BYTES) -> None:
         self._redis = redis
         self._keys = keyspace
         self._retention = (max_messages, max_bytes)
         self._max_members = max_members
+        self._carry_bytes = carry_bytes
 
     def _run(self, s, k: ChatKeys, *args: object):
         return s.run(self._redis, k.keys, [k.channel, *self._retention, *args])
@@ -164,7 +173,7 @@ class Chats:
 
     async def send(self, chat_id: str, sender: str, body: str) -> tuple[int, int]:
         """(message id, sent ms on the Redis clock)."""
-        reply = await self._run(_SEND, self._keys.chat(chat_id), sender, body)
+        reply = await self._run(_SEND, self._keys.chat(chat_id), sender, body, self._carry_bytes)
         _check(reply.status, chat_id, sender)
         return reply.message_id, reply.sent_ms
 

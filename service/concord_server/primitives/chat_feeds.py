@@ -6,17 +6,33 @@ when the stream asks for the next item (gRPC has written it), so one in flight w
 the stream is cut is sent again: at least once, never lost. In auto-ack mode every
 delivery is also written back as the member's seen position.
 
-A server process does the per-chat work once for all of its local streams:
+Live delivery. A subscriber listens on broadcast doorbells to its user channel and
+to each of its chats' channels. A send publishes the message itself on the chat's
+channel when its body is small (chat.CARRY_BYTES; else only its id), so the servers
+of the chat's subscribers deliver it from what they heard, without reading it
+back: one Redis round trip and one script fewer between send and delivery. A
+stream hands on a message it heard only when both hold:
 
-- reads: streams that want the same chat in one event-loop turn share one script
-  call (all their users' seen ids and the messages after the lowest cursor), so a
-  message to a chat with ten local subscribers costs one read, not ten;
-- seen positions: auto acks noted in one turn are written with one script per chat.
+- contiguity: its cursor in that chat is exactly the message's id - 1 (ids are
+  sequential per chat), so nothing between was skipped. Anything else (a publish
+  missed on a reconnect or while the stream was switching channels, a message too
+  big to travel, a cursor behind) makes it read the chat after its cursor, as it
+  did for every message before, and what it heard up to what the read returned is
+  dropped (id <= cursor: never twice in one stream);
+- membership: a read made since the stream last had reason to doubt it found the
+  user a member. A leave publishes "leave <user>" on the chat's channel, in order
+  with the messages, and every (re)subscription confirmation rings; either revokes
+  the chat's direct delivery and bumps its epoch, and only a read issued after the
+  last revocation (same epoch when it returns) grants it again. So a message sent
+  after the user left is never handed on from pub/sub, even if the leave's notice
+  was lost: the confirmation that follows a lost notice revokes first.
 
-Live delivery: a subscriber waits on broadcast doorbells for its user channel and
-each of its chats' channels, re-reads just the chats that rang, and re-reads all of
-them whenever it (re)subscribes, so a message sent through any replica, even one
-published while the subscriber was switching channels, arrives at once.
+A server process does the per-chat work once for all of its local streams: a heard
+message is parsed once into one Message and one Batch shared by every local
+subscriber (api/chat.py builds its response once too); reads that streams want in
+the same event-loop turn share one script call (all their users' seen ids and the
+messages after the lowest cursor); auto acks noted in one turn are written with one
+script per chat.
 """
 
 from __future__ import annotations
@@ -29,11 +45,12 @@ from dataclasses import dataclass, field
 from ..errors import Unavailable
 from ..keys import KeySpace
 from ..wakeups.doorbells import Doorbells
-from .chat import CAUGHT_UP, Batch, Chats, ChatView, Event, Gap
+from .chat import CAUGHT_UP, Batch, Chats, ChatView, Event, Gap, Message
 
 log = logging.getLogger(__name__)
 
 BATCH_BYTES = 1024 * 1024  # a Batch's bodies stay well under the gRPC message limit
+SEEN_DELAY = 0.002  # auto acks wait this long to be written together
 LIVE_WAIT = 30.0  # a subscriber's doorbell wait, re-armed until the stream ends
 
 Delivered = Callable[[str, int], None]
@@ -45,12 +62,25 @@ class Feeds:
         self._keys = keyspace
         self._bells = doorbells
         self._reads = _SharedReads(chats)
-        self._seen = _SeenWriter(chats)
+        self._seen = _SeenWriter(chats, 0.0)  # FetchPending: written in the turn after (before its next read)
+        self._live_seen = _SeenWriter(chats, SEEN_DELAY)  # Subscribe: a moment later, a chat's streams at once
+        self._heard: tuple[str, str, Heard] | None = None  # (data, chat, decoded): the last message heard
 
-    def _delivered(self, user: str, auto_ack: bool) -> Delivered:
+    def _delivered(self, user: str, auto_ack: bool, live: bool = False) -> Delivered:
         if not auto_ack:
             return lambda chat_id, upto: None
-        return lambda chat_id, upto: self._seen.note(chat_id, user, upto)
+        writer = self._live_seen if live else self._seen
+        return lambda chat_id, upto: writer.note(chat_id, user, upto)
+
+    def decode(self, chat_id: str, data: str) -> Heard:
+        """What a chat's channel said, decoded once per message for all local streams
+        (a doorbell hands the same data to each of them in turn)."""
+        last = self._heard
+        if last is not None and last[0] is data and last[1] == chat_id:
+            return last[2]
+        heard = _decode(chat_id, data)
+        self._heard = (data, chat_id, heard)
+        return heard
 
     async def fetch_pending(self, user: str) -> AsyncIterator[Event]:
         """Every unseen message across the user's chats, marked seen as delivered."""
@@ -60,36 +90,66 @@ class Feeds:
     async def subscribe(self, user: str, auto_ack: bool) -> AsyncIterator[Event]:
         """The pending messages, CAUGHT_UP, then live ones until the caller stops."""
         cursors: dict[str, int] = {}
-        delivered = self._delivered(user, auto_ack)
+        delivered = self._delivered(user, auto_ack, live=True)
         user_channel = self._keys.user(user).channel
         chats = await self._chats.chats_of(user)
         async for event in self._drain(user, chats, cursors, delivered):
             yield event
         yield CAUGHT_UP
         while True:
-            channels = {self._keys.chat(c).channel: c for c in chats}
-            async with self._bells.watch([user_channel, *channels]) as watch:
+            live = _Live(self, user, {self._keys.chat(c).channel: c for c in chats})
+            async with self._bells.watch([user_channel, *live.channels], hear=live.hear) as watch:
                 watch.arm()
-                dirty: Collection[str] = chats  # all: whatever came before these doorbells listened
+                live.stale.update(chats)  # all: whatever came before these doorbells listened
                 while True:
-                    async for event in self._drain(user, dirty, cursors, delivered):
-                        yield event
+                    if live.stale:
+                        dirty, live.stale = live.stale, set()
+                        async for event in self._drain(user, dirty, cursors, delivered, live):
+                            yield event
+                        continue
+                    if live.inbox:
+                        chat_id = next(iter(live.inbox))
+                        heard = live.inbox.pop(chat_id)
+                        cursor = cursors.get(chat_id)
+                        if cursor is None or chat_id not in live.direct:
+                            live.stale.add(chat_id)  # membership unconfirmed: read
+                            continue
+                        batches, rest = _contiguous(chat_id, heard, cursor)
+                        for batch in batches:
+                            yield batch
+                            cursor = cursors[chat_id] = batch.messages[-1].message_id
+                            delivered(chat_id, cursor)
+                        if rest:
+                            live.stale.add(chat_id)  # a gap: read after the cursor
+                        continue
                     await watch.wait(LIVE_WAIT)
                     rung = watch.arm()
                     if user_channel in rung:
                         break  # joined or left a chat: listen again, to the new set
-                    dirty = [channels[ch] for ch in rung if ch in channels]
+                    for channel in rung:  # confirmations (maybe after missed messages), safety rings
+                        if (chat_id := live.channels.get(channel)) is not None:
+                            live.revoke(chat_id)
+                            live.stale.add(chat_id)
             known, chats = set(chats), await self._chats.chats_of(user)
             for gone in known - set(chats):
                 cursors.pop(gone, None)
 
     async def _drain(self, user: str, chats: Collection[str], cursors: dict[str, int],
-                     delivered: Delivered) -> AsyncIterator[Event]:
+                     delivered: Delivered, live: _Live | None = None) -> AsyncIterator[Event]:
         """Everything after the cursors in these chats, chat by chat, reading again
-        while a chat has more; moves a cursor once its event has been taken."""
+        while a chat has more; moves a cursor once its event has been taken. With
+        ``live``, a read that finds the user a member grants the chat direct delivery
+        unless it was revoked while the read was out."""
         todo = list(chats)
         while todo:
+            epochs = [live.epochs.get(c, 0) for c in todo] if live is not None else []
             views = await asyncio.gather(*(self._reads.read(c, user, cursors.get(c, -1)) for c in todo))
+            if live is not None:
+                for chat_id, epoch, view in zip(todo, epochs, views):
+                    if view is None:
+                        live.direct.discard(chat_id)
+                    elif live.epochs.get(chat_id, 0) == epoch:
+                        live.direct.add(chat_id)
             more = []
             for view in views:
                 if view is None:
@@ -110,7 +170,97 @@ class Feeds:
 
     async def drain(self, timeout: float) -> None:
         """Waits (up to timeout) for seen positions still being written; at shutdown."""
-        await self._seen.drain(timeout)
+        await asyncio.gather(self._seen.drain(timeout), self._live_seen.drain(timeout))
+
+
+# A chat channel's message, decoded: a message that travelled whole (as a one-message
+# Batch), the user named by a leave, or None (a doorbell: read the chat).
+Heard = Batch | str | None
+
+
+def _decode(chat_id: str, data: str) -> Heard:
+    """lua/include/chat_common.lua's formats: "<id> <ms> <sender>\\n<body>", "<id>",
+    "leave <user>"."""
+    head, newline, body = data.partition("\n")
+    if newline:
+        try:
+            message_id, sent_ms, sender = head.split(" ", 2)
+            return Batch(chat_id, [Message(chat_id, int(message_id), sender, body, int(sent_ms))], shared=True)
+        except ValueError:
+            log.warning("unexpected message on chat %s: %r", chat_id, head)
+            return None
+    if head.startswith("leave "):
+        return head[6:]
+    return None
+
+
+class _Live:
+    """One Subscribe stream's state while it listens to a set of chats: what it heard,
+    which chats it may deliver from what it hears, and which it must read."""
+
+    __slots__ = ("_feeds", "user", "channels", "inbox", "direct", "epochs", "stale")
+
+    def __init__(self, feeds: Feeds, user: str, channels: dict[str, str]) -> None:
+        self._feeds = feeds
+        self.user = user
+        self.channels = channels  # chat channel -> chat id
+        self.inbox: dict[str, list[Batch]] = {}  # chat id -> messages heard whole, in publish order
+        self.direct: set[str] = set()  # chats a read since the last revocation found the user a member of
+        self.epochs: dict[str, int] = {}  # chat id -> revocations so far
+        self.stale: set[str] = set()  # chats to read
+
+    def hear(self, channel: str, data: str) -> bool | None:
+        """The doorbell's look at a message first (Doorbells.watch's ``hear``)."""
+        chat_id = self.channels.get(channel)
+        if chat_id is None:
+            return False  # the user channel: ring
+        heard = self._feeds.decode(chat_id, data)
+        if isinstance(heard, Batch):
+            self.inbox.setdefault(chat_id, []).append(heard)
+        elif heard is None:
+            self.stale.add(chat_id)  # only its id: read it
+        elif heard == self.user:
+            self.revoke(chat_id)  # left: nothing heard from here on is the user's without a read
+            self.stale.add(chat_id)
+        else:
+            return None  # another member left
+        return True
+
+    def revoke(self, chat_id: str) -> None:
+        self.direct.discard(chat_id)
+        self.epochs[chat_id] = self.epochs.get(chat_id, 0) + 1
+        self.inbox.pop(chat_id, None)
+
+
+def _contiguous(chat_id: str, heard: list[Batch], cursor: int) -> tuple[list[Batch], bool]:
+    """The batches to send of what a stream heard in one chat: the run that starts
+    right after its cursor (one heard Batch as it is, several merged up to
+    BATCH_BYTES); and whether anything past a gap is left (to be read)."""
+    run: list[Message] = []
+    expect = cursor + 1
+    for batch in heard:
+        m = batch.messages[0]
+        if m.message_id < expect:
+            continue  # delivered already (a read returned it)
+        if m.message_id != expect:
+            return _split(chat_id, run, heard), True
+        run.append(m)
+        expect += 1
+    return _split(chat_id, run, heard), False
+
+
+def _split(chat_id: str, run: list[Message], heard: list[Batch]) -> list[Batch]:
+    if len(run) == 1:
+        return [next(b for b in heard if b.messages[0] is run[0])]  # the Batch shared by all local streams
+    out: list[Batch] = []
+    size = 0
+    for m in run:
+        if not out or size + len(m.body) > BATCH_BYTES:
+            out.append(Batch(chat_id, []))
+            size = 0
+        out[-1].messages.append(m)
+        size += len(m.body)
+    return out
 
 
 def _batches(view: ChatView, cursor: int) -> list[Batch]:
@@ -174,11 +324,16 @@ class _SharedReads:
 
 
 class _SeenWriter:
-    """Auto acks: the seen positions noted in one event-loop turn are written with one
-    script per chat, retried while Redis is unreachable (for up to a minute)."""
+    """Auto acks: the seen positions noted within ``delay`` (at least the rest of the
+    event-loop turn) are written with one script per chat, retried while Redis is
+    unreachable (for up to a minute). A chat's local Subscribe streams confirm one
+    message at slightly different moments (each when gRPC has written it), so their
+    writer waits a moment to gather them into one write; FetchPending's does not (a
+    fetch right after finds its messages seen)."""
 
-    def __init__(self, chats: Chats) -> None:
+    def __init__(self, chats: Chats, delay: float) -> None:
         self._chats = chats
+        self._delay = delay
         self._due: dict[str, dict[str, int]] = {}
         self._flushing: asyncio.Task[None] | None = None
 
@@ -189,7 +344,7 @@ class _SeenWriter:
             self._flushing = asyncio.get_running_loop().create_task(self._flush())
 
     async def _flush(self) -> None:
-        await asyncio.sleep(0)  # let the rest of this turn's notes join in
+        await asyncio.sleep(self._delay)  # let the other streams' notes join in
         loop = asyncio.get_running_loop()
         give_up_at, delay = loop.time() + 60, 0.05
         while self._due:

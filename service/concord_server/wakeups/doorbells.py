@@ -6,8 +6,9 @@ the queue, longest-waiting first; a woken waiter runs the claim script and, if
 someone else was faster, goes back to waiting in its place. Chat (``broadcast``):
 every subscriber wants every message, so a message rings all of a chat's local
 subscribers, and each Watch records which channels rang so a subscriber re-reads
-only those chats. Per process, one subscription and one task per channel, however
-many calls wait.
+only those chats; a watch may look at the message first (``hear``) and keep it, when
+the message carries what the waiter wants (a chat message that travels whole). Per
+process, one subscription and one task per channel, however many calls wait.
 
 Pub/sub may drop a message, and some changes need no script to happen (a delayed
 task falls due, a lease expires), so a doorbell also rings:
@@ -26,12 +27,16 @@ import contextlib
 import itertools
 import logging
 import random
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
 from ..notifications import Bus
 from .listener import Listener, Listeners
 
 log = logging.getLogger(__name__)
+
+# A broadcast watch's look at a message before it rings: (channel, data) -> True (kept:
+# wake), None (ignore), False (ring). Chat streams keep messages that travel whole.
+Hear = Callable[[str, str], "bool | None"]
 
 
 class Doorbell(Listener):
@@ -85,7 +90,8 @@ class Doorbell(Listener):
 
     def on_message(self, data: str) -> None:
         if self._registry.broadcast:
-            self.ring_all()
+            for watch in self._waiting.values():
+                watch.heard(self.channel, data)
             return
         try:
             if data.startswith("due "):
@@ -137,15 +143,27 @@ class Doorbell(Listener):
 class Watch:
     """One blocked call's place at the doorbells of the channels it waits on."""
 
-    def __init__(self, registry: Doorbells) -> None:
+    def __init__(self, registry: Doorbells, hear: Hear | None = None) -> None:
         self.bells: list[Doorbell] = []
         self.event = asyncio.Event()
         self.rung: set[str] = set()  # channels that rang since arm()
         self._registry = registry
+        self._hear = hear
 
     def rang(self, channel: str) -> None:
         self.rung.add(channel)
         self.event.set()
+
+    def heard(self, channel: str, data: str) -> None:
+        """A message on a broadcast channel: rings, unless the watch's ``hear`` takes it."""
+        if self._hear is None:
+            self.rang(channel)
+        elif (took := self._hear(channel, data)) is None:
+            return
+        elif took:
+            self.event.set()
+        else:
+            self.rang(channel)
 
     def arm(self) -> set[str]:
         """Call before looking at the resources: a ring from then on is not missed.
@@ -176,11 +194,16 @@ class Doorbells(Listeners[Doorbell]):
         return Doorbell(self, channel)
 
     @contextlib.asynccontextmanager
-    async def watch(self, channels: Sequence[str]) -> AsyncIterator[Watch]:
+    async def watch(self, channels: Sequence[str], hear: Hear | None = None) -> AsyncIterator[Watch]:
         """Registers a waiter at each channel's doorbell and waits until all of them
-        are subscribed, so a task that becomes ready after this is never missed."""
+        are subscribed, so a task that becomes ready after this is never missed.
+
+        ``hear`` (broadcast only) sees each message's data first: it returns True when
+        it kept what it needs (the watch wakes, no channel is marked rung), None when
+        the message is nothing to this waiter, False to ring as usual. Subscription
+        confirmations, safety rings and shutdown always ring."""
         self.check_open()
-        waiter, watch = next(self._ids), Watch(self)
+        waiter, watch = next(self._ids), Watch(self, hear)
         for channel in channels:
             bell = self.listen(channel)
             bell.add(waiter, watch)
