@@ -176,3 +176,37 @@ def test_a_worker_whose_server_is_killed_reconnects_and_every_task_runs(redis_se
                 again.stop()
             doomed.kill()
     assert not runner.is_alive()
+
+
+def test_tasks_fetched_ahead_go_back_unstarted_when_the_worker_stops(client, name):
+    q = client.queue(name)
+    ids = [r.task_id for r in q.put_many([concord.NewTask("t", i) for i in range(6)])]
+    started: list[int] = []
+    hold = threading.Event()
+    worker = concord.Worker(client, [name], concurrency=1, prefetch=3)
+
+    @worker.task("t")
+    def run(task: concord.Task) -> None:
+        started.append(task.json())
+        hold.wait(10)
+
+    runner = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
+    runner.start()
+    try:
+        wait_until(lambda: q.stats().leased == 4, message="one running, three fetched ahead")
+        assert started == [0]
+        worker.stop()
+        hold.set()
+        runner.join(30)
+        assert not runner.is_alive()
+    finally:
+        hold.set()
+        worker.stop()
+        runner.join(30)
+    assert started == [0]
+    assert q.get_task(ids[0]).state == "succeeded"
+    for task_id in ids[1:4]:  # handed back, their attempt not counted
+        t = q.get_task(task_id)
+        assert (t.state, t.attempt) == ("ready", 0)
+    stats = q.stats()
+    assert (stats.ready, stats.leased, stats.finished) == (5, 0, 1)
