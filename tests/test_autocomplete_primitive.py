@@ -145,12 +145,26 @@ def test_best_score_lists_stay_exact_through_any_writes(redis_server, ops, bound
 
     got, lists = run(redis_server.url, check, rank_whole=rank_whole, top_kept=top_kept)
     assert_best(got, index)
-    per_prefix: dict[bytes, int] = {}
+    assert_lists(lists, index, rank_whole, top_kept)
+
+
+def assert_lists(lists: list[bytes], index: dict[str, float], rank_whole: int, top_kept: int) -> None:
+    """The tops zset holds exactly the positive names (under b"\\xff"), and its
+    cached lists (built by reads after the writes) are well formed: each has its
+    marker, at most top_kept names, all of them with a positive score, and only
+    prefixes more than rank_whole names start with have one."""
+    per_prefix: dict[bytes, list[bytes]] = {}
     for entry in lists:
-        prefix = entry[:entry.index(b"\x00\x00")]
-        per_prefix[prefix] = per_prefix.get(prefix, 0) + 1
-    for prefix, n in per_prefix.items():
-        assert n <= top_kept
+        if entry.startswith(b"\xff"):  # a positive name, or the format mark
+            continue
+        prefix, rest = entry.split(b"\x00\x00", 1)
+        per_prefix.setdefault(prefix, []).append(rest)
+    positive = {member(n) for n, v in index.items() if v > 0}
+    assert {e[1:-8] for e in lists if e.startswith(b"\xff") and e != b"\xff"} == positive
+    for prefix, rests in per_prefix.items():
+        assert rests[-1] == b"\xff", prefix  # the marker, last
+        assert len(rests) - 1 <= top_kept
+        assert all(r[8:] in positive for r in rests[:-1]), prefix
         assert len([m for m in index if member(m).startswith(prefix)]) > rank_whole, prefix
 
 
@@ -218,17 +232,161 @@ def test_names_that_normalize_alike_are_both_kept_and_scores_rank(redis_server):
     run(redis_server.url, check)
 
 
-def test_a_batch_that_takes_a_prefix_past_rank_whole_builds_its_list(redis_server):
-    """Within one AddNames call the script counts the names it adds, so the crossing
-    of rank_whole is seen and the list built at once (not left to the first read)."""
+async def list_of(ac, index: str, prefix: bytes) -> list[bytes] | None:
+    """The names in prefix's cached best-score list, best first; None: no list."""
+    entries = await ac._command("ZRANGEBYLEX", ac._index(index).tops, b"[" + prefix + b"\x00\x00",
+                                b"[" + prefix + b"\x00\x00\xff", raw=True)
+    if not entries:
+        return None
+    assert entries[-1] == prefix + b"\x00\x00\xff"  # the marker
+    return [e[len(prefix) + 10:].split(b"\x00\x00")[-1] for e in entries[:-1]]
+
+
+def test_lists_are_built_by_the_first_best_suggest_and_kept_by_scored_writes(redis_server):
+    """Loading builds no list; the first best-score Suggest of a common prefix builds
+    it; unscored names never touch it; scored writes keep it exact or drop it."""
 
     async def check(ac):
         await ac.add_names("i", [(f"a{i}", float(i)) for i in range(10)])
-        tops = ac._index("i").tops
-        return await ac._command("ZRANGEBYLEX", tops, b"[a\x00\x00", b"[a\x00\x00\xff", raw=True)
+        assert await ac._command("ZLEXCOUNT", ac._index("i").tops, b"[a", b"[a\xff") == 0
+        best, _ = await ac.suggest_best("i", "a", 1)
+        assert [s.name for s in best] == ["a9"]
+        assert await list_of(ac, "i", b"a") == [b"a9", b"a8"]
+        await ac.add_names("i", [(f"a{i}", None) for i in range(10, 20)])  # score 0: not listed
+        assert await list_of(ac, "i", b"a") == [b"a9", b"a8"]
+        await ac.add_names("i", [("a20", 100.0), ("a3", 3.5)])  # a20 goes in, a8 out; a3 stays out
+        assert await list_of(ac, "i", b"a") == [b"a20", b"a9"]
+        assert await ac.increment("i", "a9", 50) == 59.0  # moves within the list
+        assert await list_of(ac, "i", b"a") == [b"a20", b"a9"]
+        assert await ac.increment("i", "a9", -60) == -1.0  # leaves it: the next best is unknown
+        assert await list_of(ac, "i", b"a") is None
+        best, _ = await ac.suggest_best("i", "a", 3)  # rebuilt on read
+        assert [(s.name, s.score) for s in best] == [("a20", 100.0), ("a8", 8.0), ("a7", 7.0)]
+        assert await list_of(ac, "i", b"a") == [b"a20", b"a8"]
+        # limit beyond the list: read from the index, then 0s in name order, then the negative
+        best, _ = await ac.suggest_best("i", "a", 20)
+        assert [s.name for s in best] == ["a20", "a8", "a7", "a6", "a5", "a4", "a3", "a2", "a1",
+                                          "a0", "a10", "a11", "a12", "a13", "a14", "a15", "a16", "a17",
+                                          "a18", "a19"]
+        assert await ac.remove_names("i", [f"a{i}" for i in range(21)]) == 21
+        assert await ac._command("EXISTS", ac._index("i").scores, ac._index("i").tops) == 0
 
-    entries = run(redis_server.url, check, rank_whole=3, top_kept=2)
-    assert [e.split(b"\x00\x00")[-1] for e in entries] == [b"a9", b"a8"]
+    run(redis_server.url, check, rank_whole=3, top_kept=2)
+
+
+def test_an_unscored_index_stores_no_scores_and_ranks_by_name(redis_server):
+    async def check(ac):
+        await ac.add_names("u", [(f"n{i:03d}", None) for i in range(300)] + [("n999", 0.0)])
+        assert await ac._command("EXISTS", ac._index("u").scores) == 0
+        best, truncated = await ac.suggest_best("u", "n", 5)
+        assert not truncated and [(s.name, s.score) for s in best] == [(f"n{i:03d}", 0.0) for i in range(5)]
+        assert await ac.increment("u", "n001", 0) == 0.0
+        assert await ac._command("EXISTS", ac._index("u").scores) == 0
+
+    run(redis_server.url, check, rank_whole=10, top_kept=4)
+
+
+# Reads between the writes, so the writes meet the lists the reads built.
+LIVE_OPS = st.lists(st.tuples(st.sampled_from(["add", "add_unscored", "increment", "remove", "read", "read"]),
+                              st.sampled_from(["a", "A", "ab", "abé", "aÉ", "aé", "a\x00", "b", "ba", "abc", "abd"]),
+                              st.integers(-6, 6)), min_size=1, max_size=80)
+
+
+@settings(PROPERTY, max_examples=250)
+@given(ops=LIVE_OPS, bounds=st.sampled_from([(1, 1), (2, 1), (1, 2), (3, 2), (2, 3)]))
+@example(ops=[("add", "a", 5), ("add", "ab", 4), ("add", "A", 3), ("read", "a", 1), ("remove", "a", 0),
+              ("add", "abé", 0), ("read", "a", 2), ("increment", "ab", -9), ("read", "ab", 1)], bounds=(1, 2))
+def test_best_answers_stay_exact_when_reads_and_writes_interleave(redis_server, ops, bounds):
+    """Every best-score Suggest, wherever it falls among adds, removals and
+    increments, matches a Python model, and the lists stay well formed."""
+    rank_whole, top_kept = bounds
+    index: dict[str, float] = {}
+    expected = []
+    for kind, n, v in ops:
+        if kind == "add":
+            index[n] = float(v)
+        elif kind == "add_unscored":
+            index.setdefault(n, 0.0)
+        elif kind == "increment" and n in index:
+            index[n] += v
+        elif kind == "remove":
+            index.pop(n, None)
+        elif kind == "read":
+            p, limit = n[:1 + abs(v) % 2], 1 + abs(v) % (top_kept + 2)
+            want = sorted(matches(index, p), key=lambda x: (-index[x], normalize(x), x))[:limit]
+            expected.append([(x, index[x]) for x in want])
+
+    async def check(ac):
+        got = []
+        for kind, n, v in ops:
+            if kind == "add":
+                await ac.add_names("i", [(n, float(v))])
+            elif kind == "add_unscored":
+                await ac.add_names("i", [(n, None)])
+            elif kind == "increment":
+                try:
+                    await ac.increment("i", n, v)
+                except NameNotFound:
+                    pass
+            elif kind == "remove":
+                await ac.remove_names("i", [n])
+            else:
+                found, truncated = await ac.suggest_best("i", n[:1 + abs(v) % 2], 1 + abs(v) % (top_kept + 2))
+                assert not truncated
+                got.append([(s.name, s.score) for s in found])
+        return got, await ac._command("ZRANGEBYLEX", ac._index("i").tops, "-", "+", raw=True)
+
+    got, lists = run(redis_server.url, check, rank_whole=rank_whole, top_kept=top_kept)
+    assert got == expected
+    assert_lists(lists, index, 0, top_kept)  # a list may outlive its prefix's count
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_best_answers_match_a_model_through_random_batched_traffic(redis_server, seed):
+    """A larger randomized run: 400 names over a few shared prefixes, batches of adds
+    (some scored), removals and increments, with best-score Suggests of every prefix
+    (limits below and above top_kept) between them, compared with a Python model."""
+    import random
+
+    rng = random.Random(seed)
+    pool = [rng.choice(["Ab", "ab", "Ac", "b", "Bé", "c"]) + rng.choice("abcdé") + str(i) for i in range(400)]
+    prefixes = sorted({n[:k] for n in pool for k in (1, 2, 3)} | {""})
+
+    async def check(ac):
+        index: dict[str, float] = {}
+        for _ in range(30):
+            what = rng.random()
+            if what < 0.4:
+                batch = [(n, rng.choice([None, None, float(rng.randint(-3, 20))])) for n in rng.sample(pool, 40)]
+                await ac.add_names("r", batch)
+                for n, s in batch:
+                    if s is None:
+                        index.setdefault(n, 0.0)
+                    else:
+                        index[n] = s
+            elif what < 0.6:
+                gone = rng.sample(pool, 25)
+                assert await ac.remove_names("r", gone) == len(set(gone) & set(index))
+                for n in gone:
+                    index.pop(n, None)
+            else:
+                for n in rng.sample(sorted(index), min(15, len(index))):
+                    delta = float(rng.randint(-8, 8))
+                    index[n] += delta
+                    assert await ac.increment("r", n, delta) == index[n]
+            for p in rng.sample(prefixes, 8):
+                limit = rng.choice([1, 3, 8, 12])
+                found, truncated = await ac.suggest_best("r", p, limit)
+                assert not truncated
+                want = sorted(matches(index, p), key=lambda x: (-index[x], normalize(x), x))[:limit]
+                assert [(s.name, s.score) for s in found] == [(x, index[x]) for x in want], (p, limit)
+        lists = await ac._command("ZRANGEBYLEX", ac._index("r").tops, "-", "+", raw=True)
+        return index, lists
+
+    index, lists = run(redis_server.url, check, rank_whole=20, top_kept=8)
+    assert lists  # the common prefixes were listed
+    # a list may outlive its prefix falling to rank_whole names: only its form is checked
+    assert_lists(lists, index, 0, 8)
 
 
 def test_a_common_prefix_is_answered_from_its_list_and_refilled_after_removals(redis_server):
@@ -236,16 +394,18 @@ def test_a_common_prefix_is_answered_from_its_list_and_refilled_after_removals(r
         await ac.add_names("big", [(f"a{i:04d}", float(i % 97)) for i in range(3000)] +
                                   [(f"z{i:04d}", 500.0) for i in range(1000)])
         tops = ac._index("big").tops
-        # 3000 names start with "a" (> rank_whole): its list holds the best 10.
+        # 3000 names start with "a" (> rank_whole): the first read builds its list
+        # of the best 10 (and its marker).
         best, truncated = await ac.suggest_best("big", "a", 3)
         assert not truncated and [s.score for s in best] == [96.0, 96.0, 96.0]
-        assert await ac._command("ZLEXCOUNT", tops, b"[a\x00\x00", b"[a\x00\x00\xff") == 10
-        # Removing the 31 names scoring 96 (and 95) empties the list: the next read
-        # refills it from a best-first search of the index.
+        assert await ac._command("ZLEXCOUNT", tops, b"[a\x00\x00", b"[a\x00\x00\xff") == 11
+        # Removing the 31 names scoring 96 (and 95) drops the list: the next read
+        # rebuilds it from a best-first search of the index.
         await ac.remove_names("big", [f"a{i:04d}" for i in range(3000) if i % 97 >= 95])
+        assert await ac._command("ZLEXCOUNT", tops, b"[a\x00\x00", b"[a\x00\x00\xff") == 0
         best, truncated = await ac.suggest_best("big", "a", 3)
         assert not truncated and [s.score for s in best] == [94.0, 94.0, 94.0]
-        assert await ac._command("ZLEXCOUNT", tops, b"[a\x00\x00", b"[a\x00\x00\xff") == 10
+        assert await ac._command("ZLEXCOUNT", tops, b"[a\x00\x00", b"[a\x00\x00\xff") == 11
 
     async def cut_short(ac):
         await ac.add_names("big", [(f"a{i:04d}", float(i % 97)) for i in range(3000)] +
@@ -258,6 +418,46 @@ def test_a_common_prefix_is_answered_from_its_list_and_refilled_after_removals(r
 
     run(redis_server.url, check, rank_whole=100, top_kept=10, score_scan=2000)
     run(redis_server.url, cut_short, rank_whole=100, top_kept=10, score_scan=500)
+
+
+@pytest.mark.parametrize("first", ["suggest", "increment", "add", "remove"])
+def test_an_index_written_by_the_previous_version_is_upgraded_in_place(redis_server, first):
+    """The version before kept a score entry for every name (0 included), no
+    positive-name entries, and lists without markers: whichever script touches such
+    an index first converts it, and every answer after is exact."""
+    import random
+
+    rng = random.Random(first)
+    index = {f"{rng.choice(['ab', 'Ac', 'b'])}{i}": float(rng.choice([0, 0, 0, 1, 2, 5, -3])) for i in range(300)}
+
+    async def check(ac):
+        k = ac._index("old")
+        await ac._command("ZADD", k.lex, *[x for n in index for x in (0, member(n))])
+        await ac._command("ZADD", k.scores, *[x for n, v in index.items() for x in (0.0 - v, member(n))])
+        await ac._command("ZADD", k.tops, 0, b"a\x00\x00" + b"\x80" * 8 + member("ab1"), 0, b"b\x00\x00junk")
+        if first == "increment":
+            n = sorted(index)[7]
+            index[n] += 4
+            assert await ac.increment("old", n, 4) == index[n]
+        elif first == "add":
+            index["ab-new"] = 9.0
+            assert await ac.add_names("old", [("ab-new", 9.0)]) == 1
+        elif first == "remove":
+            gone = sorted(index)[:5]
+            assert await ac.remove_names("old", gone) == 5
+            for n in gone:
+                del index[n]
+        for p in ["", "a", "ab", "ac", "b", "ab1"]:
+            for limit in (1, 4, 9, 40):
+                found, truncated = await ac.suggest_best("old", p, limit)
+                want = sorted(matches(index, p), key=lambda x: (-index[x], normalize(x), x))[:limit]
+                assert not truncated and [(f.name, f.score) for f in found] == [(x, index[x]) for x in want]
+        zeros = await ac._command("ZCOUNT", k.scores, 0, 0)
+        return zeros, await ac._command("ZRANGEBYLEX", k.tops, "-", "+", raw=True)
+
+    zeros, lists = run(redis_server.url, check, rank_whole=20, top_kept=4)
+    assert zeros == 0 and b"\xff" in lists and b"b\x00\x00junk" not in lists
+    assert_lists(lists, index, 0, 4)
 
 
 def test_concurrent_adds_and_removes_leave_exactly_the_survivors(redis_server):

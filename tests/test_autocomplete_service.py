@@ -48,6 +48,16 @@ def test_name_index(client, name):
     assert err.value.code == grpc.StatusCode.NOT_FOUND
 
 
+def test_names_that_are_valid_but_not_printable_are_taken(client, name):
+    """A no-break space, a zero-width joiner or a long name send a batch down the
+    servicer's name-by-name check, which takes them like any other name."""
+    ac = client.autocomplete
+    odd = ["Ana\u00a0Lima", "👩\u200d💻 dev", "ü" * 128, "Bo"]
+    assert ac.add_names(name, odd) == 4
+    assert sorted(s.name for s in ac.suggest(name, "", limit=10)) == sorted(odd)
+    assert ac.remove_names(name, odd) == 4
+
+
 async def test_async_autocomplete(aclient, name):
     ac = aclient.autocomplete
     await ac.add_names(name, ["Émile", "emily"])
@@ -78,7 +88,16 @@ BAD_REQUESTS = {
     "AddNames score not finite": ("AddNames", pb.AddNamesRequest(index="i", names=[pb.NameEntry(name="n",
                                                                                               score=float("nan"))]),
                                   "names.score"),
+    # One bad name among good ones (the servicer checks a batch in one pass first).
+    "AddNames a name with a control char": ("AddNames", pb.AddNamesRequest(index="i", names=[
+        pb.NameEntry(name="Ana"), pb.NameEntry(name="Bo\x85b"), pb.NameEntry(name="Zoë")]), "names"),
+    "AddNames an empty name": ("AddNames", pb.AddNamesRequest(index="i", names=[
+        pb.NameEntry(name="Ana"), pb.NameEntry(name="")]), "names"),
+    "AddNames a long name among short": ("AddNames", pb.AddNamesRequest(index="i", names=[
+        pb.NameEntry(name="Ana"), pb.NameEntry(name="\U0001F600" * 65)]), "names"),
     "RemoveNames no names": ("RemoveNames", pb.RemoveNamesRequest(index="i"), "names"),
+    "RemoveNames a name with a control char": ("RemoveNames", pb.RemoveNamesRequest(index="i",
+                                                                                    names=["Ana", "a\tb"]), "names"),
     "IncrementScore infinite": ("IncrementScore", pb.IncrementScoreRequest(index="i", name="n", delta=float("inf")),
                                 "delta"),
     "Suggest limit too large": ("Suggest", pb.SuggestRequest(index="i", limit=1001), "limit"),

@@ -158,8 +158,8 @@ class NameIndexKeys(NamedTuple):
     """KEYS of every names_*.lua script, in this order."""
 
     lex: str  # zset: members "normalized\\0\\0original" at score 0, in byte order
-    scores: str  # zset: member -> minus its score (ascending = best first)
-    tops: str  # zset: per long-range prefix, its best names (see lua/names_common.lua)
+    scores: str  # zset: member -> minus its score (ascending = best first); only scores other than 0
+    tops: str  # zset: positive-scored names, and cached best-score lists per prefix (lua/names_common.lua)
 
     @property
     def keys(self) -> list[str]:

@@ -38,6 +38,14 @@ def _batch(items, field: str) -> None:
         raise InvalidArgument(f"{field} must hold 1 to {MAX_BATCH} names", field=field)
 
 
+def _names(values: list[str], field: str) -> list[str]:
+    """v.name on each; in the usual case (every name short and printable, so no
+    control character) one pass over them all, a batch of 10,000 being the norm."""
+    if all(values) and max(map(len, values)) * 4 <= v.MAX_NAME_BYTES and "".join(values).isprintable():
+        return values
+    return [v.name(n, field) for n in values]
+
+
 def _suggestions(found: list[Suggestion]) -> list[pb.Suggestion]:
     return [pb.Suggestion(name=s.name, score=s.score) for s in found]
 
@@ -66,15 +74,16 @@ class AutocompleteServicer(autocomplete_pb2_grpc.AutocompleteServiceServicer):
     async def AddNames(self, request: pb.AddNamesRequest, context) -> pb.AddNamesResponse:
         index = v.name(request.index, "index")
         _batch(request.names, "names")
-        names = [(v.name(e.name, "names"), _score(e.score, "names.score") if e.HasField("score") else None)
-                 for e in request.names]
-        return pb.AddNamesResponse(added=await self._ac.add_names(index, names))
+        entries = request.names
+        names = _names([e.name for e in entries], "names")
+        scores = [_score(e.score, "names.score") if e.HasField("score") else None for e in entries]
+        return pb.AddNamesResponse(added=await self._ac.add_names(index, list(zip(names, scores))))
 
     @rpc
     async def RemoveNames(self, request: pb.RemoveNamesRequest, context) -> pb.RemoveNamesResponse:
         index = v.name(request.index, "index")
         _batch(request.names, "names")
-        names = [v.name(n, "names") for n in request.names]
+        names = _names(list(request.names), "names")
         return pb.RemoveNamesResponse(removed=await self._ac.remove_names(index, names))
 
     @rpc

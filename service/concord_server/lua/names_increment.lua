@@ -8,7 +8,13 @@ local m = ARGV[3]
 if not redis.call('ZSCORE', KEYS[1], m) then
   return false
 end
-local old = redis.call('ZSCORE', KEYS[2], m) or '0'
+upgrade()
+local old = redis.call('ZSCORE', KEYS[2], m)
 local s = redis.call('ZINCRBY', KEYS[2], -tonumber(ARGV[4]), m)
-listed(m, old, s)
+if tonumber(s) == 0 then  -- score 0 is no entry
+  redis.call('ZREM', KEYS[2], m)
+  s = '0'
+end
+relist(m, old, s)
+mark()
 return s

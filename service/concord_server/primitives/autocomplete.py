@@ -13,10 +13,28 @@ and the original name, so a prefix lookup is one ZRANGEBYLEX over the prefix's
 range: O(log N + limit), with no temporary sentinel members and no WATCH, unlike the
 book. Two names that normalize alike are distinct members, both kept. Escaping "\\0"
 as "\\0\\1" and separating with "\\0\\0" keeps the order and lets any name, whatever
-it contains, be split back out. Scores live in a second sorted set, and every prefix
-that more than RANK_WHOLE names start with keeps a list of its best TOP_KEPT names in
-a third, so a best-score Suggest reads at most RANK_WHOLE names, or `limit` list
-entries (lua/names_common.lua, lua/names_best.lua).
+it contains, be split back out.
+
+Loading costs what the book's does, within a small factor: a name without a score is
+one member of that one zset, added by a plain ZADD of up to NAMES_PER_SCRIPT names
+(one command: atomic per name, no script), and nothing else. Scores live in a second
+sorted set that holds only the names whose score is not 0 (a name missing there
+scores 0), so an unscored name costs no second entry; names given a score go through
+names_add.lua.
+
+A best-score Suggest ranks a prefix's names whole when at most RANK_WHOLE start with
+it. Otherwise the positive-scored names come first: a third sorted set holds one
+entry per positive-scored name, in name order with its score, read whole when at
+most TOP_KEPT start with the prefix; a prefix with more keeps a cached list of its
+TOP_KEPT best there (its `limit` first entries, one ZRANGEBYLEX). A list is built by
+the first best-score Suggest that needs it (from those entries, or from the scores
+best-first, whichever the counts say is cheaper), never by a load; the writes that
+change a positive score keep the lists of the name's prefixes that exist exact, or
+drop one that cannot be kept exact (the next Suggest rebuilds it); unscored names
+never touch a list. Names scoring 0 or less come after the positive ones, read from
+the range in name order. Keeping a list for every common prefix on every write (as
+an earlier version did) cost a ZLEXCOUNT per character of each name loaded and made
+a load 14 times slower than the book's (lua/names_common.lua, lua/names_best.lua).
 
 Imports no grpc: api/autocomplete.py maps its errors to status codes.
 """
@@ -25,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Awaitable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -33,7 +51,7 @@ from ..errors import NameNotFound
 from ..keys import KeySpace, NameIndexKeys
 from ..redis_client import command
 from ..reply_shapes import Codes, INT, Maybe, STR, Seq
-from ..scripts import Commands, Script, script
+from ..scripts import Commands, script
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
 
@@ -61,13 +79,13 @@ _NAMES_BEST = script("names_best.lua", Seq(Codes(0, 1), each=(STR, STR)), raw=Tr
 SCRIPTS = (_RECENT_ADD, _NAMES_ADD, _NAMES_REMOVE, _NAMES_INCREMENT, _NAMES_BEST)
 
 # A best-score Suggest ranks a prefix's names whole up to RANK_WHOLE of them; a more
-# common prefix keeps a list of its TOP_KEPT best names, updated by every write.
-# Writes pay one ZLEXCOUNT per character of a name's common prefixes (and O(log N)
-# list upkeep); the lists cost about TOP_KEPT entries per RANK_WHOLE names.
+# common prefix answers from a cached list of its TOP_KEPT best positive-scored
+# names, built by the first such Suggest and kept by the writes of scored names only.
+# The lists cost about TOP_KEPT entries per prefix asked about.
 RANK_WHOLE = 500
 TOP_KEPT = 100
-SCORE_SCAN = 20_000  # most names one Suggest reads best-first when no list can answer
-NAMES_PER_SCRIPT = 500
+SCORE_SCAN = 20_000  # most names one best-score Suggest reads (building a list, or without one)
+NAMES_PER_SCRIPT = 1000
 
 SEPARATOR = b"\x00\x00"
 _ABOVE_ANY_UTF8 = b"\xff"  # never occurs in UTF-8: caps a prefix range
@@ -153,25 +171,57 @@ class Autocomplete:
     def _index(self, index: str) -> NameIndexKeys:
         return self._keys.name_index(index)
 
-    async def _in_slices(self, run: Script, index: str, args: list[object], per_name: int) -> int:
-        """Runs a batch as consecutive scripts of NAMES_PER_SCRIPT names each, sent
-        together: one script then holds Redis for milliseconds, not a whole batch's
-        time, so other clients' commands go between them. Each name's change is
-        atomic; a batch as a whole is not (a reader may see part of it)."""
-        keys, step = self._index(index).keys, NAMES_PER_SCRIPT * per_name
-        counts = await asyncio.gather(*(run(self._redis, keys, [*self._bounds, *args[i:i + step]])
-                                        for i in range(0, len(args), step)))
-        return sum(counts)
+    async def _in_slices(self, calls: Iterable[Awaitable[int]]) -> int:
+        """Runs a batch as consecutive commands of NAMES_PER_SCRIPT names each (a
+        ZADD or a script): one then holds Redis for about a millisecond, not a whole
+        batch's time, so other clients' commands go between them. Each is sent as
+        soon as it is built (``calls`` builds them lazily), so Redis runs one while
+        the next is built: only a matter of speed, the order of sending is kept either
+        way. Each name's change is atomic; a batch as a whole is not (a reader may see
+        part of it). Returns the sum of their counts."""
+        sent: list[asyncio.Future[int]] = []
+        try:
+            for call in calls:
+                sent.append(asyncio.ensure_future(call))
+                await asyncio.sleep(0)  # the command's task queues it...
+                await asyncio.sleep(0)  # ...and the connection writes it (AutoPipeline)
+            counts = await asyncio.gather(*sent, return_exceptions=True)
+            for c in counts:
+                if isinstance(c, BaseException):
+                    raise c
+            return sum(counts)
+        finally:
+            for task in sent:
+                if not task.done():
+                    task.cancel()
 
     async def add_names(self, index: str, names: Sequence[tuple[str, float | None]]) -> int:
-        """Adds (name, score or None) pairs; returns how many names were new."""
-        args: list[object] = []
-        for name, score in names:
-            args += [member(name), "" if score is None else repr(float(score))]
-        return await self._in_slices(_NAMES_ADD, index, args, 2)
+        """Adds (name, score or None) pairs; returns how many names were new. Names
+        without a score go in with a plain ZADD (adding members is one atomic
+        command); names with one go through names_add.lua (score and lists too)."""
+        k = self._index(index)
+
+        def calls() -> Iterator[Awaitable[int]]:
+            for i in range(0, len(names), NAMES_PER_SCRIPT):
+                plain: list[object] = []
+                scored: list[object] = [*self._bounds]
+                for name, score in names[i:i + NAMES_PER_SCRIPT]:
+                    if score is None:
+                        plain += (0, member(name))
+                    else:
+                        scored += (member(name), repr(float(score)))
+                if plain:
+                    yield self._command("ZADD", k.lex, *plain)
+                if len(scored) > len(self._bounds):
+                    yield _NAMES_ADD(self._redis, k.keys, scored)
+
+        return await self._in_slices(calls())
 
     async def remove_names(self, index: str, names: Sequence[str]) -> int:
-        return await self._in_slices(_NAMES_REMOVE, index, [member(n) for n in names], 1)
+        keys = self._index(index).keys
+        return await self._in_slices(
+            _NAMES_REMOVE(self._redis, keys, [*self._bounds, *map(member, names[i:i + NAMES_PER_SCRIPT])])
+            for i in range(0, len(names), NAMES_PER_SCRIPT))
 
     async def increment(self, index: str, name: str, delta: float) -> float:
         reply = await _NAMES_INCREMENT.run(self._redis, self._index(index).keys,

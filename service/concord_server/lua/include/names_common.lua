@@ -1,25 +1,34 @@
--- names_common.lua: the keys of a name index and the upkeep of its best-score
--- lists, for every names_*.lua script.
---   KEYS[1] lex    zset  every member at score 0, so ZRANGEBYLEX orders them:
+-- names_common.lua: the keys of a name index, and the upkeep of its cached
+-- best-score lists, for every names_*.lua script.
+--   KEYS[1] lex    zset  every name at score 0, so ZRANGEBYLEX orders them:
 --                        member = escaped normalized name .. "\0\0" .. original name
 --                        (autocomplete.py builds members; a "\0" in the normalized
 --                        name is escaped as "\0\1", so the first "\0\0" ends it)
---   KEYS[2] scores zset  member -> minus its score, so ascending order is best first
---                        and ties fall in name order
---   KEYS[3] tops   zset  every entry at score 0: prefix .. "\0\0" .. order(stored
---                        score) .. member, so one ZRANGEBYLEX lists a prefix's best
---                        names best first. Kept for every whole-character prefix
---                        that more than RANK_WHOLE names start with.
---   ARGV[1] RANK_WHOLE   ARGV[2] TOP_KEPT (<= RANK_WHOLE)   (each script's first two)
+--   KEYS[2] scores zset  only the names whose score is not 0: member -> minus its
+--                        score, so ascending order is best first and ties fall in
+--                        name order. A member missing here scores 0.
+--   KEYS[3] tops   zset  every entry at score 0, two kinds:
+--                        - "\255" .. member .. stored score (8 bytes, a big-endian
+--                          double) for each name with a positive score: the positive
+--                          names in name order with their scores, so ZLEXCOUNT counts
+--                          a prefix's and ZRANGEBYLEX reads them ("\255" starts no
+--                          UTF-8 name, so no list entry);
+--                        - cached best-score lists. Prefix p's list: entries
+--                          p .. "\0\0" .. order(stored score) .. member, best first
+--                          under one ZRANGEBYLEX, and the marker p .. "\0\0\255"
+--                          (sorts after them) saying the list exists;
+--                        - "\255" alone: the format mark (see upgrade()).
+--   ARGV[1] RANK_WHOLE   ARGV[2] TOP_KEPT   (each script's first two)
 --
--- The one invariant of a prefix's list (at most TOP_KEPT entries): no name outside
--- it ranks above a name in it. So the list's first `limit` entries are the
--- prefix's best names whenever it holds `limit` of them. Writes keep the invariant
--- cheaply: a removed or demoted name leaves its lists (they shrink); a new or
--- promoted name joins a list only if it ranks above the list's last entry. A list
--- is built whole (ranking RANK_WHOLE + 1 names) when its prefix's count crosses
--- RANK_WHOLE, dropped when the count falls back, and rebuilt by names_best.lua
--- when reads have shrunk it below what a Suggest asks for.
+-- A list holds names with a positive score only (scores 0 and below are found by
+-- names_best.lua in the name range itself), and is built by names_best.lua on the
+-- first best-score Suggest that needs it (a prefix more than TOP_KEPT positive
+-- names start with), never by a load. Its one invariant: it
+-- holds the prefix's TOP_KEPT best positive names, or all of them when it holds
+-- fewer than TOP_KEPT. So an unscored name never touches a list, and a write that
+-- changes a positive score touches only the lists that exist for the name's
+-- prefixes (relist below): it stays exact there or drops the list, which the next
+-- read rebuilds.
 -- Lua's string '<' goes through strcoll and stops at "\0", so strings are ordered
 -- by Redis (ZRANGEBYLEX) or byte by byte (before()), never with '<'.
 local RANK_WHOLE, TOP_KEPT = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -41,13 +50,14 @@ local function order(stored)
   return string.char(unpack(b))
 end
 
-local function lex_count(p)
-  return redis.call('ZLEXCOUNT', KEYS[1], '[' .. p, '[' .. p .. '\255')
-end
-
--- ZRANGEBYLEX bounds of a prefix's list in KEYS[3] (not its longer prefixes' lists).
+-- ZRANGEBYLEX bounds of p's list in KEYS[3], its marker included (and not its longer
+-- prefixes' lists: they continue p with a byte above "\0\0").
 local function list_range(p)
   return '[' .. p .. '\0\0', '[' .. p .. '\0\0\255'
+end
+
+local function marker(p)
+  return p .. '\0\0\255'
 end
 
 local function entry(p, ordered, m)
@@ -65,41 +75,10 @@ local function before(a, b, from)
   return #a < #b
 end
 
--- The best n of members (which arrive in name order) as {member, stored score},
--- best first, ties in name order: one ZMSCORE, then an insertion that keeps the
--- best n (members arrive in name order, so an equal score stays behind).
-local function ranked(members, n)
-  local best = {}
-  if #members == 0 then
-    return best
-  end
-  local scores = redis.call('ZMSCORE', KEYS[2], unpack(members))
-  for i, m in ipairs(members) do
-    local s = scores[i] or '0'
-    local v = tonumber(s)
-    local last = #best
-    if last < n or v < best[last][3] then
-      local at = last + 1
-      while at > 1 and v < best[at - 1][3] do
-        at = at - 1
-      end
-      table.insert(best, at, {m, s, v})
-      if #best > n then
-        best[#best] = nil
-      end
-    end
-  end
-  return best
-end
-
--- Builds p's list from its whole range (at most RANK_WHOLE + 1 names when called
--- on a crossing).
-local function build_list(p, members)
-  local lo, hi = list_range(p)
-  redis.call('ZREMRANGEBYLEX', KEYS[3], lo, hi)
-  for _, e in ipairs(ranked(members, TOP_KEPT)) do
-    redis.call('ZADD', KEYS[3], 0, entry(p, order(e[2]), e[1]))
-  end
+-- Stored score -> whether the name is a positive one (listed): minus a positive
+-- score is below 0.
+local function positive(stored)
+  return stored ~= nil and stored ~= false and tonumber(stored) < 0
 end
 
 -- The whole-character prefixes of m's normalized name, shortest first.
@@ -117,77 +96,93 @@ local function prefixes(m)
   return found
 end
 
--- Upkeep after m was added (old = nil) or its stored score went from old to s:
--- for each prefix with a list, m joins it if it ranks above the list's last entry.
--- A list exists exactly while its prefix has more than RANK_WHOLE names, so only a
--- missing list needs the count: to stop, or to build the list on the crossing.
--- What one script call has learnt is kept, so a batch of names reads each list's
--- last entry and each small prefix's count once: the counts stay exact by counting
--- the names the call adds (a walk that reached a prefix once reaches it for every
--- later name sharing it, since lists do not go while names are only added).
-local lasts, smalls = {}, {}
-
--- One prefix's part of listed(); returns true when longer prefixes have no list.
-local function listed_at(p, m, old, ordered, was)
-  local small = smalls[p]
-  if small then
-    if old ~= nil then
-      return true
-    end
-    smalls[p] = small + 1
-    if small + 1 <= RANK_WHOLE then
-      return true
-    end
-    smalls[p] = nil  -- the crossing: this name makes RANK_WHOLE + 1
-    build_list(p, redis.call('ZRANGEBYLEX', KEYS[1], '[' .. p, '[' .. p .. '\255'))
-    return false
-  end
+-- p's list after m's entry went from was to now (order() bytes, nil: not positive).
+local function relist_at(p, m, was, now)
   local lo, hi = list_range(p)
-  if was and redis.call('ZREM', KEYS[3], entry(p, was, m)) == 1 then
-    lasts[p] = nil
-  end
-  local last = lasts[p] or redis.call('ZREVRANGEBYLEX', KEYS[3], hi, lo, 'LIMIT', 0, 1)[1]
-  if last == nil then
-    local count = lex_count(p)
-    if count <= RANK_WHOLE then
-      smalls[p] = count
-      return true
+  local full = redis.call('ZLEXCOUNT', KEYS[3], lo, hi) - 1 >= TOP_KEPT
+  local left = was and redis.call('ZREM', KEYS[3], entry(p, was, m)) == 1
+  if not full then  -- it holds every positive name: m goes in wherever it ranks
+    if now then
+      redis.call('ZADD', KEYS[3], 0, entry(p, now, m))
     end
-    if old == nil and count == RANK_WHOLE + 1 then
-      build_list(p, redis.call('ZRANGEBYLEX', KEYS[1], '[' .. p, '[' .. p .. '\255'))
-    end  -- else emptied by removals: names_best.lua rebuilds it when read
-    return false
+    return
   end
-  lasts[p] = last
-  local e = entry(p, ordered, m)
-  if before(e, last, #p + 3) then
+  -- It holds exactly the TOP_KEPT best; the names outside rank below its last one
+  -- (and below m's old entry, if m was in it).
+  local last = redis.call('ZREVRANGEBYLEX', KEYS[3], '(' .. marker(p), lo, 'LIMIT', 0, 1)[1]
+  local e = now and entry(p, now, m)
+  if e and ((last and before(e, last, #p + 3)) or (left and before(now, was, 1))) then
     redis.call('ZADD', KEYS[3], 0, e)
-    if redis.call('ZLEXCOUNT', KEYS[3], lo, hi) > TOP_KEPT then
-      redis.call('ZREM', KEYS[3], last)
-      lasts[p] = nil
+    if not left then
+      redis.call('ZREM', KEYS[3], last)  -- back to TOP_KEPT: the last goes outside
     end
-  end
-  return false
-end
-
-local function listed(m, old, s)
-  local ordered, was = order(s), old and order(old)
-  for _, p in ipairs(prefixes(m)) do
-    if listed_at(p, m, old, ordered, was) then
-      return
-    end
+  elseif left then
+    -- m left and does not rank above the rest: the next best outside is unknown.
+    redis.call('ZREMRANGEBYLEX', KEYS[3], lo, hi)
   end
 end
 
--- Upkeep after m (stored score old) was removed: it leaves its lists, and the
--- lists of prefixes now matched by RANK_WHOLE names or fewer go.
-local function unlisted(m, old)
-  local was = order(old)
+-- Prefixes known to have no list, theirs or a longer prefix's. Lists only appear in
+-- names_best.lua, so what one write script learns here stays true to its end.
+local bare = {}
+
+local function positive_entry(m, stored)
+  return '\255' .. m .. struct.pack('>d', tonumber(stored))
+end
+
+-- Upkeep after m's stored score went from old to new (nil or false: none, i.e. 0):
+-- the positive names, and the lists of m's prefixes that exist, walking prefixes
+-- shortest first until no longer prefix has a list.
+local function relist(m, old, new)
+  local was = positive(old) and order(old) or nil
+  local now = positive(new) and order(new) or nil
+  if was == now then
+    return
+  end
+  if was then
+    redis.call('ZREM', KEYS[3], positive_entry(m, old))
+  end
+  if now then
+    redis.call('ZADD', KEYS[3], 0, positive_entry(m, new))
+  end
   for _, p in ipairs(prefixes(m)) do
-    if lex_count(p) <= RANK_WHOLE then  -- and so every longer prefix
-      redis.call('ZREMRANGEBYLEX', KEYS[3], '[' .. p, '[' .. p .. '\255')
+    if bare[p] or #redis.call('ZRANGEBYLEX', KEYS[3], '[' .. p, '[' .. p .. '\255', 'LIMIT', 0, 1) == 0 then
+      bare[p] = true
       return
     end
-    redis.call('ZREM', KEYS[3], entry(p, was, m))
+    if redis.call('ZSCORE', KEYS[3], marker(p)) then
+      relist_at(p, m, was, now)
+    end
   end
+end
+
+-- The format mark in KEYS[3] says this index is kept as above. An index written by
+-- the version before (a score entry for every name, 0 included; no positive-name
+-- entries; lists without markers) is converted in place, once, by the first script
+-- that finds its scores without the mark: O(S log N) for S score entries, in that
+-- one call. Converting an index already kept as above changes nothing but dropping
+-- its lists, so a mark lost with KEYS[3] costs a rebuild, never a wrong answer.
+local function upgrade()
+  if redis.call('ZSCORE', KEYS[3], '\255') or redis.call('EXISTS', KEYS[2]) == 0 then
+    return
+  end
+  redis.call('ZREMRANGEBYLEX', KEYS[3], '-', '(\255')  -- lists of the old kind
+  local from = 0
+  while true do
+    local batch = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(0', 'WITHSCORES', 'LIMIT', from, 1000)
+    for i = 1, #batch, 2 do
+      redis.call('ZADD', KEYS[3], 0, positive_entry(batch[i], batch[i + 1]))
+    end
+    if #batch < 2000 then
+      break
+    end
+    from = from + 1000
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], 0, 0)
+  redis.call('ZADD', KEYS[3], 0, '\255')
+end
+
+-- After writing a score: the mark, so upgrade() leaves this index alone.
+local function mark()
+  redis.call('ZADD', KEYS[3], 0, '\255')
 end
