@@ -210,3 +210,19 @@ def test_tasks_fetched_ahead_go_back_unstarted_when_the_worker_stops(client, nam
         assert (t.state, t.attempt) == ("ready", 0)
     stats = q.stats()
     assert (stats.ready, stats.leased, stats.finished) == (5, 0, 1)
+
+
+def test_a_release_settle_hands_the_task_back_unstarted(client, stub, name):
+    q = client.queue(name)
+    q.put("t", 1)
+    stream = Stream(stub, [name], credits=1)
+    try:
+        (task,) = stream.next().tasks.tasks
+        release = pb.Settle(queue=task.queue, task_id=task.task_id, lease=task.lease, release=True, failed=True)
+        stream.send(pb.ConsumeRequest(settles=pb.SettleBatch(settles=[release])))
+        assert [s.error_reason for s in stream.next().settled_batch.settled] == [""]
+        back = q.get_task(task.task_id)
+        assert (back.state, back.attempt, back.last_error) == ("ready", 0, "")  # not counted, not failed
+    finally:
+        stream.close()
+        stream.call.cancel()

@@ -2149,7 +2149,7 @@ export declare namespace concord.queue.v1 {
     batched: boolean;
   }
 
-  /** Settle acks or nacks a task delivered on this stream. */
+  /** Settle acks, nacks or releases a task delivered on this (or any) stream. */
   interface Settle {
     queue?: string;
     taskId?: string;
@@ -2163,8 +2163,13 @@ export declare namespace concord.queue.v1 {
     resultType?: string;
     /** With failed true: as in NackRequest. */
     retryable?: boolean;
+    /**
+     * True: hands the task back unstarted, ready at once, its attempt not counted (as
+     * Release); failed and the other fields are then ignored.
+     */
+    release?: boolean;
   }
-  /** Settle acks or nacks a task delivered on this stream. */
+  /** Settle acks, nacks or releases a task delivered on this (or any) stream. */
   interface Settle__Output {
     queue: string;
     taskId: string;
@@ -2178,6 +2183,11 @@ export declare namespace concord.queue.v1 {
     resultType: string;
     /** With failed true: as in NackRequest. */
     retryable?: boolean;
+    /**
+     * True: hands the task back unstarted, ready at once, its attempt not counted (as
+     * Release); failed and the other fields are then ignored.
+     */
+    release: boolean;
     /** Which of the oneof's fields is set. */
     _retryable?: 'retryable';
   }

@@ -73,9 +73,12 @@ class _Done:
     error: str = ""
     retryable: bool = True
     credit: int = 1  # the slot it frees; 0 for a second settle of the same task
+    give_back: bool = False  # never started (the worker is stopping): released, its attempt not counted
 
     def settle(self) -> pb.Settle:
         t = self.task
+        if self.give_back:
+            return pb.Settle(queue=t.queue, task_id=t.task_id, lease=t.lease, release=True)
         if self.ok:
             data, kind = encode_result(self.result)
             return pb.Settle(queue=t.queue, task_id=t.task_id, lease=t.lease, result=data, result_type=kind)
@@ -86,7 +89,9 @@ class _Done:
 
     def unary(self) -> None:
         """The same settle as a unary call (raises as Task.ack / Task.nack do)."""
-        if self.ok:
+        if self.give_back:
+            self.task.release()
+        elif self.ok:
             self.task.ack(self.result)
         else:
             self.task.nack(self.error, retryable=self.retryable)
@@ -251,20 +256,16 @@ class Worker:
         return q
 
     def _start(self, pool: ThreadPoolExecutor, task: Task) -> None:
-        if self._stopping.is_set():
-            self._give_back(task)
-            return
         with self._changed:
             self._running[(task.queue, task.task_id)] = task
+        if self._stopping.is_set():
+            self._post(_Done(task, False, credit=0, give_back=True))
+            return
         pool.submit(self._execute, task)
 
     def _execute(self, task: Task) -> None:
         if self._stopping.is_set():  # fetched ahead, never started: back to the queue
-            self._give_back(task)
-            with self._changed:
-                self._running.pop((task.queue, task.task_id), None)
-                self._close_if_idle()
-                self._changed.notify_all()
+            self._post(_Done(task, False, credit=0, give_back=True))
             return
         done = _Done(task, False)
         try:
@@ -313,7 +314,8 @@ class Worker:
     def _failed_settle(self, done: _Done, exc: ConcordError) -> None:
         t = done.task
         if isinstance(exc, TaskLeaseNotHeld):
-            log.warning("task %s of %s finished after its lease expired; it may run again", t.task_id, t.queue)
+            if not done.give_back:
+                log.warning("task %s of %s finished after its lease expired; it may run again", t.task_id, t.queue)
         elif done.ok and exc.code == grpc.StatusCode.INVALID_ARGUMENT:  # the result is too large: say so where it shows
             retry = _Done(t, False, error=f"could not store the result: {exc}", credit=0)
             with self._changed:
@@ -328,13 +330,16 @@ class Worker:
             timer.start()
             return
         else:
-            log.warning("could not %s task %s of %s: %s", "ack" if done.ok else "nack", t.task_id, t.queue, exc)
+            log.warning("could not %s task %s of %s: %s", "return" if done.give_back else "ack" if done.ok else "nack",
+                        t.task_id, t.queue, exc)
         self._settled(done, counted_ok=done.ok and isinstance(exc, TaskLeaseNotHeld))
 
     def _settled(self, done: _Done, counted_ok: bool | None = None) -> None:
         with self._changed:
             self._settling -= 1
-            if done.ok if counted_ok is None else counted_ok:
+            if done.give_back:
+                pass
+            elif done.ok if counted_ok is None else counted_ok:
                 self.processed += 1
             else:
                 self.failed += 1
@@ -345,12 +350,6 @@ class Worker:
         """Stopping and nothing left to answer: the stream may end (under _changed)."""
         if self._stopping.is_set() and not self._running and not self._settling and self._stream is not None:
             self._stream.close()
-
-    def _give_back(self, task: Task) -> None:
-        try:
-            task.release()
-        except ConcordError as exc:
-            log.warning("could not return task %s of %s: %s", task.task_id, task.queue, exc)
 
     def _renew(self) -> None:
         """Extends every running task's lease each lease_ttl/3 until run() returns."""

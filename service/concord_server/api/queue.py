@@ -232,8 +232,10 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
         return request.result, v.label(request.result_type, "result_type")
 
     def _settling(self, s: pb.Settle) -> tuple[str, Settling]:
-        """A Consume stream's Settle, validated: its queue, and the ack or nack."""
+        """A Consume stream's Settle, validated: its queue, and the ack, nack or release."""
         queue, task_id, lease = self._settle_args(s)
+        if s.release:
+            return queue, Settling(task_id, lease, "release")
         if s.failed:
             delay, error, retryable = self._nack_args(s)
             return queue, Settling(task_id, lease, "nack", -1 if delay is None else delay, error, retryable=retryable)

@@ -296,7 +296,7 @@ class ConsumeStart(_message.Message):
     def __init__(self, queues: _Optional[_Iterable[str]] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., credits: _Optional[int] = ..., batched: _Optional[bool] = ...) -> None: ...
 
 class Settle(_message.Message):
-    __slots__ = ("queue", "task_id", "lease", "failed", "error", "retry_delay", "result", "result_type", "retryable")
+    __slots__ = ("queue", "task_id", "lease", "failed", "error", "retry_delay", "result", "result_type", "retryable", "release")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
@@ -306,6 +306,7 @@ class Settle(_message.Message):
     RESULT_FIELD_NUMBER: _ClassVar[int]
     RESULT_TYPE_FIELD_NUMBER: _ClassVar[int]
     RETRYABLE_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
     queue: str
     task_id: str
     lease: str
@@ -315,7 +316,8 @@ class Settle(_message.Message):
     result: bytes
     result_type: str
     retryable: bool
-    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., lease: _Optional[str] = ..., failed: _Optional[bool] = ..., error: _Optional[str] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., result: _Optional[bytes] = ..., result_type: _Optional[str] = ..., retryable: _Optional[bool] = ...) -> None: ...
+    release: bool
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., lease: _Optional[str] = ..., failed: _Optional[bool] = ..., error: _Optional[str] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., result: _Optional[bytes] = ..., result_type: _Optional[str] = ..., retryable: _Optional[bool] = ..., release: _Optional[bool] = ...) -> None: ...
 
 class ConsumeRequest(_message.Message):
     __slots__ = ("start", "credit", "settle", "settles")

@@ -1584,7 +1584,7 @@ func (x *ConsumeStart) GetBatched() bool {
 	return false
 }
 
-// Settle acks or nacks a task delivered on this stream.
+// Settle acks, nacks or releases a task delivered on this (or any) stream.
 type Settle struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Queue  string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -1598,7 +1598,10 @@ type Settle struct {
 	Result     []byte `protobuf:"bytes,7,opt,name=result,proto3" json:"result,omitempty"`
 	ResultType string `protobuf:"bytes,8,opt,name=result_type,json=resultType,proto3" json:"result_type,omitempty"`
 	// With failed true: as in NackRequest.
-	Retryable     *bool `protobuf:"varint,9,opt,name=retryable,proto3,oneof" json:"retryable,omitempty"`
+	Retryable *bool `protobuf:"varint,9,opt,name=retryable,proto3,oneof" json:"retryable,omitempty"`
+	// True: hands the task back unstarted, ready at once, its attempt not counted (as
+	// Release); failed and the other fields are then ignored.
+	Release       bool `protobuf:"varint,10,opt,name=release,proto3" json:"release,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1692,6 +1695,13 @@ func (x *Settle) GetResultType() string {
 func (x *Settle) GetRetryable() bool {
 	if x != nil && x.Retryable != nil {
 		return *x.Retryable
+	}
+	return false
+}
+
+func (x *Settle) GetRelease() bool {
+	if x != nil {
+		return x.Release
 	}
 	return false
 }
@@ -5083,7 +5093,7 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\x06queues\x18\x01 \x03(\tR\x06queues\x126\n" +
 	"\tlease_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12\x18\n" +
 	"\acredits\x18\x03 \x01(\rR\acredits\x12\x18\n" +
-	"\abatched\x18\x04 \x01(\bR\abatched\"\xa1\x02\n" +
+	"\abatched\x18\x04 \x01(\bR\abatched\"\xbb\x02\n" +
 	"\x06Settle\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x14\n" +
@@ -5095,7 +5105,9 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\x06result\x18\a \x01(\fR\x06result\x12\x1f\n" +
 	"\vresult_type\x18\b \x01(\tR\n" +
 	"resultType\x12!\n" +
-	"\tretryable\x18\t \x01(\bH\x00R\tretryable\x88\x01\x01B\f\n" +
+	"\tretryable\x18\t \x01(\bH\x00R\tretryable\x88\x01\x01\x12\x18\n" +
+	"\arelease\x18\n" +
+	" \x01(\bR\areleaseB\f\n" +
 	"\n" +
 	"_retryable\"\xd9\x01\n" +
 	"\x0eConsumeRequest\x126\n" +
