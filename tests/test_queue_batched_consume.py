@@ -226,3 +226,23 @@ def test_a_release_settle_hands_the_task_back_unstarted(client, stub, name):
     finally:
         stream.close()
         stream.call.cancel()
+
+
+def test_a_worker_with_prefetch_0_holds_no_more_tasks_than_its_threads(client, name):
+    q = client.queue(name)
+    q.put_many([concord.NewTask("t", i) for i in range(12)])
+    leased: list[int] = []
+    worker = concord.Worker(client, [name], concurrency=2, prefetch=0)
+
+    @worker.task("t")
+    def run(task: concord.Task) -> None:
+        leased.append(q.stats().leased)
+
+    runner = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
+    runner.start()
+    try:
+        wait_until(lambda: worker.processed == 12, message="all tasks run")
+    finally:
+        worker.stop()
+        runner.join(30)
+    assert len(leased) == 12 and max(leased) <= 2

@@ -9,9 +9,11 @@
     worker.run()   # until SIGINT/SIGTERM or worker.stop()
 
 Tasks are taken from the queues strictly in the order given, at most
-``concurrency`` at a time, each run in a thread; up to ``prefetch`` more (by default
-as many again) are fetched ahead so a thread that finishes finds its next task
-waiting, and are handed back unstarted on stop. A callback that returns acks the
+``concurrency`` at a time, each run in a thread. Tasks are fetched ahead so a thread
+that finishes finds its next one waiting: ``prefetch`` of them, or by default about
+AHEAD seconds of work at the rate tasks have been finishing (at least one, at most
+ten per thread), so short tasks stream through and long ones are not hoarded away
+from other workers. Tasks fetched ahead are handed back unstarted on stop. A callback that returns acks the
 task with its return value as the result (bytes, str, or anything JSON can encode;
 ``handle.result()`` and ``queue.get_task()`` give it back); a callback may report
 ``task.progress(...)`` as it goes. One that raises nacks it with the exception's
@@ -37,6 +39,7 @@ import logging
 import queue
 import signal
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -55,6 +58,8 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Task], Any]
 
 MAX_SETTLES = 500  # settles one message carries at most (the server's default --queue-max-batch is larger)
+AHEAD = 0.05  # seconds of work a Worker fetches ahead by default (at its recent rate)
+MAX_AHEAD_PER_THREAD = 10
 RETRY_SETTLE = 0.5  # seconds between tries of an ack or nack that found the server or Redis away
 _END = object()
 
@@ -72,7 +77,6 @@ class _Done:
     result: Any = None
     error: str = ""
     retryable: bool = True
-    credit: int = 1  # the slot it frees; 0 for a second settle of the same task
     give_back: bool = False  # never started (the worker is stopping): released, its attempt not counted
 
     def settle(self) -> pb.Settle:
@@ -104,13 +108,15 @@ class _Stream:
     load everything that finished during a round trip in one message."""
 
     def __init__(self, rpc: Any, queues: list[str], lease_ttl: float, credits: int,
-                 stopping: threading.Event) -> None:
+                 credit_for: Callable[[_Stream, int], int]) -> None:
         self.out: queue.Queue[Any] = queue.Queue()
         self.owed: dict[str, _Done] = {}  # task id -> settle posted, not yet answered
         self.closed = False
         self.answered = threading.Event()  # no SettleBatch is waiting for its answer
         self.answered.set()
-        self._stopping = stopping
+        self.granted = credits  # tasks the server was allowed to push
+        self.received = 0  # tasks it pushed
+        self._credit_for = credit_for
         start = pb.ConsumeRequest(start=pb.ConsumeStart(queues=queues, lease_ttl=duration(lease_ttl),
                                                         credits=credits, batched=True))
         self.call = rpc.open("Consume")(self._requests(start))
@@ -129,7 +135,7 @@ class _Stream:
                     self.out.put(_END)
                     break
                 batch.append(item)
-            credit = 0 if self._stopping.is_set() else sum(d.credit for d in batch)
+            credit = self._credit_for(self, len(batch))
             self.answered.clear()
             yield pb.ConsumeRequest(settles=pb.SettleBatch(settles=[d.settle() for d in batch], credit=credit))
 
@@ -152,11 +158,13 @@ class Worker:
             raise ValueError("concurrency must be at least 1")
         if prefetch is not None and prefetch < 0:
             raise ValueError("prefetch must be at least 0")
+        self._prefetch = prefetch
+        self._rate = 0.0  # tasks finished per second, smoothed over the settle batches
+        self._rate_at = 0.0
         self.client = client
         self._rpc = client._service("queue")
         self.queues = list(queues)
         self.concurrency = concurrency
-        self.prefetch = concurrency if prefetch is None else prefetch
         self.lease_ttl = lease_ttl
         self.grace = grace
         self.handlers: dict[str, Handler] = dict(handlers or {})
@@ -225,13 +233,16 @@ class Worker:
         """One stream, until it ends (stop) or breaks; then what it still owed is
         settled with unary calls, so the next stream starts with every slot known."""
         with self._changed:
-            credits = self.concurrency + self.prefetch - len(self._running) - self._settling
-            stream = self._stream = _Stream(self._rpc, self.queues, self.lease_ttl, credits, self._stopping)
+            ahead = self.concurrency if self._prefetch is None else self._prefetch  # until a rate is known
+            credits = max(0, self.concurrency + ahead - len(self._running) - self._settling)
+            stream = self._stream = _Stream(self._rpc, self.queues, self.lease_ttl, credits, self._credit_for)
             self._close_if_idle()
         try:
             for resp in stream.call:
                 kind = resp.WhichOneof("kind")
                 if kind == "tasks":
+                    with self._changed:
+                        stream.received += len(resp.tasks.tasks)
                     for m in resp.tasks.tasks:
                         self._start(pool, task_from(m, self._queue(m.queue)))
                 elif kind == "settled_batch":
@@ -249,6 +260,25 @@ class Worker:
             for done in owed:
                 self._settle_unary(done)
 
+    def _credit_for(self, stream: _Stream, settling: int) -> int:
+        """The credit a SettleBatch of ``settling`` settles grants: what brings the
+        tasks held here or on their way up to concurrency + the tasks to fetch ahead."""
+        with self._changed:
+            if self._stopping.is_set():
+                return 0
+            now = time.monotonic()
+            if self._rate_at:
+                sample = settling / max(now - self._rate_at, 1e-3)
+                self._rate = sample if not self._rate else 0.7 * self._rate + 0.3 * sample
+            self._rate_at = now
+            ahead = self._prefetch
+            if ahead is None:
+                ahead = min(MAX_AHEAD_PER_THREAD * self.concurrency, max(1, int(self._rate * AHEAD)))
+            held = len(self._running) + self._settling - settling + stream.granted - stream.received
+            credit = max(0, self.concurrency + ahead - held)
+            stream.granted += credit
+            return credit
+
     def _queue(self, name: str) -> Any:
         q = self._queues.get(name)
         if q is None:
@@ -259,13 +289,13 @@ class Worker:
         with self._changed:
             self._running[(task.queue, task.task_id)] = task
         if self._stopping.is_set():
-            self._post(_Done(task, False, credit=0, give_back=True))
+            self._post(_Done(task, False, give_back=True))
             return
         pool.submit(self._execute, task)
 
     def _execute(self, task: Task) -> None:
         if self._stopping.is_set():  # fetched ahead, never started: back to the queue
-            self._post(_Done(task, False, credit=0, give_back=True))
+            self._post(_Done(task, False, give_back=True))
             return
         done = _Done(task, False)
         try:
@@ -317,7 +347,7 @@ class Worker:
             if not done.give_back:
                 log.warning("task %s of %s finished after its lease expired; it may run again", t.task_id, t.queue)
         elif done.ok and exc.code == grpc.StatusCode.INVALID_ARGUMENT:  # the result is too large: say so where it shows
-            retry = _Done(t, False, error=f"could not store the result: {exc}", credit=0)
+            retry = _Done(t, False, error=f"could not store the result: {exc}")
             with self._changed:
                 self._settling -= 1  # _post counts it again
             self._post(retry)
