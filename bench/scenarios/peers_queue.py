@@ -37,7 +37,7 @@ a fresh worker and producer on a fresh queue name:
               finished task - the producer's first enqueue call), both read on
               CLOCK_MONOTONIC (system-wide on Linux: Python's time.monotonic_ns()
               and node's process.hrtime read the same clock). "Finished" is each
-              peer's own end of a task: Concord's Ack returned (worker.processed),
+              peer's own end of a task: Concord's ack answered (worker.processed),
               BullMQ's 'completed' event, Celery's task_postrun (result stored, the
               message acked before the task started: early acks, the default), arq's
               after_job_end (job removed, result stored). CPU of Valkey, the server

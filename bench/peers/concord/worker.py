@@ -4,7 +4,7 @@ shows it, with a no-op callback, run from the main venv.
 Environment: PEER_URL (the server's host:port), PEER_QUEUE, PEER_CONCURRENCY,
 PEER_MARKS (completion counts to report, comma-separated). Stdout, one JSON object a
 line: {"ready":1} once the client is connected; {"count":K,"t":NS} when the K-th
-task has been acked (``worker.processed``, which counts a task once its Ack returned,
+task has been acked (``worker.processed``, which counts a task once its ack is answered,
 read every millisecond by a thread of this process); {"late":NS,"i":I} for a delayed
 task, at the start of its callback: now - due. Times are CLOCK_MONOTONIC ns.
 """
