@@ -97,9 +97,25 @@ def assert_best(got: dict, index: dict[str, float]) -> None:
 # Writes that move names in and out of the best-score lists: adds with and without
 # scores, score changes both ways, removals. Few letters, so prefixes are shared.
 # A few names with shared prefixes, so writes keep hitting the same lists.
-OPS = st.lists(st.tuples(st.sampled_from(["add", "add_unscored", "increment", "remove"]),
+WRITES = ("add", "add_unscored", "increment", "remove")
+OPS = st.lists(st.tuples(st.sampled_from(WRITES),
                          st.sampled_from(["a", "A", "ab", "abé", "aÉ", "aé", "a\x00", "b", "ba"]),
                          st.integers(-6, 6)), min_size=1, max_size=60)
+
+
+async def apply_write(ac, kind: str, n: str, v) -> None:
+    """One write of the model-checked traffic on index "i"."""
+    if kind == "add":
+        await ac.add_names("i", [(n, float(v))])
+    elif kind == "add_unscored":
+        await ac.add_names("i", [(n, None)])
+    elif kind == "increment":
+        try:
+            await ac.increment("i", n, v)
+        except NameNotFound:
+            pass
+    else:
+        await ac.remove_names("i", [n])
 
 
 @settings(PROPERTY, max_examples=200)
@@ -127,17 +143,7 @@ def test_best_score_lists_stay_exact_through_any_writes(redis_server, ops, bound
 
     async def check(ac):
         for kind, n, v in ops:
-            if kind == "add":
-                await ac.add_names("i", [(n, float(v))])
-            elif kind == "add_unscored":
-                await ac.add_names("i", [(n, None)])
-            elif kind == "increment":
-                try:
-                    await ac.increment("i", n, v)
-                except NameNotFound:
-                    pass
-            else:
-                await ac.remove_names("i", [n])
+            await apply_write(ac, kind, n, v)
         got = await best_answers(ac, prefixes, top_kept)
         tops = ac._index("i").tops
         lists = await ac._command("ZRANGEBYLEX", tops, "-", "+", raw=True)
@@ -319,17 +325,8 @@ def test_best_answers_stay_exact_when_reads_and_writes_interleave(redis_server, 
     async def check(ac):
         got = []
         for kind, n, v in ops:
-            if kind == "add":
-                await ac.add_names("i", [(n, float(v))])
-            elif kind == "add_unscored":
-                await ac.add_names("i", [(n, None)])
-            elif kind == "increment":
-                try:
-                    await ac.increment("i", n, v)
-                except NameNotFound:
-                    pass
-            elif kind == "remove":
-                await ac.remove_names("i", [n])
+            if kind in WRITES:
+                await apply_write(ac, kind, n, v)
             else:
                 found, truncated = await ac.suggest_best("i", n[:1 + abs(v) % 2], 1 + abs(v) % (top_kept + 2))
                 assert not truncated

@@ -119,6 +119,15 @@ local function put(list)
   end
 end
 
+-- the reply from the range's first `most` names ranked whole (positives, zeros, negatives)
+local function ranked_whole(most)
+  local pos, zeros, negs = walk(limit, limit, most)
+  put(pos)
+  put(zeros)
+  put(negs)
+  return reply
+end
+
 -- positive names known (all of them, or at least limit): the reply, filled up from
 -- the range's zeros and negatives when they are fewer than limit.
 local function answer(positives)
@@ -139,11 +148,7 @@ end
 
 local count = redis.call('ZLEXCOUNT', KEYS[1], low, high)
 if count <= RANK_WHOLE then
-  local pos, zeros, negs = walk(limit, limit, count)
-  put(pos)
-  put(zeros)
-  put(negs)
-  return reply
+  return ranked_whole(count)
 end
 
 -- The prefix's positive names: read whole when at most TOP_KEPT (no list needed),
@@ -227,11 +232,7 @@ else
   if cut then
     reply[1] = 1
     put(positives)
-    local pos, zeros, negs = walk(limit, limit, RANK_WHOLE)
-    put(pos)
-    put(zeros)
-    put(negs)
-    return reply
+    return ranked_whole(RANK_WHOLE)
   end
   answer(positives)
 end
