@@ -193,8 +193,7 @@ def test_tasks_fetched_ahead_go_back_unstarted_when_the_worker_stops(client, nam
     runner = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
     runner.start()
     try:
-        wait_until(lambda: q.stats().leased == 4, message="one running, three fetched ahead")
-        assert started == [0]
+        wait_until(lambda: started == [0] and q.stats().leased == 4, message="one running, three fetched ahead")
         worker.stop()
         hold.set()
         runner.join(30)

@@ -30,7 +30,9 @@ leases while the worker has free slots, and the acks and nacks of tasks that fin
 meanwhile travel back as one message that also frees their slots. So a busy worker
 costs the server a few messages per many tasks, not an RPC per task; an idle one
 costs nothing until a task is ready. When the stream breaks (the server went away),
-the answers it still owed are settled with unary calls and a new stream is opened.
+the settles it still owed wait, with those of tasks that finish meanwhile, and go
+first on the next stream (the leases outlive a short outage); a stopping worker
+settles what is left with unary calls.
 """
 
 from __future__ import annotations
@@ -174,6 +176,7 @@ class Worker:
         self._stream: _Stream | None = None
         self._running: dict[tuple[str, str], Task] = {}  # callbacks under way or fetched ahead
         self._settling = 0  # callbacks finished, settles not yet answered
+        self._parked: list[_Done] = []  # settles waiting for a stream (the last one broke)
         self._queues: dict[str, Any] = {}
         self.processed = 0  # callbacks that returned (counted once their ack is answered)
         self.failed = 0  # callbacks that raised, or tasks with no callback
@@ -212,6 +215,9 @@ class Worker:
         finally:
             self._stopping.set()
             with self._changed:
+                parked, self._parked = self._parked, []
+            threading.Thread(target=lambda: [self._settle_unary(d) for d in parked], daemon=True).start()
+            with self._changed:
                 self._changed.wait_for(lambda: not self._running and not self._settling, timeout=self.grace)
                 if self._running:
                     log.warning("%d tasks still running after %.0fs; their leases will expire and they will run "
@@ -230,12 +236,15 @@ class Worker:
         return previous
 
     def _consume(self, pool: ThreadPoolExecutor) -> None:
-        """One stream, until it ends (stop) or breaks; then what it still owed is
-        settled with unary calls, so the next stream starts with every slot known."""
+        """One stream, until it ends (stop) or breaks; the settles it still owed are
+        parked and go first on the next one, which starts with every slot known."""
         with self._changed:
             ahead = self.concurrency if self._prefetch is None else self._prefetch  # until a rate is known
             credits = max(0, self.concurrency + ahead - len(self._running) - self._settling)
             stream = self._stream = _Stream(self._rpc, self.queues, self.lease_ttl, credits, self._credit_for)
+            parked, self._parked = self._parked, []
+            for done in parked:
+                stream.post(done)
             self._close_if_idle()
         try:
             for resp in stream.call:
@@ -256,9 +265,7 @@ class Worker:
             with self._changed:
                 self._stream = None
                 stream.close()
-                owed = list(stream.owed.values())
-            for done in owed:
-                self._settle_unary(done)
+                self._parked += stream.owed.values()
 
     def _credit_for(self, stream: _Stream, settling: int) -> int:
         """The credit a SettleBatch of ``settling`` settles grants: what brings the
@@ -322,7 +329,10 @@ class Worker:
             if stream is not None and not stream.closed:
                 stream.post(done)
                 return
-        self._settle_unary(done)  # no stream (it broke): settle on our own
+            if not self._stopping.is_set():
+                self._parked.append(done)  # the stream broke: the next one takes it
+                return
+        self._settle_unary(done)  # stopping, no stream to come: settle on our own
 
     def _answered(self, stream: _Stream, answer: pb.Settled) -> None:
         done = stream.owed.pop(answer.task_id, None)
