@@ -103,6 +103,18 @@ OPS = st.lists(st.tuples(st.sampled_from(WRITES),
                          st.integers(-6, 6)), min_size=1, max_size=60)
 
 
+def model_write(index: dict[str, float], kind: str, n: str, v) -> None:
+    """The same write on the Python model: name -> score."""
+    if kind == "add":
+        index[n] = float(v)
+    elif kind == "add_unscored":
+        index.setdefault(n, 0.0)
+    elif kind == "increment" and n in index:
+        index[n] += v
+    elif kind == "remove":
+        index.pop(n, None)
+
+
 async def apply_write(ac, kind: str, n: str, v) -> None:
     """One write of the model-checked traffic on index "i"."""
     if kind == "add":
@@ -131,14 +143,7 @@ def test_best_score_lists_stay_exact_through_any_writes(redis_server, ops, bound
     rank_whole, top_kept = bounds
     index: dict[str, float] = {}
     for kind, n, v in ops:
-        if kind == "add":
-            index[n] = float(v)
-        elif kind == "add_unscored":
-            index.setdefault(n, 0.0)
-        elif kind == "increment" and n in index:
-            index[n] += v
-        elif kind == "remove":
-            index.pop(n, None)
+        model_write(index, kind, n, v)
     prefixes = {""} | {n[:i] for n in index for i in range(1, len(n) + 1)} | {n[:1] for _, n, _ in ops}
 
     async def check(ac):
@@ -309,15 +314,9 @@ def test_best_answers_stay_exact_when_reads_and_writes_interleave(redis_server, 
     index: dict[str, float] = {}
     expected = []
     for kind, n, v in ops:
-        if kind == "add":
-            index[n] = float(v)
-        elif kind == "add_unscored":
-            index.setdefault(n, 0.0)
-        elif kind == "increment" and n in index:
-            index[n] += v
-        elif kind == "remove":
-            index.pop(n, None)
-        elif kind == "read":
+        if kind in WRITES:
+            model_write(index, kind, n, v)
+        else:
             p, limit = n[:1 + abs(v) % 2], 1 + abs(v) % (top_kept + 2)
             want = sorted(matches(index, p), key=lambda x: (-index[x], normalize(x), x))[:limit]
             expected.append([(x, index[x]) for x in want])

@@ -82,6 +82,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ..harness import (
     _die_with_parent,
+    _tail,
     concord_server,
     cpu_seconds,
     median,
@@ -192,13 +193,6 @@ class Peer:
             with contextlib.suppress(psutil.Error):
                 child.kill()
         self._reader.join(5)
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 # --- how each peer is started --------------------------------------------------------------
