@@ -163,7 +163,8 @@ class Feeds:
                     yield batch
                     cursor = cursors[view.chat_id] = batch.messages[-1].message_id
                     delivered(view.chat_id, cursor)
-                cursors.setdefault(view.chat_id, cursor)
+                cursors[view.chat_id] = cursor  # at least the seen position, even when nothing was new: a
+                # message heard whole later must follow it (a rejoin sets seen past what came while away)
                 if start < cursor < view.last_id:  # the read's count or bytes ran out before the end
                     more.append(view.chat_id)
             todo = more
