@@ -9,7 +9,7 @@ import json
 import pytest
 
 from concord_server.errors import TaskFinished, TaskLeaseNotHeld, TaskNotFound
-from concord_server.primitives.queue import NewTask, Policy, Retention, RetryPolicy
+from concord_server.primitives.queue import NewTask, Policy, Retention, RetryPolicy, Settling
 from support import async_wait_until, queue_primitive
 
 
@@ -162,6 +162,33 @@ async def test_retention_keeps_at_most_the_count_newest_first_out(queues, name):
     # Lowering the count applies at once.
     await queues.set_policy(name, Policy(succeeded=Retention(max_count=1)))
     assert [i for i in ids if await _exists(queues, name, i)] == ids[4:]
+
+
+async def test_retention_holds_within_one_batch_of_settles(queues, name):
+    """A script counts a finished set once and then keeps count itself: a batch that
+    overflows the limit several times over, while expired leases die in the same
+    script's sweep, still keeps exactly the newest of each kind."""
+    await queues.set_policy(name, Policy(succeeded=Retention(max_count=3), dead=Retention(max_count=2)))
+    old = [r.task_id for r in await queues.enqueue(name, [NewTask("t") for _ in range(2)])]
+    for t in await queues.dequeue([name], 2, 10_000, 0):
+        await queues.ack(name, t.task_id, t.lease)
+    doomed = [r.task_id for r in await queues.enqueue(name, [NewTask("t", max_attempts=1) for _ in range(3)])]
+    await queues.dequeue([name], 3, 1, 0)  # leases of 1 ms, on their last attempt: the next sweep kills them
+    ids = [r.task_id for r in await queues.enqueue(name, [NewTask("t", max_attempts=1) for _ in range(9)])]
+    leased = await queues.dequeue([name], 9, 10_000, 0)
+    assert {t.task_id for t in leased} == set(ids)  # the sweep of this dequeue killed the doomed ones
+    dead_now = [t.task_id for t in await queues.peek(name, "dead", 10)]
+    assert dead_now == doomed[1:]
+    settles = [Settling(t.task_id, t.lease, "nack" if i in (1, 4) else "ack", text="boom" if i in (1, 4) else "")
+               for i, t in enumerate(leased)]
+    outcomes = await queues.settle_many(name, settles)
+    assert [o.state for o in outcomes] == ["dead" if i in (1, 4) else "succeeded" for i in range(9)]
+    acked = [s.task_id for s in settles if s.action == "ack"]
+    assert [i for i in old + acked if await _exists(queues, name, i)] == acked[-3:]
+    assert [t.task_id for t in await queues.peek(name, "dead", 10)] == [leased[1].task_id, leased[4].task_id]
+    assert not any([await _exists(queues, name, i) for i in doomed])
+    stats = await queues.stats(name)
+    assert (stats.finished, stats.dead) == (3, 2)
 
 
 async def _exists(queues, name, task_id) -> bool:

@@ -400,6 +400,9 @@ class Worker:
                 try:
                     task.extend(self.lease_ttl)
                 except TaskLeaseNotHeld:
-                    log.warning("task %s of %s lost its lease while running", task.task_id, task.queue)
+                    with self._changed:  # else it finished (and was settled) since the list was taken
+                        lost = (task.queue, task.task_id) in self._running
+                    if lost:
+                        log.warning("task %s of %s lost its lease while running", task.task_id, task.queue)
                 except ConcordError as exc:
                     log.warning("could not extend task %s of %s: %s", task.task_id, task.queue, exc)

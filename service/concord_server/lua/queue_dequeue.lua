@@ -13,14 +13,29 @@ end
 local lease_ms = tonumber(ARGV[6])
 local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[5]) - 1)
 local tasks = {}
-for i, id in ipairs(ids) do
-  redis.call('ZREM', KEYS[1], id)
-  redis.call('ZREM', KEYS[2], id)
-  local att = redis.call('HINCRBY', task_key(id), 'att', 1)
-  event(now_ms, 'leased', id, 'a', att)
-  redis.call('HSET', task_key(id), 'state', 'leased', 'lease', ARGV[7] .. '.' .. i, 'lat', fmt(now_ms))
-  redis.call('ZADD', KEYS[4], now_ms + lease_ms, id)
-  tasks[#tasks + 1] = task_reply(id)
+if #ids > 0 then
+  -- What every task shares is one call for the whole batch.
+  for _, key in ipairs({KEYS[1], KEYS[2]}) do
+    for_chunks(ids, function(chunk) redis.call('ZREM', key, unpack(chunk)) end)
+  end
+  local expires = fmt(now_ms + lease_ms)
+  for_chunks(ids, function(chunk)
+    local args = {}
+    for _, id in ipairs(chunk) do
+      args[#args + 1] = expires
+      args[#args + 1] = id
+    end
+    redis.call('ZADD', KEYS[4], unpack(args))
+  end)
+  for i, id in ipairs(ids) do
+    local f = redis.call('HMGET', task_key(id), unpack(REPLY_FIELDS))
+    local att = tonumber(f[5]) + 1
+    local lease = ARGV[7] .. '.' .. i
+    redis.call('HSET', task_key(id), 'state', 'leased', 'lease', lease, 'lat', fmt(now_ms), 'att', att)
+    event(now_ms, 'leased', id, 'a', att)
+    f[4], f[5], f[7] = 'leased', tostring(att), lease
+    tasks[#tasks + 1] = reply_of(id, f, expires)
+  end
 end
 local left = redis.call('ZCARD', KEYS[1])
 -- Tasks the clock made ready here may have other waiters; so may ones we left.

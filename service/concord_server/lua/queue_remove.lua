@@ -28,8 +28,7 @@ if what == 'cancel' then
   if state == 'dead' then
     forget(id)
   else
-    redis.call('HSET', task_key(id), 'state', 'cancelled')
-    retire(id, false, now_ms)
+    retire(id, false, now_ms, {'state', 'cancelled'})
   end
   return CANCEL.CANCELLED
 end

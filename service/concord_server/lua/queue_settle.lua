@@ -24,10 +24,12 @@
 local BASE_MS, CAP_MS = tonumber(ARGV[5]), tonumber(ARGV[6])
 local now_ms = clock()
 local ready = sweep(now_ms)
+local unleased = {}  -- taken out of the leased set together at the end: one call, not one a task
 
 local function settle(id, lease, action, ms, text, text2, rand, retryable)
   local k = task_key(id)
-  local state, held, att, max, prio = unpack(redis.call('HMGET', k, 'state', 'lease', 'att', 'max', 'prio'))
+  local state, held, att, max, prio, dk, dw = unpack(redis.call('HMGET', k, 'state', 'lease', 'att', 'max', 'prio',
+    'dk', 'dw'))
   if state ~= 'leased' or held ~= lease then
     return {HELD.NOT_HELD}
   end
@@ -42,12 +44,11 @@ local function settle(id, lease, action, ms, text, text2, rand, retryable)
     end
     reply = {HELD.HELD, 'leased', tonumber(redis.call('ZSCORE', KEYS[4], id))}
   else
-    redis.call('ZREM', KEYS[4], id)
+    unleased[#unleased + 1] = id
     att, max, prio = tonumber(att), tonumber(max), tonumber(prio)
     if action == 'ack' then
-      redis.call('HSET', k, 'state', 'succeeded', 'res', text, 'rct', text2)
       event(now_ms, 'succeeded', id, 'a', att)
-      retire(id, false, now_ms)
+      retire(id, false, now_ms, {'state', 'succeeded', 'res', text, 'rct', text2}, dk or '', dw)
       reply = {HELD.HELD, 'succeeded', now_ms}
     elseif action == 'release' then
       redis.call('HSET', k, 'att', att - 1)
@@ -95,5 +96,6 @@ for i = 0, tonumber(ARGV[7]) - 1 do
   replies[i + 1] = settle(ARGV[a], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4], ARGV[a + 5],
                           tonumber(ARGV[a + 6]), ARGV[a + 7])
 end
+for_chunks(unleased, function(chunk) redis.call('ZREM', KEYS[4], unpack(chunk)) end)
 announce(ready)
 return replies

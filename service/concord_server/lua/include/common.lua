@@ -11,3 +11,11 @@ end
 local function fmt(n)
   return string.format('%.0f', n)
 end
+
+-- Calls fn with successive slices of list, each short enough to unpack into one
+-- command's arguments (Lua's stack bounds unpack).
+local function for_chunks(list, fn)
+  for first = 1, #list, 1000 do
+    fn({unpack(list, first, math.min(first + 999, #list))})
+  end
+end

@@ -45,7 +45,12 @@ local RETAIN_DEFAULTS = {sn = 1000, sa = 86400000, dn = -1, da = 0}
 local DEFAULT_MAX_ATTEMPTS = 3
 local RETRY_FIELDS = {'bk', 'bb', 'bc', 'bj'}
 local DEFAULT_KEEP_EVENTS = 1000
+-- Read once per script, on first use: a batch of tasks pays for them once.
 local keep_events = nil
+local events_rung = false
+-- Per finished set: {most kept, age limit, entries now}, read by a script's first retire;
+-- nothing else changes the set after that in a script that retires (sweep trims first).
+local retained = {}
 
 local function task_key(id)
   return TASK .. id
@@ -55,7 +60,8 @@ end
 -- cancelled released retried), the task, the time, then field, value pairs: a
 -- attempt, ty type, r ready at, e error, w dead reason, pv pj progress, s schedule.
 -- Numbered in order so a watcher can tell a gap; the stream's own name is the shard
--- channel that rings watchers with the number.
+-- channel that rings watchers. One ring a script is enough: a watcher reads the stream
+-- only after the script, so it finds every event the script added.
 local function event(now_ms, kind, id, ...)
   if keep_events == nil then
     keep_events = tonumber(redis.call('HGET', KEYS[9], 'ke') or DEFAULT_KEEP_EVENTS)
@@ -63,7 +69,10 @@ local function event(now_ms, kind, id, ...)
   if keep_events > 0 then
     local n = redis.call('INCR', KEYS[12])
     redis.call('XADD', KEYS[11], 'MAXLEN', '~', keep_events, n .. '-0', 'k', kind, 'id', id, 't', fmt(now_ms), ...)
-    redis.call('SPUBLISH', KEYS[11], n)
+    if not events_rung then
+      redis.call('SPUBLISH', KEYS[11], n)
+      events_rung = true
+    end
   end
 end
 
@@ -78,30 +87,37 @@ end
 -- value). Returns its id and whether it is ready now.
 local function add_task(ttype, payload, prio, max, at_ms, now_ms, schedule, more)
   local id = string.format('%012x', redis.call('INCR', KEYS[6]))
-  local k = task_key(id)
-  redis.call('HSET', k, 'type', ttype, 'payload', payload, 'prio', prio, 'att', 0, 'max', max, 'enq', fmt(now_ms))
-  if #more > 0 then
-    redis.call('HSET', k, unpack(more))
+  local later = at_ms > now_ms
+  -- the whole hash in one HSET: a batch pays one call per task for it
+  local fields = {'type', ttype, 'payload', payload, 'prio', prio, 'att', 0, 'max', max, 'enq', fmt(now_ms),
+    'state', later and 'delayed' or 'ready', 'ready', fmt(later and at_ms or now_ms)}
+  for _, v in ipairs(more) do
+    fields[#fields + 1] = v
   end
   if schedule ~= '' then
-    redis.call('HSET', k, 'sch', schedule)
+    fields[#fields + 1] = 'sch'
+    fields[#fields + 1] = schedule
     event(now_ms, 'enqueued', id, 'ty', ttype, 'r', fmt(math.max(at_ms, now_ms)), 's', schedule)
   else
     event(now_ms, 'enqueued', id, 'ty', ttype, 'r', fmt(math.max(at_ms, now_ms)))
   end
-  if at_ms > now_ms then
+  redis.call('HSET', task_key(id), unpack(fields))
+  if later then
     redis.call('ZADD', KEYS[3], fmt(at_ms), id)
-    redis.call('HSET', k, 'state', 'delayed', 'ready', fmt(at_ms))
     return id, false
   end
-  make_ready(id, now_ms, prio)
+  redis.call('ZADD', KEYS[1], fmt(now_ms - prio * WEIGHT), id)
+  redis.call('ZADD', KEYS[2], fmt(now_ms), id)
   return id, true
 end
 
 -- The task no longer counts as pending for its dedupe key: the key lives on for the
--- task's dedupe window, then frees the key for a new task.
-local function release_dedupe(id)
-  local dk, dw = unpack(redis.call('HMGET', task_key(id), 'dk', 'dw'))
+-- task's dedupe window, then frees the key for a new task. dk and dw: the task's, when
+-- the caller has read them already.
+local function release_dedupe(id, dk, dw)
+  if dk == nil then
+    dk, dw = unpack(redis.call('HMGET', task_key(id), 'dk', 'dw'))
+  end
   if dk and dk ~= '' and redis.call('GET', dk) == id then
     if tonumber(dw) > 0 then
       redis.call('PEXPIRE', dk, dw)
@@ -145,27 +161,43 @@ local function trim(set, n, age, now_ms)
   end
 end
 
--- The task finished (state succeeded, cancelled or dead, already set in its hash;
--- dead says which kind): keep it under the queue's retention, or delete it, and
--- tell WaitTask.
-local function retire(id, dead, now_ms)
-  release_dedupe(id)
+-- The task finished (dead says which kind: dead, or succeeded or cancelled): set its
+-- hash's fields (a flat list of field, value: its state and what goes with it), keep
+-- it under the queue's retention or delete it, and tell WaitTask. dk, dw: as for
+-- release_dedupe. Entries past the age limit were trimmed by this script's sweep;
+-- the count limit is kept here, the set's size read once a script.
+local function retire(id, dead, now_ms, fields, dk, dw)
+  release_dedupe(id, dk, dw)
   local k = task_key(id)
   local set, kind = KEYS[8], 's'
   if dead then
     set, kind = KEYS[5], 'd'
   end
-  local n, age = retention(kind)
+  local r = retained[set]
+  if r == nil then
+    local n, age = retention(kind)
+    r = {n, age, n > 0 and redis.call('ZCARD', set) or 0}
+    retained[set] = r
+  end
+  local n, age = r[1], r[2]
   if n == 0 then
     redis.call('DEL', k)
   else
-    redis.call('HSET', k, 'fin', fmt(now_ms))
+    fields[#fields + 1] = 'fin'
+    fields[#fields + 1] = fmt(now_ms)
+    redis.call('HSET', k, unpack(fields))
     redis.call('HDEL', k, 'lease')
-    redis.call('ZADD', set, fmt(now_ms), id)
+    r[3] = r[3] + redis.call('ZADD', set, fmt(now_ms), id)
     if age > 0 then
       redis.call('PEXPIRE', k, age)
     end
-    trim(set, n, age, now_ms)
+    if n > 0 and r[3] > n then
+      local popped = redis.call('ZPOPMIN', set, r[3] - n)
+      for i = 1, #popped, 2 do
+        redis.call('DEL', task_key(popped[i]))
+      end
+      r[3] = n
+    end
   end
   redis.call('SPUBLISH', FINISHED, id)
 end
@@ -181,9 +213,8 @@ end
 
 -- why: the rule that ended it ('attempts', 'lease', 'not_retryable').
 local function kill(id, err, why, now_ms)
-  redis.call('HSET', task_key(id), 'state', 'dead', 'err', err, 'why', why)
   event(now_ms, 'dead', id, 'a', redis.call('HGET', task_key(id), 'att'), 'e', err, 'w', why)
-  retire(id, true, now_ms)
+  retire(id, true, now_ms, {'state', 'dead', 'err', err, 'why', why})
 end
 
 -- What the clock alone changes: due delayed tasks become ready (ordered by when
@@ -191,6 +222,11 @@ end
 -- make their task ready for the next attempt, or dead when it has none left.
 -- Returns how many tasks became ready.
 local function sweep(now_ms)
+  -- Finished tasks past their age limit (their hashes expired by themselves), first:
+  -- retire counts a set's entries after this.
+  local sa, da = unpack(redis.call('HMGET', KEYS[9], 'sa', 'da'))
+  trim(KEYS[8], -1, tonumber(sa or RETAIN_DEFAULTS.sa), now_ms)
+  trim(KEYS[5], -1, tonumber(da or RETAIN_DEFAULTS.da), now_ms)
   local n = 0
   local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now_ms, 'WITHSCORES', 'LIMIT', 0, SWEEP_BATCH)
   for i = 1, #due, 2 do
@@ -213,10 +249,6 @@ local function sweep(now_ms)
       n = n + 1
     end
   end
-  -- Finished tasks past their age limit: their hashes expired by themselves.
-  local sa, da = unpack(redis.call('HMGET', KEYS[9], 'sa', 'da'))
-  trim(KEYS[8], -1, tonumber(sa or RETAIN_DEFAULTS.sa), now_ms)
-  trim(KEYS[5], -1, tonumber(da or RETAIN_DEFAULTS.da), now_ms)
   return n
 end
 
@@ -276,12 +308,17 @@ end
 -- A task as a flat reply: id type payload prio state att max lease lease_expires_ms
 -- enq ready err sch sat (lease fields empty / -1 when not leased; sch sat, the
 -- schedule and tick that enqueued it, empty if none).
-local function task_reply(id)
-  local f = redis.call('HMGET', task_key(id), 'type', 'payload', 'prio', 'state', 'att', 'max', 'lease', 'enq',
-    'ready', 'err', 'sch', 'sat')
-  local lease_expires = redis.call('ZSCORE', KEYS[4], id) or '-1'
+local REPLY_FIELDS = {'type', 'payload', 'prio', 'state', 'att', 'max', 'lease', 'enq', 'ready', 'err', 'sch', 'sat'}
+
+-- The reply of a task whose REPLY_FIELDS (in that order) are f.
+local function reply_of(id, f, lease_expires)
   return {id, f[1], f[2], f[3], f[4], f[5], f[6], f[7] or '', lease_expires, f[8], f[9], f[10] or '', f[11] or '',
     f[12] or ''}
+end
+
+local function task_reply(id)
+  return reply_of(id, redis.call('HMGET', task_key(id), unpack(REPLY_FIELDS)),
+    redis.call('ZSCORE', KEYS[4], id) or '-1')
 end
 
 -- All GetTask shows: task_reply, then lat prog pj pt res rct fin why bk bb bc bj
