@@ -183,6 +183,33 @@ async def test_a_member_who_left_gets_nothing_sent_after_it_left_while_still_lis
         await feed.aclose()
 
 
+async def test_a_resubscription_after_a_lost_leave_notice_revokes_before_what_it_heard_since(redis_server, name):
+    """The bus lost the leave's notice, then resubscribed: its confirmation rings while
+    b's stream is busy (suspended at a yield), and what the stream hears after it
+    must wait for a read, even though the ring has not been looked at yet."""
+    async with chat_primitive(redis_server.url) as (chats, feeds):
+        cid, _ = await chats.create("a", ["b", "c"], "m1", name)
+        feed_b, feed_c = await started(feeds, "b"), await started(feeds, "c")
+        await chats.send(cid, "a", "m2")
+        assert ids(await next_batch(feed_b)) == [2] and ids(await next_batch(feed_c)) == [2]
+        k = chats._keys.chat(cid)
+        left = await chat_primitive_module._MEMBER.run(  # the notice goes where nobody listens: lost
+            chats._redis, k.keys, [f"{k.channel}:nobody", *chats._retention, "leave", "b", 0])
+        assert (left.status, left.value) == (CHAT.OK, 0)
+        feeds._bells.listeners[k.channel].on_subscribed()  # what the bus does once it has resubscribed
+        await chats.send(cid, "a", "m3 is not for b")
+        assert await chats.join(cid, "b") == 3
+        await chats.send(cid, "a", "m4")
+        got_c: list[int] = []  # c's stream hears each message in the same call as b's
+        while 4 not in got_c:
+            got_c += ids(await next_batch(feed_c))
+        assert got_c == [3, 4]
+        batch = await next_batch(feed_b)
+        assert [(m.message_id, m.body) for m in batch.messages] == [(4, "m4")]
+        await feed_b.aclose()
+        await feed_c.aclose()
+
+
 async def test_switching_channels_under_a_flow_of_messages_skips_and_repeats_nothing(redis_server, name):
     """A subscriber listens again each time it joins a chat; meanwhile messages flow
     into its first chat. Every message arrives once, in order."""

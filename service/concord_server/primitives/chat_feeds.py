@@ -100,39 +100,55 @@ class Feeds:
             live = _Live(self, user, {self._keys.chat(c).channel: c for c in chats})
             async with self._bells.watch([user_channel, *live.channels], hear=live.hear) as watch:
                 watch.arm()
-                live.stale.update(chats)  # all: whatever came before these doorbells listened
-                while True:
-                    if live.stale:
-                        dirty, live.stale = live.stale, set()
-                        async for event in self._drain(user, dirty, cursors, delivered, live):
-                            yield event
-                        continue
-                    if live.inbox:
-                        chat_id = next(iter(live.inbox))
-                        heard = live.inbox.pop(chat_id)
-                        cursor = cursors.get(chat_id)
-                        if cursor is None or chat_id not in live.direct:
-                            live.stale.add(chat_id)  # membership unconfirmed: read
-                            continue
-                        batches, rest = _contiguous(chat_id, heard, cursor)
-                        for batch in batches:
-                            yield batch
-                            cursor = cursors[chat_id] = batch.messages[-1].message_id
-                            delivered(chat_id, cursor)
-                        if rest:
-                            live.stale.add(chat_id)  # a gap: read after the cursor
-                        continue
-                    await watch.wait(LIVE_WAIT)
-                    rung = watch.arm()
-                    if user_channel in rung:
-                        break  # joined or left a chat: listen again, to the new set
-                    for channel in rung:  # confirmations (maybe after missed messages), safety rings
-                        if (chat_id := live.channels.get(channel)) is not None:
-                            live.revoke(chat_id)
-                            live.stale.add(chat_id)
-            known, chats = set(chats), await self._chats.chats_of(user)
-            for gone in known - set(chats):
+                # The user's chats again, now that a join or leave rings this watch: one
+                # made while the last watch was being replaced rang nobody. If the set
+                # moved meanwhile, listen again, to the new one.
+                latest = await self._chats.chats_of(user)
+                if set(latest) == set(chats):
+                    live.stale.update(chats)  # all: whatever came before these doorbells listened
+                    async for event in self._listen(user, live, watch, cursors, delivered):
+                        yield event
+                    latest = await self._chats.chats_of(user)
+            for gone in set(chats) - set(latest):
                 cursors.pop(gone, None)
+            chats = latest
+
+    async def _listen(self, user: str, live: _Live, watch, cursors: dict[str, int],
+                      delivered: Delivered) -> AsyncIterator[Event]:
+        """One watch's live delivery, until the user's channel rings (a join or leave)."""
+        user_channel = self._keys.user(user).channel
+        while True:
+            # Rings first, each time round, before the inbox: a confirmation that rang
+            # while this stream was busy (at a yield) may follow lost messages, a leave's
+            # notice among them, so what was heard since must wait for a read.
+            rung = watch.arm()  # before looking: what rings or is heard from now on wakes the wait
+            if user_channel in rung:
+                return  # joined or left a chat: listen again, to the new set
+            for channel in rung:  # confirmations (maybe after missed messages), safety rings
+                if (chat_id := live.channels.get(channel)) is not None:
+                    live.revoke(chat_id)
+                    live.stale.add(chat_id)
+            if live.stale:
+                dirty, live.stale = live.stale, set()
+                async for event in self._drain(user, dirty, cursors, delivered, live):
+                    yield event
+                continue
+            if live.inbox:
+                chat_id = next(iter(live.inbox))
+                heard = live.inbox.pop(chat_id)
+                cursor = cursors.get(chat_id)
+                if cursor is None or chat_id not in live.direct:
+                    live.stale.add(chat_id)  # membership unconfirmed: read
+                    continue
+                batches, rest = _contiguous(chat_id, heard, cursor)
+                for batch in batches:
+                    yield batch
+                    cursor = cursors[chat_id] = batch.messages[-1].message_id
+                    delivered(chat_id, cursor)
+                if rest:
+                    live.stale.add(chat_id)  # a gap: read after the cursor
+                continue
+            await watch.wait(LIVE_WAIT)
 
     async def _drain(self, user: str, chats: Collection[str], cursors: dict[str, int],
                      delivered: Delivered, live: _Live | None = None) -> AsyncIterator[Event]:
