@@ -95,6 +95,30 @@ def test_a_settle_batch_answers_each_settle_in_order_then_grants_its_credit(clie
         stream.call.cancel()
 
 
+def test_settle_batches_sent_back_to_back_are_settled_and_answered_in_order(client, stub, name):
+    """Three batches sent at once, without waiting for answers, the second
+    acking a task the first already acked, the third half-closing the stream. Each
+    is answered in the order sent, and the half-close waits for all three answers."""
+    q = client.queue(name)
+    q.put_many([concord.NewTask("t", i) for i in range(6)])
+    stream = Stream(stub, [name], credits=6)
+    try:
+        tasks: list[pb.Task] = []
+        while len(tasks) < 6:
+            tasks += stream.next().tasks.tasks
+        batches = [[settle(t) for t in tasks[:3]], [settle(tasks[0]), *map(settle, tasks[3:5])], [settle(tasks[5])]]
+        for b in batches:
+            stream.send(pb.ConsumeRequest(settles=pb.SettleBatch(settles=b)))
+        stream.close()
+        answers = [[(s.task_id, s.error_reason) for s in stream.next().settled_batch.settled] for _ in batches]
+        assert answers == [[(t.task_id, "") for t in tasks[:3]],
+                           [(tasks[0].task_id, "TASK_LEASE_NOT_HELD"), *((t.task_id, "") for t in tasks[3:5])],
+                           [(tasks[5].task_id, "")]]
+        assert q.stats().finished == 6
+    finally:
+        stream.call.cancel()
+
+
 def test_a_settle_batch_may_span_queues(client, stub, name):
     a, b = client.queue(name + "-a"), client.queue(name + "-b")
     a.put("t", 1)
