@@ -40,6 +40,19 @@ BACKENDS = ["valkey", "redis"]
 VALIDATION_PREFIX = "validation"  # the validation_server fixture's keys, so "nothing written" is exact
 
 
+@contextlib.contextmanager
+def worker_running(worker, join: float = 30.0):
+    """A concord.Worker's run() on a thread for the with block (yields the thread);
+    on the way out it is stopped and joined (up to ``join`` s)."""
+    runner = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
+    runner.start()
+    try:
+        yield runner
+    finally:
+        worker.stop()
+        runner.join(join)
+
+
 def wait_until(predicate, timeout: float = 10.0, interval: float = 0.01, message: str = "condition"):
     """Polls predicate until it returns a truthy value; fails the test at the deadline."""
     deadline = time.monotonic() + timeout

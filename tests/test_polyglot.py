@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 import concord
-from support import wait_until
+from support import wait_until, worker_running
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS_BIN = ROOT / ".tools" / "bin"
@@ -201,13 +201,8 @@ def test_python_worker_runs_tasks_a_node_producer_enqueued(client, name, concord
     def send_welcome(task):
         done.append((task.task_id, task.json()))
 
-    runner = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
-    runner.start()
-    try:
+    with worker_running(worker):
         wait_until(lambda: len(done) >= len(payloads), message="the worker to run every task")
-    finally:
-        worker.stop()
-        runner.join(30)
     assert sorted(done, key=lambda d: d[1]["n"]) == list(zip(ids, payloads))
     stats = client.queue(name).stats()
     assert (stats.ready, stats.leased, stats.dead) == (0, 0, 0)

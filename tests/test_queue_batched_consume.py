@@ -14,7 +14,7 @@ from google.protobuf import duration_pb2
 import concord
 from concord.queue.v1 import queue_pb2 as pb
 from concord.queue.v1 import queue_pb2_grpc
-from support import ServerProcess, error_info, unless_unavailable, wait_until
+from support import ServerProcess, error_info, unless_unavailable, wait_until, worker_running
 
 
 @pytest.fixture
@@ -261,11 +261,6 @@ def test_a_worker_with_prefetch_0_holds_no_more_tasks_than_its_threads(client, n
     def run(task: concord.Task) -> None:
         leased.append(q.stats().leased)
 
-    runner = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
-    runner.start()
-    try:
+    with worker_running(worker):
         wait_until(lambda: worker.processed == 12, message="all tasks run")
-    finally:
-        worker.stop()
-        runner.join(30)
     assert len(leased) == 12 and max(leased) <= 2

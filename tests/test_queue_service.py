@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 import concord
-from support import wait_until
+from support import wait_until, worker_running
 
 
 @pytest.fixture
@@ -123,16 +123,13 @@ def test_worker_runs_callbacks_concurrently_acks_nacks_and_dead_letters(client, 
     queue.put_many([concord.NewTask("work", i) for i in range(9)])
     queue.put("broken", max_attempts=1)
     queue.put("unknown-type", max_attempts=1)
-    runner = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
-    runner.start()
-    try:
-        wait_until(lambda: active[0] == 3, message="3 running")
-        gate.set()
-        wait_until(lambda: len(seen) == 9 and queue.stats().dead == 2, message="all settled")
-    finally:
-        gate.set()
-        worker.stop()
-        runner.join(10)
+    with worker_running(worker, join=10) as runner:
+        try:
+            wait_until(lambda: active[0] == 3, message="3 running")
+            gate.set()
+            wait_until(lambda: len(seen) == 9 and queue.stats().dead == 2, message="all settled")
+        finally:
+            gate.set()
     assert not runner.is_alive() and peak[0] == 3 and sorted(seen) == list(range(9))
     errors = sorted(t.last_error.splitlines()[0] for t in queue.dead())
     assert errors == ["RuntimeError: always fails", "no handler for task type 'unknown-type'"]
@@ -150,24 +147,16 @@ def test_worker_renews_the_lease_of_a_long_task(client, queue, name):
         time.sleep(2)  # the work itself: more than three lease lengths
 
     queue.put("long")
-    runner = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
-    runner.start()
-    try:
+    with worker_running(worker, join=10):
         wait_until(lambda: worker.processed == 1, message="the long task to finish")
-    finally:
-        worker.stop()
-        runner.join(10)
     assert runs == [1]  # never handed out a second time
     assert queue.stats().leased == 0
 
 
 def test_worker_stop_interrupts_a_waiting_fetch_promptly(client, name):
     worker = concord.Worker(client, [name])
-    runner = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
-    runner.start()
-    wait_until(lambda: worker._stream is not None, message="worker waiting for tasks")
-    worker.stop()
-    runner.join(5)
+    with worker_running(worker, join=5) as runner:
+        wait_until(lambda: worker._stream is not None, message="worker waiting for tasks")
     assert not runner.is_alive()
 
 
@@ -292,15 +281,10 @@ def test_a_handle_returns_the_result_a_worker_returned(client, queue, name):
         pass
 
     summed, plain, empty = queue.put("add", [1, 2, 3]), queue.put("text"), queue.put("nothing")
-    runner = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
-    runner.start()
-    try:
+    with worker_running(worker, join=20):
         assert summed.result(timeout=20) == {"sum": 6}
         assert plain.result(timeout=20) == "plain"
         assert empty.result(timeout=20) is None
-    finally:
-        worker.stop()
-        runner.join(20)
     info = queue.get_task(summed)
     assert (info.state, info.result_type, info.last_progress.value, info.last_progress.data) == (
         "succeeded", "application/json", 0.5, {"step": "adding"})
@@ -392,13 +376,8 @@ def test_retry_policies_per_queue_and_per_task_and_unrecoverable_errors(client, 
         raise concord.UnrecoverableError("malformed order")
 
     doomed = queue.put("bad")
-    runner = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
-    runner.start()
-    try:
+    with worker_running(worker, join=20):
         with pytest.raises(concord.TaskFailed) as err:
             doomed.result(timeout=20)
-    finally:
-        worker.stop()
-        runner.join(20)
     assert (err.value.task.dead_reason, err.value.task.attempt) == ("not_retryable", 1)
     assert "malformed order" in err.value.task.last_error
