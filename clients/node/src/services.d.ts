@@ -936,6 +936,36 @@ export declare namespace concord.election.v1 {
   }
 }
 
+export declare namespace concord.error.v1 {
+  /** Code is a gRPC status code, numbered as gRPC numbers them (google.rpc.Code). */
+  type Code = 'CODE_UNSPECIFIED' | 'CODE_CANCELLED' | 'CODE_UNKNOWN' | 'CODE_INVALID_ARGUMENT' | 'CODE_DEADLINE_EXCEEDED' | 'CODE_NOT_FOUND' | 'CODE_ALREADY_EXISTS' | 'CODE_PERMISSION_DENIED' | 'CODE_RESOURCE_EXHAUSTED' | 'CODE_FAILED_PRECONDITION' | 'CODE_ABORTED' | 'CODE_OUT_OF_RANGE' | 'CODE_UNIMPLEMENTED' | 'CODE_INTERNAL' | 'CODE_UNAVAILABLE' | 'CODE_DATA_LOSS' | 'CODE_UNAUTHENTICATED';
+
+  /**
+   * Error is a failure carried in a stream's message instead of a call's status, where
+   * one stream answers many requests (LockService.Session): the status code, reason
+   * and message the unary method would have failed with, and its ErrorInfo metadata.
+   */
+  interface Error {
+    code?: concord.error.v1.Code | number;
+    /** A Reason's name without the REASON_ prefix, as in ErrorInfo: "LOCK_NOT_HELD". */
+    reason?: string;
+    message?: string;
+    metadata?: { [key: string]: string };
+  }
+  /**
+   * Error is a failure carried in a stream's message instead of a call's status, where
+   * one stream answers many requests (LockService.Session): the status code, reason
+   * and message the unary method would have failed with, and its ErrorInfo metadata.
+   */
+  interface Error__Output {
+    code: concord.error.v1.Code;
+    /** A Reason's name without the REASON_ prefix, as in ErrorInfo: "LOCK_NOT_HELD". */
+    reason: string;
+    message: string;
+    metadata: { [key: string]: string };
+  }
+}
+
 export declare namespace concord.files.v1 {
   /**
    * FileService ships files to a group of workers through Redis: the book's log
@@ -1246,6 +1276,76 @@ export declare namespace concord.lock.v1 {
     holdMany(request: concord.lock.v1.HoldManyRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<concord.lock.v1.HoldManyResponse__Output>;
     /** holdMany, by its name in the .proto file. */
     HoldMany(request: concord.lock.v1.HoldManyRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<concord.lock.v1.HoldManyResponse__Output>;
+    /**
+     * Session carries Acquire, Release and Refresh as messages on one long-lived
+     * stream, for a client that takes and frees locks often. A message on an open
+     * stream costs both ends far less than a call (no call set-up, headers or
+     * trailers), so a lock passes between two sessions sooner than between two
+     * callers of the unary methods. Each request carries an id of the client's
+     * choosing, and its answer the same id; answers come as they are ready, so a
+     * waiting Acquire holds back nobody. An answer is what the unary method would
+     * return, or `error` with the code, reason and message it would fail with.
+     * `cancel` gives up a waiting Acquire, which then answers acquired=false (a grant
+     * that raced it is passed on). Half-closing lets every request in flight finish
+     * and be answered; cancelling the stream, or the client vanishing, gives up its
+     * waiting Acquires as cancelled Acquire calls would be. Leases belong to the
+     * client, not to the stream: they outlive it until released or expired.
+     */
+    session(options?: grpc.CallOptions): grpc.ClientDuplexStream<concord.lock.v1.SessionRequest, concord.lock.v1.SessionResponse__Output>;
+    /** session, by its name in the .proto file. */
+    Session(options?: grpc.CallOptions): grpc.ClientDuplexStream<concord.lock.v1.SessionRequest, concord.lock.v1.SessionResponse__Output>;
+  }
+
+  interface SessionRequest {
+    /**
+     * The client's number for this request, echoed in its answer. Ids of requests in
+     * flight must differ; one may be reused once answered.
+     */
+    id?: number | string;
+    acquire?: concord.lock.v1.AcquireRequest | null;
+    release?: concord.lock.v1.ReleaseRequest | null;
+    refresh?: concord.lock.v1.RefreshRequest | null;
+    /**
+     * Gives up the waiting Acquire with this id. Nothing happens, and nothing is
+     * answered, if no Acquire with it is waiting.
+     */
+    cancel?: number | string;
+  }
+  interface SessionRequest__Output {
+    /**
+     * The client's number for this request, echoed in its answer. Ids of requests in
+     * flight must differ; one may be reused once answered.
+     */
+    id: string;
+    acquire?: concord.lock.v1.AcquireRequest__Output | null;
+    release?: concord.lock.v1.ReleaseRequest__Output | null;
+    refresh?: concord.lock.v1.RefreshRequest__Output | null;
+    /**
+     * Gives up the waiting Acquire with this id. Nothing happens, and nothing is
+     * answered, if no Acquire with it is waiting.
+     */
+    cancel?: string;
+    /** Which of the oneof's fields is set. */
+    op?: 'acquire' | 'release' | 'refresh' | 'cancel';
+  }
+
+  interface SessionResponse {
+    /** The id of the request this answers. */
+    id?: number | string;
+    acquire?: concord.lock.v1.AcquireResponse | null;
+    release?: concord.lock.v1.ReleaseResponse | null;
+    refresh?: concord.lock.v1.RefreshResponse | null;
+    error?: concord.error.v1.Error | null;
+  }
+  interface SessionResponse__Output {
+    /** The id of the request this answers. */
+    id: string;
+    acquire?: concord.lock.v1.AcquireResponse__Output | null;
+    release?: concord.lock.v1.ReleaseResponse__Output | null;
+    refresh?: concord.lock.v1.RefreshResponse__Output | null;
+    error?: concord.error.v1.Error__Output | null;
+    /** Which of the oneof's fields is set. */
+    result?: 'acquire' | 'release' | 'refresh' | 'error';
   }
 
   interface AcquireManyRequest {

@@ -9,6 +9,7 @@ import grpc
 
 from ._auth import Pem, SyncToken, aio_token_interceptors, tls_credentials
 from ._retry import WAIT_CHUNK, Budget, retry, retry_async
+from ._session import SessionStub
 from .autocomplete import AsyncAutocomplete, Autocomplete
 from .autocomplete.v1 import autocomplete_pb2_grpc
 from .chat.v1 import chat_pb2_grpc
@@ -264,6 +265,11 @@ class AsyncClient(_Connection):
     """
 
     _grpc = grpc.aio
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Lock acquire, release and refresh go as messages on one stream (_session.py).
+        self._services["lock"] = Service(self, SessionStub(self._services["lock"]._stub))
 
     @property
     def chat(self) -> AsyncChat:

@@ -312,12 +312,12 @@ _BY_CODE: dict[grpc.StatusCode, type[ConcordError]] = {
 }
 
 
-def from_reason(reason: str, message: str) -> ConcordError:
+def from_reason(reason: str, message: str, metadata: dict[str, str] | None = None) -> ConcordError:
     """The typed exception for an error reported in a message (a Consume stream's
-    Settled) rather than as a call's status."""
+    Settled, a lock Session's answer) rather than as a call's status."""
     code = STATUS.get(reason)
     cls = _BY_REASON.get(reason) or (_BY_CODE.get(code, ConcordError) if code else ConcordError)
-    return cls(message or reason, reason=reason)
+    return cls(message or reason, reason=reason, metadata=metadata)
 
 
 def from_rpc_error(error: grpc.RpcError) -> ConcordError:

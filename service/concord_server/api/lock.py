@@ -15,6 +15,7 @@ from ..primitives.lock import Locks
 from . import validation as v
 from .convert import duration, name_page, timestamp, wait_budget_ms
 from .holding import ACQUIRED, LOST, hold_events
+from .lock_session import LockSession
 from .status import rpc
 
 
@@ -30,8 +31,9 @@ class LockServicer(lock_pb2_grpc.LockServiceServicer):
         owner = v.label(request.owner, "owner") or context.peer()
         return name, ttl, wait_budget_ms(wait, context), owner
 
-    @rpc
-    async def Acquire(self, request: pb.AcquireRequest, context) -> pb.AcquireResponse:
+    # Acquire, Release and Refresh, as unary calls and as a Session's messages.
+
+    async def acquire(self, request: pb.AcquireRequest, context) -> pb.AcquireResponse:
         name, ttl, wait, owner = self._acquire_args(request, context)
         grant = await self._locks.acquire(name, ttl, wait, owner, detect=bool(request.owner))
         if grant is None:
@@ -40,17 +42,24 @@ class LockServicer(lock_pb2_grpc.LockServiceServicer):
             acquired=True, lease=grant.lease, fencing_token=grant.fencing_token, expires_at=timestamp(grant.expires_at_ms)
         )
 
-    @rpc
-    async def Release(self, request: pb.ReleaseRequest, context) -> pb.ReleaseResponse:
+    async def release(self, request: pb.ReleaseRequest, context) -> pb.ReleaseResponse:
         await self._locks.release(v.name(request.name), v.token(request.lease, "lease"))
         return pb.ReleaseResponse()
 
-    @rpc
-    async def Refresh(self, request: pb.RefreshRequest, context) -> pb.RefreshResponse:
+    async def refresh(self, request: pb.RefreshRequest, context) -> pb.RefreshResponse:
         name, lease = v.name(request.name), v.token(request.lease, "lease")
         ttl = self._durations.ttl(request)
         grant = await self._locks.refresh(name, lease, ttl)
         return pb.RefreshResponse(expires_at=timestamp(grant.expires_at_ms))
+
+    Acquire = rpc(acquire)
+    Release = rpc(release)
+    Refresh = rpc(refresh)
+
+    @rpc
+    async def Session(self, requests, context):
+        async for answer in LockSession(self).run(requests, context):
+            yield answer
 
     @rpc
     async def Describe(self, request: pb.DescribeRequest, context) -> pb.DescribeResponse:

@@ -28,6 +28,7 @@ from concord.error.v1.error_pb2 import (
     REASON_TOO_MANY_STREAMS,
 )
 
+from .. import sub_calls
 from ..errors import LimitReached
 from ..tenants import current as current_tenant
 from .guard import wrap
@@ -168,7 +169,10 @@ class _LimitGuard:
     def open(self, context: grpc.aio.ServicerContext, request: Any | None) -> contextlib.AbstractContextManager[Any]:
         if request is not None and hasattr(request, "ByteSize"):  # not an Undecodable marker
             self._limiter.check_size(request)
-        return self._limiter.admit(self._method, peer_of(context), self._streaming)
+        peer = peer_of(context)
+        if self._streaming:  # the calls a stream carries (sub_calls.py), admitted one by one
+            sub_calls.admit.set(lambda method: self._limiter.admit(method, peer, False))
+        return self._limiter.admit(self._method, peer, self._streaming)
 
     def requests(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         return sized(self._limiter, requests)

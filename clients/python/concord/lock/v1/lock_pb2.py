@@ -22,63 +22,68 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from concord.error.v1 import error_pb2 as concord_dot_error_dot_v1_dot_error__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x63oncord/lock/v1/lock.proto\x12\x0f\x63oncord.lock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8b\x01\n\x12\x41\x63quireManyRequest\x12\r\n\x05names\x18\x01 \x03(\t\x12&\n\x03ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x04 \x01(\t\"~\n\x13\x41\x63quireManyResponse\x12\x10\n\x08\x61\x63quired\x18\x01 \x01(\x08\x12\r\n\x05lease\x18\x02 \x01(\t\x12\x16\n\x0e\x66\x65ncing_tokens\x18\x03 \x03(\x04\x12.\n\nexpires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"2\n\x12ReleaseManyRequest\x12\r\n\x05names\x18\x01 \x03(\t\x12\r\n\x05lease\x18\x02 \x01(\t\"\x15\n\x13ReleaseManyResponse\"Z\n\x12RefreshManyRequest\x12\r\n\x05names\x18\x01 \x03(\t\x12\r\n\x05lease\x18\x02 \x01(\t\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"E\n\x13RefreshManyResponse\x12.\n\nexpires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x88\x01\n\x0fHoldManyRequest\x12\r\n\x05names\x18\x01 \x03(\t\x12&\n\x03ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x04 \x01(\t\"\x94\x01\n\x10HoldManyResponse\x12)\n\x05\x65vent\x18\x01 \x01(\x0e\x32\x1a.concord.lock.v1.HoldEvent\x12\r\n\x05lease\x18\x02 \x01(\t\x12\x16\n\x0e\x66\x65ncing_tokens\x18\x03 \x03(\x04\x12.\n\nexpires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"#\n\x13\x46orceReleaseRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"N\n\x14\x46orceReleaseResponse\x12\x10\n\x08released\x18\x01 \x01(\x08\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x15\n\rfencing_token\x18\x03 \x01(\x04\"9\n\x10ListLocksRequest\x12\x12\n\npage_token\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\";\n\x11ListLocksResponse\x12\r\n\x05names\x18\x01 \x03(\t\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x86\x01\n\x0e\x41\x63quireRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12&\n\x03ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x04 \x01(\t\"y\n\x0f\x41\x63quireResponse\x12\x10\n\x08\x61\x63quired\x18\x01 \x01(\x08\x12\r\n\x05lease\x18\x02 \x01(\t\x12\x15\n\rfencing_token\x18\x03 \x01(\x04\x12.\n\nexpires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"-\n\x0eReleaseRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05lease\x18\x02 \x01(\t\"\x11\n\x0fReleaseResponse\"U\n\x0eRefreshRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05lease\x18\x02 \x01(\t\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"A\n\x0fRefreshResponse\x12.\n\nexpires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x1f\n\x0f\x44\x65scribeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\xb9\x01\n\x10\x44\x65scribeResponse\x12\x0c\n\x04held\x18\x01 \x01(\x08\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x15\n\rfencing_token\x18\x03 \x01(\x04\x12\x30\n\rttl_remaining\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0f\n\x07waiters\x18\x05 \x01(\r\x12.\n\nexpires_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x83\x01\n\x0bHoldRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12&\n\x03ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x04 \x01(\t\"\x8f\x01\n\x0cHoldResponse\x12)\n\x05\x65vent\x18\x01 \x01(\x0e\x32\x1a.concord.lock.v1.HoldEvent\x12\r\n\x05lease\x18\x02 \x01(\t\x12\x15\n\rfencing_token\x18\x03 \x01(\x04\x12.\n\nexpires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*o\n\tHoldEvent\x12\x1a\n\x16HOLD_EVENT_UNSPECIFIED\x10\x00\x12\x17\n\x13HOLD_EVENT_ACQUIRED\x10\x01\x12\x18\n\x14HOLD_EVENT_REFRESHED\x10\x02\x12\x13\n\x0fHOLD_EVENT_LOST\x10\x03\x32\xa1\x07\n\x0bLockService\x12L\n\x07\x41\x63quire\x12\x1f.concord.lock.v1.AcquireRequest\x1a .concord.lock.v1.AcquireResponse\x12L\n\x07Release\x12\x1f.concord.lock.v1.ReleaseRequest\x1a .concord.lock.v1.ReleaseResponse\x12L\n\x07Refresh\x12\x1f.concord.lock.v1.RefreshRequest\x1a .concord.lock.v1.RefreshResponse\x12O\n\x08\x44\x65scribe\x12 .concord.lock.v1.DescribeRequest\x1a!.concord.lock.v1.DescribeResponse\x12\x45\n\x04Hold\x12\x1c.concord.lock.v1.HoldRequest\x1a\x1d.concord.lock.v1.HoldResponse0\x01\x12[\n\x0c\x46orceRelease\x12$.concord.lock.v1.ForceReleaseRequest\x1a%.concord.lock.v1.ForceReleaseResponse\x12R\n\tListLocks\x12!.concord.lock.v1.ListLocksRequest\x1a\".concord.lock.v1.ListLocksResponse\x12X\n\x0b\x41\x63quireMany\x12#.concord.lock.v1.AcquireManyRequest\x1a$.concord.lock.v1.AcquireManyResponse\x12X\n\x0bReleaseMany\x12#.concord.lock.v1.ReleaseManyRequest\x1a$.concord.lock.v1.ReleaseManyResponse\x12X\n\x0bRefreshMany\x12#.concord.lock.v1.RefreshManyRequest\x1a$.concord.lock.v1.RefreshManyResponse\x12Q\n\x08HoldMany\x12 .concord.lock.v1.HoldManyRequest\x1a!.concord.lock.v1.HoldManyResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x63oncord/lock/v1/lock.proto\x12\x0f\x63oncord.lock.v1\x1a\x1c\x63oncord/error/v1/error.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd0\x01\n\x0eSessionRequest\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x32\n\x07\x61\x63quire\x18\x02 \x01(\x0b\x32\x1f.concord.lock.v1.AcquireRequestH\x00\x12\x32\n\x07release\x18\x03 \x01(\x0b\x32\x1f.concord.lock.v1.ReleaseRequestH\x00\x12\x32\n\x07refresh\x18\x04 \x01(\x0b\x32\x1f.concord.lock.v1.RefreshRequestH\x00\x12\x10\n\x06\x63\x61ncel\x18\x05 \x01(\x04H\x00\x42\x04\n\x02op\"\xf0\x01\n\x0fSessionResponse\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x33\n\x07\x61\x63quire\x18\x02 \x01(\x0b\x32 .concord.lock.v1.AcquireResponseH\x00\x12\x33\n\x07release\x18\x03 \x01(\x0b\x32 .concord.lock.v1.ReleaseResponseH\x00\x12\x33\n\x07refresh\x18\x04 \x01(\x0b\x32 .concord.lock.v1.RefreshResponseH\x00\x12(\n\x05\x65rror\x18\x05 \x01(\x0b\x32\x17.concord.error.v1.ErrorH\x00\x42\x08\n\x06result\"\x8b\x01\n\x12\x41\x63quireManyRequest\x12\r\n\x05names\x18\x01 \x03(\t\x12&\n\x03ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x04 \x01(\t\"~\n\x13\x41\x63quireManyResponse\x12\x10\n\x08\x61\x63quired\x18\x01 \x01(\x08\x12\r\n\x05lease\x18\x02 \x01(\t\x12\x16\n\x0e\x66\x65ncing_tokens\x18\x03 \x03(\x04\x12.\n\nexpires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"2\n\x12ReleaseManyRequest\x12\r\n\x05names\x18\x01 \x03(\t\x12\r\n\x05lease\x18\x02 \x01(\t\"\x15\n\x13ReleaseManyResponse\"Z\n\x12RefreshManyRequest\x12\r\n\x05names\x18\x01 \x03(\t\x12\r\n\x05lease\x18\x02 \x01(\t\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"E\n\x13RefreshManyResponse\x12.\n\nexpires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x88\x01\n\x0fHoldManyRequest\x12\r\n\x05names\x18\x01 \x03(\t\x12&\n\x03ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x04 \x01(\t\"\x94\x01\n\x10HoldManyResponse\x12)\n\x05\x65vent\x18\x01 \x01(\x0e\x32\x1a.concord.lock.v1.HoldEvent\x12\r\n\x05lease\x18\x02 \x01(\t\x12\x16\n\x0e\x66\x65ncing_tokens\x18\x03 \x03(\x04\x12.\n\nexpires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"#\n\x13\x46orceReleaseRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"N\n\x14\x46orceReleaseResponse\x12\x10\n\x08released\x18\x01 \x01(\x08\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x15\n\rfencing_token\x18\x03 \x01(\x04\"9\n\x10ListLocksRequest\x12\x12\n\npage_token\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\";\n\x11ListLocksResponse\x12\r\n\x05names\x18\x01 \x03(\t\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x86\x01\n\x0e\x41\x63quireRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12&\n\x03ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x04 \x01(\t\"y\n\x0f\x41\x63quireResponse\x12\x10\n\x08\x61\x63quired\x18\x01 \x01(\x08\x12\r\n\x05lease\x18\x02 \x01(\t\x12\x15\n\rfencing_token\x18\x03 \x01(\x04\x12.\n\nexpires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"-\n\x0eReleaseRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05lease\x18\x02 \x01(\t\"\x11\n\x0fReleaseResponse\"U\n\x0eRefreshRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05lease\x18\x02 \x01(\t\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"A\n\x0fRefreshResponse\x12.\n\nexpires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x1f\n\x0f\x44\x65scribeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\xb9\x01\n\x10\x44\x65scribeResponse\x12\x0c\n\x04held\x18\x01 \x01(\x08\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x15\n\rfencing_token\x18\x03 \x01(\x04\x12\x30\n\rttl_remaining\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0f\n\x07waiters\x18\x05 \x01(\r\x12.\n\nexpires_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x83\x01\n\x0bHoldRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12&\n\x03ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x04 \x01(\t\"\x8f\x01\n\x0cHoldResponse\x12)\n\x05\x65vent\x18\x01 \x01(\x0e\x32\x1a.concord.lock.v1.HoldEvent\x12\r\n\x05lease\x18\x02 \x01(\t\x12\x15\n\rfencing_token\x18\x03 \x01(\x04\x12.\n\nexpires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*o\n\tHoldEvent\x12\x1a\n\x16HOLD_EVENT_UNSPECIFIED\x10\x00\x12\x17\n\x13HOLD_EVENT_ACQUIRED\x10\x01\x12\x18\n\x14HOLD_EVENT_REFRESHED\x10\x02\x12\x13\n\x0fHOLD_EVENT_LOST\x10\x03\x32\xf3\x07\n\x0bLockService\x12L\n\x07\x41\x63quire\x12\x1f.concord.lock.v1.AcquireRequest\x1a .concord.lock.v1.AcquireResponse\x12L\n\x07Release\x12\x1f.concord.lock.v1.ReleaseRequest\x1a .concord.lock.v1.ReleaseResponse\x12L\n\x07Refresh\x12\x1f.concord.lock.v1.RefreshRequest\x1a .concord.lock.v1.RefreshResponse\x12O\n\x08\x44\x65scribe\x12 .concord.lock.v1.DescribeRequest\x1a!.concord.lock.v1.DescribeResponse\x12\x45\n\x04Hold\x12\x1c.concord.lock.v1.HoldRequest\x1a\x1d.concord.lock.v1.HoldResponse0\x01\x12[\n\x0c\x46orceRelease\x12$.concord.lock.v1.ForceReleaseRequest\x1a%.concord.lock.v1.ForceReleaseResponse\x12R\n\tListLocks\x12!.concord.lock.v1.ListLocksRequest\x1a\".concord.lock.v1.ListLocksResponse\x12X\n\x0b\x41\x63quireMany\x12#.concord.lock.v1.AcquireManyRequest\x1a$.concord.lock.v1.AcquireManyResponse\x12X\n\x0bReleaseMany\x12#.concord.lock.v1.ReleaseManyRequest\x1a$.concord.lock.v1.ReleaseManyResponse\x12X\n\x0bRefreshMany\x12#.concord.lock.v1.RefreshManyRequest\x1a$.concord.lock.v1.RefreshManyResponse\x12Q\n\x08HoldMany\x12 .concord.lock.v1.HoldManyRequest\x1a!.concord.lock.v1.HoldManyResponse0\x01\x12P\n\x07Session\x12\x1f.concord.lock.v1.SessionRequest\x1a .concord.lock.v1.SessionResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'concord.lock.v1.lock_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_HOLDEVENT']._serialized_start=2128
-  _globals['_HOLDEVENT']._serialized_end=2239
-  _globals['_ACQUIREMANYREQUEST']._serialized_start=113
-  _globals['_ACQUIREMANYREQUEST']._serialized_end=252
-  _globals['_ACQUIREMANYRESPONSE']._serialized_start=254
-  _globals['_ACQUIREMANYRESPONSE']._serialized_end=380
-  _globals['_RELEASEMANYREQUEST']._serialized_start=382
-  _globals['_RELEASEMANYREQUEST']._serialized_end=432
-  _globals['_RELEASEMANYRESPONSE']._serialized_start=434
-  _globals['_RELEASEMANYRESPONSE']._serialized_end=455
-  _globals['_REFRESHMANYREQUEST']._serialized_start=457
-  _globals['_REFRESHMANYREQUEST']._serialized_end=547
-  _globals['_REFRESHMANYRESPONSE']._serialized_start=549
-  _globals['_REFRESHMANYRESPONSE']._serialized_end=618
-  _globals['_HOLDMANYREQUEST']._serialized_start=621
-  _globals['_HOLDMANYREQUEST']._serialized_end=757
-  _globals['_HOLDMANYRESPONSE']._serialized_start=760
-  _globals['_HOLDMANYRESPONSE']._serialized_end=908
-  _globals['_FORCERELEASEREQUEST']._serialized_start=910
-  _globals['_FORCERELEASEREQUEST']._serialized_end=945
-  _globals['_FORCERELEASERESPONSE']._serialized_start=947
-  _globals['_FORCERELEASERESPONSE']._serialized_end=1025
-  _globals['_LISTLOCKSREQUEST']._serialized_start=1027
-  _globals['_LISTLOCKSREQUEST']._serialized_end=1084
-  _globals['_LISTLOCKSRESPONSE']._serialized_start=1086
-  _globals['_LISTLOCKSRESPONSE']._serialized_end=1145
-  _globals['_ACQUIREREQUEST']._serialized_start=1148
-  _globals['_ACQUIREREQUEST']._serialized_end=1282
-  _globals['_ACQUIRERESPONSE']._serialized_start=1284
-  _globals['_ACQUIRERESPONSE']._serialized_end=1405
-  _globals['_RELEASEREQUEST']._serialized_start=1407
-  _globals['_RELEASEREQUEST']._serialized_end=1452
-  _globals['_RELEASERESPONSE']._serialized_start=1454
-  _globals['_RELEASERESPONSE']._serialized_end=1471
-  _globals['_REFRESHREQUEST']._serialized_start=1473
-  _globals['_REFRESHREQUEST']._serialized_end=1558
-  _globals['_REFRESHRESPONSE']._serialized_start=1560
-  _globals['_REFRESHRESPONSE']._serialized_end=1625
-  _globals['_DESCRIBEREQUEST']._serialized_start=1627
-  _globals['_DESCRIBEREQUEST']._serialized_end=1658
-  _globals['_DESCRIBERESPONSE']._serialized_start=1661
-  _globals['_DESCRIBERESPONSE']._serialized_end=1846
-  _globals['_HOLDREQUEST']._serialized_start=1849
-  _globals['_HOLDREQUEST']._serialized_end=1980
-  _globals['_HOLDRESPONSE']._serialized_start=1983
-  _globals['_HOLDRESPONSE']._serialized_end=2126
-  _globals['_LOCKSERVICE']._serialized_start=2242
-  _globals['_LOCKSERVICE']._serialized_end=3171
+  _globals['_HOLDEVENT']._serialized_start=2612
+  _globals['_HOLDEVENT']._serialized_end=2723
+  _globals['_SESSIONREQUEST']._serialized_start=143
+  _globals['_SESSIONREQUEST']._serialized_end=351
+  _globals['_SESSIONRESPONSE']._serialized_start=354
+  _globals['_SESSIONRESPONSE']._serialized_end=594
+  _globals['_ACQUIREMANYREQUEST']._serialized_start=597
+  _globals['_ACQUIREMANYREQUEST']._serialized_end=736
+  _globals['_ACQUIREMANYRESPONSE']._serialized_start=738
+  _globals['_ACQUIREMANYRESPONSE']._serialized_end=864
+  _globals['_RELEASEMANYREQUEST']._serialized_start=866
+  _globals['_RELEASEMANYREQUEST']._serialized_end=916
+  _globals['_RELEASEMANYRESPONSE']._serialized_start=918
+  _globals['_RELEASEMANYRESPONSE']._serialized_end=939
+  _globals['_REFRESHMANYREQUEST']._serialized_start=941
+  _globals['_REFRESHMANYREQUEST']._serialized_end=1031
+  _globals['_REFRESHMANYRESPONSE']._serialized_start=1033
+  _globals['_REFRESHMANYRESPONSE']._serialized_end=1102
+  _globals['_HOLDMANYREQUEST']._serialized_start=1105
+  _globals['_HOLDMANYREQUEST']._serialized_end=1241
+  _globals['_HOLDMANYRESPONSE']._serialized_start=1244
+  _globals['_HOLDMANYRESPONSE']._serialized_end=1392
+  _globals['_FORCERELEASEREQUEST']._serialized_start=1394
+  _globals['_FORCERELEASEREQUEST']._serialized_end=1429
+  _globals['_FORCERELEASERESPONSE']._serialized_start=1431
+  _globals['_FORCERELEASERESPONSE']._serialized_end=1509
+  _globals['_LISTLOCKSREQUEST']._serialized_start=1511
+  _globals['_LISTLOCKSREQUEST']._serialized_end=1568
+  _globals['_LISTLOCKSRESPONSE']._serialized_start=1570
+  _globals['_LISTLOCKSRESPONSE']._serialized_end=1629
+  _globals['_ACQUIREREQUEST']._serialized_start=1632
+  _globals['_ACQUIREREQUEST']._serialized_end=1766
+  _globals['_ACQUIRERESPONSE']._serialized_start=1768
+  _globals['_ACQUIRERESPONSE']._serialized_end=1889
+  _globals['_RELEASEREQUEST']._serialized_start=1891
+  _globals['_RELEASEREQUEST']._serialized_end=1936
+  _globals['_RELEASERESPONSE']._serialized_start=1938
+  _globals['_RELEASERESPONSE']._serialized_end=1955
+  _globals['_REFRESHREQUEST']._serialized_start=1957
+  _globals['_REFRESHREQUEST']._serialized_end=2042
+  _globals['_REFRESHRESPONSE']._serialized_start=2044
+  _globals['_REFRESHRESPONSE']._serialized_end=2109
+  _globals['_DESCRIBEREQUEST']._serialized_start=2111
+  _globals['_DESCRIBEREQUEST']._serialized_end=2142
+  _globals['_DESCRIBERESPONSE']._serialized_start=2145
+  _globals['_DESCRIBERESPONSE']._serialized_end=2330
+  _globals['_HOLDREQUEST']._serialized_start=2333
+  _globals['_HOLDREQUEST']._serialized_end=2464
+  _globals['_HOLDRESPONSE']._serialized_start=2467
+  _globals['_HOLDRESPONSE']._serialized_end=2610
+  _globals['_LOCKSERVICE']._serialized_start=2726
+  _globals['_LOCKSERVICE']._serialized_end=3737
 # @@protoc_insertion_point(module_scope)

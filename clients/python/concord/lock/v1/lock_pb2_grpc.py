@@ -95,6 +95,11 @@ class LockServiceStub:
                 request_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.HoldManyRequest.SerializeToString,
                 response_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.HoldManyResponse.FromString,
                 _registered_method=True)
+        self.Session = channel.stream_stream(
+                '/concord.lock.v1.LockService/Session',
+                request_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.SessionRequest.SerializeToString,
+                response_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.SessionResponse.FromString,
+                _registered_method=True)
 
 
 class LockServiceServicer:
@@ -211,6 +216,25 @@ class LockServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Session(self, request_iterator, context):
+        """Session carries Acquire, Release and Refresh as messages on one long-lived
+        stream, for a client that takes and frees locks often. A message on an open
+        stream costs both ends far less than a call (no call set-up, headers or
+        trailers), so a lock passes between two sessions sooner than between two
+        callers of the unary methods. Each request carries an id of the client's
+        choosing, and its answer the same id; answers come as they are ready, so a
+        waiting Acquire holds back nobody. An answer is what the unary method would
+        return, or `error` with the code, reason and message it would fail with.
+        `cancel` gives up a waiting Acquire, which then answers acquired=false (a grant
+        that raced it is passed on). Half-closing lets every request in flight finish
+        and be answered; cancelling the stream, or the client vanishing, gives up its
+        waiting Acquires as cancelled Acquire calls would be. Leases belong to the
+        client, not to the stream: they outlive it until released or expired.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LockServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -268,6 +292,11 @@ def add_LockServiceServicer_to_server(servicer, server):
                     servicer.HoldMany,
                     request_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.HoldManyRequest.FromString,
                     response_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.HoldManyResponse.SerializeToString,
+            ),
+            'Session': grpc.stream_stream_rpc_method_handler(
+                    servicer.Session,
+                    request_deserializer=concord_dot_lock_dot_v1_dot_lock__pb2.SessionRequest.FromString,
+                    response_serializer=concord_dot_lock_dot_v1_dot_lock__pb2.SessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -573,6 +602,33 @@ class LockService:
             '/concord.lock.v1.LockService/HoldMany',
             concord_dot_lock_dot_v1_dot_lock__pb2.HoldManyRequest.SerializeToString,
             concord_dot_lock_dot_v1_dot_lock__pb2.HoldManyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Session(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/concord.lock.v1.LockService/Session',
+            concord_dot_lock_dot_v1_dot_lock__pb2.SessionRequest.SerializeToString,
+            concord_dot_lock_dot_v1_dot_lock__pb2.SessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

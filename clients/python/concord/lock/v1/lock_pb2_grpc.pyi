@@ -99,6 +99,21 @@ class LockServiceStub:
     of the locks is lost (the others are released then). Closing the stream
     releases them all.
     """
+    Session: _grpc.StreamStreamMultiCallable[_lock_pb2.SessionRequest, _lock_pb2.SessionResponse]
+    """Session carries Acquire, Release and Refresh as messages on one long-lived
+    stream, for a client that takes and frees locks often. A message on an open
+    stream costs both ends far less than a call (no call set-up, headers or
+    trailers), so a lock passes between two sessions sooner than between two
+    callers of the unary methods. Each request carries an id of the client's
+    choosing, and its answer the same id; answers come as they are ready, so a
+    waiting Acquire holds back nobody. An answer is what the unary method would
+    return, or `error` with the code, reason and message it would fail with.
+    `cancel` gives up a waiting Acquire, which then answers acquired=false (a grant
+    that raced it is passed on). Half-closing lets every request in flight finish
+    and be answered; cancelling the stream, or the client vanishing, gives up its
+    waiting Acquires as cancelled Acquire calls would be. Leases belong to the
+    client, not to the stream: they outlive it until released or expired.
+    """
 
 @_typing.type_check_only
 class LockServiceAsyncStub(LockServiceStub):
@@ -170,6 +185,21 @@ class LockServiceAsyncStub(LockServiceStub):
     """HoldMany is Hold for AcquireMany: ACQUIRED, REFRESHED ..., LOST as soon as one
     of the locks is lost (the others are released then). Closing the stream
     releases them all.
+    """
+    Session: _aio.StreamStreamMultiCallable[_lock_pb2.SessionRequest, _lock_pb2.SessionResponse]  # type: ignore[assignment]
+    """Session carries Acquire, Release and Refresh as messages on one long-lived
+    stream, for a client that takes and frees locks often. A message on an open
+    stream costs both ends far less than a call (no call set-up, headers or
+    trailers), so a lock passes between two sessions sooner than between two
+    callers of the unary methods. Each request carries an id of the client's
+    choosing, and its answer the same id; answers come as they are ready, so a
+    waiting Acquire holds back nobody. An answer is what the unary method would
+    return, or `error` with the code, reason and message it would fail with.
+    `cancel` gives up a waiting Acquire, which then answers acquired=false (a grant
+    that raced it is passed on). Half-closing lets every request in flight finish
+    and be answered; cancelling the stream, or the client vanishing, gives up its
+    waiting Acquires as cancelled Acquire calls would be. Leases belong to the
+    client, not to the stream: they outlive it until released or expired.
     """
 
 class LockServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -305,6 +335,27 @@ class LockServiceServicer(metaclass=_abc_1.ABCMeta):
         """HoldMany is Hold for AcquireMany: ACQUIRED, REFRESHED ..., LOST as soon as one
         of the locks is lost (the others are released then). Closing the stream
         releases them all.
+        """
+
+    @_abc_1.abstractmethod
+    def Session(
+        self,
+        request_iterator: _MaybeAsyncIterator[_lock_pb2.SessionRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_lock_pb2.SessionResponse], _abc.AsyncIterator[_lock_pb2.SessionResponse]]:
+        """Session carries Acquire, Release and Refresh as messages on one long-lived
+        stream, for a client that takes and frees locks often. A message on an open
+        stream costs both ends far less than a call (no call set-up, headers or
+        trailers), so a lock passes between two sessions sooner than between two
+        callers of the unary methods. Each request carries an id of the client's
+        choosing, and its answer the same id; answers come as they are ready, so a
+        waiting Acquire holds back nobody. An answer is what the unary method would
+        return, or `error` with the code, reason and message it would fail with.
+        `cancel` gives up a waiting Acquire, which then answers acquired=false (a grant
+        that raced it is passed on). Half-closing lets every request in flight finish
+        and be answered; cancelling the stream, or the client vanishing, gives up its
+        waiting Acquires as cancelled Acquire calls would be. Leases belong to the
+        client, not to the stream: they outlive it until released or expired.
         """
 
 def add_LockServiceServicer_to_server(servicer: LockServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -359,6 +359,78 @@ func (Reason) EnumDescriptor() ([]byte, []int) {
 	return file_concord_error_v1_error_proto_rawDescGZIP(), []int{1}
 }
 
+// Error is a failure carried in a stream's message instead of a call's status, where
+// one stream answers many requests (LockService.Session): the status code, reason
+// and message the unary method would have failed with, and its ErrorInfo metadata.
+type Error struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Code  Code                   `protobuf:"varint,1,opt,name=code,proto3,enum=concord.error.v1.Code" json:"code,omitempty"`
+	// A Reason's name without the REASON_ prefix, as in ErrorInfo: "LOCK_NOT_HELD".
+	Reason        string            `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message       string            `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	Metadata      map[string]string `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Error) Reset() {
+	*x = Error{}
+	mi := &file_concord_error_v1_error_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Error) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Error) ProtoMessage() {}
+
+func (x *Error) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_error_v1_error_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Error.ProtoReflect.Descriptor instead.
+func (*Error) Descriptor() ([]byte, []int) {
+	return file_concord_error_v1_error_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *Error) GetCode() Code {
+	if x != nil {
+		return x.Code
+	}
+	return Code_CODE_UNSPECIFIED
+}
+
+func (x *Error) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Error) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Error) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 var file_concord_error_v1_error_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
 		ExtendedType:  (*descriptorpb.EnumValueOptions)(nil),
@@ -382,7 +454,15 @@ var File_concord_error_v1_error_proto protoreflect.FileDescriptor
 
 const file_concord_error_v1_error_proto_rawDesc = "" +
 	"\n" +
-	"\x1cconcord/error/v1/error.proto\x12\x10concord.error.v1\x1a google/protobuf/descriptor.proto*\x95\x03\n" +
+	"\x1cconcord/error/v1/error.proto\x12\x10concord.error.v1\x1a google/protobuf/descriptor.proto\"\xe5\x01\n" +
+	"\x05Error\x12*\n" +
+	"\x04code\x18\x01 \x01(\x0e2\x16.concord.error.v1.CodeR\x04code\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12A\n" +
+	"\bmetadata\x18\x04 \x03(\v2%.concord.error.v1.Error.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\x95\x03\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eCODE_CANCELLED\x10\x01\x12\x10\n" +
@@ -464,19 +544,24 @@ func file_concord_error_v1_error_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_error_v1_error_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_concord_error_v1_error_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_concord_error_v1_error_proto_goTypes = []any{
 	(Code)(0),                             // 0: concord.error.v1.Code
 	(Reason)(0),                           // 1: concord.error.v1.Reason
-	(*descriptorpb.EnumValueOptions)(nil), // 2: google.protobuf.EnumValueOptions
+	(*Error)(nil),                         // 2: concord.error.v1.Error
+	nil,                                   // 3: concord.error.v1.Error.MetadataEntry
+	(*descriptorpb.EnumValueOptions)(nil), // 4: google.protobuf.EnumValueOptions
 }
 var file_concord_error_v1_error_proto_depIdxs = []int32{
-	2, // 0: concord.error.v1.status:extendee -> google.protobuf.EnumValueOptions
-	0, // 1: concord.error.v1.status:type_name -> concord.error.v1.Code
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	1, // [1:2] is the sub-list for extension type_name
-	0, // [0:1] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	0, // 0: concord.error.v1.Error.code:type_name -> concord.error.v1.Code
+	3, // 1: concord.error.v1.Error.metadata:type_name -> concord.error.v1.Error.MetadataEntry
+	4, // 2: concord.error.v1.status:extendee -> google.protobuf.EnumValueOptions
+	0, // 3: concord.error.v1.status:type_name -> concord.error.v1.Code
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	3, // [3:4] is the sub-list for extension type_name
+	2, // [2:3] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_concord_error_v1_error_proto_init() }
@@ -490,13 +575,14 @@ func file_concord_error_v1_error_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_error_v1_error_proto_rawDesc), len(file_concord_error_v1_error_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   0,
+			NumMessages:   2,
 			NumExtensions: 1,
 			NumServices:   0,
 		},
 		GoTypes:           file_concord_error_v1_error_proto_goTypes,
 		DependencyIndexes: file_concord_error_v1_error_proto_depIdxs,
 		EnumInfos:         file_concord_error_v1_error_proto_enumTypes,
+		MessageInfos:      file_concord_error_v1_error_proto_msgTypes,
 		ExtensionInfos:    file_concord_error_v1_error_proto_extTypes,
 	}.Build()
 	File_concord_error_v1_error_proto = out.File

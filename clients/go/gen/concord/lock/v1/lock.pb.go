@@ -7,6 +7,7 @@
 package lockv1
 
 import (
+	v1 "go.concord.dev/concord/gen/concord/error/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -78,6 +79,255 @@ func (HoldEvent) EnumDescriptor() ([]byte, []int) {
 	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{0}
 }
 
+type SessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The client's number for this request, echoed in its answer. Ids of requests in
+	// flight must differ; one may be reused once answered.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*SessionRequest_Acquire
+	//	*SessionRequest_Release
+	//	*SessionRequest_Refresh
+	//	*SessionRequest_Cancel
+	Op            isSessionRequest_Op `protobuf_oneof:"op"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionRequest) Reset() {
+	*x = SessionRequest{}
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionRequest) ProtoMessage() {}
+
+func (x *SessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
+func (*SessionRequest) Descriptor() ([]byte, []int) {
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SessionRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SessionRequest) GetOp() isSessionRequest_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetAcquire() *AcquireRequest {
+	if x != nil {
+		if x, ok := x.Op.(*SessionRequest_Acquire); ok {
+			return x.Acquire
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetRelease() *ReleaseRequest {
+	if x != nil {
+		if x, ok := x.Op.(*SessionRequest_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetRefresh() *RefreshRequest {
+	if x != nil {
+		if x, ok := x.Op.(*SessionRequest_Refresh); ok {
+			return x.Refresh
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetCancel() uint64 {
+	if x != nil {
+		if x, ok := x.Op.(*SessionRequest_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return 0
+}
+
+type isSessionRequest_Op interface {
+	isSessionRequest_Op()
+}
+
+type SessionRequest_Acquire struct {
+	Acquire *AcquireRequest `protobuf:"bytes,2,opt,name=acquire,proto3,oneof"`
+}
+
+type SessionRequest_Release struct {
+	Release *ReleaseRequest `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
+}
+
+type SessionRequest_Refresh struct {
+	Refresh *RefreshRequest `protobuf:"bytes,4,opt,name=refresh,proto3,oneof"`
+}
+
+type SessionRequest_Cancel struct {
+	// Gives up the waiting Acquire with this id. Nothing happens, and nothing is
+	// answered, if no Acquire with it is waiting.
+	Cancel uint64 `protobuf:"varint,5,opt,name=cancel,proto3,oneof"`
+}
+
+func (*SessionRequest_Acquire) isSessionRequest_Op() {}
+
+func (*SessionRequest_Release) isSessionRequest_Op() {}
+
+func (*SessionRequest_Refresh) isSessionRequest_Op() {}
+
+func (*SessionRequest_Cancel) isSessionRequest_Op() {}
+
+type SessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id of the request this answers.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*SessionResponse_Acquire
+	//	*SessionResponse_Release
+	//	*SessionResponse_Refresh
+	//	*SessionResponse_Error
+	Result        isSessionResponse_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionResponse) Reset() {
+	*x = SessionResponse{}
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionResponse) ProtoMessage() {}
+
+func (x *SessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
+func (*SessionResponse) Descriptor() ([]byte, []int) {
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SessionResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SessionResponse) GetResult() isSessionResponse_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetAcquire() *AcquireResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_Acquire); ok {
+			return x.Acquire
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetRelease() *ReleaseResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetRefresh() *RefreshResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_Refresh); ok {
+			return x.Refresh
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetError() *v1.Error {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isSessionResponse_Result interface {
+	isSessionResponse_Result()
+}
+
+type SessionResponse_Acquire struct {
+	Acquire *AcquireResponse `protobuf:"bytes,2,opt,name=acquire,proto3,oneof"`
+}
+
+type SessionResponse_Release struct {
+	Release *ReleaseResponse `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
+}
+
+type SessionResponse_Refresh struct {
+	Refresh *RefreshResponse `protobuf:"bytes,4,opt,name=refresh,proto3,oneof"`
+}
+
+type SessionResponse_Error struct {
+	Error *v1.Error `protobuf:"bytes,5,opt,name=error,proto3,oneof"`
+}
+
+func (*SessionResponse_Acquire) isSessionResponse_Result() {}
+
+func (*SessionResponse_Release) isSessionResponse_Result() {}
+
+func (*SessionResponse_Refresh) isSessionResponse_Result() {}
+
+func (*SessionResponse_Error) isSessionResponse_Result() {}
+
 type AcquireManyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1 to 64 distinct lock names.
@@ -91,7 +341,7 @@ type AcquireManyRequest struct {
 
 func (x *AcquireManyRequest) Reset() {
 	*x = AcquireManyRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[0]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -103,7 +353,7 @@ func (x *AcquireManyRequest) String() string {
 func (*AcquireManyRequest) ProtoMessage() {}
 
 func (x *AcquireManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[0]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -116,7 +366,7 @@ func (x *AcquireManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireManyRequest.ProtoReflect.Descriptor instead.
 func (*AcquireManyRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{0}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AcquireManyRequest) GetNames() []string {
@@ -161,7 +411,7 @@ type AcquireManyResponse struct {
 
 func (x *AcquireManyResponse) Reset() {
 	*x = AcquireManyResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[1]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -173,7 +423,7 @@ func (x *AcquireManyResponse) String() string {
 func (*AcquireManyResponse) ProtoMessage() {}
 
 func (x *AcquireManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[1]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -186,7 +436,7 @@ func (x *AcquireManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireManyResponse.ProtoReflect.Descriptor instead.
 func (*AcquireManyResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{1}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AcquireManyResponse) GetAcquired() bool {
@@ -227,7 +477,7 @@ type ReleaseManyRequest struct {
 
 func (x *ReleaseManyRequest) Reset() {
 	*x = ReleaseManyRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[2]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -239,7 +489,7 @@ func (x *ReleaseManyRequest) String() string {
 func (*ReleaseManyRequest) ProtoMessage() {}
 
 func (x *ReleaseManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[2]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -252,7 +502,7 @@ func (x *ReleaseManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseManyRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseManyRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{2}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ReleaseManyRequest) GetNames() []string {
@@ -277,7 +527,7 @@ type ReleaseManyResponse struct {
 
 func (x *ReleaseManyResponse) Reset() {
 	*x = ReleaseManyResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[3]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -289,7 +539,7 @@ func (x *ReleaseManyResponse) String() string {
 func (*ReleaseManyResponse) ProtoMessage() {}
 
 func (x *ReleaseManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[3]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -302,7 +552,7 @@ func (x *ReleaseManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseManyResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseManyResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{3}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{5}
 }
 
 type RefreshManyRequest struct {
@@ -316,7 +566,7 @@ type RefreshManyRequest struct {
 
 func (x *RefreshManyRequest) Reset() {
 	*x = RefreshManyRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[4]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -328,7 +578,7 @@ func (x *RefreshManyRequest) String() string {
 func (*RefreshManyRequest) ProtoMessage() {}
 
 func (x *RefreshManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[4]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -341,7 +591,7 @@ func (x *RefreshManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshManyRequest.ProtoReflect.Descriptor instead.
 func (*RefreshManyRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{4}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RefreshManyRequest) GetNames() []string {
@@ -374,7 +624,7 @@ type RefreshManyResponse struct {
 
 func (x *RefreshManyResponse) Reset() {
 	*x = RefreshManyResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[5]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -386,7 +636,7 @@ func (x *RefreshManyResponse) String() string {
 func (*RefreshManyResponse) ProtoMessage() {}
 
 func (x *RefreshManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[5]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -399,7 +649,7 @@ func (x *RefreshManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshManyResponse.ProtoReflect.Descriptor instead.
 func (*RefreshManyResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{5}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RefreshManyResponse) GetExpiresAt() *timestamppb.Timestamp {
@@ -421,7 +671,7 @@ type HoldManyRequest struct {
 
 func (x *HoldManyRequest) Reset() {
 	*x = HoldManyRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[6]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +683,7 @@ func (x *HoldManyRequest) String() string {
 func (*HoldManyRequest) ProtoMessage() {}
 
 func (x *HoldManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[6]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +696,7 @@ func (x *HoldManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldManyRequest.ProtoReflect.Descriptor instead.
 func (*HoldManyRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{6}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HoldManyRequest) GetNames() []string {
@@ -489,7 +739,7 @@ type HoldManyResponse struct {
 
 func (x *HoldManyResponse) Reset() {
 	*x = HoldManyResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[7]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +751,7 @@ func (x *HoldManyResponse) String() string {
 func (*HoldManyResponse) ProtoMessage() {}
 
 func (x *HoldManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[7]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +764,7 @@ func (x *HoldManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldManyResponse.ProtoReflect.Descriptor instead.
 func (*HoldManyResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{7}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HoldManyResponse) GetEvent() HoldEvent {
@@ -554,7 +804,7 @@ type ForceReleaseRequest struct {
 
 func (x *ForceReleaseRequest) Reset() {
 	*x = ForceReleaseRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[8]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +816,7 @@ func (x *ForceReleaseRequest) String() string {
 func (*ForceReleaseRequest) ProtoMessage() {}
 
 func (x *ForceReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[8]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +829,7 @@ func (x *ForceReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ForceReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{8}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ForceReleaseRequest) GetName() string {
@@ -602,7 +852,7 @@ type ForceReleaseResponse struct {
 
 func (x *ForceReleaseResponse) Reset() {
 	*x = ForceReleaseResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[9]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -614,7 +864,7 @@ func (x *ForceReleaseResponse) String() string {
 func (*ForceReleaseResponse) ProtoMessage() {}
 
 func (x *ForceReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[9]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -627,7 +877,7 @@ func (x *ForceReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ForceReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{9}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ForceReleaseResponse) GetReleased() bool {
@@ -663,7 +913,7 @@ type ListLocksRequest struct {
 
 func (x *ListLocksRequest) Reset() {
 	*x = ListLocksRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[10]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +925,7 @@ func (x *ListLocksRequest) String() string {
 func (*ListLocksRequest) ProtoMessage() {}
 
 func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[10]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +938,7 @@ func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksRequest.ProtoReflect.Descriptor instead.
 func (*ListLocksRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{10}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListLocksRequest) GetPageToken() string {
@@ -716,7 +966,7 @@ type ListLocksResponse struct {
 
 func (x *ListLocksResponse) Reset() {
 	*x = ListLocksResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[11]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +978,7 @@ func (x *ListLocksResponse) String() string {
 func (*ListLocksResponse) ProtoMessage() {}
 
 func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[11]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +991,7 @@ func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksResponse.ProtoReflect.Descriptor instead.
 func (*ListLocksResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{11}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListLocksResponse) GetNames() []string {
@@ -777,7 +1027,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[12]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +1039,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[12]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +1052,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{12}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AcquireRequest) GetName() string {
@@ -850,7 +1100,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[13]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +1112,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[13]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +1125,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{13}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AcquireResponse) GetAcquired() bool {
@@ -916,7 +1166,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[14]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1178,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[14]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1191,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{14}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReleaseRequest) GetName() string {
@@ -966,7 +1216,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[15]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1228,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[15]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1241,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{15}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{17}
 }
 
 type RefreshRequest struct {
@@ -1006,7 +1256,7 @@ type RefreshRequest struct {
 
 func (x *RefreshRequest) Reset() {
 	*x = RefreshRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[16]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1268,7 @@ func (x *RefreshRequest) String() string {
 func (*RefreshRequest) ProtoMessage() {}
 
 func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[16]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1281,7 @@ func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRequest.ProtoReflect.Descriptor instead.
 func (*RefreshRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{16}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RefreshRequest) GetName() string {
@@ -1064,7 +1314,7 @@ type RefreshResponse struct {
 
 func (x *RefreshResponse) Reset() {
 	*x = RefreshResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[17]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1326,7 @@ func (x *RefreshResponse) String() string {
 func (*RefreshResponse) ProtoMessage() {}
 
 func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[17]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1339,7 @@ func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshResponse.ProtoReflect.Descriptor instead.
 func (*RefreshResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{17}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RefreshResponse) GetExpiresAt() *timestamppb.Timestamp {
@@ -1108,7 +1358,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[18]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1370,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[18]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1383,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{18}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DescribeRequest) GetName() string {
@@ -1158,7 +1408,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[19]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1420,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[19]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1433,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{19}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DescribeResponse) GetHeld() bool {
@@ -1240,7 +1490,7 @@ type HoldRequest struct {
 
 func (x *HoldRequest) Reset() {
 	*x = HoldRequest{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[20]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1502,7 @@ func (x *HoldRequest) String() string {
 func (*HoldRequest) ProtoMessage() {}
 
 func (x *HoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[20]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1515,7 @@ func (x *HoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldRequest.ProtoReflect.Descriptor instead.
 func (*HoldRequest) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{20}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HoldRequest) GetName() string {
@@ -1308,7 +1558,7 @@ type HoldResponse struct {
 
 func (x *HoldResponse) Reset() {
 	*x = HoldResponse{}
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[21]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1570,7 @@ func (x *HoldResponse) String() string {
 func (*HoldResponse) ProtoMessage() {}
 
 func (x *HoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_lock_v1_lock_proto_msgTypes[21]
+	mi := &file_concord_lock_v1_lock_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1583,7 @@ func (x *HoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldResponse.ProtoReflect.Descriptor instead.
 func (*HoldResponse) Descriptor() ([]byte, []int) {
-	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{21}
+	return file_concord_lock_v1_lock_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HoldResponse) GetEvent() HoldEvent {
@@ -1368,7 +1618,21 @@ var File_concord_lock_v1_lock_proto protoreflect.FileDescriptor
 
 const file_concord_lock_v1_lock_proto_rawDesc = "" +
 	"\n" +
-	"\x1aconcord/lock/v1/lock.proto\x12\x0fconcord.lock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xab\x01\n" +
+	"\x1aconcord/lock/v1/lock.proto\x12\x0fconcord.lock.v1\x1a\x1cconcord/error/v1/error.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf7\x01\n" +
+	"\x0eSessionRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12;\n" +
+	"\aacquire\x18\x02 \x01(\v2\x1f.concord.lock.v1.AcquireRequestH\x00R\aacquire\x12;\n" +
+	"\arelease\x18\x03 \x01(\v2\x1f.concord.lock.v1.ReleaseRequestH\x00R\arelease\x12;\n" +
+	"\arefresh\x18\x04 \x01(\v2\x1f.concord.lock.v1.RefreshRequestH\x00R\arefresh\x12\x18\n" +
+	"\x06cancel\x18\x05 \x01(\x04H\x00R\x06cancelB\x04\n" +
+	"\x02op\"\x96\x02\n" +
+	"\x0fSessionResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12<\n" +
+	"\aacquire\x18\x02 \x01(\v2 .concord.lock.v1.AcquireResponseH\x00R\aacquire\x12<\n" +
+	"\arelease\x18\x03 \x01(\v2 .concord.lock.v1.ReleaseResponseH\x00R\arelease\x12<\n" +
+	"\arefresh\x18\x04 \x01(\v2 .concord.lock.v1.RefreshResponseH\x00R\arefresh\x12/\n" +
+	"\x05error\x18\x05 \x01(\v2\x17.concord.error.v1.ErrorH\x00R\x05errorB\b\n" +
+	"\x06result\"\xab\x01\n" +
 	"\x12AcquireManyRequest\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\x12+\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12<\n" +
@@ -1462,7 +1726,7 @@ const file_concord_lock_v1_lock_proto_rawDesc = "" +
 	"\x16HOLD_EVENT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13HOLD_EVENT_ACQUIRED\x10\x01\x12\x18\n" +
 	"\x14HOLD_EVENT_REFRESHED\x10\x02\x12\x13\n" +
-	"\x0fHOLD_EVENT_LOST\x10\x032\xa1\a\n" +
+	"\x0fHOLD_EVENT_LOST\x10\x032\xf3\a\n" +
 	"\vLockService\x12L\n" +
 	"\aAcquire\x12\x1f.concord.lock.v1.AcquireRequest\x1a .concord.lock.v1.AcquireResponse\x12L\n" +
 	"\aRelease\x12\x1f.concord.lock.v1.ReleaseRequest\x1a .concord.lock.v1.ReleaseResponse\x12L\n" +
@@ -1474,7 +1738,8 @@ const file_concord_lock_v1_lock_proto_rawDesc = "" +
 	"\vAcquireMany\x12#.concord.lock.v1.AcquireManyRequest\x1a$.concord.lock.v1.AcquireManyResponse\x12X\n" +
 	"\vReleaseMany\x12#.concord.lock.v1.ReleaseManyRequest\x1a$.concord.lock.v1.ReleaseManyResponse\x12X\n" +
 	"\vRefreshMany\x12#.concord.lock.v1.RefreshManyRequest\x1a$.concord.lock.v1.RefreshManyResponse\x12Q\n" +
-	"\bHoldMany\x12 .concord.lock.v1.HoldManyRequest\x1a!.concord.lock.v1.HoldManyResponse0\x01B\xb1\x01\n" +
+	"\bHoldMany\x12 .concord.lock.v1.HoldManyRequest\x1a!.concord.lock.v1.HoldManyResponse0\x01\x12P\n" +
+	"\aSession\x12\x1f.concord.lock.v1.SessionRequest\x1a .concord.lock.v1.SessionResponse(\x010\x01B\xb1\x01\n" +
 	"\x13com.concord.lock.v1B\tLockProtoP\x01Z1go.concord.dev/concord/gen/concord/lock/v1;lockv1\xa2\x02\x03CLX\xaa\x02\x0fConcord.Lock.V1\xca\x02\x0fConcord\\Lock\\V1\xe2\x02\x1bConcord\\Lock\\V1\\GPBMetadata\xea\x02\x11Concord::Lock::V1b\x06proto3"
 
 var (
@@ -1490,82 +1755,94 @@ func file_concord_lock_v1_lock_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_lock_v1_lock_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_concord_lock_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_concord_lock_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_concord_lock_v1_lock_proto_goTypes = []any{
 	(HoldEvent)(0),                // 0: concord.lock.v1.HoldEvent
-	(*AcquireManyRequest)(nil),    // 1: concord.lock.v1.AcquireManyRequest
-	(*AcquireManyResponse)(nil),   // 2: concord.lock.v1.AcquireManyResponse
-	(*ReleaseManyRequest)(nil),    // 3: concord.lock.v1.ReleaseManyRequest
-	(*ReleaseManyResponse)(nil),   // 4: concord.lock.v1.ReleaseManyResponse
-	(*RefreshManyRequest)(nil),    // 5: concord.lock.v1.RefreshManyRequest
-	(*RefreshManyResponse)(nil),   // 6: concord.lock.v1.RefreshManyResponse
-	(*HoldManyRequest)(nil),       // 7: concord.lock.v1.HoldManyRequest
-	(*HoldManyResponse)(nil),      // 8: concord.lock.v1.HoldManyResponse
-	(*ForceReleaseRequest)(nil),   // 9: concord.lock.v1.ForceReleaseRequest
-	(*ForceReleaseResponse)(nil),  // 10: concord.lock.v1.ForceReleaseResponse
-	(*ListLocksRequest)(nil),      // 11: concord.lock.v1.ListLocksRequest
-	(*ListLocksResponse)(nil),     // 12: concord.lock.v1.ListLocksResponse
-	(*AcquireRequest)(nil),        // 13: concord.lock.v1.AcquireRequest
-	(*AcquireResponse)(nil),       // 14: concord.lock.v1.AcquireResponse
-	(*ReleaseRequest)(nil),        // 15: concord.lock.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 16: concord.lock.v1.ReleaseResponse
-	(*RefreshRequest)(nil),        // 17: concord.lock.v1.RefreshRequest
-	(*RefreshResponse)(nil),       // 18: concord.lock.v1.RefreshResponse
-	(*DescribeRequest)(nil),       // 19: concord.lock.v1.DescribeRequest
-	(*DescribeResponse)(nil),      // 20: concord.lock.v1.DescribeResponse
-	(*HoldRequest)(nil),           // 21: concord.lock.v1.HoldRequest
-	(*HoldResponse)(nil),          // 22: concord.lock.v1.HoldResponse
-	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*SessionRequest)(nil),        // 1: concord.lock.v1.SessionRequest
+	(*SessionResponse)(nil),       // 2: concord.lock.v1.SessionResponse
+	(*AcquireManyRequest)(nil),    // 3: concord.lock.v1.AcquireManyRequest
+	(*AcquireManyResponse)(nil),   // 4: concord.lock.v1.AcquireManyResponse
+	(*ReleaseManyRequest)(nil),    // 5: concord.lock.v1.ReleaseManyRequest
+	(*ReleaseManyResponse)(nil),   // 6: concord.lock.v1.ReleaseManyResponse
+	(*RefreshManyRequest)(nil),    // 7: concord.lock.v1.RefreshManyRequest
+	(*RefreshManyResponse)(nil),   // 8: concord.lock.v1.RefreshManyResponse
+	(*HoldManyRequest)(nil),       // 9: concord.lock.v1.HoldManyRequest
+	(*HoldManyResponse)(nil),      // 10: concord.lock.v1.HoldManyResponse
+	(*ForceReleaseRequest)(nil),   // 11: concord.lock.v1.ForceReleaseRequest
+	(*ForceReleaseResponse)(nil),  // 12: concord.lock.v1.ForceReleaseResponse
+	(*ListLocksRequest)(nil),      // 13: concord.lock.v1.ListLocksRequest
+	(*ListLocksResponse)(nil),     // 14: concord.lock.v1.ListLocksResponse
+	(*AcquireRequest)(nil),        // 15: concord.lock.v1.AcquireRequest
+	(*AcquireResponse)(nil),       // 16: concord.lock.v1.AcquireResponse
+	(*ReleaseRequest)(nil),        // 17: concord.lock.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 18: concord.lock.v1.ReleaseResponse
+	(*RefreshRequest)(nil),        // 19: concord.lock.v1.RefreshRequest
+	(*RefreshResponse)(nil),       // 20: concord.lock.v1.RefreshResponse
+	(*DescribeRequest)(nil),       // 21: concord.lock.v1.DescribeRequest
+	(*DescribeResponse)(nil),      // 22: concord.lock.v1.DescribeResponse
+	(*HoldRequest)(nil),           // 23: concord.lock.v1.HoldRequest
+	(*HoldResponse)(nil),          // 24: concord.lock.v1.HoldResponse
+	(*v1.Error)(nil),              // 25: concord.error.v1.Error
+	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
 }
 var file_concord_lock_v1_lock_proto_depIdxs = []int32{
-	23, // 0: concord.lock.v1.AcquireManyRequest.ttl:type_name -> google.protobuf.Duration
-	23, // 1: concord.lock.v1.AcquireManyRequest.wait_timeout:type_name -> google.protobuf.Duration
-	24, // 2: concord.lock.v1.AcquireManyResponse.expires_at:type_name -> google.protobuf.Timestamp
-	23, // 3: concord.lock.v1.RefreshManyRequest.ttl:type_name -> google.protobuf.Duration
-	24, // 4: concord.lock.v1.RefreshManyResponse.expires_at:type_name -> google.protobuf.Timestamp
-	23, // 5: concord.lock.v1.HoldManyRequest.ttl:type_name -> google.protobuf.Duration
-	23, // 6: concord.lock.v1.HoldManyRequest.wait_timeout:type_name -> google.protobuf.Duration
-	0,  // 7: concord.lock.v1.HoldManyResponse.event:type_name -> concord.lock.v1.HoldEvent
-	24, // 8: concord.lock.v1.HoldManyResponse.expires_at:type_name -> google.protobuf.Timestamp
-	23, // 9: concord.lock.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	23, // 10: concord.lock.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	24, // 11: concord.lock.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
-	23, // 12: concord.lock.v1.RefreshRequest.ttl:type_name -> google.protobuf.Duration
-	24, // 13: concord.lock.v1.RefreshResponse.expires_at:type_name -> google.protobuf.Timestamp
-	23, // 14: concord.lock.v1.DescribeResponse.ttl_remaining:type_name -> google.protobuf.Duration
-	24, // 15: concord.lock.v1.DescribeResponse.expires_at:type_name -> google.protobuf.Timestamp
-	23, // 16: concord.lock.v1.HoldRequest.ttl:type_name -> google.protobuf.Duration
-	23, // 17: concord.lock.v1.HoldRequest.wait_timeout:type_name -> google.protobuf.Duration
-	0,  // 18: concord.lock.v1.HoldResponse.event:type_name -> concord.lock.v1.HoldEvent
-	24, // 19: concord.lock.v1.HoldResponse.expires_at:type_name -> google.protobuf.Timestamp
-	13, // 20: concord.lock.v1.LockService.Acquire:input_type -> concord.lock.v1.AcquireRequest
-	15, // 21: concord.lock.v1.LockService.Release:input_type -> concord.lock.v1.ReleaseRequest
-	17, // 22: concord.lock.v1.LockService.Refresh:input_type -> concord.lock.v1.RefreshRequest
-	19, // 23: concord.lock.v1.LockService.Describe:input_type -> concord.lock.v1.DescribeRequest
-	21, // 24: concord.lock.v1.LockService.Hold:input_type -> concord.lock.v1.HoldRequest
-	9,  // 25: concord.lock.v1.LockService.ForceRelease:input_type -> concord.lock.v1.ForceReleaseRequest
-	11, // 26: concord.lock.v1.LockService.ListLocks:input_type -> concord.lock.v1.ListLocksRequest
-	1,  // 27: concord.lock.v1.LockService.AcquireMany:input_type -> concord.lock.v1.AcquireManyRequest
-	3,  // 28: concord.lock.v1.LockService.ReleaseMany:input_type -> concord.lock.v1.ReleaseManyRequest
-	5,  // 29: concord.lock.v1.LockService.RefreshMany:input_type -> concord.lock.v1.RefreshManyRequest
-	7,  // 30: concord.lock.v1.LockService.HoldMany:input_type -> concord.lock.v1.HoldManyRequest
-	14, // 31: concord.lock.v1.LockService.Acquire:output_type -> concord.lock.v1.AcquireResponse
-	16, // 32: concord.lock.v1.LockService.Release:output_type -> concord.lock.v1.ReleaseResponse
-	18, // 33: concord.lock.v1.LockService.Refresh:output_type -> concord.lock.v1.RefreshResponse
-	20, // 34: concord.lock.v1.LockService.Describe:output_type -> concord.lock.v1.DescribeResponse
-	22, // 35: concord.lock.v1.LockService.Hold:output_type -> concord.lock.v1.HoldResponse
-	10, // 36: concord.lock.v1.LockService.ForceRelease:output_type -> concord.lock.v1.ForceReleaseResponse
-	12, // 37: concord.lock.v1.LockService.ListLocks:output_type -> concord.lock.v1.ListLocksResponse
-	2,  // 38: concord.lock.v1.LockService.AcquireMany:output_type -> concord.lock.v1.AcquireManyResponse
-	4,  // 39: concord.lock.v1.LockService.ReleaseMany:output_type -> concord.lock.v1.ReleaseManyResponse
-	6,  // 40: concord.lock.v1.LockService.RefreshMany:output_type -> concord.lock.v1.RefreshManyResponse
-	8,  // 41: concord.lock.v1.LockService.HoldMany:output_type -> concord.lock.v1.HoldManyResponse
-	31, // [31:42] is the sub-list for method output_type
-	20, // [20:31] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	15, // 0: concord.lock.v1.SessionRequest.acquire:type_name -> concord.lock.v1.AcquireRequest
+	17, // 1: concord.lock.v1.SessionRequest.release:type_name -> concord.lock.v1.ReleaseRequest
+	19, // 2: concord.lock.v1.SessionRequest.refresh:type_name -> concord.lock.v1.RefreshRequest
+	16, // 3: concord.lock.v1.SessionResponse.acquire:type_name -> concord.lock.v1.AcquireResponse
+	18, // 4: concord.lock.v1.SessionResponse.release:type_name -> concord.lock.v1.ReleaseResponse
+	20, // 5: concord.lock.v1.SessionResponse.refresh:type_name -> concord.lock.v1.RefreshResponse
+	25, // 6: concord.lock.v1.SessionResponse.error:type_name -> concord.error.v1.Error
+	26, // 7: concord.lock.v1.AcquireManyRequest.ttl:type_name -> google.protobuf.Duration
+	26, // 8: concord.lock.v1.AcquireManyRequest.wait_timeout:type_name -> google.protobuf.Duration
+	27, // 9: concord.lock.v1.AcquireManyResponse.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 10: concord.lock.v1.RefreshManyRequest.ttl:type_name -> google.protobuf.Duration
+	27, // 11: concord.lock.v1.RefreshManyResponse.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 12: concord.lock.v1.HoldManyRequest.ttl:type_name -> google.protobuf.Duration
+	26, // 13: concord.lock.v1.HoldManyRequest.wait_timeout:type_name -> google.protobuf.Duration
+	0,  // 14: concord.lock.v1.HoldManyResponse.event:type_name -> concord.lock.v1.HoldEvent
+	27, // 15: concord.lock.v1.HoldManyResponse.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 16: concord.lock.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	26, // 17: concord.lock.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	27, // 18: concord.lock.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 19: concord.lock.v1.RefreshRequest.ttl:type_name -> google.protobuf.Duration
+	27, // 20: concord.lock.v1.RefreshResponse.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 21: concord.lock.v1.DescribeResponse.ttl_remaining:type_name -> google.protobuf.Duration
+	27, // 22: concord.lock.v1.DescribeResponse.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 23: concord.lock.v1.HoldRequest.ttl:type_name -> google.protobuf.Duration
+	26, // 24: concord.lock.v1.HoldRequest.wait_timeout:type_name -> google.protobuf.Duration
+	0,  // 25: concord.lock.v1.HoldResponse.event:type_name -> concord.lock.v1.HoldEvent
+	27, // 26: concord.lock.v1.HoldResponse.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 27: concord.lock.v1.LockService.Acquire:input_type -> concord.lock.v1.AcquireRequest
+	17, // 28: concord.lock.v1.LockService.Release:input_type -> concord.lock.v1.ReleaseRequest
+	19, // 29: concord.lock.v1.LockService.Refresh:input_type -> concord.lock.v1.RefreshRequest
+	21, // 30: concord.lock.v1.LockService.Describe:input_type -> concord.lock.v1.DescribeRequest
+	23, // 31: concord.lock.v1.LockService.Hold:input_type -> concord.lock.v1.HoldRequest
+	11, // 32: concord.lock.v1.LockService.ForceRelease:input_type -> concord.lock.v1.ForceReleaseRequest
+	13, // 33: concord.lock.v1.LockService.ListLocks:input_type -> concord.lock.v1.ListLocksRequest
+	3,  // 34: concord.lock.v1.LockService.AcquireMany:input_type -> concord.lock.v1.AcquireManyRequest
+	5,  // 35: concord.lock.v1.LockService.ReleaseMany:input_type -> concord.lock.v1.ReleaseManyRequest
+	7,  // 36: concord.lock.v1.LockService.RefreshMany:input_type -> concord.lock.v1.RefreshManyRequest
+	9,  // 37: concord.lock.v1.LockService.HoldMany:input_type -> concord.lock.v1.HoldManyRequest
+	1,  // 38: concord.lock.v1.LockService.Session:input_type -> concord.lock.v1.SessionRequest
+	16, // 39: concord.lock.v1.LockService.Acquire:output_type -> concord.lock.v1.AcquireResponse
+	18, // 40: concord.lock.v1.LockService.Release:output_type -> concord.lock.v1.ReleaseResponse
+	20, // 41: concord.lock.v1.LockService.Refresh:output_type -> concord.lock.v1.RefreshResponse
+	22, // 42: concord.lock.v1.LockService.Describe:output_type -> concord.lock.v1.DescribeResponse
+	24, // 43: concord.lock.v1.LockService.Hold:output_type -> concord.lock.v1.HoldResponse
+	12, // 44: concord.lock.v1.LockService.ForceRelease:output_type -> concord.lock.v1.ForceReleaseResponse
+	14, // 45: concord.lock.v1.LockService.ListLocks:output_type -> concord.lock.v1.ListLocksResponse
+	4,  // 46: concord.lock.v1.LockService.AcquireMany:output_type -> concord.lock.v1.AcquireManyResponse
+	6,  // 47: concord.lock.v1.LockService.ReleaseMany:output_type -> concord.lock.v1.ReleaseManyResponse
+	8,  // 48: concord.lock.v1.LockService.RefreshMany:output_type -> concord.lock.v1.RefreshManyResponse
+	10, // 49: concord.lock.v1.LockService.HoldMany:output_type -> concord.lock.v1.HoldManyResponse
+	2,  // 50: concord.lock.v1.LockService.Session:output_type -> concord.lock.v1.SessionResponse
+	39, // [39:51] is the sub-list for method output_type
+	27, // [27:39] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_concord_lock_v1_lock_proto_init() }
@@ -1573,13 +1850,25 @@ func file_concord_lock_v1_lock_proto_init() {
 	if File_concord_lock_v1_lock_proto != nil {
 		return
 	}
+	file_concord_lock_v1_lock_proto_msgTypes[0].OneofWrappers = []any{
+		(*SessionRequest_Acquire)(nil),
+		(*SessionRequest_Release)(nil),
+		(*SessionRequest_Refresh)(nil),
+		(*SessionRequest_Cancel)(nil),
+	}
+	file_concord_lock_v1_lock_proto_msgTypes[1].OneofWrappers = []any{
+		(*SessionResponse_Acquire)(nil),
+		(*SessionResponse_Release)(nil),
+		(*SessionResponse_Refresh)(nil),
+		(*SessionResponse_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_lock_v1_lock_proto_rawDesc), len(file_concord_lock_v1_lock_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	LockService_ReleaseMany_FullMethodName  = "/concord.lock.v1.LockService/ReleaseMany"
 	LockService_RefreshMany_FullMethodName  = "/concord.lock.v1.LockService/RefreshMany"
 	LockService_HoldMany_FullMethodName     = "/concord.lock.v1.LockService/HoldMany"
+	LockService_Session_FullMethodName      = "/concord.lock.v1.LockService/Session"
 )
 
 // LockServiceClient is the client API for LockService service.
@@ -93,6 +94,20 @@ type LockServiceClient interface {
 	// of the locks is lost (the others are released then). Closing the stream
 	// releases them all.
 	HoldMany(ctx context.Context, in *HoldManyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HoldManyResponse], error)
+	// Session carries Acquire, Release and Refresh as messages on one long-lived
+	// stream, for a client that takes and frees locks often. A message on an open
+	// stream costs both ends far less than a call (no call set-up, headers or
+	// trailers), so a lock passes between two sessions sooner than between two
+	// callers of the unary methods. Each request carries an id of the client's
+	// choosing, and its answer the same id; answers come as they are ready, so a
+	// waiting Acquire holds back nobody. An answer is what the unary method would
+	// return, or `error` with the code, reason and message it would fail with.
+	// `cancel` gives up a waiting Acquire, which then answers acquired=false (a grant
+	// that raced it is passed on). Half-closing lets every request in flight finish
+	// and be answered; cancelling the stream, or the client vanishing, gives up its
+	// waiting Acquires as cancelled Acquire calls would be. Leases belong to the
+	// client, not to the stream: they outlive it until released or expired.
+	Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionRequest, SessionResponse], error)
 }
 
 type lockServiceClient struct {
@@ -231,6 +246,19 @@ func (c *lockServiceClient) HoldMany(ctx context.Context, in *HoldManyRequest, o
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type LockService_HoldManyClient = grpc.ServerStreamingClient[HoldManyResponse]
 
+func (c *lockServiceClient) Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionRequest, SessionResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &LockService_ServiceDesc.Streams[2], LockService_Session_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SessionRequest, SessionResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LockService_SessionClient = grpc.BidiStreamingClient[SessionRequest, SessionResponse]
+
 // LockServiceServer is the server API for LockService service.
 // All implementations must embed UnimplementedLockServiceServer
 // for forward compatibility.
@@ -292,6 +320,20 @@ type LockServiceServer interface {
 	// of the locks is lost (the others are released then). Closing the stream
 	// releases them all.
 	HoldMany(*HoldManyRequest, grpc.ServerStreamingServer[HoldManyResponse]) error
+	// Session carries Acquire, Release and Refresh as messages on one long-lived
+	// stream, for a client that takes and frees locks often. A message on an open
+	// stream costs both ends far less than a call (no call set-up, headers or
+	// trailers), so a lock passes between two sessions sooner than between two
+	// callers of the unary methods. Each request carries an id of the client's
+	// choosing, and its answer the same id; answers come as they are ready, so a
+	// waiting Acquire holds back nobody. An answer is what the unary method would
+	// return, or `error` with the code, reason and message it would fail with.
+	// `cancel` gives up a waiting Acquire, which then answers acquired=false (a grant
+	// that raced it is passed on). Half-closing lets every request in flight finish
+	// and be answered; cancelling the stream, or the client vanishing, gives up its
+	// waiting Acquires as cancelled Acquire calls would be. Leases belong to the
+	// client, not to the stream: they outlive it until released or expired.
+	Session(grpc.BidiStreamingServer[SessionRequest, SessionResponse]) error
 	mustEmbedUnimplementedLockServiceServer()
 }
 
@@ -334,6 +376,9 @@ func (UnimplementedLockServiceServer) RefreshMany(context.Context, *RefreshManyR
 }
 func (UnimplementedLockServiceServer) HoldMany(*HoldManyRequest, grpc.ServerStreamingServer[HoldManyResponse]) error {
 	return status.Error(codes.Unimplemented, "method HoldMany not implemented")
+}
+func (UnimplementedLockServiceServer) Session(grpc.BidiStreamingServer[SessionRequest, SessionResponse]) error {
+	return status.Error(codes.Unimplemented, "method Session not implemented")
 }
 func (UnimplementedLockServiceServer) mustEmbedUnimplementedLockServiceServer() {}
 func (UnimplementedLockServiceServer) testEmbeddedByValue()                     {}
@@ -540,6 +585,13 @@ func _LockService_HoldMany_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type LockService_HoldManyServer = grpc.ServerStreamingServer[HoldManyResponse]
 
+func _LockService_Session_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(LockServiceServer).Session(&grpc.GenericServerStream[SessionRequest, SessionResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LockService_SessionServer = grpc.BidiStreamingServer[SessionRequest, SessionResponse]
+
 // LockService_ServiceDesc is the grpc.ServiceDesc for LockService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -594,6 +646,12 @@ var LockService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "HoldMany",
 			Handler:       _LockService_HoldMany_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Session",
+			Handler:       _LockService_Session_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "concord/lock/v1/lock.proto",
