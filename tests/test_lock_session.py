@@ -229,6 +229,8 @@ async def test_a_broken_session_fails_its_requests_and_the_next_one_reopens(acli
     waiting = asyncio.ensure_future(lock.acquire(timeout=30))
     await _until(lambda: _waiters_of(lock, 1))
     aclient._services["lock"]._stub._session._stream.call.cancel()
+    with pytest.raises(Cancelled):  # sent before the reader saw the end: fails with it
+        await lock.refresh(held)
     with pytest.raises(Cancelled):
         await waiting
     await _until(lambda: _waiters_of(lock, 0))

@@ -89,8 +89,8 @@ class LockSession:
             sent = True
             async with asyncio.timeout(timeout):
                 answer = await answered
-        except grpc.RpcError:  # the stream broke: the reader fails every request on it
-            answer = await answered
+        except (grpc.RpcError, asyncio.InvalidStateError):  # the stream ended: its reader fails
+            answer = await answered                         # every request on it
         except (TimeoutError, asyncio.CancelledError) as exc:
             if answered.cancelled() or not answered.done():  # (awaiting it cancels it)
                 self._abandon(stream, rid, op if sent else "", message)
@@ -128,7 +128,7 @@ def _background(coro: Any) -> None:
     async def quietly() -> None:
         try:
             await coro
-        except (ConcordError, grpc.RpcError):
+        except (ConcordError, grpc.RpcError, asyncio.InvalidStateError):  # the stream ended
             pass
 
     task = asyncio.get_running_loop().create_task(quietly())
