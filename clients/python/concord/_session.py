@@ -93,7 +93,7 @@ class LockSession:
             answer = await answered                         # every request on it
         except (TimeoutError, asyncio.CancelledError) as exc:
             if answered.cancelled() or not answered.done():  # (awaiting it cancels it)
-                self._abandon(stream, rid, op if sent else "", message)
+                self._abandon(stream, rid, message if op == "acquire" and sent else None)
             if isinstance(exc, TimeoutError):
                 raise DeadlineExceeded(f"no answer to the lock {op} within {timeout}s") from None
             raise
@@ -104,16 +104,16 @@ class LockSession:
             raise from_reason(e.reason, e.message, dict(e.metadata))
         return getattr(answer, op)
 
-    def _abandon(self, stream: _Stream, rid: int, op: str, message: Any) -> None:
-        """Nobody waits for this answer any more; an Acquire (op "": never sent) is given
-        up in the server, and a grant that beat the cancel is released."""
-        if op != "acquire" or stream.ended:
+    def _abandon(self, stream: _Stream, rid: int, acquire: pb.AcquireRequest | None) -> None:
+        """Nobody waits for this answer any more. If it is an Acquire that was sent, it is
+        given up in the server, and a grant that beat the cancel is released."""
+        if acquire is None or stream.ended:
             stream.waiting.pop(rid, None)
             return
 
         def release_if_granted(answer: pb.SessionResponse | ConcordError) -> None:
             if isinstance(answer, pb.SessionResponse) and answer.acquire.acquired:
-                _background(self.request("release", pb.ReleaseRequest(name=message.name, lease=answer.acquire.lease),
+                _background(self.request("release", pb.ReleaseRequest(name=acquire.name, lease=answer.acquire.lease),
                                          None))
 
         stream.waiting[rid] = release_if_granted

@@ -17,7 +17,7 @@ from concord.queue.v1 import queue_pb2 as pb
 
 from ..errors import ConcordError, InvalidArgument
 from ..primitives.queue import Queues, Settling, TaskRecord
-from .decoding import Undecodable
+from .status import check_decoded
 
 CONSUME_WAIT_MS = 30_000  # a Consume stream's waits, re-armed until it ends
 
@@ -25,8 +25,7 @@ CONSUME_WAIT_MS = 30_000  # a Consume stream's waits, re-armed until it ends
 async def next_request(requests) -> pb.ConsumeRequest | None:
     """The stream's next request; None once the client half-closed."""
     request = await anext(requests, None)
-    if isinstance(request, Undecodable):
-        raise InvalidArgument(f"request could not be parsed: {request.reason}")
+    check_decoded(request)
     return request
 
 

@@ -11,8 +11,7 @@ from ..errors import InvalidArgument
 from ..primitives.files import Files, parse_file_id
 from . import validation as v
 from .convert import timestamp
-from .decoding import Undecodable
-from .status import rpc
+from .status import check_decoded, rpc
 
 _STATES = {"uploading": pb.FILE_STATE_UPLOADING, "complete": pb.FILE_STATE_COMPLETE}
 
@@ -25,8 +24,7 @@ def _file_id(value: str) -> str:
 
 async def _data(requests) -> AsyncIterator[bytes]:
     async for request in requests:
-        if isinstance(request, Undecodable):
-            raise InvalidArgument(f"request could not be parsed: {request.reason}")
+        check_decoded(request)
         if request.WhichOneof("kind") != "data":
             raise InvalidArgument("only the first Upload message may be the header", field="header")
         yield request.data
@@ -39,8 +37,7 @@ class FileServicer(files_pb2_grpc.FileServiceServicer):
     @rpc
     async def Upload(self, request_iterator, context) -> pb.UploadResponse:
         first = await anext(request_iterator, None)
-        if isinstance(first, Undecodable):
-            raise InvalidArgument(f"request could not be parsed: {first.reason}")
+        check_decoded(first)
         if first is None or first.WhichOneof("kind") != "header":
             raise InvalidArgument("the first Upload message must be the header", field="header")
         h = first.header

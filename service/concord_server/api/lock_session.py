@@ -11,36 +11,26 @@ Each request runs as its own task through the servicer's own acquire/release/
 refresh, admitted by the server's limits as that unary call would be
 (sub_calls.py), so validation, limits, waiting and errors are exactly the unary
 methods'; an error answers its request (concord.error.v1.Error) instead of ending
-the stream. A
-waiting Acquire is cancelled by a ``cancel`` message or by the stream going away,
-and lets go in the background as a cancelled unary Acquire does (fifo_acquire.py).
+the stream. A waiting Acquire is cancelled by a ``cancel`` message or by the stream
+going away, and lets go in the background as a cancelled unary Acquire does
+(fifo_acquire.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from concord.error.v1 import error_pb2
 from concord.lock.v1 import lock_pb2 as pb
 
 from .. import sub_calls
 from ..errors import ConcordError, InvalidArgument, ResourceExhausted
-from .decoding import Undecodable
-
-log = logging.getLogger(__name__)
+from .status import as_concord_error, check_decoded, to_error_message
 
 MAX_IN_FLIGHT = 1024  # requests one session may have running at once
 _METHOD = {op: f"/{pb.DESCRIPTOR.services_by_name['LockService'].full_name}/{op.capitalize()}"
            for op in ("acquire", "release", "refresh")}
-
-
-def error_message(err: ConcordError) -> error_pb2.Error:
-    """A ConcordError as a stream message carries it (api/status.py for a call's)."""
-    return error_pb2.Error(code=getattr(error_pb2, f"CODE_{err.code}"), reason=err.reason, message=err.message,
-                           metadata=err.metadata)
 
 
 class LockSession:
@@ -49,9 +39,8 @@ class LockSession:
     def __init__(self, servicer: Any) -> None:
         self._ops: dict[str, Callable[[Any, Any], Awaitable[Any]]] = {
             "acquire": servicer.acquire, "release": servicer.release, "refresh": servicer.refresh}
-        self._running: dict[int, asyncio.Task[None]] = {}
-        self._waiting: set[int] = set()  # ids of the running Acquires
-        self._cancelled: set[int] = set()  # ... that a cancel message gave up
+        self._running: dict[int, tuple[str, asyncio.Task[None]]] = {}  # id -> (op, its task)
+        self._cancelled: set[int] = set()  # ids of running Acquires that a cancel message gave up
         self._answers: asyncio.Queue[pb.SessionResponse | None] = asyncio.Queue()
 
     async def run(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[pb.SessionResponse]:
@@ -62,26 +51,26 @@ class LockSession:
             await reader  # its error, if a request did not parse, ends the stream
         finally:
             reader.cancel()
-            for task in self._running.values():
+            for _, task in self._running.values():
                 task.cancel()
 
     async def _read(self, requests: AsyncIterator[Any], context: Any) -> None:
         try:
             async for request in requests:
-                if isinstance(request, Undecodable):
-                    raise InvalidArgument(f"request could not be parsed: {request.reason}")
+                check_decoded(request)
                 self._start(request, context)
             while self._running:  # half-closed: answer everything in flight first
-                await asyncio.wait(list(self._running.values()))
+                await asyncio.wait([task for _, task in self._running.values()])
         finally:
             self._answers.put_nowait(None)
 
     def _start(self, request: pb.SessionRequest, context: Any) -> None:
         rid, op = request.id, request.WhichOneof("op")
         if op == "cancel":
-            if request.cancel in self._waiting and request.cancel not in self._cancelled:
+            running_op, task = self._running.get(request.cancel, ("", None))
+            if running_op == "acquire" and request.cancel not in self._cancelled:
                 self._cancelled.add(request.cancel)
-                self._running[request.cancel].cancel()
+                task.cancel()
             return
         if op is None:
             return self._answer(rid, InvalidArgument("request: set one of acquire, release, refresh, cancel",
@@ -90,10 +79,7 @@ class LockSession:
             return self._answer(rid, InvalidArgument(f"id: {rid} is already in flight", field="id"))
         if len(self._running) >= MAX_IN_FLIGHT:
             return self._answer(rid, ResourceExhausted(f"session has {MAX_IN_FLIGHT} requests in flight, its limit"))
-        task = asyncio.create_task(self._serve(rid, op, getattr(request, op), context))
-        self._running[rid] = task
-        if op == "acquire":
-            self._waiting.add(rid)
+        self._running[rid] = (op, asyncio.create_task(self._serve(rid, op, getattr(request, op), context)))
 
     async def _serve(self, rid: int, op: str, request: Any, context: Any) -> None:
         try:
@@ -103,19 +89,15 @@ class LockSession:
             if rid not in self._cancelled:
                 raise  # the stream is going away: nobody to answer
             result = pb.AcquireResponse(acquired=False)
-        except ConcordError as exc:
-            result = exc
-        except Exception:
-            log.exception("unexpected error in LockService.Session %s", op)
-            result = ConcordError("internal error; see the server log")
+        except Exception as exc:
+            result = as_concord_error(exc, f"LockService.Session {op}")
         finally:
             del self._running[rid]
-            self._waiting.discard(rid)
             self._cancelled.discard(rid)
         self._answer(rid, result, op)
 
     def _answer(self, rid: int, result: Any, op: str = "") -> None:
         if isinstance(result, ConcordError):
-            self._answers.put_nowait(pb.SessionResponse(id=rid, error=error_message(result)))
+            self._answers.put_nowait(pb.SessionResponse(id=rid, error=to_error_message(result)))
         else:
             self._answers.put_nowait(pb.SessionResponse(id=rid, **{op: result}))

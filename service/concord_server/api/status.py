@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Any
 
 import grpc
+from concord.error.v1 import error_pb2
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
@@ -43,14 +44,28 @@ def to_status(err: ConcordError) -> grpc.Status:
     return rpc_status.to_status(status_pb2.Status(code=code.value[0], message=err.message, details=details))
 
 
+def to_error_message(err: ConcordError) -> error_pb2.Error:
+    """A ConcordError as a stream message carries it, where one stream answers many
+    requests (LockService.Session): the code, reason and message to_status would give."""
+    return error_pb2.Error(code=getattr(error_pb2, f"CODE_{err.code}"), reason=err.reason, message=err.message,
+                           metadata=err.metadata)
+
+
+def as_concord_error(exc: Exception, method: str) -> ConcordError:
+    """What a client is told of an exception: a ConcordError as it is, anything else
+    INTERNAL with a generic message (the traceback goes to the log)."""
+    if isinstance(exc, ConcordError):
+        return exc
+    log.exception("unexpected error in %s", method)
+    return ConcordError("internal error; see the server log")
+
+
 async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str) -> None:
-    if not isinstance(exc, ConcordError):
-        log.exception("unexpected error in %s", method)
-        exc = ConcordError("internal error; see the server log")
-    await context.abort_with_status(to_status(exc))
+    await context.abort_with_status(to_status(as_concord_error(exc, method)))
 
 
-def _check_decoded(request: Any) -> None:
+def check_decoded(request: Any) -> None:
+    """INVALID_ARGUMENT for a request message that did not parse (decoding.py)."""
     if type(request) is Undecodable:
         raise InvalidArgument(f"request could not be parsed: {request.reason}")
 
@@ -92,7 +107,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(method)
         async def stream(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
             async with _Call(context, name):
-                _check_decoded(request)
+                check_decoded(request)
                 async for item in method(self, request, context):
                     yield item
 
@@ -101,7 +116,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(method)
     async def unary(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         async with _Call(context, name):
-            _check_decoded(request)
+            check_decoded(request)
             return await method(self, request, context)
 
     return unary
