@@ -10,7 +10,8 @@ readings (system-wide on Linux, so processes can be merged):
     rel_end     just after it returned
 
 Implementations:
-  concord            concord.AsyncClient, one asyncio task per client, one channel per process
+  concord            concord.AsyncClient, one asyncio task per client, one channel (and so one
+                     lock Session stream) per process
   redis-py           redis.lock.Lock, blocking, default sleep=0.1, one thread per client
   redis-py-1ms       the same with sleep=0.001 (the book's 1 ms polling)
   python-redis-lock  redis_lock.Lock (SET NX + BLPOP on a signal list), one thread per client
