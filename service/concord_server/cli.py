@@ -136,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     logs.configure(settings.log_level, settings.log_format)
     valkey = None
     if not settings.redis_url:
-        valkey = EmbeddedValkey(settings.data_dir)
+        valkey = EmbeddedValkey(settings.data_dir, maxmemory=settings.embedded_maxmemory)
         settings = dataclasses.replace(settings, redis_url=valkey.start())
     try:
         if settings.workers == 1:

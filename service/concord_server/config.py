@@ -38,6 +38,9 @@ class Settings:
                                           "the other nodes are discovered and each command goes to its slot's node")
     key_prefix: str = _setting("concord", "prefix of every Redis key and channel Concord uses")
     data_dir: Path = _setting(Path("concord-data"), "data directory of the embedded Valkey (append-only file on)")
+    embedded_maxmemory: int = _setting(1024 ** 3, "memory bound of the embedded Valkey, bytes (maxmemory, policy "
+                                                  "noeviction: at the bound writes fail RESOURCE_EXHAUSTED / "
+                                                  "STORAGE_FULL, nothing is evicted); 0: unbounded")
     workers: int = _setting(1, "server processes sharing the listen port through SO_REUSEPORT")
     log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     max_message_size: int = _setting(4 * 1024 * 1024, "largest gRPC message accepted or sent, bytes")
@@ -133,6 +136,8 @@ class Settings:
         check(not self.redis_cluster or (self.redis_url or "").startswith(("redis://", "rediss://")),
               "redis_cluster redis_url", "needs {redis_url} set to redis:// or rediss:// naming a node of the cluster")
         check(self.workers >= 1, "workers", "must be at least 1")
+        check(self.embedded_maxmemory == 0 or self.embedded_maxmemory >= 16 * 1024 ** 2, "embedded_maxmemory",
+              "must be 0 (unbounded) or at least 16 MiB")
         check(self.shutdown_grace >= 0, "shutdown_grace", "must not be negative")
         check(self.redis_max_connections >= 2, "redis_max_connections", "must be at least 2")
         check(self.max_ttl >= 0.01, "max_ttl", "must be at least 10ms")

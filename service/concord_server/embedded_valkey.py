@@ -9,6 +9,11 @@ It is supervised: if it exits while the server runs (killed, out of memory), a
 thread starts it again on the same data directory and the same socket or port, so
 the server (whose health says NOT_SERVING meanwhile, see redis_health.py) serves
 again by itself. Restarts that keep failing back off up to ``MAX_BACKOFF`` seconds.
+
+Its memory is bounded (``maxmemory``, --embedded-maxmemory) with the ``noeviction``
+policy: at the bound Valkey refuses writes (an OOM error, which callers get as
+RESOURCE_EXHAUSTED / STORAGE_FULL, redis_client.py) and never evicts a lock, a lease
+or a task to make room, which would break coordination silently.
 """
 
 from __future__ import annotations
@@ -114,9 +119,10 @@ def _answers_ping(address: str | tuple[str, int]) -> bool:
 
 
 class EmbeddedValkey:
-    def __init__(self, data_dir: Path, binary: str | None = None) -> None:
+    def __init__(self, data_dir: Path, binary: str | None = None, maxmemory: int = 0) -> None:
         self.data_dir = data_dir.resolve()
         self.binary = binary or valkey_binary()
+        self.maxmemory = maxmemory  # bytes; 0: unbounded (Valkey's own default)
         self.url = ""
         self._address: str | tuple[str, int] = ""  # where it listens: socket path, or host and port
         self.restarts = 0  # times the supervisor has started it again
@@ -136,7 +142,8 @@ class EmbeddedValkey:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         sock = self.data_dir / "valkey.sock"
         args = [self.binary, "--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "everysec",
-                "--save", "", "--daemonize", "no", "--logfile", str(self.data_dir / "valkey.log")]
+                "--save", "", "--daemonize", "no", "--logfile", str(self.data_dir / "valkey.log"),
+                "--maxmemory", str(self.maxmemory), "--maxmemory-policy", "noeviction"]
         if len(str(sock)) <= _MAX_UNIX_PATH:
             args += ["--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700"]
             self.url = f"unix://{sock}"

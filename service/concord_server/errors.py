@@ -47,6 +47,8 @@ from concord.error.v1.error_pb2 import (
     REASON_SCHEDULE_NOT_FOUND,
     REASON_SEMAPHORE_LIMIT_MISMATCH,
     REASON_SEMAPHORE_WAIT_TIMEOUT,
+    REASON_STORAGE_FULL,
+    REASON_STORAGE_QUOTA_EXCEEDED,
     REASON_TASK_LEASE_NOT_HELD,
     REASON_TASK_LEASED,
     REASON_TASK_FINISHED,
@@ -104,6 +106,19 @@ class PermissionDenied(ConcordError):
 
 class ResourceExhausted(ConcordError):
     reason = reason_name(REASON_RESOURCE_EXHAUSTED)
+
+
+class StorageFull(ResourceExhausted):
+    """Redis refused a write: out of memory under its maxmemory (noeviction), so
+    nothing was evicted and nothing changed (redis_client.unavailable_on_redis_errors)."""
+
+    reason = reason_name(REASON_STORAGE_FULL)
+
+
+class StorageQuotaExceeded(ResourceExhausted):
+    """The tenant's stored bytes reached its storage quota (quotas.py)."""
+
+    reason = reason_name(REASON_STORAGE_QUOTA_EXCEEDED)
 
 
 class Unauthenticated(ConcordError):

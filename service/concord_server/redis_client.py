@@ -16,9 +16,10 @@ from redis.client import NEVER_DECODE
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import AskError, BusyLoadingError, ClusterDownError, ReadOnlyError, SlotNotCoveredError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .errors import Unavailable
+from .errors import StorageFull, Unavailable
 
 # Failures that mean "Redis cannot answer right now": retryable by the caller. The
 # cluster ones: a slot moving or unserved (a MOVED left after the one retry is an AskError).
@@ -57,6 +58,9 @@ def unavailable_on_redis_errors() -> Iterator[None]:
     except UNAVAILABLE_ERRORS as exc:
         count_failure("command", exc)
         raise Unavailable(f"Redis is unavailable: {exc}") from exc
+    except OutOfMemoryError as exc:  # maxmemory with noeviction: the write was refused, nothing changed
+        count_failure("command", exc)
+        raise StorageFull("storage is full: Redis refused the write (out of memory); nothing was changed") from exc
 
 
 async def command(redis: Any, *args: Any, raw: bool = False) -> Any:

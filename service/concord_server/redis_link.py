@@ -50,6 +50,7 @@ _ERRORS: dict[str, type[rexc.ResponseError]] = {
     "TRYAGAIN": rexc.TryAgainError,
     "CLUSTERDOWN": rexc.ClusterDownError,
     "NOPERM": rexc.NoPermissionError,
+    "OOM": rexc.OutOfMemoryError,  # maxmemory reached under noeviction: the write was refused
     "WRONGPASS": rexc.AuthenticationError,  # type: ignore[dict-item]
     "NOAUTH": rexc.AuthenticationError,  # type: ignore[dict-item]
 }

@@ -48,7 +48,9 @@ export type Reason =
   | 'TOO_MANY_STREAMS'
   | 'TOO_MANY_BLOCKED_CALLS'
   | 'RATE_LIMITED'
-  | 'REQUEST_TOO_LARGE';
+  | 'REQUEST_TOO_LARGE'
+  | 'STORAGE_FULL'
+  | 'STORAGE_QUOTA_EXCEEDED';
 
 /** The Client's per-service clients. */
 export interface Services {

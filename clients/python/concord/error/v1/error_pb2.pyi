@@ -71,6 +71,8 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_TOO_MANY_BLOCKED_CALLS: _ClassVar[Reason]
     REASON_RATE_LIMITED: _ClassVar[Reason]
     REASON_REQUEST_TOO_LARGE: _ClassVar[Reason]
+    REASON_STORAGE_FULL: _ClassVar[Reason]
+    REASON_STORAGE_QUOTA_EXCEEDED: _ClassVar[Reason]
 CODE_UNSPECIFIED: Code
 CODE_CANCELLED: Code
 CODE_UNKNOWN: Code
@@ -129,6 +131,8 @@ REASON_TOO_MANY_STREAMS: Reason
 REASON_TOO_MANY_BLOCKED_CALLS: Reason
 REASON_RATE_LIMITED: Reason
 REASON_REQUEST_TOO_LARGE: Reason
+REASON_STORAGE_FULL: Reason
+REASON_STORAGE_QUOTA_EXCEEDED: Reason
 STATUS_FIELD_NUMBER: _ClassVar[int]
 status: _descriptor.FieldDescriptor
 

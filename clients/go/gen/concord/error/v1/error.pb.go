@@ -240,6 +240,15 @@ const (
 	// The request message is larger than the tenant's max_request_bytes (metadata:
 	// limit). Retrying the same request cannot help.
 	Reason_REASON_REQUEST_TOO_LARGE Reason = 33
+	// Redis refused the write because it is out of memory (its maxmemory, with the
+	// noeviction policy: --embedded-maxmemory for the embedded Valkey). Nothing was
+	// changed; retrying helps once something is deleted, acked or purged.
+	Reason_REASON_STORAGE_FULL Reason = 50
+	// The tenant's stored bytes (task payloads, chat messages, file data, autocomplete
+	// names) have reached its storage quota ([tenants.X] storage_bytes in
+	// --auth-tokens, default --tenant-storage-bytes; metadata: limit, used).
+	// Nothing was changed; retrying helps once the tenant's data is deleted.
+	Reason_REASON_STORAGE_QUOTA_EXCEEDED Reason = 51
 )
 
 // Enum value maps for Reason.
@@ -286,6 +295,8 @@ var (
 		31: "REASON_TOO_MANY_BLOCKED_CALLS",
 		32: "REASON_RATE_LIMITED",
 		33: "REASON_REQUEST_TOO_LARGE",
+		50: "REASON_STORAGE_FULL",
+		51: "REASON_STORAGE_QUOTA_EXCEEDED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":              0,
@@ -329,6 +340,8 @@ var (
 		"REASON_TOO_MANY_BLOCKED_CALLS":   31,
 		"REASON_RATE_LIMITED":             32,
 		"REASON_REQUEST_TOO_LARGE":        33,
+		"REASON_STORAGE_FULL":             50,
+		"REASON_STORAGE_QUOTA_EXCEEDED":   51,
 	}
 )
 
@@ -481,8 +494,7 @@ const file_concord_error_v1_error_proto_rawDesc = "" +
 	"\rCODE_INTERNAL\x10\r\x12\x14\n" +
 	"\x10CODE_UNAVAILABLE\x10\x0e\x12\x12\n" +
 	"\x0eCODE_DATA_LOSS\x10\x0f\x12\x18\n" +
-	"\x14CODE_UNAUTHENTICATED\x10\x10*\xf4\n" +
-	"\n" +
+	"\x14CODE_UNAUTHENTICATED\x10\x10*\xbc\v\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x0fREASON_INTERNAL\x10\x01\x1a\x04\x88\xbf\x18\r\x12!\n" +
@@ -526,7 +538,9 @@ const file_concord_error_v1_error_proto_rawDesc = "" +
 	"\x17REASON_TOO_MANY_STREAMS\x10\x1e\x1a\x04\x88\xbf\x18\b\x12'\n" +
 	"\x1dREASON_TOO_MANY_BLOCKED_CALLS\x10\x1f\x1a\x04\x88\xbf\x18\b\x12\x1d\n" +
 	"\x13REASON_RATE_LIMITED\x10 \x1a\x04\x88\xbf\x18\b\x12\"\n" +
-	"\x18REASON_REQUEST_TOO_LARGE\x10!\x1a\x04\x88\xbf\x18\b:S\n" +
+	"\x18REASON_REQUEST_TOO_LARGE\x10!\x1a\x04\x88\xbf\x18\b\x12\x1d\n" +
+	"\x13REASON_STORAGE_FULL\x102\x1a\x04\x88\xbf\x18\b\x12'\n" +
+	"\x1dREASON_STORAGE_QUOTA_EXCEEDED\x103\x1a\x04\x88\xbf\x18\b:S\n" +
 	"\x06status\x12!.google.protobuf.EnumValueOptions\x18\xf1\x87\x03 \x01(\x0e2\x16.concord.error.v1.CodeR\x06statusB\xbb\x01\n" +
 	"\x14com.concord.error.v1B\n" +
 	"ErrorProtoP\x01Z3go.concord.dev/concord/gen/concord/error/v1;errorv1\xa2\x02\x03CEX\xaa\x02\x10Concord.Error.V1\xca\x02\x11Concord\\Error_\\V1\xe2\x02\x1dConcord\\Error_\\V1\\GPBMetadata\xea\x02\x12Concord::Error::V1b\x06proto3"
