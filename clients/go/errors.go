@@ -173,6 +173,8 @@ var (
 	ErrTooManyBlockedCalls    = reasonError(errorv1.Reason_REASON_TOO_MANY_BLOCKED_CALLS)
 	ErrRateLimited            = reasonError(errorv1.Reason_REASON_RATE_LIMITED)
 	ErrRequestTooLarge        = reasonError(errorv1.Reason_REASON_REQUEST_TOO_LARGE)
+	ErrStorageFull            = reasonError(errorv1.Reason_REASON_STORAGE_FULL)
+	ErrStorageQuotaExceeded   = reasonError(errorv1.Reason_REASON_STORAGE_QUOTA_EXCEEDED)
 )
 
 // sentinels holds the sentinel of each reason, by wire name.
