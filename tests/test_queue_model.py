@@ -28,7 +28,8 @@ queue_retry_dead.lua):
   TaskFinished; dead -> deleted, and TaskNotFound from then on;
 - retry_dead: dead -> ready with attempt 0, dead_reason and finished time cleared,
   last_error kept; ids that are not dead are skipped; without ids, the oldest dead;
-- purge deletes ready and delayed (and, asked to, dead) tasks; leased ones stay.
+- purge deletes ready and delayed (and, asked to, dead and retained succeeded and
+  cancelled) tasks; leased ones stay.
 
 Time is kept out: leases are a minute or more, delays 0 or an hour, no sleeps; the
 queue's retention has no count or age limit. The model borrows from the server only
@@ -301,7 +302,7 @@ class QueueModel(RuleBasedStateMachine):
             self.become_ready(t)
 
     def do_purge(self, include_dead: bool) -> None:
-        doomed = self.in_state("ready", "delayed", *(("dead",) if include_dead else ()))
+        doomed = self.in_state("ready", "delayed", *(("dead", "succeeded", "cancelled") if include_dead else ()))
         assert self.run(self.queues.purge(self.name, include_dead)) == len(doomed)
         for t in doomed:
             t.state = "gone"
@@ -523,9 +524,10 @@ def test_a_walk_through_every_transition(redis_server):
             assert do(m.do_dequeue, 1) == [d]  # ready before h
             do(m.do_purge, False)  # ready and delayed go; leased and dead stay
             assert (h.state, e.state, d.state, f.state) == ("gone", "gone", "leased", "dead")
-            do(m.do_purge, True)
-            assert f.state == "gone"
+            assert {t.state for t in m.tasks.values()} >= {"succeeded", "cancelled"}
+            do(m.do_purge, True)  # dead and retained finished ones go too
+            assert f.state == "gone" and {t.state for t in m.tasks.values()} == {"leased", "gone"}
             do(m.do_settle, d, "ack", result=b"", result_type="")
-            assert {t.state for t in m.tasks.values()} == {"succeeded", "cancelled", "gone"}
+            assert {t.state for t in m.tasks.values()} == {"succeeded", "gone"}
         finally:
             m.teardown()

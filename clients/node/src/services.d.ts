@@ -1719,7 +1719,9 @@ export declare namespace concord.queue.v1 {
     /** cancel, by its name in the .proto file. */
     Cancel(request: concord.queue.v1.CancelRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.CancelResponse__Output>;
     /**
-     * Purge deletes every ready and delayed task (and dead ones if asked). Leased
+     * Purge deletes every ready and delayed task; with include_dead also dead ones and
+     * the retained succeeded and cancelled ones, and once the queue holds no task the
+     * rest of its data (events; only its task counter and settings stay). Leased
      * tasks are left to their workers.
      */
     purge(request: concord.queue.v1.PurgeRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.PurgeResponse__Output>;

@@ -505,7 +505,8 @@ class Queue(_QueueBase):
         self._rpc.call("Cancel", pb.CancelRequest(queue=self.name, task_id=task_id))
 
     def purge(self, *, include_dead: bool = False) -> int:
-        """Deletes every ready and delayed task (and dead ones); returns how many."""
+        """Deletes every ready and delayed task (include_dead: also dead ones and the
+        retained succeeded and cancelled ones, and then the queue's events); returns how many."""
         r = self._rpc.call("Purge", pb.PurgeRequest(queue=self.name, include_dead=include_dead))
         return r.deleted
 

@@ -4,6 +4,12 @@
 -- Returns for cancel CANCEL.CANCELLED (a ready or delayed task is now cancelled, kept under the
 -- retention; a dead one is deleted), or CANCEL.NO_SUCH_TASK, CANCEL.LEASED, CANCEL.FINISHED
 -- (nothing changed); for purge {deleted, 1 if more remain (call again) else 0}.
+-- purge deletes ready and delayed tasks; purge_with_dead also dead and retained finished
+-- (succeeded, cancelled) ones. Their dedupe keys go with them (not kept for the window). A
+-- purge_with_dead that leaves the queue holding no task at all (none leased either) also
+-- deletes its event stream and event counter (WatchQueue sees the numbers restart as a
+-- gap). What stays: the task counter (KEYS[6], one short string), so a task id is never
+-- handed out twice in a queue, and the operator's settings (policy, paused, schedules).
 --! include status.lua
 --! include common.lua
 --! include queue_common.lua
@@ -35,8 +41,10 @@ end
 local budget = tonumber(ARGV[6])
 local deleted = 0
 local states = {'ready', 'delayed'}
+from.done = {KEYS[8]}
 if what == 'purge_with_dead' then
   states[3] = 'dead'
+  states[4] = 'done'
 end
 for _, state in ipairs(states) do
   local keys = from[state]
@@ -45,7 +53,11 @@ for _, state in ipairs(states) do
     for _, key in ipairs(keys) do
       redis.call('ZREM', key, id)
     end
-    forget(id)
+    local dk = redis.call('HGET', task_key(id), 'dk')
+    if dk and dk ~= '' and redis.call('GET', dk) == id then
+      redis.call('DEL', dk)
+    end
+    redis.call('DEL', task_key(id))
     deleted = deleted + 1
   end
   if deleted >= budget then
@@ -55,4 +67,14 @@ end
 if deleted > 0 then
   redis.call('SPUBLISH', FINISHED, '*')  -- WaitTask callers look again (and find nothing)
 end
-return {deleted, deleted >= budget and 1 or 0}
+local more = deleted >= budget
+if what == 'purge_with_dead' and not more then
+  local left = 0
+  for i = 1, 5 do
+    left = left + redis.call('ZCARD', KEYS[i])
+  end
+  if left + redis.call('ZCARD', KEYS[8]) == 0 then
+    redis.call('DEL', KEYS[11], KEYS[12])
+  end
+end
+return {deleted, more and 1 or 0}

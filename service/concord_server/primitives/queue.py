@@ -630,8 +630,10 @@ class Queues:
                                queue=queue, task_id=task_id)
 
     async def purge(self, queue: str, include_dead: bool) -> int:
-        """Deletes ready and delayed (and dead) tasks, in batches so Redis never
-        blocks for long; leased ones are left to their workers."""
+        """Deletes ready and delayed (include_dead: also dead and retained finished)
+        tasks, in batches so Redis never blocks for long; leased ones are left to their
+        workers. An emptied queue keeps only its task counter and settings
+        (lua/queue_remove.lua)."""
         k = self._keys.queue(queue)
         total = 0
         while True:

@@ -290,7 +290,9 @@ class QueueServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Purge(self, request, context):
-        """Purge deletes every ready and delayed task (and dead ones if asked). Leased
+        """Purge deletes every ready and delayed task; with include_dead also dead ones and
+        the retained succeeded and cancelled ones, and once the queue holds no task the
+        rest of its data (events; only its task counter and settings stay). Leased
         tasks are left to their workers.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

@@ -87,7 +87,9 @@ class QueueServiceStub:
     if there is none; FAILED_PRECONDITION / TASK_LEASED while a worker holds it.
     """
     Purge: _grpc.UnaryUnaryMultiCallable[_queue_pb2.PurgeRequest, _queue_pb2.PurgeResponse]
-    """Purge deletes every ready and delayed task (and dead ones if asked). Leased
+    """Purge deletes every ready and delayed task; with include_dead also dead ones and
+    the retained succeeded and cancelled ones, and once the queue holds no task the
+    rest of its data (events; only its task counter and settings stay). Leased
     tasks are left to their workers.
     """
     ListDead: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ListDeadRequest, _queue_pb2.ListDeadResponse]
@@ -220,7 +222,9 @@ class QueueServiceAsyncStub(QueueServiceStub):
     if there is none; FAILED_PRECONDITION / TASK_LEASED while a worker holds it.
     """
     Purge: _aio.UnaryUnaryMultiCallable[_queue_pb2.PurgeRequest, _queue_pb2.PurgeResponse]  # type: ignore[assignment]
-    """Purge deletes every ready and delayed task (and dead ones if asked). Leased
+    """Purge deletes every ready and delayed task; with include_dead also dead ones and
+    the retained succeeded and cancelled ones, and once the queue holds no task the
+    rest of its data (events; only its task counter and settings stay). Leased
     tasks are left to their workers.
     """
     ListDead: _aio.UnaryUnaryMultiCallable[_queue_pb2.ListDeadRequest, _queue_pb2.ListDeadResponse]  # type: ignore[assignment]
@@ -416,7 +420,9 @@ class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _queue_pb2.PurgeRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_queue_pb2.PurgeResponse, _abc.Awaitable[_queue_pb2.PurgeResponse]]:
-        """Purge deletes every ready and delayed task (and dead ones if asked). Leased
+        """Purge deletes every ready and delayed task; with include_dead also dead ones and
+        the retained succeeded and cancelled ones, and once the queue holds no task the
+        rest of its data (events; only its task counter and settings stay). Leased
         tasks are left to their workers.
         """
 

@@ -100,7 +100,9 @@ type QueueServiceClient interface {
 	// Cancel deletes a task that is ready, delayed or dead. NOT_FOUND / TASK_NOT_FOUND
 	// if there is none; FAILED_PRECONDITION / TASK_LEASED while a worker holds it.
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
-	// Purge deletes every ready and delayed task (and dead ones if asked). Leased
+	// Purge deletes every ready and delayed task; with include_dead also dead ones and
+	// the retained succeeded and cancelled ones, and once the queue holds no task the
+	// rest of its data (events; only its task counter and settings stay). Leased
 	// tasks are left to their workers.
 	Purge(ctx context.Context, in *PurgeRequest, opts ...grpc.CallOption) (*PurgeResponse, error)
 	// ListDead lists dead-lettered tasks, oldest death first, with their last error.
@@ -523,7 +525,9 @@ type QueueServiceServer interface {
 	// Cancel deletes a task that is ready, delayed or dead. NOT_FOUND / TASK_NOT_FOUND
 	// if there is none; FAILED_PRECONDITION / TASK_LEASED while a worker holds it.
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
-	// Purge deletes every ready and delayed task (and dead ones if asked). Leased
+	// Purge deletes every ready and delayed task; with include_dead also dead ones and
+	// the retained succeeded and cancelled ones, and once the queue holds no task the
+	// rest of its data (events; only its task counter and settings stay). Leased
 	// tasks are left to their workers.
 	Purge(context.Context, *PurgeRequest) (*PurgeResponse, error)
 	// ListDead lists dead-lettered tasks, oldest death first, with their last error.
