@@ -136,21 +136,6 @@ def test_a_settle_batch_may_span_queues(client, stub, name):
         stream.call.cancel()
 
 
-def test_an_oversized_settle_batch_ends_the_stream_and_its_tasks_come_back(client, stub, name):
-    q = client.queue(name)
-    q.put("t", 1)
-    stream = Stream(stub, [name], credits=1)
-    (task,) = stream.next().tasks.tasks
-    stream.send(pb.ConsumeRequest(settles=pb.SettleBatch(settles=[settle(task)] * 1001)))
-    with pytest.raises(grpc.RpcError) as err:
-        stream.next()
-    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert error_info(err.value).metadata["field"] == "settles.settles"
-    wait_until(lambda: q.stats().ready == 1, timeout=5, message="the held task handed back")
-    assert q.get_task(task.task_id).state == "ready"  # nothing of the batch was applied
-    stream.close()
-
-
 def test_an_unbatched_stream_still_gets_one_task_per_message(client, stub, name):
     client.queue(name).put_many([concord.NewTask("t", i) for i in range(3)])
     stream = Stream(stub, [name], credits=3, batched=False)

@@ -58,6 +58,7 @@ from .wakeups.waiters import Waiters
 
 log = logging.getLogger(__name__)
 
+REPLY_SLACK = 64 * 1024  # a reply's bytes beyond what its tasks' reply_bytes count
 SERVICE_NAMES = tuple(SERVICES.values())  # Concord's own, as the protos name them (edge/methods.py)
 
 
@@ -177,7 +178,8 @@ async def start(settings: Settings) -> Server:
                                           limit_from_acquire=settings.semaphore_limit_from_acquire)
         queues = queue.Queues(commands, keyspace, doorbells, outcomes, chat_bells,
                               priority_aging_ms=int(settings.queue_priority_aging * 1000),
-                              retry_backoff_ms=int(settings.queue_retry_backoff * 1000))
+                              retry_backoff_ms=int(settings.queue_retry_backoff * 1000),
+                              max_reply_bytes=settings.max_message_size - REPLY_SLACK)
         ticks = schedules.Schedules(commands, keyspace, queues.weight)
         chats = chat.Chats(commands, keyspace, max_messages=settings.chat_max_messages,
                            max_bytes=settings.chat_max_bytes, max_members=settings.chat_max_members)

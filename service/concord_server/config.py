@@ -144,7 +144,9 @@ class Settings:
         check(self.max_wait >= 0, "max_wait", "must not be negative")
         check(self.max_semaphore_limit >= 1, "max_semaphore_limit", "must be at least 1")
         check(self.queue_max_batch >= 1, "queue_max_batch", "must be at least 1")
-        check(self.queue_max_payload >= 1, "queue_max_payload", "must be at least 1 byte")
+        check(1 <= self.queue_max_payload <= self.max_message_size - 64 * 1024, "queue_max_payload max_message_size",
+              f"{{queue_max_payload}} ({self.queue_max_payload}) must be at least 1 byte and leave 64 KiB of "
+              f"{{max_message_size}} ({self.max_message_size}) for the rest of a task's reply")
         check(self.queue_max_result >= 0, "queue_max_result", "must not be negative")
         check(0 <= self.queue_priority_aging <= 86400, "queue_priority_aging", "must be 0 to 1d")
         check(0.001 <= self.queue_retry_backoff <= 3600, "queue_retry_backoff", "must be 1ms to 1h")

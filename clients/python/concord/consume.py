@@ -7,9 +7,11 @@
 
 At most ``prefetch`` tasks are unsettled at once. ack() and nack() travel on the
 stream and wait for the server's answer (raising TaskLeaseNotHeld like the unary
-calls); extend() and release() are unary calls. Ending the stream (close(), leaving
-the ``with`` block, or the process dying) hands every task it still holds back to
-its queue at once, the attempt counted, instead of waiting for the lease to expire.
+calls); extend() and release() are unary calls. close() (or leaving the ``with``
+block) hands every task the stream still holds back to its queue at once, the
+attempt counted. A stream that ends any other way (the process dies, the connection
+breaks, the server ends it) leaves the tasks it delivered leased until their leases
+expire: a consumer still working on one may ack it by its lease meanwhile.
 """
 
 from __future__ import annotations

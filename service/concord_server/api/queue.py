@@ -500,6 +500,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
         queues = self._queues_field(start.start.queues)
         lease = self._lease_ms(start.start)
         stream = ConsumeStream(self._queues, queues, lease, start.start.credits, batched=start.start.batched,
-                               max_batch=self._max_batch, read_settle=self._settling, encode=task_message)
+                               max_batch=self._max_batch, read_settle=self._settling, encode=task_message,
+                               when_done=lambda then: context.add_done_callback(lambda c: then(c.cancelled())))
         async for response in stream.run(request_iterator):
             yield response

@@ -1,6 +1,9 @@
 -- queue_dequeue.lua: lease up to N ready tasks, highest order first.
 -- KEYS: see queue_common.lua
 -- ARGV[5] most tasks   ARGV[6] lease ms   ARGV[7] lease token prefix (random, per call)
+-- ARGV[8] reply bytes: leases no more tasks than fit (task_bytes each; a reply that could
+--         not be sent would strand them leased to nobody)   ARGV[9] 1: take the first
+--         task even if it alone is over (nothing else is leased for this reply yet)
 -- Returns {now_ms, ms until the clock changes the queue (-1: never), ready tasks left,
 --          task 1 (see task_reply), task 2, ...}; while paused, no task and 0 left.
 --! include common.lua
@@ -12,6 +15,14 @@ if paused() then
 end
 local lease_ms = tonumber(ARGV[6])
 local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[5]) - 1)
+local budget, taken = tonumber(ARGV[8]), 0
+for i, id in ipairs(ids) do
+  taken = taken + task_bytes(id)
+  if taken > budget and not (i == 1 and ARGV[9] == '1') then
+    ids = {unpack(ids, 1, i - 1)}
+    break
+  end
+end
 local tasks = {}
 if #ids > 0 then
   -- What every task shares is one call for the whole batch.

@@ -1,7 +1,8 @@
 -- queue_inspect.lua: counts, or a page of tasks in one state, after the clock's changes.
 -- KEYS: see queue_common.lua
 -- ARGV[5] what: stats | ready | delayed | leased | dead | task | policy
--- ARGV[6] offset (or task id)   ARGV[7] limit
+-- ARGV[6] offset (or task id)   ARGV[7] limit   ARGV[8] a page's reply bytes: the page ends
+--         before the task that would pass them (task_bytes; the first task always comes)
 -- Returns for stats {ready, delayed, leased, dead, age of the oldest ready task ms (-1: none),
 --   paused 0/1, succeeded and cancelled tasks retained};
 -- for task: {now_ms, paused 0/1, the task (see task_detail)}, or 0 when there is no such task;
@@ -27,8 +28,12 @@ elseif what == 'policy' then
 end
 local key = ({ready = KEYS[1], delayed = KEYS[3], leased = KEYS[4], dead = KEYS[5]})[what]
 local offset = tonumber(ARGV[6])
-local reply = {}
+local reply, budget, used = {}, tonumber(ARGV[8]), 0
 for _, id in ipairs(redis.call('ZRANGE', key, offset, offset + tonumber(ARGV[7]) - 1)) do
+  used = used + task_bytes(id)
+  if used > budget and #reply > 0 then
+    break
+  end
   reply[#reply + 1] = task_reply(id)
 end
 return reply

@@ -34,6 +34,7 @@ from ..wakeups.outcomes import Outcomes
 from .letting_go import Releaser, answer_within
 from .listing import scan_names
 
+TASK_OVERHEAD = 1024  # queue_common.lua's TASK_OVERHEAD: a task's reply bytes beyond its variable fields
 # One task as queue_common.lua's task_reply gives it: its id, then thirteen fields (nil if unset).
 TASK = Tup(STR, *[Maybe(STR)] * 13)
 # task_detail: TASK's fourteen, then lat prog pj pt res rct fin why bk bb bc bj ('' when unset).
@@ -198,6 +199,11 @@ class TaskRecord:
     result: bytes = b""
     result_type: str = ""
     finished_ms: int | None = None
+
+    def reply_bytes(self) -> int:
+        """What this task adds to a reply, counted as queue_common.lua's task_bytes does."""
+        return (TASK_OVERHEAD + len(self.payload) + len(self.type.encode()) + len(self.last_error.encode())
+                + len(self.schedule.encode()))
     dead_reason: str = ""  # attempts | lease | not_retryable
     retry: RetryPolicy | None = None  # the task's own, if it set one
 
@@ -355,10 +361,13 @@ class Queues:
     task of lower priority is served after at most (difference x aging) of waiting.
     ``retry_backoff_ms`` is the default first retry delay; it doubles per attempt
     up to an hour unless a queue's or a task's retry policy says otherwise.
+    ``max_reply_bytes`` bounds what one dequeue leases (TaskRecord.reply_bytes), so
+    a reply is never too large to send after its tasks were leased.
     """
 
     def __init__(self, redis: Commands, keyspace: KeySpace, doorbells: Doorbells, outcomes: Outcomes,
-                 watch_bells: Doorbells, *, priority_aging_ms: int = 0, retry_backoff_ms: int = 1000) -> None:
+                 watch_bells: Doorbells, *, priority_aging_ms: int = 0, retry_backoff_ms: int = 1000,
+                 max_reply_bytes: int = 4 * 1024 * 1024 - 64 * 1024) -> None:
         self._redis = redis
         self._keys = keyspace
         self._doorbells = doorbells
@@ -366,6 +375,7 @@ class Queues:
         self._watch_bells = watch_bells  # broadcast: every watcher of a queue reads its new events
         self.weight = priority_aging_ms or STRICT
         self._backoff_ms = retry_backoff_ms
+        self._max_reply_bytes = max_reply_bytes
         self._releaser = Releaser()
 
     def _run(self, s, k: QueueKeys, *args: object):
@@ -436,12 +446,23 @@ class Queues:
         tasks: list[TaskRecord] = []
         rechecks: list[int] = []
         busy: list[str] = []
+        room = self._max_reply_bytes
         for queue in queues:
             if len(tasks) >= max_tasks:
                 break
             k = self._keys.queue(queue)
-            reply = await self._run(_DEQUEUE, k, max_tasks - len(tasks), lease_ms, secrets.token_hex(12))
-            tasks += [_record(queue, f) for f in reply.tasks]
+            try:
+                reply = await self._run(_DEQUEUE, k, max_tasks - len(tasks), lease_ms, secrets.token_hex(12),
+                                        room, int(not tasks))
+            except Exception:
+                if not tasks:
+                    raise
+                # What the earlier queues leased goes to the caller, not to nobody (it would
+                # expire and cost an attempt); this queue's trouble shows on the next pass.
+                break
+            leased = [_record(queue, f) for f in reply.tasks]
+            tasks += leased
+            room -= sum(t.reply_bytes() for t in leased)
             rechecks.append(int(reply.next_change_ms))
             if reply.ready_left > 0 and reply.tasks:
                 busy.append(k.channel)
@@ -613,9 +634,10 @@ class Queues:
 
     async def peek(self, queue: str, state: str, limit: int, offset: int = 0) -> list[TaskRecord]:
         """Up to limit tasks in one state, in that state's order (ready: Dequeue
-        order; delayed: run-at; leased: expiry; dead: time of death)."""
+        order; delayed: run-at; leased: expiry; dead: time of death), fewer if more
+        would not fit in a reply (max_reply_bytes): the next page starts after them."""
         assert state in STATES
-        reply = await self._run(_INSPECT, self._keys.queue(queue), state, offset, limit)
+        reply = await self._run(_INSPECT, self._keys.queue(queue), state, offset, limit, self._max_reply_bytes)
         return [_record(queue, f) for f in reply]
 
     async def cancel(self, queue: str, task_id: str) -> None:

@@ -310,6 +310,16 @@ end
 -- schedule and tick that enqueued it, empty if none).
 local REPLY_FIELDS = {'type', 'payload', 'prio', 'state', 'att', 'max', 'lease', 'enq', 'ready', 'err', 'sch', 'sat'}
 
+-- About how many bytes a leased task adds to a reply: its variable fields, plus
+-- TASK_OVERHEAD for the id, lease, queue name and numbers (primitives/queue.py
+-- reply_bytes counts the same way).
+local TASK_OVERHEAD = 1024
+local function task_bytes(id)
+  local k = task_key(id)
+  return TASK_OVERHEAD + redis.call('HSTRLEN', k, 'payload') + redis.call('HSTRLEN', k, 'type')
+    + redis.call('HSTRLEN', k, 'err') + redis.call('HSTRLEN', k, 'sch')
+end
+
 -- The reply of a task whose REPLY_FIELDS (in that order) are f.
 local function reply_of(id, f, lease_expires)
   return {id, f[1], f[2], f[3], f[4], f[5], f[6], f[7] or '', lease_expires, f[8], f[9], f[10] or '', f[11] or '',

@@ -257,9 +257,11 @@ class QueueServiceServicer:
     def Consume(self, request_iterator, context):
         """Consume streams tasks as the client grants credits. The first request must be
         `start`; then `credit` adds to how many tasks the server may push, and
-        `ack` / `nack` settle them (each answered by a `settled` response). When the
-        stream ends, tasks it still holds are returned to their queues at once, their
-        attempt counted. With `start.batched`, tasks come as `tasks` batches and
+        `ack` / `nack` settle them (each answered by a `settled` response). A task
+        pushed to the client stays leased to it until settled or its lease expires,
+        however the stream ends, except that the client's half-close returns what it
+        still holds at once, the attempt counted; tasks leased for the stream but not
+        yet pushed are returned at once, not counted. With `start.batched`, tasks come as `tasks` batches and
         `settles` batches settle many tasks (and grant credit) in one message.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

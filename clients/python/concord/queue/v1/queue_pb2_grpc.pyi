@@ -71,9 +71,11 @@ class QueueServiceStub:
     Consume: _grpc.StreamStreamMultiCallable[_queue_pb2.ConsumeRequest, _queue_pb2.ConsumeResponse]
     """Consume streams tasks as the client grants credits. The first request must be
     `start`; then `credit` adds to how many tasks the server may push, and
-    `ack` / `nack` settle them (each answered by a `settled` response). When the
-    stream ends, tasks it still holds are returned to their queues at once, their
-    attempt counted. With `start.batched`, tasks come as `tasks` batches and
+    `ack` / `nack` settle them (each answered by a `settled` response). A task
+    pushed to the client stays leased to it until settled or its lease expires,
+    however the stream ends, except that the client's half-close returns what it
+    still holds at once, the attempt counted; tasks leased for the stream but not
+    yet pushed are returned at once, not counted. With `start.batched`, tasks come as `tasks` batches and
     `settles` batches settle many tasks (and grant credit) in one message.
     """
     Stats: _grpc.UnaryUnaryMultiCallable[_queue_pb2.StatsRequest, _queue_pb2.StatsResponse]
@@ -206,9 +208,11 @@ class QueueServiceAsyncStub(QueueServiceStub):
     Consume: _aio.StreamStreamMultiCallable[_queue_pb2.ConsumeRequest, _queue_pb2.ConsumeResponse]  # type: ignore[assignment]
     """Consume streams tasks as the client grants credits. The first request must be
     `start`; then `credit` adds to how many tasks the server may push, and
-    `ack` / `nack` settle them (each answered by a `settled` response). When the
-    stream ends, tasks it still holds are returned to their queues at once, their
-    attempt counted. With `start.batched`, tasks come as `tasks` batches and
+    `ack` / `nack` settle them (each answered by a `settled` response). A task
+    pushed to the client stays leased to it until settled or its lease expires,
+    however the stream ends, except that the client's half-close returns what it
+    still holds at once, the attempt counted; tasks leased for the stream but not
+    yet pushed are returned at once, not counted. With `start.batched`, tasks come as `tasks` batches and
     `settles` batches settle many tasks (and grant credit) in one message.
     """
     Stats: _aio.UnaryUnaryMultiCallable[_queue_pb2.StatsRequest, _queue_pb2.StatsResponse]  # type: ignore[assignment]
@@ -380,9 +384,11 @@ class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_queue_pb2.ConsumeResponse], _abc.AsyncIterator[_queue_pb2.ConsumeResponse]]:
         """Consume streams tasks as the client grants credits. The first request must be
         `start`; then `credit` adds to how many tasks the server may push, and
-        `ack` / `nack` settle them (each answered by a `settled` response). When the
-        stream ends, tasks it still holds are returned to their queues at once, their
-        attempt counted. With `start.batched`, tasks come as `tasks` batches and
+        `ack` / `nack` settle them (each answered by a `settled` response). A task
+        pushed to the client stays leased to it until settled or its lease expires,
+        however the stream ends, except that the client's half-close returns what it
+        still holds at once, the attempt counted; tasks leased for the stream but not
+        yet pushed are returned at once, not counted. With `start.batched`, tasks come as `tasks` batches and
         `settles` batches settle many tasks (and grant credit) in one message.
         """
 

@@ -87,9 +87,11 @@ type QueueServiceClient interface {
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
 	// Consume streams tasks as the client grants credits. The first request must be
 	// `start`; then `credit` adds to how many tasks the server may push, and
-	// `ack` / `nack` settle them (each answered by a `settled` response). When the
-	// stream ends, tasks it still holds are returned to their queues at once, their
-	// attempt counted. With `start.batched`, tasks come as `tasks` batches and
+	// `ack` / `nack` settle them (each answered by a `settled` response). A task
+	// pushed to the client stays leased to it until settled or its lease expires,
+	// however the stream ends, except that the client's half-close returns what it
+	// still holds at once, the attempt counted; tasks leased for the stream but not
+	// yet pushed are returned at once, not counted. With `start.batched`, tasks come as `tasks` batches and
 	// `settles` batches settle many tasks (and grant credit) in one message.
 	Consume(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConsumeRequest, ConsumeResponse], error)
 	// Stats counts the queue's tasks by state.
@@ -512,9 +514,11 @@ type QueueServiceServer interface {
 	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
 	// Consume streams tasks as the client grants credits. The first request must be
 	// `start`; then `credit` adds to how many tasks the server may push, and
-	// `ack` / `nack` settle them (each answered by a `settled` response). When the
-	// stream ends, tasks it still holds are returned to their queues at once, their
-	// attempt counted. With `start.batched`, tasks come as `tasks` batches and
+	// `ack` / `nack` settle them (each answered by a `settled` response). A task
+	// pushed to the client stays leased to it until settled or its lease expires,
+	// however the stream ends, except that the client's half-close returns what it
+	// still holds at once, the attempt counted; tasks leased for the stream but not
+	// yet pushed are returned at once, not counted. With `start.batched`, tasks come as `tasks` batches and
 	// `settles` batches settle many tasks (and grant credit) in one message.
 	Consume(grpc.BidiStreamingServer[ConsumeRequest, ConsumeResponse]) error
 	// Stats counts the queue's tasks by state.
