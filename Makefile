@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PROTOS := $(shell find protos -name '*.proto')
 
-.PHONY: run test chaos compat lint proto stubs-check go-stubs node-types tools go-tools node-tools bench clean
+.PHONY: run test chaos abuse compat lint proto stubs-check go-stubs node-types tools go-tools node-tools bench clean
 
 # Other languages (clients/go, clients/node, grpcurl). Versions are pinned here;
 # `make tools` installs them into .tools/bin and clients/node/node_modules once
@@ -41,6 +41,12 @@ test: $(STAMP) lint tools
 ## (default 180 per topology). The short form runs in `make test`.
 chaos: $(STAMP)
 	$(PY) -m pytest tests/test_chaos.py -m chaos -p no:cacheprovider -s $(PYTEST_ARGS)
+
+## abuse: the abuse suite in full (tests/test_abuse.py -m abuse): each attack of issue 30 at the
+## issue's counts against a live server while a victim tenant measures its p99, the server's RSS
+## and every status code (figures printed and in each run's figures.json). The short form runs in `make test`.
+abuse: $(STAMP)
+	$(PY) -m pytest tests/test_abuse.py -m abuse -p no:cacheprovider -s $(PYTEST_ARGS)
 
 ## compat: the oldest supported dependencies (about two minutes; not part of `make test`): a
 ## venv in .tools/compat with every direct dependency of concord-client and concord-server
