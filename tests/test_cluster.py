@@ -296,6 +296,28 @@ def test_locks_keep_working_while_and_after_their_slots_move(moving_cluster):
     assert "moved to" in log and "asking" in log, log
 
 
+def test_a_script_refused_tryagain_while_its_slot_moves_runs_once_the_move_ends(moving_cluster):
+    """TRYAGAIN means the script did not run: the server sends it again for a moment,
+    so a move that ends meanwhile is no error to the caller (issue 30: a Consume
+    stream ended UNAVAILABLE on TRYAGAIN in the middle of a slot move)."""
+    cluster, server = moving_cluster
+    ks = KeySpace(PREFIX)
+    with concord.Client(server.target) as client:
+        name = "tryagain"
+        slot = key_slot(ks.lock(name).holder.encode())
+        source = cluster.owner(ks.lock(name).holder)
+        target = _other(cluster, source)
+        cluster.begin_move(slot, source, target)
+        got: list[object] = []
+        t = threading.Thread(target=lambda: got.append(client.lock(name, ttl=30).acquire(timeout=0)))
+        t.start()
+        wait_until(lambda: "TRYAGAIN" in server.log_text(), timeout=10, interval=0.005,
+                   message="the acquire refused TRYAGAIN")
+        cluster.finish_move(slot, source, target)
+        t.join(10)
+        assert got and isinstance(got[0], concord.Lease), got
+
+
 def _held_with_a_waiter(client: concord.Client, name: str, ttl: float, wait: float):
     """The lock held (for ttl), and a thread waiting up to wait for it: (the holder's
     lease, the list the waiter's lease lands in, the thread)."""

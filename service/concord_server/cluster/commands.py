@@ -6,7 +6,9 @@ of it, with AutoPipeline's interface over one AutoPipeline (one redis_link.Link)
 primary: EVALSHA goes by its first key (all keys of a script share a hash tag, so
 one slot), a plain command by its key, SCRIPT LOAD to every primary. MOVED updates
 the map and the command is retried once on the new owner; ASK is answered on the
-importing node after ASKING; a connection error re-reads the whole map in the
+importing node after ASKING; TRYAGAIN (a multi-key command while its slot is half
+moved: nothing ran) is sent again after a short pause, a few times, so a slot move
+is not an error to the caller; a connection error re-reads the whole map in the
 background. The standalone path never comes here. Pub/sub routing: cluster/bus.py.
 """
 
@@ -20,7 +22,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode
 from redis.client import NEVER_DECODE
-from redis.exceptions import AskError, MovedError, RedisClusterException, RedisError
+from redis.exceptions import AskError, MovedError, RedisClusterException, RedisError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -33,6 +35,7 @@ log = logging.getLogger(__name__)
 _SCRIPT_CALLS = frozenset({"EVALSHA", "EVAL", "EVALSHA_RO", "EVAL_RO", "FCALL", "FCALL_RO"})
 _EVERY_PRIMARY = frozenset({"SCRIPT"})
 _REFRESH_GAP = 0.1  # seconds between slot map reads while errors keep asking for one
+_TRYAGAIN_PAUSES = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32)  # seconds; then TRYAGAIN reaches the caller (UNAVAILABLE)
 
 
 def _command_key(args: tuple[Any, ...]) -> Any:
@@ -58,6 +61,15 @@ class ClusterCommands:
             await self.start()
         if args[0] in _EVERY_PRIMARY:
             return await self._on_every_primary(*args, **options)
+        for pause in _TRYAGAIN_PAUSES:
+            try:
+                return await self._routed(args, options)
+            except TryAgainError:
+                log.debug("TRYAGAIN (slot half moved): again in %.2fs", pause)
+                await asyncio.sleep(pause)
+        return await self._routed(args, options)
+
+    async def _routed(self, args: tuple[Any, ...], options: dict[str, Any]) -> Any:
         node = self.owner(_command_key(args))
         try:
             return await self._pipe(node).execute_command(*args, **options)
