@@ -16,7 +16,6 @@ outage out.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from abc import ABC, abstractmethod
 from typing import Any, Generic, TypeVar
 
@@ -32,6 +31,7 @@ class Listener(ABC):
         self.subscribed: asyncio.Future[None] = loop.create_future()
         self.subscribed.add_done_callback(lambda f: f.cancelled() or f.exception())
         self._wake = asyncio.Event()
+        self._beat_now = False  # wake() asked for a beat; reschedule() only for a new next_beat()
         self._idle_since = loop.time()
         self.task = asyncio.create_task(self._run(), name=f"{type(self).__name__} {channel}")
 
@@ -62,6 +62,12 @@ class Listener(ABC):
 
     def wake(self) -> None:
         """Run beat() now."""
+        self._beat_now = True
+        self._wake.set()
+
+    def reschedule(self) -> None:
+        """next_beat() may now be sooner: the task looks at it again, without a beat
+        before it is due (one arrival's recheck time must not cost a poll each)."""
         self._wake.set()
 
     def idle(self) -> None:
@@ -90,11 +96,15 @@ class Listener(ABC):
                     if idle >= registry.linger:
                         break
                     timeout = registry.linger - idle
-                with contextlib.suppress(TimeoutError):
+                due = False
+                try:
                     async with asyncio.timeout(timeout):
                         await self._wake.wait()
+                except TimeoutError:
+                    due = True
                 self._wake.clear()
-                if self.waiting():
+                due, self._beat_now = due or self._beat_now, False
+                if due and self.waiting():
                     await self.beat()
         finally:
             self.stopping()

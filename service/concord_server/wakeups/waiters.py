@@ -7,24 +7,35 @@ when a script publishes ``"<token> <payload>"``. Because pub/sub may drop a mess
 the task also runs the resource's *poll* (one script) when:
 
 - the subscription is confirmed (fresh, or renewed after a reconnect),
-- a ticket joins a group that already existed (a grant may have raced the join),
-- the resource could change by itself (a holder's TTL ends: ``recheck_in``),
+- a group is made after its first ticket's script ran (a grant may have raced it),
+- the resource could change by itself (a holder's TTL ends: ``recheck_in``; the
+  earliest such time is kept, and a later arrival's only reschedules the beat),
 - and every ``interval`` seconds, which also proves this process is alive so its
   waiters are not skipped as dead.
 
 So ten thousand blocked calls on one resource cost one subscription, one task and
-one script call per interval, not ten thousand of anything.
+one small script call per interval, not ten thousand of anything: a ticket's own
+cost is a dict entry and its timer.
 
-A process that could not heartbeat for its liveness window (cut off from Redis)
-finds, once it can poll again, that its waiters may have been passed over as dead
-and dropped from the queue. The poll names the queued tokens it no longer finds
-there; their tickets raise ``Dropped`` so the caller queues again.
+A process that could not heartbeat for its liveness window (cut off from Redis, or
+its loop stalled) finds, once it can poll again, that its waiters may have been
+passed over as dead and dropped from the queue. A poll names queued tokens and
+learns which it no longer finds there (or which failed: a semaphore's lowered
+limit); their tickets raise ``Dropped`` so the caller queues again. A healthy
+process's poll names at most ``CHECK_BATCH`` of them, in turn (a lost message is
+found within ``N / CHECK_BATCH`` intervals), so a poll's cost does not grow with
+the number of waiters. Only when *suspect* (the last poll failed, or came more
+than ``2 * interval`` after the one before, or the subscription was renewed, which
+is when messages are lost) does it name every queued token, in batches of
+``CHECK_BATCH`` (liveness windows must exceed ``2 * interval``: 5 s against 1 s by
+default).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
@@ -33,6 +44,8 @@ from ..notifications import Bus
 from .listener import Listener, Listeners
 
 log = logging.getLogger(__name__)
+
+CHECK_BATCH = 256  # queued tokens one poll names: each script call stays short
 
 
 class Dropped(Exception):
@@ -61,6 +74,10 @@ class WaitGroup(Listener):
         self._futures: dict[str, asyncio.Future[str]] = {}
         self._queued: set[str] = set()  # tokens waiting now, which the queue in Redis must hold
         self._recheck_at: float | None = None
+        self._polled_at: float | None = None  # when the last poll that succeeded was sent
+        self._suspect = False  # whether the next poll must name every queued token
+        self._to_check: deque[str] = deque()  # queued tokens, in the order the polls name them
+        self._checking: set[str] = set()  # the tokens in _to_check
         super().__init__(registry, channel)
 
     def add(self, token: str, future: asyncio.Future[str]) -> None:
@@ -70,6 +87,9 @@ class WaitGroup(Listener):
         """Whether the token's ticket is waiting (its script queued it) or not."""
         if waiting:
             self._queued.add(token)
+            if token not in self._checking:
+                self._checking.add(token)
+                self._to_check.append(token)
         else:
             self._queued.discard(token)
 
@@ -83,10 +103,23 @@ class WaitGroup(Listener):
         at = asyncio.get_running_loop().time() + seconds
         if self._recheck_at is None or at < self._recheck_at:
             self._recheck_at = at
-            self.wake()
+            self.reschedule()
 
     def waiting(self) -> int:
         return len(self._futures)
+
+    def _next_checks(self) -> list[str]:
+        """The next CHECK_BATCH queued tokens in turn (each goes to the back again);
+        tokens no longer queued leave the turn as they come up."""
+        batch: list[str] = []
+        while self._to_check and len(batch) < CHECK_BATCH:
+            token = self._to_check.popleft()
+            if token in self._queued:
+                batch.append(token)
+            else:
+                self._checking.discard(token)
+        self._to_check.extend(batch)
+        return batch
 
     def shut(self) -> None:
         for fut in self._futures.values():
@@ -103,6 +136,7 @@ class WaitGroup(Listener):
         self._resolve(token, payload)
 
     def on_subscribed(self) -> None:
+        self._suspect = True  # a renewed subscription may have lost a grant or a failure
         self.wake()
 
     def next_beat(self, now: float) -> float:
@@ -111,20 +145,37 @@ class WaitGroup(Listener):
         return max(0.0, min(self._registry.interval, self._recheck_at - now))
 
     async def beat(self) -> None:
+        loop = asyncio.get_running_loop()
         self._recheck_at = None
-        try:
-            result = await self._poll(list(self._queued))
-        except ConcordError as exc:
-            log.debug("poll of %s failed: %s", self.channel, exc)
-            return
-        for token, payload in result.granted.items():
-            self._resolve(token, payload)
-        for token in result.dropped:
-            fut = self._futures.get(token)
-            if token in self._queued and fut is not None and not fut.done():
-                fut.set_exception(Dropped(token))
-        if result.recheck_in is not None:
-            self._recheck_at = asyncio.get_running_loop().time() + result.recheck_in
+        sent = loop.time()
+        # A poll soon after the last good one (or a fresh group's first, right after its
+        # tickets' scripts heartbeat) has nothing to suspect.
+        suspect = self._suspect or (self._polled_at is not None
+                                    and sent - self._polled_at > 2 * self._registry.interval)
+        batches = _batches(list(self._queued), CHECK_BATCH) if suspect else [self._next_checks()]
+        self._suspect = False
+        recheck_in: float | None = None
+        for batch in batches:
+            try:
+                result = await self._poll(batch)
+            except ConcordError as exc:
+                log.debug("poll of %s failed: %s", self.channel, exc)
+                self._suspect = True
+                return
+            for token, payload in result.granted.items():
+                self._resolve(token, payload)
+            for token in result.dropped:
+                fut = self._futures.get(token)
+                if token in self._queued and fut is not None and not fut.done():
+                    fut.set_exception(Dropped(token))
+            recheck_in = result.recheck_in
+        self._polled_at = sent
+        if recheck_in is not None:
+            self._recheck_at = loop.time() + recheck_in
+
+
+def _batches(tokens: list[str], size: int) -> list[list[str]]:
+    return [tokens[i:i + size] for i in range(0, len(tokens), size)] or [[]]
 
 
 class Ticket:
