@@ -214,11 +214,12 @@ class Files:
 
     # -- download ----------------------------------------------------------------
 
-    async def _read(self, k: FileGroupKeys, n: str, first: int, count: int) -> ReadReply:
-        """The file's state and up to count chunks from index first."""
+    async def _read(self, k: FileGroupKeys, n: str, first: int, count: int, fid: str) -> ReadReply:
+        """The file's state and up to count chunks from index first. ``fid`` names the
+        file to the client when it is gone (never a Redis key)."""
         reply = await self._run(_READ, k, n, first, count)
         if reply is None:
-            raise FileNotFound(f"file {n} of group {k.files} does not exist (or every worker finished it)")
+            raise FileNotFound(f"file {fid!r} does not exist (or every worker finished it)", file_id=fid)
         return reply
 
     async def chunks(self, fid: str, offset: int) -> AsyncIterator[tuple[bytes, int]]:
@@ -226,10 +227,10 @@ class Files:
         upload in progress until it completes."""
         group, n = parse_file_id(fid)
         k = self._keys.file_group(group)
-        async for piece in self._follow(k, n, offset, await self._read(k, n, 0, 0)):
+        async for piece in self._follow(k, n, offset, await self._read(k, n, 0, 0, fid), fid):
             yield piece
 
-    async def _follow(self, k: FileGroupKeys, n: str, offset: int, meta: ReadReply
+    async def _follow(self, k: FileGroupKeys, n: str, offset: int, meta: ReadReply, fid: str
                       ) -> AsyncIterator[tuple[bytes, int]]:
         """chunks(), given the file's state as read before (no second read to start)."""
         chunk_size = meta.chunk_size
@@ -240,7 +241,7 @@ class Files:
             while True:
                 watch.arm()
                 index = offset // chunk_size
-                r = await self._read(k, n, index, READ_CHUNKS)
+                r = await self._read(k, n, index, READ_CHUNKS, fid)
                 state, size, chunks = r.state, r.size, r.chunks
                 for chunk in chunks:
                     start = offset - index * chunk_size
@@ -259,13 +260,13 @@ class Files:
         text (about a chunk), so a line never waits for lines that have not arrived."""
         group, n = parse_file_id(fid)
         k = self._keys.file_group(group)
-        meta = await self._read(k, n, 0, 0)
+        meta = await self._read(k, n, 0, 0, fid)
         if not meta.gzip:  # plain text
-            async for batch in _split_lines(self._follow(k, n, offset, meta), offset, self._max_line):
+            async for batch in _split_lines(self._follow(k, n, offset, meta, fid), offset, self._max_line):
                 yield batch
             return
         # A gzip stream cannot be entered midway: inflate from the start, skip to offset.
-        async for batch in _split_lines(_gunzip(self._follow(k, n, 0, meta)), 0, self._max_line):
+        async for batch in _split_lines(_gunzip(self._follow(k, n, 0, meta, fid)), 0, self._max_line):
             batch = [(line, end) for line, end in batch if end > offset]
             if batch:
                 yield batch
