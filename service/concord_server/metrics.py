@@ -46,28 +46,41 @@ log = logging.getLogger(__name__)
 # Handoffs are measured on the Redis clock's whole milliseconds (see observe_handoff).
 HANDOFF_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 SCRAPE_TIMEOUT = 2.0
-MAX_QUEUES = 1000  # queue depths are exported for at most this many recently used queues
+MAX_QUEUES = 200  # queue depths are exported for at most this many recently used queues per tenant
+MAX_TENANTS = 1000  # ... of at most this many recently active tenants (tenants come from --auth-tokens)
 
 
 class RecentQueues:
-    """The (tenant, name) of the last MAX_QUEUES queues that calls used successfully
-    (only valid names get here: a rejected request never ends OK). The tenant is the
-    call's (tenants.current), "" without --auth-tokens."""
+    """The (tenant, name) of the queues that calls used successfully, the last
+    ``limit`` of each tenant (only valid names get here: a rejected request never
+    ends OK). The tenant is the call's (tenants.current), "" without --auth-tokens.
 
-    def __init__(self, limit: int = MAX_QUEUES) -> None:
-        self._names: OrderedDict[tuple[str, str], None] = OrderedDict()
+    Bounded per tenant, not globally: a tenant touching thousands of queues pushes
+    out only its own older series, never another tenant's. The tenants themselves
+    are bounded too (``max_tenants``, least recently active first), so the series
+    count is at most max_tenants * limit."""
+
+    def __init__(self, limit: int = MAX_QUEUES, max_tenants: int = MAX_TENANTS) -> None:
+        self._tenants: OrderedDict[str, OrderedDict[str, None]] = OrderedDict()
         self._limit = limit
+        self._max_tenants = max_tenants
 
     def seen(self, names: Iterable[str]) -> None:
         tenant = tenants.current.get() or ""
+        recent = self._tenants.get(tenant)
+        if recent is None:
+            recent = self._tenants[tenant] = OrderedDict()
+            while len(self._tenants) > self._max_tenants:
+                self._tenants.popitem(last=False)
+        self._tenants.move_to_end(tenant)
         for name in names:
-            self._names[tenant, name] = None
-            self._names.move_to_end((tenant, name))
-        while len(self._names) > self._limit:
-            self._names.popitem(last=False)
+            recent[name] = None
+            recent.move_to_end(name)
+        while len(recent) > self._limit:
+            recent.popitem(last=False)
 
     def names(self) -> list[tuple[str, str]]:
-        return list(self._names)
+        return [(tenant, name) for tenant, recent in self._tenants.items() for name in recent]
 
 
 class _StateCollector:
@@ -124,7 +137,8 @@ class _StateCollector:
         for kind, n in r["channels"].items():
             channels.add_metric([kind], n)
         depth = GaugeMetricFamily("concord_queue_tasks",
-                                  f"tasks per queue and state, for the last {MAX_QUEUES} queues this process served",
+                                  f"tasks per queue and state, for the last {MAX_QUEUES} queues of each tenant this "
+                                  "process served",
                                   labels=["tenant", "queue", "state"])
         oldest = GaugeMetricFamily("concord_queue_oldest_ready_seconds",
                                    "how long the longest-waiting ready task has been ready", labels=["tenant", "queue"])
