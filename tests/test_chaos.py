@@ -1,15 +1,19 @@
 """The fault campaign (tests/chaos/): every service under load at once, against one
 server and against three servers on one Redis, while Redis is killed (and restarted
 from its append-only file), paused past the server's socket timeout, cut off through
-a TCP proxy, and servers are killed; every call is recorded and the history checked
-against docs/guarantees.md (tests/chaos/checker.py).
+a TCP proxy, servers are killed and two busy-loop processes compete for the CPU; and
+the queue workloads alone against a three-node Redis Cluster while the slots of their
+queues migrate between nodes under Consume streams. Every call is recorded and the
+history checked against docs/guarantees.md (tests/chaos/checker.py).
 
-The short form runs in ``make test`` (>= 3 Redis kills, a pause, a cut and a server
-kill, well under a minute each); ``make chaos`` runs the long form (several minutes,
->= 20 Redis kills per topology, pauses and cuts past the 5 s socket timeout and
-liveness window). Both print their seed: ``CHAOS_SEED=<seed>`` replays the same fault
-schedule (``CHAOS_SECONDS`` sets the long form's length). The summary (JSON) and the
-whole history (JSON lines) are written to the test's tmp dir; the path is printed.
+The short form runs in ``make test`` (>= 3 Redis kills, a pause, a cut, a server
+kill and CPU pressure; on the cluster >= 3 slot moves; well under a minute each);
+``make chaos`` runs the long form (several minutes, >= 20 Redis kills per topology,
+pauses and cuts past the 5 s socket timeout and liveness window, a one-server run
+with the busy loops beside it throughout, >= 20 slot moves on the cluster). Both
+print their seed: ``CHAOS_SEED=<seed>`` replays the same fault schedule
+(``CHAOS_SECONDS`` sets the long form's length). The summary (JSON) and the whole
+history (JSON lines) are written to the test's tmp dir; the path is printed.
 """
 
 from __future__ import annotations
@@ -25,10 +29,13 @@ TOPOLOGIES = pytest.mark.parametrize("servers", [1, 3], ids=["one-server", "thre
 BACKEND = os.environ.get("CHAOS_BACKEND", "valkey")
 
 SHORT_SECONDS = float(os.environ.get("CHAOS_SHORT_SECONDS", "16"))
-SHORT_MINIMUM = {"redis_kill": 3, "redis_pause": 1, "link_cut": 1, "server_kill": 1}
+SHORT_MINIMUM = {"redis_kill": 3, "redis_pause": 1, "link_cut": 1, "server_kill": 1, "cpu_pressure": 1}
+SHORT_CLUSTER_SECONDS = float(os.environ.get("CHAOS_SHORT_CLUSTER_SECONDS", "10"))
+SHORT_CLUSTER_MINIMUM = {"slot_move": 3}
 
 LONG_SECONDS = float(os.environ.get("CHAOS_SECONDS", "180"))
-LONG_MINIMUM = {"redis_kill": 20, "redis_pause": 3, "link_cut": 3, "server_kill": 3}
+LONG_MINIMUM = {"redis_kill": 20, "redis_pause": 3, "link_cut": 3, "server_kill": 3, "cpu_pressure": 3}
+LONG_CLUSTER_MINIMUM = {"slot_move": 20, "cpu_pressure": 2}
 
 
 def _skip_without_backend() -> None:
@@ -49,23 +56,63 @@ def test_chaos_short(servers, tmp_path, request):
                  rerun=f"CHAOS_SEED={seed} .venv/bin/pytest 'tests/test_chaos.py::{request.node.name}'")
     report = run(cfg, tmp_path)
     faults = report.summary()["faults_done"]
-    assert faults["redis_kill"] >= 3 and min(faults.values()) >= 1 or not report.ok, faults
+    assert faults["redis_kill"] >= 3 and all(faults[k] >= 1 for k in SHORT_MINIMUM) or not report.ok, faults
     assert report.ok, report.failure()
-    shutil.rmtree(tmp_path / "redis", ignore_errors=True)  # its AOF: the summary and history stay
+    _drop_data(tmp_path)
+
+
+@pytest.mark.timeout(100)
+def test_chaos_short_cluster(tmp_path, request):
+    """Consume streams over several queues and Dequeue workers while the queues' slots
+    migrate (ASK, TRYAGAIN mid-claim): no double lease, no task dead undelivered."""
+    _skip_without_backend()
+    seed = seed_from_env()
+    cfg = Config(seed=seed, servers=1, seconds=SHORT_CLUSTER_SECONDS, minimum=SHORT_CLUSTER_MINIMUM,
+                 backend=BACKEND, topology="cluster",
+                 rerun=f"CHAOS_SEED={seed} .venv/bin/pytest 'tests/test_chaos.py::{request.node.name}'")
+    report = run(cfg, tmp_path)
+    assert report.summary()["faults_done"]["slot_move"] >= 3 or not report.ok, report.summary()["faults_done"]
+    assert report.ok, report.failure()
+    _drop_data(tmp_path)
+
+
+def _drop_data(tmp_path) -> None:
+    """Redis's files (AOF, cluster nodes): the summary and history stay."""
+    shutil.rmtree(tmp_path / "redis", ignore_errors=True)
+    shutil.rmtree(tmp_path / "cluster", ignore_errors=True)
+
+
+LONG_TOPOLOGIES = pytest.mark.parametrize(
+    "servers,cpu_hogs", [(1, False), (3, False), (1, True)], ids=["one-server", "three-servers", "one-server-cpu"])
 
 
 @pytest.mark.chaos
-@TOPOLOGIES
+@LONG_TOPOLOGIES
 @pytest.mark.timeout(int(LONG_SECONDS) + 400)
-def test_chaos_long(servers, tmp_path, request):
+def test_chaos_long(servers, cpu_hogs, tmp_path, request):
     _skip_without_backend()
     seed = seed_from_env()
     cfg = Config(seed=seed, servers=servers, seconds=LONG_SECONDS, minimum=LONG_MINIMUM, long=True,
-                 long_pauses=2, long_cuts=2, backend=BACKEND,
+                 long_pauses=2, long_cuts=2, backend=BACKEND, cpu_hogs=cpu_hogs,
                  rerun=f"CHAOS_SEED={seed} CHAOS_SECONDS={LONG_SECONDS:g} make chaos "
-                       f"PYTEST_ARGS='-k {'one' if servers == 1 else 'three'}'")
+                       f"PYTEST_ARGS=\"-k '{request.node.callspec.id}'\"")
     report = run(cfg, tmp_path)
     faults = report.summary()["faults_done"]
-    assert faults["redis_kill"] >= 20 and min(faults.values()) >= 3 or not report.ok, faults
+    assert faults["redis_kill"] >= 20 and all(faults[k] >= 3 for k in LONG_MINIMUM) or not report.ok, faults
     assert report.ok, report.failure()
-    shutil.rmtree(tmp_path / "redis", ignore_errors=True)
+    _drop_data(tmp_path)
+
+
+@pytest.mark.chaos
+@pytest.mark.timeout(int(LONG_SECONDS) + 400)
+def test_chaos_long_cluster(tmp_path, request):
+    _skip_without_backend()
+    seed = seed_from_env()
+    cfg = Config(seed=seed, servers=2, seconds=LONG_SECONDS, minimum=LONG_CLUSTER_MINIMUM, long=True,
+                 backend=BACKEND, topology="cluster",
+                 rerun=f"CHAOS_SEED={seed} CHAOS_SECONDS={LONG_SECONDS:g} make chaos PYTEST_ARGS='-k cluster'")
+    report = run(cfg, tmp_path)
+    faults = report.summary()["faults_done"]
+    assert faults["slot_move"] >= 20 or not report.ok, faults
+    assert report.ok, report.failure()
+    _drop_data(tmp_path)

@@ -254,6 +254,8 @@ def test_answers_a_retrying_client_may_give_are_not_violations():
              "lease_expires": 3.4}]})
         h.record("w1", "queue.ack", 2.5, 3.0, code="FAILED_PRECONDITION", reason="TASK_LEASE_NOT_HELD", queue="r",
                  task_id="1", lease="M1")
+        # A first try's reply lost in a Redis fault is what lets it take effect unseen.
+        h.record("faults", "fault", 2.55, 2.7, ok={"healed": True}, kind="link_cut", duration=0.15, gap=1.0, target=0)
         return h
 
     fails(checker.queue_tasks_settled, ack_told_not_held(False), "lost")
@@ -336,7 +338,8 @@ def queue_history(**inject: bool) -> History:
         h.record("w1", "queue.ack", 2.5, 2.51, ok=None, queue="r", task_id="1", lease="M1")
     leased = 1 if inject.get("left_leased") else 0
     for q, dead in (("q", ["2"]), ("r", [])):
-        h.record("final", "queue.final_dead", 5.0, 5.01, queue=q, ok={"task_ids": dead})
+        h.record("final", "queue.final_dead", 5.0, 5.01, queue=q,
+                 ok={"task_ids": dead, "attempts": {tid: 3 for tid in dead}})  # task 2: leases L2, L3, L4
         h.record("final", "queue.final_stats", 5.0, 5.01, queue=q,
                  ok={"ready": 0, "delayed": 0, "leased": leased if q == "q" else 0, "dead": len(dead)})
     return h
@@ -367,6 +370,167 @@ def test_queue_leases_exclusive():
     late.note("w1", "queue.consume.task", parent=stream.id, at=2.02, queue="q", task_id="1", lease="C", attempt=3,
               payload="P", max_attempts=3, lease_expires=4.0)
     fails(checker.queue_leases_exclusive, late, "both held")
+
+
+def _one_task(max_attempts: int = 1) -> History:
+    h = History()
+    h.record("prod", "queue.enqueue", 0.0, 0.01, queue="q", ok={"task_ids": ["1"]},
+             tasks=[{"payload": "P", "max_attempts": max_attempts}])
+    return h
+
+
+def _task(lease: str, attempt: int, expires: float) -> dict:
+    return {"queue": "q", "task_id": "1", "lease": lease, "attempt": attempt, "payload": "P", "max_attempts": 3,
+            "lease_expires": expires}
+
+
+def _server_ended_stream(h: History, **end: str) -> Event:
+    """A stream on [q, r] that got task 1 (lease A to 3.0) at 1.0; the server ended it
+    at 1.2 (a Redis error in its pusher); its consumer, asleep before a late ack, read
+    the end at 2.6."""
+    stream = h.record("c1", "queue.consume", 0.5, 2.6, queue="q", queues=["q", "r"], lease_ttl=2.0, prefetch=3,
+                      **({"code": "UNAVAILABLE", "reason": "REDIS_UNAVAILABLE"} | end))
+    h.note("c1", "queue.consume.task", parent=stream.id, at=1.0, **_task("A", 1, 3.0))
+    h.note("c1", "queue.consume.end", parent=stream.id, at=1.2, how="error", error="Unavailable")
+    return stream
+
+
+def test_queue_leases_exclusive_past_a_stream_the_server_ended():
+    """A lease a stream delivered is the consumer's until it settles, releases or ends
+    the stream itself, or the lease expires: not until the server ends the stream."""
+    h = _one_task(3)
+    _server_ended_stream(h)
+    h.record("w2", "queue.dequeue", 1.5, 1.51, queue="q", queues=["q"], max=1, lease_ttl=1.0, wait=0.0,
+             ok={"tasks": [_task("B", 2, 2.5)]})
+    fails(checker.queue_leases_exclusive, h, "leases A (attempt 1) and B (attempt 2) both held")
+    # Its late ack by unary call, told the lease is gone, ended nothing: still a violation.
+    h.record("c1", "queue.ack", 2.7, 2.71, code="FAILED_PRECONDITION", reason="TASK_LEASE_NOT_HELD", queue="q",
+             task_id="1", lease="A", via="unary")
+    fails(checker.queue_leases_exclusive, h, "both held")
+    # Its holder gave it up first (a settle or a release, whatever the answer; a crash;
+    # a graceful close): no overlap.
+    for ending in (
+        lambda h, s: h.record("c1", "queue.release", 1.3, 1.31, ok=None, queue="q", task_id="1", lease="A"),
+        lambda h, s: h.record("c1", "queue.ack", 1.3, 1.4, code="CANCELLED", queue="q", task_id="1", lease="A",
+                              via="stream", parent=s.id),
+        lambda h, s: h.note("c1", "queue.consume.close", parent=s.id, at=1.3, how="crash"),
+        lambda h, s: h.note("c1", "queue.consume.close", parent=s.id, at=1.3, how="graceful"),
+    ):
+        ok = _one_task(3)
+        ending(ok, _server_ended_stream(ok))
+        ok.record("w2", "queue.dequeue", 1.5, 1.51, queue="q", queues=["q"], max=1, lease_ttl=1.0, wait=0.0,
+                  ok={"tasks": [_task("B", 2, 2.5)]})
+        assert checker.queue_leases_exclusive(ok.events).ok
+    # The harness cancelling the stream (at 1.3, no end from the server) is its holder ending it too.
+    ok = _one_task(3)
+    stream = ok.record("c1", "queue.consume", 0.5, 1.3, code="CLIENT_CANCELLED", queue="q", queues=["q", "r"],
+                       lease_ttl=2.0, prefetch=3)
+    ok.note("c1", "queue.consume.task", parent=stream.id, at=1.0, **_task("A", 1, 3.0))
+    ok.record("w2", "queue.dequeue", 1.5, 1.51, queue="q", queues=["q"], max=1, lease_ttl=1.0, wait=0.0,
+              ok={"tasks": [_task("B", 2, 2.5)]})
+    assert checker.queue_leases_exclusive(ok.events).ok
+
+
+def test_queue_leases_not_lost_early():
+    """The consumer, having read its stream's end, acks by unary call on its lease well
+    before the lease's reported expiry (3.0): told TASK_LEASE_NOT_HELD, the server let go
+    of a task its holder still had, even though nobody else leased it meanwhile."""
+    def told_not_held(complete: float = 1.51, **kw) -> History:
+        h = _one_task(3)
+        _server_ended_stream(h)
+        h.record("c1", "queue.ack", complete - 0.01, complete, code="FAILED_PRECONDITION",
+                 reason="TASK_LEASE_NOT_HELD", queue="q", task_id="1", lease="A", via="unary", **kw)
+        return h
+
+    fails(checker.queue_leases_not_lost_early, told_not_held(), "queue.ack on lease A (attempt 1) answered "
+          "TASK_LEASE_NOT_HELD 1.390s before")
+    assert checker.queue_leases_not_lost_early(told_not_held(2.95).events).ok  # past the expiry (less the margin)
+    closed = told_not_held()
+    closed.note("c1", "queue.consume.close", parent=closed.events[1].id, at=1.3, how="graceful")
+    assert checker.queue_leases_not_lost_early(closed.events).ok  # its holder handed it back first
+    acked = told_not_held()
+    acked.record("c1", "queue.ack", 1.3, 1.4, code="CANCELLED", queue="q", task_id="1", lease="A", via="stream")
+    assert checker.queue_leases_not_lost_early(acked.events).ok  # an earlier ack may have taken effect
+    # A retrying client's repeat whose first try's reply a Redis fault lost: maybe its own doing.
+    retried = told_not_held()
+    retried.note("harness", "harness.client", at=0.0, retries=True)
+    fails(checker.queue_leases_not_lost_early, retried, "answered TASK_LEASE_NOT_HELD")
+    retried.record("faults", "fault", 1.45, 1.6, ok={"healed": True}, kind="redis_kill", duration=0.15, gap=1.0,
+                   target=0)
+    assert checker.queue_leases_not_lost_early(retried.events).ok
+
+
+def test_a_released_task_comes_again_at_the_same_attempt():
+    h = _one_task(3)
+    h.record("w1", "queue.dequeue", 0.1, 0.11, queue="q", queues=["q"], max=1, lease_ttl=1.0, wait=0.0,
+             ok={"tasks": [_task("A", 1, 1.1)]})
+    h.record("w1", "queue.release", 0.2, 0.21, ok=None, queue="q", task_id="1", lease="A")
+    h.record("w2", "queue.dequeue", 0.3, 0.31, queue="q", queues=["q"], max=1, lease_ttl=1.0, wait=0.0,
+             ok={"tasks": [_task("B", 1, 1.3)]})
+    assert checker.queue_leases_exclusive(h.events).ok
+    h.events[2].op = "queue.ack"  # settled, not released: attempt 1 again is a violation
+    fails(checker.queue_leases_exclusive, h, "attempt 1 delivered after attempt 1")
+
+
+def _died(h: History, attempt: int, at: float = 9.0) -> Event:
+    return h.record("final", "queue.final_dead", at, at + 0.01, queue="q",
+                    ok={"task_ids": ["1"], "attempts": {"1": attempt}})
+
+
+def test_queue_dead_tasks_delivered():
+    # Died at attempt 1 and nobody ever got it: a stream the server ended handed back a
+    # task it had leased and never sent, or a claim over [q, r] dropped what it took from q.
+    h = _one_task()
+    h.record("c1", "queue.consume", 0.5, 2.6, code="UNAVAILABLE", reason="REDIS_UNAVAILABLE", queue="q",
+             queues=["q", "r"], lease_ttl=2.0, prefetch=3)
+    h.record("w1", "queue.dequeue", 1.0, 1.1, code="UNAVAILABLE", reason="REDIS_UNAVAILABLE", queue="q",
+             queues=["q", "r"], max=2, lease_ttl=1.0, wait=0.0)
+    h.record("faults", "fault", 0.8, 1.5, ok={"healed": True}, kind="slot_move", duration=0.7, gap=1.0, target=0)
+    _died(h, 1)
+    fails(checker.queue_dead_tasks_delivered, h, "task q/1 died at attempt 1 (max_attempts 1); no client saw "
+          "attempt(s) [1]")
+    # Seen once: fine. Died at attempt 2 with one delivery seen: not.
+    seen = _one_task()
+    d = seen.record("w1", "queue.dequeue", 1.0, 1.1, queue="q", queues=["q"], max=1, lease_ttl=1.0, wait=0.0,
+                    ok={"tasks": [_task("A", 1, 2.0)]})
+    _died(seen, 1)
+    assert checker.queue_dead_tasks_delivered(seen.events).ok
+    seen.events[-1].result = {"task_ids": ["1"], "attempts": {"1": 2}}
+    fails(checker.queue_dead_tasks_delivered, seen, "no client saw attempt(s) [2]", "1 deliveries seen")
+    # A lease no client could see is no violation: a Dequeue whose reply never came, a
+    # stream its consumer abandoned, a claim that met a Redis fault (the reply was lost).
+    for blind in (
+        lambda h: h.record("w1", "queue.dequeue", 1.0, 9.0, code="DEADLINE_EXCEEDED", queue="q", queues=["r", "q"],
+                           max=1, lease_ttl=1.0, wait=1.0),
+        lambda h: h.note("c1", "queue.consume.close", parent=h.record(
+            "c1", "queue.consume", 0.5, 2.0, ok={"closed": "crash"}, queue="r", queues=["r", "q"], lease_ttl=1.0,
+            prefetch=1).id, at=1.9, how="crash"),
+        lambda h: (h.record("faults", "fault", 1.0, 1.5, ok={"healed": True}, kind="redis_kill", duration=0.5, gap=1.0,
+                            target=0),
+                   h.record("c1", "queue.consume", 0.5, 2.0, code="UNAVAILABLE", reason="REDIS_UNAVAILABLE",
+                            queue="q", queues=["q"], lease_ttl=1.0, prefetch=1)),
+    ):
+        ok = _one_task()
+        blind(ok)
+        _died(ok, 1)
+        assert checker.queue_dead_tasks_delivered(ok.events).ok, blind
+    # ... but one that ended before the task was enqueued could not have taken it.
+    early = History()
+    early.record("w1", "queue.dequeue", 0.0, 0.5, code="DEADLINE_EXCEEDED", queue="q", queues=["q"], max=1,
+                 lease_ttl=1.0, wait=0.0)
+    early.record("prod", "queue.enqueue", 1.0, 1.01, queue="q", ok={"task_ids": ["1"]},
+                 tasks=[{"payload": "P", "max_attempts": 1}])
+    _died(early, 1)
+    fails(checker.queue_dead_tasks_delivered, early, "0 deliveries seen")
+    # Where the server's event log places the lease, only a blind claim around then excuses it.
+    placed = _one_task()
+    placed.record("w1", "queue.dequeue", 1.0, 1.2, code="DEADLINE_EXCEEDED", queue="q", queues=["q"], max=1,
+                  lease_ttl=1.0, wait=0.0)
+    placed.note("watch-q", "queue.event.leased", queue="q", task_id="1", attempt=1, when=4.0, at=4.0)
+    _died(placed, 1)
+    fails(checker.queue_dead_tasks_delivered, placed, "no client saw attempt(s) [1] (leased at {1: [4.0]})")
+    placed.events[1].complete = 3.8
+    assert checker.queue_dead_tasks_delivered(placed.events).ok
 
 
 def test_queue_deliveries_match_enqueues():
@@ -456,6 +620,14 @@ def test_autocomplete_reads():
 
 
 # ---------------------------------------------------------------- the schedule
+
+
+def test_a_cluster_schedule_moves_slots_of_the_queues():
+    a = plan(7, 30, servers=1, minimum={"slot_move": 3, "cpu_pressure": 1}, topology="cluster", queues=3)
+    assert a == plan(7, 30, servers=1, minimum={"slot_move": 3, "cpu_pressure": 1}, topology="cluster", queues=3)
+    assert counts(a)["slot_move"] >= 3 and counts(a)["cpu_pressure"] >= 1
+    assert {f.kind for f in a} <= {"slot_move", "cpu_pressure", "server_kill"}
+    assert {f.target for f in a if f.kind == "slot_move"} <= {0, 1, 2}
 
 
 @pytest.mark.parametrize("long", [False, True])

@@ -1,10 +1,13 @@
-"""A campaign: every service's workload against one or three servers on one Redis while
-a seeded fault schedule plays, then quiesce, final reads and the checker.
+"""A campaign: every service's workload against one or three servers on one Redis (or
+the queue workloads on a Redis Cluster, topology "cluster") while a seeded fault
+schedule plays, then quiesce, final reads and the checker.
 
     report = run(Config(seed=123, servers=3, seconds=20, minimum={...}), tmp_path)
     assert report.ok, report.failure()
 
-1. start Redis (AOF, appendfsync always), a TcpProxy in front of it and the servers;
+1. start Redis (AOF, appendfsync always), a TcpProxy in front of it and the servers
+   (or a three-node cluster the servers reach directly), and the busy loops of
+   ``cpu_hogs`` if set;
 2. create the chats, start the actors and play the schedule (faults.play);
 3. quiesce: heal everything, wait (condition waits with deadlines) until every server
    is SERVING and answers a call, stop the actors (each finishes its current call);
@@ -16,6 +19,7 @@ a seeded fault schedule plays, then quiesce, final reads and the checker.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import secrets
@@ -32,7 +36,7 @@ from grpc_health.v1 import health_pb2
 from . import checker
 from .faults import Fault, Fleet, counts, plan, play
 from .history import History
-from .workloads import Workloads, client_retries, lag_monitor
+from .workloads import QUEUES, Workloads, client_retries, lag_monitor
 
 ACTORS_STOP_DEADLINE = 20.0  # every call has a deadline of at most wait (2 s) + 5 s
 SETTLE_DEADLINE = 45.0
@@ -56,12 +60,15 @@ class Config:
     backend: str = "valkey"
     rerun: str = ""  # how to replay this run, printed on failure
     faults: list[Fault] | None = None  # a given schedule instead of the seeded one
+    topology: str = "single"  # one Redis behind a proxy, or "cluster" (queue workloads, slot moves)
+    cpu_hogs: bool = False  # two busy-loop processes beside the whole run
 
     def schedule(self) -> list[Fault]:
         if self.faults is not None:
             return list(self.faults)
         return plan(self.seed, self.seconds, servers=self.servers, minimum=self.minimum, long=self.long,
-                    long_pauses=self.long_pauses, long_cuts=self.long_cuts)
+                    long_pauses=self.long_pauses, long_cuts=self.long_cuts, topology=self.topology,
+                    queues=len(QUEUES))
 
 
 @dataclass
@@ -94,6 +101,8 @@ class Report:
             "seed": self.config.seed,
             "servers": self.config.servers,
             "backend": self.config.backend,
+            "topology": self.config.topology + (" + cpu hogs" if self.config.cpu_hogs else ""),
+            "server_code": _server_code(),
             "rerun": self.config.rerun,
             "planned_seconds": self.config.seconds,
             "duration_seconds": round(self.duration, 2),
@@ -120,7 +129,8 @@ class Report:
     def render(self, limit: int = 40) -> str:
         s = self.summary()
         lines = [
-            f"chaos: seed {s['seed']}, {s['servers']} server(s) on {s['backend']}, {s['duration_seconds']}s",
+            f"chaos: seed {s['seed']}, {s['servers']} server(s) on {s['backend']} ({s['topology']}), "
+            f"{s['duration_seconds']}s; server code {s['server_code']}",
             f"  faults done: {s['faults_done']} (planned {s['faults_planned']})",
             f"  schedule: {', '.join(s['schedule'])}",
             f"  calls recorded: {s['calls_recorded']} (client library retries: {s['client_retries']}); "
@@ -173,7 +183,7 @@ def run(cfg: Config, workdir: Path) -> Report:
     history = History()
     report = Report(cfg, schedule, history, [])
     started = time.monotonic()
-    fleet = Fleet(cfg.backend, workdir, cfg.servers)
+    fleet = Fleet(cfg.backend, workdir, cfg.servers, topology=cfg.topology, queues=QUEUES, cpu_hogs=cfg.cpu_hogs)
     try:
         fleet.start()
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
@@ -198,7 +208,7 @@ def run(cfg: Config, workdir: Path) -> Report:
 
 async def _campaign(cfg: Config, schedule: list[Fault], fleet: Fleet, history: History, report: Report) -> None:
     stop, lag_stop = asyncio.Event(), asyncio.Event()
-    wl = Workloads(history, fleet.targets, cfg.seed, stop)
+    wl = Workloads(history, fleet.targets, cfg.seed, stop, queues_only=cfg.topology == "cluster")
     await wl.open()
     history.note("harness", "harness.client", retries=client_retries())
     lag = asyncio.create_task(lag_monitor(history, lag_stop))
@@ -230,6 +240,18 @@ async def _campaign(cfg: Config, schedule: list[Fault], fleet: Fleet, history: H
         lag_stop.set()
         await asyncio.gather(lag, return_exceptions=True)
         await wl.close()
+
+
+@functools.cache
+def _server_code() -> str:
+    """Where the servers' concord_server package comes from (they inherit this
+    process's environment: PYTHONPATH runs an older tree's server)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", "import concord_server; print(concord_server.__file__)"],
+                         capture_output=True, text=True, check=False)
+    return out.stdout.strip() or out.stderr.strip()[-200:]
 
 
 async def _settle(fleet: Fleet, wl: Workloads) -> None:

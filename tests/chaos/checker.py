@@ -52,8 +52,9 @@ def client_retries(events: Sequence[Event]) -> bool:
 
 
 def _retried(e: Event, retries: bool) -> bool:
-    """The call may have been repeated by the client library."""
-    return retries and e.op in RETRIED_OPS and e.args.get("via") != "stream"
+    """The call may have been repeated by the client library (not a stream's message,
+    nor a call the harness made without the library's retries: via "once")."""
+    return retries and e.op in RETRIED_OPS and e.args.get("via") not in ("stream", "once")
 
 
 @dataclass
@@ -511,9 +512,11 @@ class Delivery:
     payload: str
     max_attempts: int
     lower: float  # the lease was certainly taken after this (Dequeue sent / stream opened)
-    start: float  # received
+    start: float  # held from: received, or when the server's event log says it leased it if earlier
     end: float  # surely held until
     event: Event
+    expires: float = float("inf")  # the reported expiry (less the clock margin)
+    given_up: float = float("inf")  # the holder ended its stream (close, crash, cancel)
 
 
 TaskKey = tuple[str, str]  # (queue, task id): task ids are per queue
@@ -534,35 +537,115 @@ def _enqueued(events: Sequence[Event]) -> tuple[dict[TaskKey, tuple[str, int, Ev
     return acked, sent
 
 
+def _lease_log(events: Sequence[Event]) -> dict[TaskKey, dict[int, list[float]]]:
+    """(queue, task id) -> attempt -> when the server leased it (queue.event.leased
+    notes: the queue's event log, on this history's clock)."""
+    out: dict[TaskKey, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for e in events:
+        if e.op == "queue.event.leased" and e.args.get("when") is not None:
+            out[e.args["queue"], e.args["task_id"]][e.args["attempt"]].append(e.args["when"])
+    return out
+
+
+HOLDER_ENDS = {"CLIENT_CANCELLED", "CLIENT_TIMEOUT", "CLIENT_ERROR"}  # a stream the harness itself ended
+
+
 def deliveries(events: Sequence[Event]) -> list[Delivery]:
+    """Every lease a client received, with the part of it the client can be sure of:
+    from its receipt to the expiry the server reported (Dequeue: also no later than
+    invoke + lease_ttl), cut at the holder's first settle or release that took effect or
+    may have (one answered TASK_LEASE_NOT_HELD found the lease gone), and for a
+    Consume stream at the holder's own end of it (a graceful close, a crash, the
+    harness cancelling it). A stream the *server* ends or that breaks does not cut it:
+    the consumer cannot know until it reads the end, and may still be working on the
+    task and settle it by its lease (docs/guarantees.md, api/consume.py)."""
     kids = _children(events)
     index = {e.id: e for e in events}
+    retries = client_retries(events)
+    leased = _lease_log(events)
+
+    def held_from(t: dict[str, Any], lower: float, received: float) -> float:
+        """When the server leased it, by its event log (a consumer may read a task
+        long after the server leased it to its stream), else the receipt."""
+        when = [w for w in leased.get((t["queue"], t["task_id"]), {}).get(t["attempt"], [])
+                if lower - CLOCK_MARGIN <= w <= received + CLOCK_MARGIN]
+        return min(received, max(when) + CLOCK_MARGIN) if when else received
+
     settles: dict[tuple[str, str, str], float] = {}
     for e in events:
-        if e.op in ("queue.ack", "queue.nack"):
+        # A settle that did not take effect (TASK_LEASE_NOT_HELD: the lease was gone
+        # already) ends nothing; one that did or may have ends the lease when sent.
+        if e.op in ("queue.ack", "queue.nack", "queue.release") and (e.maybe or _retried(e, retries)):
             k = (e.args["queue"], e.args["task_id"], e.args["lease"])
             settles[k] = min(settles.get(k, float("inf")), e.invoke)
     out = []
     for e in events:
         if e.op == "queue.dequeue" and e.ok:
             for t in e.result["tasks"]:
-                end = min(e.invoke + e.args["lease_ttl"],
-                          settles.get((t["queue"], t["task_id"], t["lease"]), float("inf")))
+                expires = e.invoke + e.args["lease_ttl"]
                 if t.get("lease_expires") is not None:
-                    end = min(end, t["lease_expires"] - CLOCK_MARGIN)
+                    expires = min(expires, t["lease_expires"] - CLOCK_MARGIN)
+                settled = settles.get((t["queue"], t["task_id"], t["lease"]), float("inf"))
                 out.append(Delivery(t["queue"], t["task_id"], t["lease"], t["attempt"], t["payload"],
-                                    t["max_attempts"], e.invoke, e.complete, end, e))
+                                    t["max_attempts"], e.invoke, held_from(t, e.invoke, e.complete),
+                                    min(expires, settled), e, expires))
         elif e.op == "queue.consume.task":
             stream = index.get(e.parent)
-            stops = [stream.end if stream else float("inf")]
-            stops += [k.invoke for k in kids.get(e.parent, []) if k.op == "queue.consume.close"]
+            stops = [k.invoke for k in kids.get(e.parent, []) if k.op == "queue.consume.close"]
+            if stream is not None and stream.failed and stream.code in HOLDER_ENDS:
+                stops.append(stream.end)
             t = e.args
-            end = min(min(stops), settles.get((t["queue"], t["task_id"], t["lease"]), float("inf")))
+            expires = float("inf")
+            if stream is not None and stream.args.get("lease_ttl") is not None:
+                expires = e.invoke + stream.args["lease_ttl"]  # leased before it arrived
             if t.get("lease_expires") is not None:
-                end = min(end, t["lease_expires"] - CLOCK_MARGIN)
+                expires = min(expires, t["lease_expires"] - CLOCK_MARGIN)
+            if expires == float("inf"):
+                stops.append(stream.end if stream else float("inf"))  # nothing else bounds it
+            given_up = min(stops, default=float("inf"))
+            settled = settles.get((t["queue"], t["task_id"], t["lease"]), float("inf"))
+            lower = stream.invoke if stream else e.invoke
             out.append(Delivery(t["queue"], t["task_id"], t["lease"], t["attempt"], t["payload"],
-                                t["max_attempts"], stream.invoke if stream else e.invoke, e.invoke, end, e))
+                                t["max_attempts"], lower, held_from(t, lower, e.invoke),
+                                min(expires, given_up, settled), e, expires, given_up))
     return out
+
+
+def queue_leases_not_lost_early(events: Sequence[Event]) -> RuleResult:
+    """A lease is its holder's until the expiry the server reported, unless the holder
+    gave it up first: an ack, nack or release answered TASK_LEASE_NOT_HELD before that
+    expiry, with no earlier settle, release or end of its stream by the holder, says
+    the server let go of a task its holder still had (a stream the server ended handed
+    its tasks back at once). A retrying client's repeat near a Redis fault may have
+    followed an attempt that took effect (its reply lost): not counted."""
+    found = _Found("queue_leases_not_lost_early")
+    retries = client_retries(events)
+    windows = _redis_fault_windows(events)
+    by_lease = {(d.queue, d.task_id, d.lease): d for d in deliveries(events)}
+    tries: dict[tuple[str, str, str], list[Event]] = defaultdict(list)
+    for e in events:
+        if e.op in ("queue.ack", "queue.nack", "queue.release"):
+            tries[e.args["queue"], e.args["task_id"], e.args["lease"]].append(e)
+    checked = 0
+    for key, mine in tries.items():
+        d = by_lease.get(key)
+        if d is None:
+            continue
+        mine.sort(key=lambda e: e.invoke)
+        for i, e in enumerate(mine):
+            if not (e.failed and e.reason == "TASK_LEASE_NOT_HELD"):
+                continue
+            checked += 1
+            if e.complete >= d.expires or e.invoke >= d.given_up:
+                continue
+            if any(o.maybe or _retried(o, retries) for o in mine[:i]):
+                continue  # an earlier settle may have ended it
+            if _retried(e, retries) and any(e.invoke <= hi and e.end >= lo for lo, hi in windows):
+                continue
+            found.add(f"task {key[0]}/{key[1]}: {e.op} on lease {key[2][:8]} (attempt {d.attempt}) answered "
+                      f"TASK_LEASE_NOT_HELD {d.expires - e.complete:.3f}s before the lease's reported expiry",
+                      d.event, e)
+    return found.result(checked)
 
 
 def queue_tasks_settled(events: Sequence[Event]) -> RuleResult:
@@ -612,9 +695,12 @@ def queue_tasks_settled(events: Sequence[Event]) -> RuleResult:
 
 def queue_leases_exclusive(events: Sequence[Event]) -> RuleResult:
     """A task is never held by two leases at once (sure-held intervals of its deliveries
-    never overlap), and a later delivery has a higher attempt number."""
+    never overlap), and a later delivery has a higher attempt number (the same one after
+    a release, which does not count the attempt)."""
     found = _Found("queue_leases_exclusive")
     ds = deliveries(events)
+    # A released lease's attempt is not counted: the next one may carry the same number.
+    released = {(e.args["queue"], e.args["task_id"], e.args["lease"]) for e in events if e.op == "queue.release"}
     by_task: dict[TaskKey, list[Delivery]] = defaultdict(list)
     for d in ds:
         by_task[d.queue, d.task_id].append(d)
@@ -631,10 +717,101 @@ def queue_leases_exclusive(events: Sequence[Event]) -> RuleResult:
                     found.add(f"task {task_id}: leases {a.lease[:8]} (attempt {a.attempt}) and {b.lease[:8]} "
                               f"(attempt {b.attempt}) both held for {min(a.end, b.end) - b.start:.3f}s",
                               a.event, b.event)
-                if a.start < b.lower and a.attempt >= b.attempt:
+                uncounted = (a.queue, a.task_id, a.lease) in released
+                if a.start < b.lower and (a.attempt > b.attempt or a.attempt == b.attempt and not uncounted):
                     found.add(f"task {task_id}: attempt {b.attempt} delivered after attempt {a.attempt}",
                               a.event, b.event)
     return found.result(len(ds))
+
+
+REDIS_FAULTS = {"redis_kill", "redis_pause", "link_cut"}
+REPLY_LOST_WINDOW = 6.0  # after a Redis fault heals, a reply lost in it is surely given up on (socket timeout 5 s)
+
+
+def _redis_fault_windows(events: Sequence[Event]) -> list[tuple[float, float]]:
+    return [(f.invoke, f.end + REPLY_LOST_WINDOW) for f in events
+            if f.op == "fault" and f.args.get("kind") in REDIS_FAULTS]
+
+
+def _blind_claims(events: Sequence[Event]) -> dict[str, list[Event]]:
+    """Per queue, the claims that may have leased a task without any client seeing it:
+    a Dequeue whose reply never came (the server or the connection died, the client's
+    deadline ran out: no ErrorInfo), a Consume stream its consumer abandoned with tasks
+    on the wire (a crash, the harness cancelling it) or that broke the same way, and
+    any Dequeue or Consume claim that may have met a Redis fault (the script ran, its
+    reply was lost: the lease is nobody's). A slot move, CPU pressure or a Redis error
+    the server answered cleanly is no excuse: the server never leases what it does not
+    hand over."""
+    windows = _redis_fault_windows(events)
+    retries = client_retries(events)
+    kids = _children(events)
+
+    def near_fault(lo: float, hi: float) -> bool:
+        return any(lo <= w_hi and hi >= w_lo for w_lo, w_hi in windows)
+
+    out: dict[str, list[Event]] = defaultdict(list)
+    for e in events:
+        if e.op == "queue.dequeue":
+            blind = (not e.ok and e.reason is None) or ((not e.ok or _retried(e, retries))
+                                                        and near_fault(e.invoke, e.end))
+        elif e.op == "queue.consume":
+            crashed = any(k.op == "queue.consume.close" and k.args.get("how") == "crash" for k in kids.get(e.id, []))
+            ended = [k.invoke for k in kids.get(e.id, []) if k.op == "queue.consume.end"] or [e.end]
+            blind = crashed or (e.failed and e.reason is None) or near_fault(e.invoke, min(ended))
+        else:
+            continue
+        if blind:
+            for q in e.args.get("queues") or [e.args["queue"]]:
+                out[q].append(e)
+    return out
+
+
+PLACE_MARGIN = 0.5  # a lease placed by the server's event (Redis clock) against a claim's span
+
+
+def queue_dead_tasks_delivered(events: Sequence[Event]) -> RuleResult:
+    """A task that ends dead at attempt N was delivered N times: every attempt the
+    server counted is a lease some client received (a max_attempts=1 task that died was
+    seen once), unless a blind claim on its queue (see _blind_claims) may have taken the
+    lease no client saw: one whose span holds the time the server's event log
+    (queue.event.leased notes, WatchQueue) says that attempt was leased, or, when the
+    log does not say, any blind claim since the task was enqueued."""
+    found = _Found("queue_dead_tasks_delivered")
+    acked_tasks, _ = _enqueued(events)
+    seen: dict[TaskKey, set[int]] = defaultdict(set)
+    for d in deliveries(events):
+        seen[d.queue, d.task_id].add(d.attempt)
+    leased = _lease_log(events)
+    blind = _blind_claims(events)
+    checked = 0
+    for e in events:
+        if e.op != "queue.final_dead" or not e.ok or "attempts" not in e.result:
+            continue
+        q = e.args["queue"]
+        for task_id, attempt in e.result["attempts"].items():
+            checked += 1
+            key = (q, task_id)
+            missing = [k for k in range(1, attempt + 1) if k not in seen.get(key, ())]
+            if not missing:
+                continue
+            enq = acked_tasks.get(key)
+            since = enq[2].invoke if enq else float("-inf")
+            claims = [b for b in blind.get(q, []) if b.end >= since]
+
+            def excused(k: int) -> bool:
+                when = leased.get(key, {}).get(k)
+                if not when:
+                    return bool(claims)
+                return any(b.invoke - PLACE_MARGIN <= t <= b.end + PLACE_MARGIN for b in claims for t in when)
+
+            unseen = [k for k in missing if not excused(k)]
+            if unseen:
+                places = {k: [round(t, 3) for t in leased.get(key, {}).get(k, [])] for k in unseen}
+                found.add(f"task {q}/{task_id} died at attempt {attempt} (max_attempts "
+                          f"{enq[1] if enq else '?'}); no client saw attempt(s) {unseen} "
+                          f"(leased at {places}), {len(seen.get(key, ()))} deliveries seen",
+                          *(enq[2:] if enq else ()), e)
+    return found.result(checked)
 
 
 def queue_deliveries_match_enqueues(events: Sequence[Event]) -> RuleResult:
@@ -901,6 +1078,8 @@ RULES: list[Callable[[Sequence[Event]], RuleResult]] = [
     semaphore_within_limit,
     queue_tasks_settled,
     queue_leases_exclusive,
+    queue_leases_not_lost_early,
+    queue_dead_tasks_delivered,
     queue_deliveries_match_enqueues,
     chat_ids_unique_and_increasing,
     chat_bodies_match,

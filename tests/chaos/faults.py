@@ -10,7 +10,13 @@ settings give the same schedule; ``Fleet`` + ``play`` then execute it in order:
                in the long form), then SIGCONT;
 - link_cut:    every connection between the servers and Redis reset, and new ones
                refused, for ``duration`` (support.TcpProxy);
-- server_kill: one concord-server SIGKILLed, restarted on its port after ``duration``.
+- server_kill: one concord-server SIGKILLed, restarted on its port after ``duration``;
+- cpu_pressure: two busy-loop processes beside the run for ``duration`` (a loaded
+               machine: the servers' event loops run late, leases come close to expiring);
+- slot_move:   (Redis Cluster) the slot of one queue's hash tag migrates to another
+               node: SETSLOT IMPORTING/MIGRATING, ``duration`` of streams consuming
+               from it while it migrates (ASK, TRYAGAIN), then MIGRATE of its keys and
+               SETSLOT NODE on every node. ``target`` is the queue's index.
 
 Every fault is healed in a ``finally`` (SIGCONT above all), and ``Fleet.heal`` puts
 back whatever a failure left broken. Only processes this module started are
@@ -23,19 +29,31 @@ import asyncio
 import os
 import random
 import signal
+import subprocess
+import sys
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from support import RedisServer, ServerProcess, TcpProxy, backend_binary
+from redis.crc import key_slot
+
+from support import RedisCluster, RedisServer, ServerProcess, TcpProxy, backend_binary
 
 from .history import History
 
-KINDS = ("redis_kill", "redis_pause", "link_cut", "server_kill")
+KINDS = ("redis_kill", "redis_pause", "link_cut", "server_kill", "cpu_pressure", "slot_move")
 SOCKET_TIMEOUT = 5.0  # how long the server waits for a Redis reply (redis_link.REPLY_TIMEOUT, was socket_timeout)
 LIVENESS = 5.0  # a server cut off this long counts as dead to the others (liveness_ms, waiters.py)
 # Seconds a fault costs on top of its duration (restarts), to size a schedule.
-OVERHEAD = {"redis_kill": 0.5, "redis_pause": 0.0, "link_cut": 0.0, "server_kill": 2.5}
+OVERHEAD = {"redis_kill": 0.5, "redis_pause": 0.0, "link_cut": 0.0, "server_kill": 2.5, "cpu_pressure": 0.1,
+            "slot_move": 0.3}
+# How often each kind is drawn once the minimums are in, per topology: one Redis (kills,
+# pauses, cuts through the proxy) or a Redis Cluster (slot moves; no proxy in front).
+WEIGHTS = {
+    "single": {"redis_kill": 4, "redis_pause": 2, "link_cut": 2, "server_kill": 1, "cpu_pressure": 1},
+    "cluster": {"slot_move": 4, "cpu_pressure": 1, "server_kill": 1},
+}
+CPU_HOGS = 2  # busy-loop processes a cpu_pressure fault (or Config.cpu_hogs) runs
 
 
 @dataclass(frozen=True)
@@ -43,10 +61,11 @@ class Fault:
     kind: str
     duration: float  # seconds it lasts before it is healed
     gap: float  # seconds of calm after healing
-    target: int = 0  # the server a server_kill kills
+    target: int = 0  # the server a server_kill kills; the queue (index) a slot_move moves
 
     def describe(self) -> str:
-        what = f"{self.kind}(s{self.target})" if self.kind == "server_kill" else self.kind
+        what = (f"{self.kind}(s{self.target})" if self.kind == "server_kill" else
+                f"{self.kind}(q{self.target})" if self.kind == "slot_move" else self.kind)
         return f"{what} {self.duration:.2f}s +{self.gap:.2f}s"
 
 
@@ -61,11 +80,15 @@ def _duration(rng: random.Random, kind: str, long: bool, required_long: bool) ->
         if required_long or (long and rng.random() < 0.3):
             return round(rng.uniform(LIVENESS + 0.5, LIVENESS + 2.5), 2)
         return round(rng.uniform(0.3, 2.0), 2)
+    if kind == "cpu_pressure":
+        return round(rng.uniform(2.0, 8.0) if long else rng.uniform(1.0, 4.0), 2)
+    if kind == "slot_move":  # migrating (ASK, TRYAGAIN) this long before the keys move
+        return round(rng.uniform(0.8, 3.0), 2)
     return round(rng.uniform(0.0, 1.0), 2)  # server_kill: down time before the restart
 
 
 def plan(seed: int, seconds: float, *, servers: int, minimum: dict[str, int], long: bool = False,
-         long_pauses: int = 0, long_cuts: int = 0) -> list[Fault]:
+         long_pauses: int = 0, long_cuts: int = 0, topology: str = "single", queues: int = 1) -> list[Fault]:
     """At least ``minimum[kind]`` faults of each kind (``long_pauses`` of the pauses past
     the socket timeout, ``long_cuts`` of the cuts past the liveness window), then random
     ones until the schedule fills about ``seconds``; shuffled. Depends only on its
@@ -82,13 +105,14 @@ def plan(seed: int, seconds: float, *, servers: int, minimum: dict[str, int], lo
     def cost(fs) -> float:
         return sum(d + OVERHEAD[k] + (1.75 if long else 0.9) for k, d in fs)
 
-    weights = {"redis_kill": 4, "redis_pause": 2, "link_cut": 2, "server_kill": 1}
+    weights = WEIGHTS[topology]
     while cost(faults) < seconds:
         kind = rng.choices(list(weights), list(weights.values()))[0]
         faults.append((kind, _duration(rng, kind, long, False)))
     rng.shuffle(faults)
     return [Fault(kind, duration, round(rng.uniform(0.5, 3.0) if long else rng.uniform(0.3, 1.5), 2),
-                  rng.randrange(servers) if kind == "server_kill" else 0)
+                  rng.randrange(servers) if kind == "server_kill" else
+                  rng.randrange(queues) if kind == "slot_move" else 0)
             for kind, duration in faults]
 
 
@@ -107,25 +131,69 @@ SERVER_ARGS = (
 )
 
 
-class Fleet:
-    """One Redis (AOF, appendfsync always), a TcpProxy in front of it, and ``servers``
-    concord-server processes whose Redis URL is the proxy."""
+class CpuHogs:
+    """Busy-loop processes beside the run (a competing process on a loaded machine);
+    started and stopped by this harness, by pid."""
 
-    def __init__(self, backend: str, workdir: Path, servers: int) -> None:
+    def __init__(self, n: int = CPU_HOGS) -> None:
+        self.n = n
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> None:
+        if not self.procs:
+            self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                          for _ in range(self.n)]
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait(10)
+        self.procs = []
+
+
+class Fleet:
+    """The servers and their Redis. Single topology: one Redis (AOF, appendfsync
+    always), a TcpProxy in front of it and ``servers`` concord-server processes whose
+    Redis URL is the proxy. Cluster topology: a three-primary Redis Cluster
+    (support.RedisCluster) the servers reach directly (--redis-cluster); its faults are
+    slot moves. ``queues`` names the queues a slot_move's target indexes."""
+
+    def __init__(self, backend: str, workdir: Path, servers: int, *, topology: str = "single",
+                 queues: list[str] | None = None, cpu_hogs: bool = False) -> None:
         binary = backend_binary(backend)
         assert binary, f"{backend} server not installed"
         self.workdir = workdir
-        self.redis = RedisServer(binary, workdir / "redis")
+        self.topology = topology
+        self.redis: RedisServer | None = None
+        self.cluster: RedisCluster | None = None
+        if topology == "cluster":
+            self.cluster = RedisCluster(binary, workdir / "cluster")
+        else:
+            self.redis = RedisServer(binary, workdir / "redis")
         self.proxy: TcpProxy | None = None
         self.servers: list[ServerProcess] = []
         self.logs = [workdir / f"server{i}.log" for i in range(servers)]
         self.paused = False
+        self.queues = list(queues or [])
+        self.moving: tuple[int, RedisServer, RedisServer] | None = None  # a slot_move under way
+        self.hogs = CpuHogs()  # a cpu_pressure fault's
+        self.run_hogs = CpuHogs() if cpu_hogs else None  # for the whole run (Config.cpu_hogs)
 
     def start(self) -> Fleet:
-        self.redis.start()
-        self.proxy = TcpProxy(self.redis.port).start()
+        if self.run_hogs is not None:
+            self.run_hogs.start()
+        if self.cluster is not None:
+            self.cluster.start()
+            url, extra = self.cluster.url, ("--redis-cluster",)
+        else:
+            assert self.redis is not None
+            self.redis.start()
+            self.proxy = TcpProxy(self.redis.port).start()
+            url, extra = self.proxy.url, ()
         for log in self.logs:
-            self.servers.append(ServerProcess("--redis-url", self.proxy.url, *SERVER_ARGS))
+            self.servers.append(ServerProcess("--redis-url", url, *extra, *SERVER_ARGS))
             self.servers[-1].start(log)
         return self
 
@@ -136,24 +204,25 @@ class Fleet:
     # Each fault: inject, then heal (both blocking: run them in a thread).
 
     def redis_kill(self) -> None:
+        assert self.redis is not None, "redis_kill needs the single topology"
         self.redis.kill()
 
     def redis_restart(self) -> None:
-        if self.redis.proc is None or self.redis.proc.poll() is not None:
+        if self.redis is not None and (self.redis.proc is None or self.redis.proc.poll() is not None):
             self.redis.start()
 
     def redis_pause(self) -> None:
-        assert self.redis.proc is not None
+        assert self.redis is not None and self.redis.proc is not None, "redis_pause needs the single topology"
         self.paused = True
         os.kill(self.redis.proc.pid, signal.SIGSTOP)
 
     def redis_resume(self) -> None:
-        if self.paused and self.redis.proc is not None and self.redis.proc.poll() is None:
+        if self.paused and self.redis is not None and self.redis.proc is not None and self.redis.proc.poll() is None:
             os.kill(self.redis.proc.pid, signal.SIGCONT)
         self.paused = False
 
     def cut(self) -> None:
-        assert self.proxy is not None
+        assert self.proxy is not None, "link_cut needs the single topology"
         self.proxy.cut()
 
     def resume(self) -> None:
@@ -168,11 +237,42 @@ class Fleet:
         if s.proc is None or s.proc.poll() is not None:
             s.start(self.logs[i])
 
+    def cpu_on(self) -> None:
+        self.hogs.start()
+
+    def cpu_off(self) -> None:
+        self.hogs.stop()
+
+    def slot_begin(self, queue: int) -> dict[str, int | str]:
+        """Marks the slot of queue ``queue``'s keys migrating from its owner to the next
+        node; returns what moves where (for the history)."""
+        assert self.cluster is not None, "slot_move needs the cluster topology"
+        from concord_server.keys import KeySpace
+
+        name = self.queues[queue % len(self.queues)]
+        key = KeySpace("concord").queue(name).ready
+        slot = key_slot(key.encode())
+        source = self.cluster.owner(key)
+        nodes = self.cluster.nodes
+        target = nodes[(nodes.index(source) + 1) % len(nodes)]
+        self.cluster.begin_move(slot, source, target)
+        self.moving = (slot, source, target)
+        return {"queue": name, "slot": slot, "from": source.port, "to": target.port}
+
+    def slot_finish(self) -> None:
+        """Moves the migrating slot's keys and gives the slot to its target everywhere."""
+        if self.cluster is not None and self.moving is not None:
+            slot, source, target = self.moving
+            self.cluster.finish_move(slot, source, target)
+            self.moving = None
+
     def heal(self) -> None:
         """Everything back up, whatever state a fault or a failure left."""
+        self.cpu_off()
         self.redis_resume()
         self.resume()
         self.redis_restart()
+        self.slot_finish()
         for i in range(len(self.servers)):
             self.server_restart(i)
 
@@ -180,6 +280,9 @@ class Fleet:
         """Stops everything (SIGCONT first); the servers' exit codes."""
         codes: dict[str, int | None] = {}
         try:
+            self.cpu_off()
+            if self.run_hogs is not None:
+                self.run_hogs.stop()
             self.redis_resume()
             self.resume()
             for i, s in enumerate(self.servers):
@@ -192,7 +295,11 @@ class Fleet:
         finally:
             if self.proxy is not None:
                 self.proxy.stop()
-            self.redis.kill()
+            if self.redis is not None:
+                self.redis.kill()
+            if self.cluster is not None:
+                for node in self.cluster.nodes:
+                    node.kill()
         return codes
 
     def log_texts(self) -> dict[str, str]:
@@ -219,6 +326,13 @@ async def play(schedule: list[Fault], fleet: Fleet, history: History, done: list
                 await asyncio.sleep(f.duration)
             elif f.kind == "server_kill":
                 await asyncio.to_thread(fleet.server_kill, f.target)
+                await asyncio.sleep(f.duration)
+            elif f.kind == "cpu_pressure":
+                await asyncio.to_thread(fleet.cpu_on)
+                await asyncio.sleep(f.duration)
+            elif f.kind == "slot_move":
+                moving = await asyncio.to_thread(fleet.slot_begin, f.target)
+                history.note("faults", "fault.slot_move", parent=ev.id, **moving)
                 await asyncio.sleep(f.duration)
             elif f.kind == "calm":  # no fault (a control run: the checker must find nothing)
                 await asyncio.sleep(f.duration)
@@ -249,3 +363,7 @@ def _heal_one(fleet: Fleet, f: Fault) -> None:
         fleet.resume()
     elif f.kind == "server_kill":
         fleet.server_restart(f.target)
+    elif f.kind == "cpu_pressure":
+        fleet.cpu_off()
+    elif f.kind == "slot_move":
+        fleet.slot_finish()

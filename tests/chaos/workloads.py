@@ -9,17 +9,24 @@ any wait), so every loop iteration is bounded.
 - locks:      Acquire / Refresh / Release with short TTLs (sometimes held past the TTL),
               and Hold streams (raw stub: the library renews with Refresh instead);
 - semaphores: the same with several permits per holder, and Hold streams;
-- queues:     producers (batches, priorities, delays, max attempts), Dequeue workers
-              that ack, nack or "crash" (drop the task: its lease expires), Consume
-              streams that ack or nack over the stream or vanish with tasks held (their
-              own channel is closed under them);
+- queues:     producers (batches, priorities, delays, max attempts, 1 among them: a
+              task that dies must have been delivered), Dequeue workers over one or
+              two queues that ack, nack, settle late on purpose (asleep for part of
+              the lease first) or "crash" (drop the task: its lease expires), Consume
+              streams over two or three queues, reopened every 1-4 s, that ack or nack
+              over the stream (by unary call, on the same lease, when the stream has
+              ended meanwhile), settle late, release, or vanish with tasks held (their
+              own channel is closed under them); each task a stream brings is recorded
+              when it arrives, before the consumer gets to it;
 - chat:       senders (bodies embed a uuid, so each is unique) and subscribers in both
               ack modes that disconnect now and then, explicit ones sometimes before
               acking;
 - autocomplete: recent-contact and name-index writers and readers (the sets only grow).
 
+``queues_only`` (the Redis Cluster topology) runs only the queue actors.
+
 ``final()`` runs after quiesce: drains the queues (acking all) and reads their
-dead-letter lists and stats, reads every explicit subscriber's pending messages and
+dead-letter lists (with each dead task's attempt) and stats, reads every explicit subscriber's pending messages and
 every chat's history, and reads every autocomplete key once more.
 """
 
@@ -37,6 +44,8 @@ import grpc
 import concord
 from concord._convert import duration
 from concord.client import Service
+from concord.consume import AsyncConsumer
+from concord.queues import _nack_request
 from concord.lock.v1 import lock_pb2
 from concord.semaphore.v1 import semaphore_pb2
 
@@ -65,28 +74,37 @@ CHANNEL_OPTIONS = [  # reconnect quickly to a restarted server
 SEM_LIMIT = 3
 NAMES_CAP = 300  # names per index: a Suggest with limit 1000 returns all of them
 LETTERS = "abcd"
+QUEUES = ["queue-a", "queue-b", "queue-c"]
+LATE_SETTLE = 0.25  # share of tasks settled late on purpose: asleep for 30-90 % of the lease first
 
 _EVENTS = {1: "acquired", 2: "refreshed", 3: "lost"}
 
 
-async def _pump(source: Any, out: asyncio.Queue) -> None:
-    """Copies a stream into a queue: ("msg", item) ..., then ("end", None) or ("error", exc).
-    ``source`` is a grpc.aio call (read()) or an async iterable."""
+async def _pump(source: Any, out: asyncio.Queue,
+                seen: Callable[[str, Any], None] = lambda kind, item: None) -> None:
+    """Copies a stream into a queue: ("msg", item) ..., then ("end", None) or ("error", exc),
+    calling ``seen(kind, item)`` as each arrives. ``source`` is a grpc.aio call (read())
+    or an async iterable."""
+
+    def put(kind: str, item: Any) -> None:
+        seen(kind, item)
+        out.put_nowait((kind, item))
+
     try:
         if hasattr(source, "read"):
             while (msg := await source.read()) is not grpc.aio.EOF:
-                out.put_nowait(("msg", msg))
+                put("msg", msg)
         else:
             async for item in source:
-                out.put_nowait(("msg", item))
-        out.put_nowait(("end", None))
+                put("msg", item)
+        put("end", None)
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise
-        out.put_nowait(("error", asyncio.CancelledError()))  # the call itself was cancelled
+        put("error", asyncio.CancelledError())  # the call itself was cancelled
     except Exception as exc:  # noqa: BLE001 - handed to the reader
-        out.put_nowait(("error", exc))
+        put("error", exc)
 
 
 async def _next(q: asyncio.Queue, timeout: float) -> tuple[str, Any] | None:
@@ -96,6 +114,27 @@ async def _next(q: asyncio.Queue, timeout: float) -> tuple[str, Any] | None:
         return None
 
 
+class _Once:
+    """Ack and nack by unary call without the client library's retries (concord._retry),
+    so a TASK_LEASE_NOT_HELD answer is this call's own and not a repeat's after a first
+    try whose reply was lost: the checker holds the server to it."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+
+    async def ack(self, task: concord.Task) -> None:
+        await self.queue._rpc.call("Ack", self.queue._ack_request(task, None))
+
+    async def nack(self, task: concord.Task, error: str, *, retry_delay: float | None = None) -> None:
+        await self.queue._rpc.call("Nack", _nack_request(task, error, retry_delay, True))
+
+
+def _ended(stream: AsyncConsumer) -> bool:
+    """The Consume stream's call is over (its end may not have been read yet)."""
+    call = getattr(stream, "_call", None)
+    return call is None or call.done()
+
+
 async def _stop_pump(pump: asyncio.Task) -> None:
     pump.cancel()
     await asyncio.gather(pump, return_exceptions=True)
@@ -103,7 +142,7 @@ async def _stop_pump(pump: asyncio.Task) -> None:
 
 class Workloads:
     def __init__(self, history: History, targets: list[str], seed: int, stop: asyncio.Event, *,
-                 scale: int = 1) -> None:
+                 scale: int = 1, queues_only: bool = False) -> None:
         self.h = history
         self.targets = targets
         self.seed = seed
@@ -114,7 +153,8 @@ class Workloads:
         self.sems = ["sem-a"]
         self.elections = ["election-a"]
         self.rwlocks = ["rw-a"]
-        self.queues = ["queue-a", "queue-b"]
+        self.queues = list(QUEUES)
+        self.queues_only = queues_only
         self.chats = ["chat-a", "chat-b"]
         self.senders = ["s0", "s1"]
         self.explicit = ["e0", "e1"]
@@ -159,6 +199,9 @@ class Workloads:
     def actors(self) -> list[Awaitable[None]]:
         s = self.scale
         out: list[Awaitable[None]] = []
+        if self.queues_only:
+            return ([self.producer(k) for k in range(2 * s)] + [self.dequeuer(k) for k in range(2 * s)]
+                    + [self.consumer(k) for k in range(4 * s)] + [self.queue_watcher(q) for q in self.queues])
         out += [self.lock_client(k) for k in range(4 * s)]
         out += [self.holder("lock", k) for k in range(2 * s)]
         out += [self.sem_client(k) for k in range(4 * s)]
@@ -168,7 +211,8 @@ class Workloads:
         out += [self.election_observer(k) for k in range(2)]
         out += [self.producer(k) for k in range(2 * s)]
         out += [self.dequeuer(k) for k in range(2 * s)]
-        out += [self.consumer(k) for k in range(2 * s)]
+        out += [self.consumer(k) for k in range(3 * s)]
+        out += [self.queue_watcher(q) for q in self.queues]
         out += [self.chat_sender(u) for u in self.senders]
         out += [self.subscriber(u, "explicit") for u in self.explicit]
         out += [self.subscriber(u, "auto") for u in self.auto]
@@ -179,7 +223,7 @@ class Workloads:
     async def setup(self, deadline: float = 30.0) -> None:
         """The chats (every sender and subscriber a member of each), created before any fault."""
         members = self.senders + self.explicit + self.auto
-        for chat in self.chats:
+        for chat in [] if self.queues_only else self.chats:
             srv, c = 0, self.clients[0]
             end = time.monotonic() + deadline
             while True:
@@ -399,7 +443,7 @@ class Workloads:
         while not self.stop.is_set():
             qname = rng.choice(self.queues)
             specs = [{"payload": f"{proc}|{uuid.uuid4().hex}", "priority": rng.randint(0, 2),
-                      "delay": rng.choice([None, None, None, 0.1]), "max_attempts": rng.choice([2, 3, 5])}
+                      "delay": rng.choice([None, None, None, 0.1]), "max_attempts": rng.choice([1, 1, 2, 3, 5])}
                      for _ in range(rng.randint(1, 4))]
             batch = [concord.NewTask("t", s["payload"], priority=s["priority"], delay=s["delay"],
                                      max_attempts=s["max_attempts"]) for s in specs]
@@ -416,15 +460,22 @@ class Workloads:
                                    retry_delay=retry, **key, **kw)
         return await self.call(proc, "queue.ack", lambda: settler.ack(task), srv, **key, **kw)
 
+    async def _late(self, rng: random.Random, lease_ttl: float) -> None:
+        """Now and then the work takes most of the lease: the lease must still be the
+        holder's when it settles, however its stream or Redis fared meanwhile."""
+        if rng.random() < LATE_SETTLE:
+            await asyncio.sleep(lease_ttl * rng.uniform(0.3, 0.9))
+
     async def dequeuer(self, k: int) -> None:
         proc, rng = f"dequeuer{k}", self._rng(f"dequeuer{k}")
         srv, c = self._pick()
         while not self.stop.is_set():
-            qname, n = rng.choice(self.queues), rng.randint(1, 3)
+            names, n = rng.sample(self.queues, rng.choice([1, 1, 2])), rng.randint(1, 3)
             lease_ttl, wait = rng.choice([1.0, 2.0]), rng.choice([0, 0.5, 1.5])
             ev = await self.call(proc, "queue.dequeue",
-                                 lambda: c.dequeue([qname], n, lease_ttl=lease_ttl, timeout=wait), srv,
-                                 summary=self._tasks, queue=qname, max=n, lease_ttl=lease_ttl, wait=wait)
+                                 lambda: c.dequeue(names, n, lease_ttl=lease_ttl, timeout=wait), srv,
+                                 summary=self._tasks, queue=names[0], queues=names, max=n, lease_ttl=lease_ttl,
+                                 wait=wait)
             if not ev.ok:
                 await self._backoff(rng)
                 continue
@@ -433,22 +484,28 @@ class Workloads:
                 roll = rng.random()
                 if roll < 0.15:
                     continue  # crash: forget the task, its lease runs out
+                await self._late(rng, lease_ttl)
                 await self._settle(proc, rng, srv, c.queue(task.queue), task, roll)
             await self._think(rng)
 
     async def consumer(self, k: int) -> None:
-        """Consume streams on a channel of their own: closing the channel with tasks
-        held is a consumer process vanishing."""
+        """Consume streams over two or three queues, each on a channel of its own
+        (closing the channel with tasks held is a consumer process vanishing), reopened
+        every 1-4 s. A task is recorded when it arrives (``_consume_pump``); the
+        consumer gets to it after the ones before it, settles it over the stream, or
+        by unary call on its lease when the stream has ended meanwhile."""
         proc, rng = f"consumer{k}", self._rng(f"consumer{k}")
-        srv, _ = self._pick()
+        srv, c = self._pick()
         loop = asyncio.get_running_loop()
         while not self.stop.is_set():
-            qname, lease_ttl, prefetch = rng.choice(self.queues), rng.choice([1.0, 2.0]), rng.randint(1, 3)
+            names = rng.sample(self.queues, rng.choice([2, 2, 3]))
+            lease_ttl, prefetch = rng.choice([1.0, 1.5, 2.0]), rng.randint(1, 3)
             client = self._client(srv)
-            stream = client.queue(qname).consume(lease_ttl=lease_ttl, prefetch=prefetch)
-            ev = self.h.invoke(proc, "queue.consume", server=srv, queue=qname, lease_ttl=lease_ttl, prefetch=prefetch)
+            stream = AsyncConsumer(client, names, lease_ttl=lease_ttl, prefetch=prefetch)
+            ev = self.h.invoke(proc, "queue.consume", server=srv, queue=names[0], queues=names,
+                               lease_ttl=lease_ttl, prefetch=prefetch)
             q: asyncio.Queue = asyncio.Queue()
-            pump = asyncio.create_task(_pump(stream, q))
+            pump = asyncio.create_task(self._consume_pump(proc, srv, ev, stream, q))
             session_end = loop.time() + rng.uniform(1.0, 4.0)
             how = "graceful"
             try:
@@ -465,17 +522,29 @@ class Workloads:
                         how = "failed"
                         self.h.fail(ev, task)
                         break
-                    self.h.note(proc, "queue.consume.task", server=srv, parent=ev.id, **self._task(task))
                     await self._think(rng, 0, 0.05)
                     roll = rng.random()
-                    if roll < 0.08:
+                    if roll < 0.02:
                         how = "crash"
                         break
-                    await self._settle(proc, rng, srv, stream, task, roll, via="stream", parent=ev.id)
+                    await self._late(rng, lease_ttl)
+                    if roll < 0.07:
+                        await self.call(proc, "queue.release", lambda: stream.release(task), srv, queue=task.queue,
+                                        task_id=task.task_id, lease=task.lease, attempt=task.attempt)
+                        continue
+                    # Once the stream has ended the lease is still ours until it expires:
+                    # settle it by unary call (as the Worker does).
+                    if not _ended(stream):
+                        done = await self._settle(proc, rng, srv, stream, task, roll, via="stream", parent=ev.id)
+                        if not (done.failed and done.reason != "TASK_LEASE_NOT_HELD" and _ended(stream)):
+                            continue
+                    await self._settle(proc, rng, srv, _Once(c.queue(task.queue)), task, roll, via="once")
                 if how in ("graceful", "crash"):
                     self.h.note(proc, "queue.consume.close", server=srv, parent=ev.id, how=how)
                     if how == "graceful":
                         await stream.close()
+                        # What arrived before the server saw the half-close is recorded too.
+                        await asyncio.wait([pump], timeout=2.0)
                     await client.close()  # a crash: the channel goes, tasks held and all
                     self.h.ok(ev, {"closed": how})
             finally:
@@ -484,6 +553,40 @@ class Workloads:
                 await client.close()
                 await _stop_pump(pump)
             await (self._backoff(rng) if how == "failed" else self._think(rng))
+
+    async def queue_watcher(self, qname: str) -> None:
+        """Records when the server leased each task of ``qname`` and at which attempt
+        (WatchQueue from the oldest event kept, resuming after reconnects), so the
+        dead-task rule can tell when a lease no client saw was taken; a gap is noted."""
+        proc = f"watch-{qname}"
+        async with self.clients[0].queue(qname).watch(from_oldest=True) as events:
+            closer = asyncio.create_task(self.stop.wait())
+            closer.add_done_callback(lambda _: events.close())
+            try:
+                async for e in events:
+                    if e.kind == "leased":
+                        self.h.note(proc, "queue.event.leased", server=0, queue=qname, task_id=e.task_id,
+                                    attempt=e.attempt, when=self.mono(e.at))
+                    elif e.kind == "gap":
+                        self.h.note(proc, "queue.event.gap", server=0, queue=qname)
+            except concord.ConcordError as exc:  # refused (not UNAVAILABLE): recorded, not fatal
+                self.h.note(proc, "queue.event.gap", server=0, queue=qname, reason=exc.reason)
+            finally:
+                closer.cancel()
+
+    async def _consume_pump(self, proc: str, srv: int, ev: Event, stream: AsyncConsumer, out: asyncio.Queue) -> None:
+        """Copies a Consume stream into ``out`` like _pump, recording each task as it
+        arrives (its lease is held from then, whether the consumer has got to it or
+        not) and the stream's end as the client saw it."""
+
+        def arrived(kind: str, item: Any) -> None:
+            if kind == "msg":
+                self.h.note(proc, "queue.consume.task", server=srv, parent=ev.id, **self._task(item))
+            else:
+                self.h.note(proc, "queue.consume.end", server=srv, parent=ev.id, how=kind,
+                            error=type(item).__name__ if item is not None else None)
+
+        await _pump(stream, out, arrived)
 
     # ------------------------------------------------------------ chat
 
@@ -620,12 +723,15 @@ class Workloads:
             if not await self._drain(c, srv, qname, end):
                 problems.append(f"queue {qname!r} did not drain before the deadline")
             for op, fn, summary in (
-                ("queue.final_dead", lambda: self._all_dead(c, qname), lambda ids: {"task_ids": ids}),
+                ("queue.final_dead", lambda: self._all_dead(c, qname),
+                 lambda dead: {"task_ids": [t for t, _ in dead], "attempts": dict(dead)}),
                 ("queue.final_stats", lambda: c.queue(qname).stats(),
                  lambda s: {"ready": s.ready, "delayed": s.delayed, "leased": s.leased, "dead": s.dead}),
             ):
                 if not await self._until_ok(lambda: self.call("final", op, fn, srv, summary=summary, queue=qname), end):
                     problems.append(f"{op} {qname!r} failed until the deadline")
+        if self.queues_only:
+            return problems
         for user in self.explicit:
             ok = False
             while not ok and time.monotonic() < end:
@@ -662,13 +768,14 @@ class Workloads:
             await asyncio.sleep(0.1)
         return False
 
-    async def _all_dead(self, c: concord.AsyncClient, qname: str) -> list[str]:
-        ids: list[str] = []
+    async def _all_dead(self, c: concord.AsyncClient, qname: str) -> list[tuple[str, int]]:
+        """(task id, the attempt it died at) of every dead task."""
+        dead: list[tuple[str, int]] = []
         while True:
-            page = await c.queue(qname).dead(limit=1000, offset=len(ids))
-            ids += [t.task_id for t in page]
+            page = await c.queue(qname).dead(limit=1000, offset=len(dead))
+            dead += [(t.task_id, t.attempt) for t in page]
             if len(page) < 1000:
-                return ids
+                return dead
 
     async def _drain(self, c: concord.AsyncClient, srv: int, qname: str, end: float) -> bool:
         """Dequeues and acks until nothing is ready, delayed or leased (leases of crashed
