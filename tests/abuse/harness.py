@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ FORBIDDEN = {"INTERNAL", "UNKNOWN"}
 KEY_PREFIX = "kp7abuse"  # distinctive, so a message that leaks a Redis key is easy to spot
 VICTIM = "victim-token-0123456789abcdef"
 ATTACKER = "attacker-token-0123456789abcdef"
+ATTACKER_ADMIN = "attacker-admin-token-0123456789"  # same tenant, role admin (Purge, ForceRelease, policies)
 
 
 def tokens_toml(extra: str = "") -> str:
@@ -62,6 +64,15 @@ tenant = "victim"
 token = "{ATTACKER}"
 tenant = "attacker"
 {extra}"""
+
+
+# For the attacks that need it (a token file with roles does not load on a server without them).
+ADMIN_TOKEN = f"""
+[[tokens]]
+token = "{ATTACKER_ADMIN}"
+tenant = "attacker"
+role = "admin"
+"""
 
 
 def bearer(token: str | None) -> tuple[tuple[str, str], ...]:
@@ -82,7 +93,7 @@ class Scale:
         return full if self.full else short
 
 
-SHORT = Scale(full=False, baseline=2.0, attack=3.0, recover=15.0, probe_interval=0.025)
+SHORT = Scale(full=False, baseline=1.5, attack=2.5, recover=8.0, probe_interval=0.02)
 FULL = Scale(full=True, baseline=8.0, attack=12.0, recover=60.0, probe_interval=0.05)
 
 
@@ -133,6 +144,11 @@ class AbuseServer:
 
     def log_text(self) -> str:
         return self.process.log_text()
+
+    def metrics(self) -> str:
+        """The Prometheus exposition text of /metrics."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as reply:
+            return reply.read().decode()
 
     def stop(self) -> None:
         self.process.stop()

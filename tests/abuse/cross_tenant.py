@@ -1,0 +1,115 @@
+"""Item 9, one tenant disturbing or seeing another: the attacker touches 1,000 queues
+(the metrics keep depths for the last 1,000 queues served) and must not evict the
+victim's queue-depth series; with the attacker's queues in Redis, the victim's first
+ListQueues page must hold the victim's queue (the issue: 3,232 empty pages first); a
+Download of a missing file must not show an internal Redis key; 1,000 chat
+subscribers cancelled at once (300 in the short form) must log no ERROR."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import grpc
+
+from concord.chat.v1 import chat_pb2, chat_pb2_grpc
+from concord.files.v1 import files_pb2, files_pb2_grpc
+from concord.queue.v1 import queue_pb2 as pb
+from concord.queue.v1 import queue_pb2_grpc
+from support import wait_until
+
+from .harness import ATTACKER, KEY_PREFIX, VICTIM, bearer
+
+VICTIM_SERIES = re.compile(r'concord_queue_tasks\{[^}]*tenant="victim"[^}]*queue="vq"|'
+                           r'concord_queue_tasks\{[^}]*queue="vq"[^}]*tenant="victim"')
+MISSING_FILE = "424242:victim-files"  # well formed (n:group), never uploaded
+SUBSCRIBE_OPEN = re.compile(r'concord_streams_open\{[^}]*method="Subscribe"[^}]*\} (\S+)')
+
+
+def _victim_series(ctx) -> bool:
+    return bool(VICTIM_SERIES.search(ctx.server.metrics()))
+
+
+def _subscribers_open(ctx) -> float:
+    return sum(float(v) for v in SUBSCRIBE_OPEN.findall(ctx.server.metrics()))
+
+
+async def _subscribe_and_cancel(ctx, users: list[str]) -> int:
+    """Opens one Subscribe per user, waits for each stream's first answer, cancels them all."""
+    async with grpc.aio.insecure_channel(ctx.server.target) as channel:
+        chats = chat_pb2_grpc.ChatServiceStub(channel)
+        streams = [chats.Subscribe(chat_pb2.SubscribeRequest(recipient=u), metadata=bearer(ATTACKER)) for u in users]
+
+        async def first(stream) -> bool:
+            try:
+                await asyncio.wait_for(stream.read(), 30)
+                return True
+            except (grpc.RpcError, asyncio.TimeoutError) as exc:
+                ctx.record(exc.code() if isinstance(exc, grpc.RpcError) else "DEADLINE_EXCEEDED")
+                return False
+
+        live = sum(await asyncio.gather(*(first(s) for s in streams)))
+        for s in streams:
+            s.cancel()
+        return live
+
+
+def run(ctx) -> None:
+    queues_touched = 1_000
+    subscribers = ctx.scale.n(300, 1_000)
+    problems = []
+    with grpc.insecure_channel(ctx.server.target) as channel:
+        queues = queue_pb2_grpc.QueueServiceStub(channel)
+        chats = chat_pb2_grpc.ChatServiceStub(channel)
+        files = files_pb2_grpc.FileServiceStub(channel)
+        ctx.call(queues.Enqueue, pb.EnqueueRequest(queue="vq", tasks=[pb.NewTask(type="t")]), token=VICTIM,
+                 who="victim", timeout=30)
+        wait_until(lambda: _victim_series(ctx), timeout=15, interval=0.2, message="the victim's queue-depth series")
+        users = [f"u{i}" for i in range(subscribers)]
+        for start in range(0, subscribers, 999):  # chats of at most 1,000 members
+            ctx.call(chats.CreateChat, chat_pb2.CreateChatRequest(sender="boss", recipients=users[start:start + 999],
+                                                                  message="hello"), timeout=60)
+        ctx.baseline()
+        with ctx.attacking():
+            for i in range(queues_touched):
+                ctx.call(queues.Enqueue, pb.EnqueueRequest(queue=f"aq-{i}", tasks=[pb.NewTask(type="t")]), timeout=30)
+            live = asyncio.run(_subscribe_and_cancel(ctx, users))
+            try:  # a stream: its error comes on reading it
+                list(files.Download(files_pb2.DownloadRequest(file_id=MISSING_FILE), metadata=bearer(VICTIM),
+                                    timeout=30))
+                missing = None
+                ctx.record("OK", "victim")
+            except grpc.RpcError as exc:
+                missing = exc
+                ctx.record(exc.code(), "victim")
+            first = queues.ListQueues(pb.ListQueuesRequest(), metadata=bearer(VICTIM), timeout=30)
+            empty_pages = 0
+            page = first
+            while not page.names and page.next_page_token and empty_pages < 10_000:
+                empty_pages += 1
+                page = queues.ListQueues(pb.ListQueuesRequest(page_token=page.next_page_token),
+                                         metadata=bearer(VICTIM), timeout=30)
+        series_kept = [_victim_series(ctx) for _ in range(2)][-1]  # the second scrape reads fresh depths
+        wait_until(lambda: _subscribers_open(ctx) == 0, timeout=30, interval=0.1,
+                   message="every cancelled Subscribe stream closed on the server")
+    log = ctx.server.log_text()
+    errors = [line for line in log.splitlines() if " ERROR " in line or line.startswith("Traceback")]
+    detail = missing.details() if isinstance(missing, grpc.RpcError) else repr(missing)
+    ctx.figures.update(queues_touched=queues_touched, victim_series_kept=series_kept,
+                       victim_first_page=list(first.names)[:5], empty_pages_before_first_result=empty_pages,
+                       download_missing=(missing.code().name if isinstance(missing, grpc.RpcError) else None, detail),
+                       subscribers=subscribers, subscribers_live=live, error_lines=len(errors))
+    if not series_kept:
+        problems.append(f"the attacker's {queues_touched} queues evicted the victim's queue-depth series")
+    if "vq" not in first.names:
+        problems.append(f"the victim's first ListQueues page {list(first.names)[:5]} lacks its queue "
+                        f"({empty_pages} empty pages before a result)")
+    if not isinstance(missing, grpc.RpcError) or missing.code() != grpc.StatusCode.NOT_FOUND:
+        problems.append(f"Download of a missing file: {detail}")
+    elif KEY_PREFIX in detail or "{" in detail:
+        problems.append(f"Download NOT_FOUND shows an internal key: {detail!r}")
+    if live < subscribers:
+        problems.append(f"only {live} of {subscribers} Subscribe streams opened")
+    if errors:
+        problems.append(f"{len(errors)} ERROR/Traceback lines in the server log, e.g. {errors[:2]}")
+    assert not problems, "; ".join(problems)
