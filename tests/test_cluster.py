@@ -55,7 +55,7 @@ def test_lock_waiter_is_woken_by_release_with_a_higher_fence(client, name):
 
 
 def test_listing_pages_through_every_primary(redis_cluster, client, name):
-    """ListLocks scans each primary in turn: locks on all three nodes are listed."""
+    """ListLocks lists locks on all three nodes (from the key space's index, one key)."""
     names = [f"{name}:{i}" for i in range(30)]
     leases = [client.lock(n, ttl=60).acquire() for n in names]
     assert len({redis_cluster.owner(KeySpace(PREFIX).lock(n).holder).port for n in names}) == 3
@@ -68,7 +68,7 @@ def test_listing_pages_through_every_primary(redis_cluster, client, name):
         token = page.next_page_token
         if not token:
             break
-    assert set(names) <= listed and pages >= 3
+    assert set(names) <= listed and pages >= 1
     for lease in leases:
         lease.release()
 

@@ -23,9 +23,6 @@ def unescape(name: str) -> str:
     return name.replace("%7B", "{").replace("%7D", "}").replace("%25", "%")
 
 
-_GLOB = re.compile(r"([*?\[\]\\])")
-
-
 def validate_prefix(prefix: str) -> str:
     if not prefix or len(prefix) > 64 or any(c in prefix for c in "{}% \t\r\n"):
         raise ValueError("key prefix must be 1-64 characters without braces, '%' or spaces")
@@ -203,18 +200,10 @@ class KeySpace:
     def tag(self, kind: str, name: str) -> str:
         return "{%s:%s:%s}" % (self.prefix, kind, escape(name))
 
-    def scan_pattern(self, kind: str) -> str:
-        """SCAN MATCH pattern for every key of every resource of one kind."""
-        return _GLOB.sub(r"\\\1", "{%s:%s:" % (self.prefix, kind)) + "*"
-
-    def resource_of(self, kind: str, key: str) -> tuple[str, str] | None:
-        """(name, key suffix) of a key that scan_pattern(kind) matched; None when it
-        is not one (a pattern also matches a longer prefix's keys)."""
-        head = "{%s:%s:" % (self.prefix, kind)
-        end = key.find("}:")
-        if not key.startswith(head) or end < 0:
-            return None
-        return unescape(key[len(head):end]), key[end + 2:]
+    def index(self, kind: str) -> str:
+        """hash: name -> version of every resource of one kind that may exist in this
+        key space (primitives/listing.py); its own slot, apart from the resources'."""
+        return "{%s:index:%s}" % (self.prefix, kind)
 
     def lock(self, name: str) -> LockKeys:
         t = self.tag("lock", name)

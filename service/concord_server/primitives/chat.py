@@ -35,7 +35,7 @@ from ..redis_client import command
 from ..reply_shapes import Codes, Either, INT, STR, Seq, Tagged, Tup
 from ..scripts import Commands, script
 from ..statuses import CHAT, CREATE
-from .listing import scan_names
+from .listing import note, scan_names
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
 
@@ -166,6 +166,7 @@ class Chats:
             await asyncio.gather(*(self._index(m, "add", cid) for m in members))
             reply = await self._run(_CREATE, self._keys.chat(cid), sender, body, *members)
             if reply.status == CREATE.CREATED:
+                await note(self._redis, self._keys, "chat", cid)
                 return cid, reply.message_id
             if chat_id:
                 raise ChatExists(f"chat {chat_id!r} exists already", chat_id=chat_id)

@@ -1,46 +1,69 @@
-"""Paging through the resources of one kind, for operators (the admin CLI).
+"""Paging through the resources of one kind, for operators (the admin CLI), over a
+per-key-space index, so a listing walks only the caller's own resources.
 
-SCAN over the kind's key pattern, one bounded page per call with Redis's cursor as
-the page token; never KEYS, which would block Redis for the whole key space. SCAN's
-guarantees carry over: every resource that exists for the whole listing is seen, a
-name may come twice, one created or deleted meanwhile may or may not be. On a Redis
-Cluster each primary holds its own keys, so the listing scans the primaries one
-after another (in name order) and the token is "<primary index>:<cursor>"; a
-resharding during a listing may skip or repeat names.
+Each key space (one per tenant) keeps one index per kind: a hash ``{<prefix>:index:<kind>}``
+(KeySpace.index) from resource name to a version, bumped (HINCRBY) by ``note`` after
+every call that may create the resource (Enqueue, CreateSchedule, CreateChat, Acquire).
+A listing pages through that hash with HSCAN (the cursor is the page token), keeps
+the names whose resource is live (one of its keys ending in ``suffixes`` exists: the
+keys that say it is live, not the ones kept after it, like a lock's last fencing
+token), and drops from the index the ones that are not, unless they were noted again
+meanwhile (lua/listing_prune.lua compares the version it read). So a listing costs
+the caller's own index, never a walk over every tenant's keys (SCAN, before), and an
+empty tenant's listing is one empty page.
+
+Why a version and not just HDEL: a resource may be created again between the
+listing's liveness check and its prune; the creator's note bumps the version, and the
+prune leaves the entry. The note follows the creating script, so a resource that
+exists always has an entry from a note made after it was created.
+
+HSCAN's guarantees carry over: every resource that exists for the whole listing is
+seen, a name may come twice, one created or deleted meanwhile may or may not be. The
+index lives in its own slot on a Redis Cluster (one key), so no per-primary walk.
+Resources created before the index existed (an upgrade) are listed once they are
+written again.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Collection
 
 from ..keys import KeySpace
-from ..redis_client import command, unavailable_on_redis_errors
-from ..scripts import Commands
+from ..redis_client import command
+from ..reply_shapes import INT
+from ..scripts import Commands, script
+
+_PRUNE = script("listing_prune.lua", INT)
+
+
+async def note(redis: Commands, keyspace: KeySpace, kind: str, name: str) -> None:
+    """Puts ``name`` in the key space's index of ``kind`` (after creating it)."""
+    await command(redis, "HINCRBY", keyspace.index(kind), name, 1)
+
+
+async def note_many(redis: Commands, keyspace: KeySpace, kind: str, names: Collection[str]) -> None:
+    await asyncio.gather(*(note(redis, keyspace, kind, n) for n in set(names)))
 
 
 async def scan_names(redis: Commands, keyspace: KeySpace, kind: str, suffixes: Collection[str],
                      page_token: str, count: int) -> tuple[list[str], str]:
-    """(names on this page, next page token or "" at the end). A resource is listed
-    when one of its keys ending in ``suffixes`` exists (the keys that say it is live,
-    not the ones kept after it, like a lock's last fencing token)."""
-    scan = ("MATCH", keyspace.scan_pattern(kind), "COUNT", count)
-    node = None
-    if hasattr(redis, "on_each_primary"):  # cluster.ClusterCommands
-        node, _, page_token = (page_token or "0:0").partition(":")
-        node = int(node)
-        with unavailable_on_redis_errors():
-            reply, primaries = await redis.on_each_primary(node, "SCAN", page_token or "0", *scan)
-        cursor, keys = reply if reply is not None else ("0", [])
-    else:
-        cursor, keys = await command(redis, "SCAN", page_token or "0", *scan)
-    names = set()
-    for key in keys:
-        found = keyspace.resource_of(kind, key.decode() if isinstance(key, bytes) else key)
-        if found and found[1] in suffixes:
-            names.add(found[0])
-    cursor = cursor.decode() if isinstance(cursor, bytes) else str(cursor)
-    if node is None:
-        return sorted(names), "" if cursor == "0" else cursor
-    if cursor == "0":  # this primary is done: the next one, from its start
-        node, cursor = node + 1, "0"
-    return sorted(names), "" if node >= primaries else f"{node}:{cursor}"
+    """(live names on this page, next page token or "" at the end)."""
+    index = keyspace.index(kind)
+    cursor, flat = await command(redis, "HSCAN", index, page_token.rpartition(":")[2] or "0", "COUNT", count)
+    entries = [(_text(flat[i]), _text(flat[i + 1])) for i in range(0, len(flat), 2)]
+
+    async def live(name: str) -> bool:
+        tag = keyspace.tag(kind, name)
+        return await command(redis, "EXISTS", *(f"{tag}:{s}" for s in suffixes)) > 0
+
+    alive = await asyncio.gather(*(live(name) for name, _ in entries))
+    gone = [x for (name, version), ok in zip(entries, alive) if not ok for x in (name, version)]
+    if gone:
+        await _PRUNE.run(redis, [index], gone)
+    cursor = _text(cursor)
+    return sorted({name for (name, _), ok in zip(entries, alive) if ok}), "" if cursor == "0" else cursor
+
+
+def _text(value: bytes | str | int) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -32,7 +32,7 @@ from ..statuses import CANCEL, HELD
 from ..wakeups.doorbells import Doorbells
 from ..wakeups.outcomes import Outcomes
 from .letting_go import Releaser, answer_within
-from .listing import scan_names
+from .listing import note, scan_names
 
 TASK_OVERHEAD = 1024  # queue_common.lua's TASK_OVERHEAD: a task's reply bytes beyond its variable fields
 # One task as queue_common.lua's task_reply gives it: its id, then thirteen fields (nil if unset).
@@ -390,6 +390,7 @@ class Queues:
                      -1 if t.run_at_ms is None else t.run_at_ms, k.dedupe(t.dedupe_key) if t.dedupe_key else "",
                      t.dedupe_window_ms, t.max_attempts, *(t.retry or RetryPolicy()).fields()]
         reply = await self._run(_ENQUEUE, k, *args)
+        await note(self._redis, self._keys, "queue", queue)
         return [Enqueued(task_id, duplicate) for task_id, duplicate in reply.added]
 
     async def dequeue(self, queues: Sequence[str], max_tasks: int, lease_ms: int, wait_ms: int) -> list[TaskRecord]:

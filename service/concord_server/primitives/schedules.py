@@ -32,6 +32,7 @@ from ..redis_client import command
 from ..reply_shapes import INT, Seq, STR, Tup
 from ..scripts import Commands, script
 from ..statuses import SCHEDULE
+from .listing import note
 from .queue import run
 from .schedule_times import BadTiming, Timing, plan
 
@@ -129,6 +130,7 @@ class Schedules:
                    spec: list[object] = ()) -> int:
         k = self._keys.queue(queue)
         status, version = await self._run(_PUT, k, action, k.schedule_prefix + name, name, next_ms, paused, *spec)
+        await note(self._redis, self._keys, "queue", queue)  # a queue with schedules is listed
         if status == SCHEDULE.NO_SUCH_SCHEDULE:
             raise ScheduleNotFound(f"queue {queue!r} has no schedule {name!r}", queue=queue, schedule=name)
         if status == SCHEDULE.EXISTS:
