@@ -98,3 +98,15 @@ def test_a_nearly_empty_tenant_s_listing_does_not_walk_other_tenants_resources(t
         assert sorted(names) == sorted(f"{name}-l{i}" for i in range(10, 20))
         for lease in leases[10:]:
             lease.release()
+
+
+def test_the_listing_index_does_not_outgrow_the_live_resources_when_nobody_lists(client, redis_sync, name):
+    """Locks under unique names, each acquired and released: the index of lock names
+    stays bounded by the live locks (about twice), not by every name ever used."""
+    from concord_server.keys import KeySpace
+
+    for i in range(400):
+        with client.lock(f"{name}-{i}", ttl=60):
+            pass
+    left = [n for n in redis_sync.hkeys(KeySpace("concord").index("lock")) if n.startswith(name)]
+    assert len(left) < 100, len(left)

@@ -17,6 +17,12 @@ listing's liveness check and its prune; the creator's note bumps the version, an
 prune leaves the entry. The note follows the creating script, so a resource that
 exists always has an entry from a note made after it was created.
 
+The index must not outgrow what exists when nobody lists (unique lock names, say):
+every SWEEP_EVERY-th note of a process also checks SWEEP_SAMPLE random entries of that
+index and prunes the gone ones, so dead entries are removed at least twice as fast
+as notes add them while more than half the index is dead: an index holds at most
+about twice the live resources noted, plus a few sweeps' worth of slack.
+
 HSCAN's guarantees carry over: every resource that exists for the whole listing is
 seen, a name may come twice, one created or deleted meanwhile may or may not be. The
 index lives in its own slot on a Redis Cluster (one key), so no per-primary walk.
@@ -36,10 +42,25 @@ from ..scripts import Commands, script
 
 _PRUNE = script("listing_prune.lua", INT)
 
+SWEEP_EVERY = 8  # notes of a process between two sweeps of one of its indexes
+SWEEP_SAMPLE = 2 * SWEEP_EVERY  # entries a sweep checks: twice what the notes between sweeps add
+
+# The keys that say a resource of each kind is live (what its listing asks for too).
+LIVE = {"lock": ("holder", "queue"), "sem": ("holders", "queue"), "chat": ("meta",),
+        "queue": ("ready", "delayed", "leased", "dead", "done", "schedules")}
+
+_notes = 0
+
 
 async def note(redis: Commands, keyspace: KeySpace, kind: str, name: str) -> None:
     """Puts ``name`` in the key space's index of ``kind`` (after creating it)."""
-    await command(redis, "HINCRBY", keyspace.index(kind), name, 1)
+    global _notes
+    index = keyspace.index(kind)
+    await command(redis, "HINCRBY", index, name, 1)
+    _notes += 1
+    if _notes % SWEEP_EVERY == 0:
+        flat = await command(redis, "HRANDFIELD", index, SWEEP_SAMPLE, "WITHVALUES")
+        await _prune_gone(redis, keyspace, kind, LIVE[kind], index, _pairs(flat))
 
 
 async def note_many(redis: Commands, keyspace: KeySpace, kind: str, names: Collection[str]) -> None:
@@ -51,7 +72,15 @@ async def scan_names(redis: Commands, keyspace: KeySpace, kind: str, suffixes: C
     """(live names on this page, next page token or "" at the end)."""
     index = keyspace.index(kind)
     cursor, flat = await command(redis, "HSCAN", index, page_token.rpartition(":")[2] or "0", "COUNT", count)
-    entries = [(_text(flat[i]), _text(flat[i + 1])) for i in range(0, len(flat), 2)]
+    live = await _prune_gone(redis, keyspace, kind, suffixes, index, _pairs(flat))
+    cursor = _text(cursor)
+    return sorted(set(live)), "" if cursor == "0" else cursor
+
+
+async def _prune_gone(redis: Commands, keyspace: KeySpace, kind: str, suffixes: Collection[str], index: str,
+                      entries: list[tuple[str, str]]) -> list[str]:
+    """The names of entries whose resource is live; the others leave the index
+    (unless noted again since their version was read)."""
 
     async def live(name: str) -> bool:
         tag = keyspace.tag(kind, name)
@@ -61,8 +90,12 @@ async def scan_names(redis: Commands, keyspace: KeySpace, kind: str, suffixes: C
     gone = [x for (name, version), ok in zip(entries, alive) if not ok for x in (name, version)]
     if gone:
         await _PRUNE.run(redis, [index], gone)
-    cursor = _text(cursor)
-    return sorted({name for (name, _), ok in zip(entries, alive) if ok}), "" if cursor == "0" else cursor
+    return [name for (name, _), ok in zip(entries, alive) if ok]
+
+
+def _pairs(flat: list[bytes | str] | None) -> list[tuple[str, str]]:
+    flat = flat or []
+    return [(_text(flat[i]), _text(flat[i + 1])) for i in range(0, len(flat), 2)]
 
 
 def _text(value: bytes | str | int) -> str:
