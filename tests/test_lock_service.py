@@ -187,15 +187,17 @@ def test_hold_that_cannot_acquire_ends_with_deadline_exceeded(concord_server, cl
 
 
 async def test_a_burst_of_blocking_acquires_all_queue_and_all_cancel_cleanly(concord_server, aclient, name):
-    # More than gRPC's default backlog of pending calls (1,000 soft / 3,000 hard).
-    burst = 4000
+    # More than gRPC's default backlog of pending calls (1,000 soft / 3,000 hard), over
+    # connections of at most --max-streams-per-connection (100) calls each.
+    burst, connections = 4000, 40
     holder = await aclient.lock(name, ttl=60).acquire()
     channels = [grpc.aio.insecure_channel(concord_server.target, options=[("grpc.use_local_subchannel_pool", 1)])
-                for _ in range(4)]
+                for _ in range(connections)]
     try:
         request = pb.AcquireRequest(name=name, ttl=duration_pb2.Duration(seconds=5),
                                     wait_timeout=duration_pb2.Duration(seconds=120))
-        calls = [lock_pb2_grpc.LockServiceStub(channels[i % 4]).Acquire(request, timeout=180) for i in range(burst)]
+        calls = [lock_pb2_grpc.LockServiceStub(channels[i % connections]).Acquire(request, timeout=180)
+                 for i in range(burst)]
         await _until(lambda: _waiters(aclient, name, burst), timeout=60)
         for call in calls:
             call.cancel()

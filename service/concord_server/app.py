@@ -44,6 +44,7 @@ from .keys import KeySpace
 from .gc_policy import GcPolicy
 from .loop_monitor import LoopMonitor, from_settings as start_loop_monitor
 from .edge import auth, tls, tracing, undecodable
+from .edge.first_message import FirstMessageInterceptor
 from .edge.methods import SERVICES
 from .edge.rpc_metrics import RpcMetrics
 from .metrics import Metrics
@@ -73,9 +74,19 @@ def server_options(settings: Settings) -> list[tuple[str, int]]:
         ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
         ("grpc.http2.max_pings_without_data", 0),
         # A burst of calls waits in gRPC's backlog until the loop takes them; the
-        # defaults (1,000 soft, 3,000 hard) cancel a burst of blocking Acquires.
-        ("grpc.server.max_pending_requests", 50_000),
-        ("grpc.server.max_pending_requests_hard_limit", 100_000),
+        # defaults (1,000 soft, 3,000 hard) cancel a burst of blocking Acquires. Each
+        # pending call holds memory before any check has run, so the backlog is bounded.
+        ("grpc.server.max_pending_requests", settings.max_pending_calls),
+        ("grpc.server.max_pending_requests_hard_limit", 2 * settings.max_pending_calls),
+        # HTTP/2 rapid reset (CVE-2023-44487): the core counts streams the client reset
+        # until the server lets them go, refuses new ones past this (overload protection,
+        # on by default), and tarpits the refusals; with no limit nothing is counted.
+        ("grpc.max_concurrent_streams", settings.max_streams_per_connection),
+        ("grpc.http.overload_protection", 1),  # GRPC_ARG_MAX_CONCURRENT_STREAMS_OVERLOAD_PROTECTION
+        ("grpc.http.tarpit", 1),  # GRPC_ARG_HTTP_ALLOW_TARPIT: refusals answered after a random delay
+        ("grpc.http2.max_requests_per_read", 32),  # new streams taken per read: one connection cannot hog the core
+        # A call the loop has not taken up within this is cancelled by the core.
+        ("grpc.server_max_unrequested_time_in_server", 30),
         # Only --workers shares the port; otherwise a second server must fail to bind.
         ("grpc.so_reuseport", 1 if settings.workers > 1 else 0),
     ]
@@ -210,7 +221,9 @@ async def start(settings: Settings) -> Server:
         monitor = monitor or LoopMonitor(None).start()  # its stall readings are exported too
     interceptors = [*tracing.interceptors(settings), *([observer.interceptor] if observer else [])]
     auth_interceptor, security = auth.interceptors(settings)  # --auth-tokens, limits
-    server = grpc.aio.server(options=server_options(settings), interceptors=[*interceptors, *security])
+    # Outermost: a unary call's message is read within --first-message-timeout (edge/first_message.py).
+    first_message = FirstMessageInterceptor(settings.first_message_timeout)
+    server = grpc.aio.server(options=server_options(settings), interceptors=[first_message, *interceptors, *security])
     add_servicer(server, lock_pb2_grpc.add_LockServiceServicer_to_server, LockServicer(locks, settings))
     add_servicer(server, semaphore_pb2_grpc.add_SemaphoreServiceServicer_to_server,
                  SemaphoreServicer(semaphores, settings))

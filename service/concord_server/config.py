@@ -118,6 +118,17 @@ class Settings:
     peer_burst: int = _setting(0, "token bucket size of --peer-rate; 0: max(1, rate)")
     peer_max_blocked: int = _setting(0, "calls that may wait one client connection may have open; 0: unlimited")
     peer_max_streams: int = _setting(0, "streams one client connection may have open; 0: unlimited")
+    # The connection edge (app.server_options, edge/first_message.py): what a connection holds before any check.
+    max_streams_per_connection: int = _setting(100, "calls (unary and streams) one HTTP/2 connection may have open "
+                                                    "at once (its MAX_CONCURRENT_STREAMS); streams a client reset "
+                                                    "count until the server has let them go, which bounds a "
+                                                    "rapid-reset flood")
+    max_pending_calls: int = _setting(10_000, "calls received but not yet taken up by the server's event loop; "
+                                              "past it new calls are refused RESOURCE_EXHAUSTED at random, past "
+                                              "twice it always")
+    first_message_timeout: float = _setting(5.0, "how long a call may take to send its first request message "
+                                                 "(after its headers) before it is ended DEADLINE_EXCEEDED",
+                                            duration=True)
 
     def __post_init__(self) -> None:
         """Rejects a bad value with InvalidSetting naming the setting(s) at fault; a
@@ -170,6 +181,9 @@ class Settings:
         for name in ("tenant_rate", "tenant_burst", "tenant_max_blocked", "tenant_max_streams",
                      "tenant_max_request_bytes", "peer_rate", "peer_burst", "peer_max_blocked", "peer_max_streams"):
             check(getattr(self, name) >= 0, name, "must not be negative (0: unlimited)")
+        check(1 <= self.max_streams_per_connection <= 100_000, "max_streams_per_connection", "must be 1 to 100000")
+        check(100 <= self.max_pending_calls <= 1_000_000, "max_pending_calls", "must be 100 to 1000000")
+        check(0.05 <= self.first_message_timeout <= 3600, "first_message_timeout", "must be 50ms to 1h")
 
 
 def _host_port(text: str) -> bool:

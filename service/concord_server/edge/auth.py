@@ -6,6 +6,7 @@ The file is TOML::
     token = "acme-worker-7bd1..."        # or: sha256 = "<hex digest of the token>"
     tenant = "acme"                      # A-Z a-z 0-9 _ . -, at most 64
     services = ["lock", "queue"]         # optional: only these services (default: all)
+    role = "read-write"                  # optional: read-only | read-write (default) | admin
 
     [tenants.acme]                       # optional: this tenant's limits (limits.py)
     rate = 100.0
@@ -14,14 +15,24 @@ The file is TOML::
     max_streams = 50
     max_request_bytes = 65536
 
+A role decides which methods of its services a token may call (the table is
+methods.METHOD_ROLES): read-only, only methods that change nothing (Describe,
+Stats, Peek, List*, Get*, Suggest, WatchQueue, Observe...); read-write, all but the
+admin methods; admin, also ForceRelease, SetLimit, Purge, RetryDead, PauseQueue,
+ResumeQueue and SetQueuePolicy.
+
 Only SHA-256 digests of the tokens are kept in memory, and a presented token's
 digest is compared with every entry in constant time. ``reload()`` (on SIGHUP)
-re-reads the file; a file that does not load leaves the old table in force.
+re-reads the file; a file that does not load leaves the old table in force. A
+reload also ends every open call and stream whose token the new table no longer
+knows, gives another tenant, or no longer allows the method (revocation.py).
 
 Every call but health and reflection (those too with --auth-health) needs
 ``authorization: Bearer <token>``: missing or unknown -> UNAUTHENTICATED; a service
-the token is not allowed -> PERMISSION_DENIED. The call then runs as its tenant
-(tenants.current), so it reaches only that tenant's keys.
+or method the token is not allowed -> PERMISSION_DENIED (metadata: service, method,
+role). The decision is made from the call's headers, before its request message is
+read (guard.refused), so a refused call holds nothing while a client dawdles. The
+call then runs as its tenant (tenants.current), so it reaches only that tenant's keys.
 """
 
 from __future__ import annotations
@@ -38,12 +49,13 @@ from typing import Any
 
 import grpc
 
-from ..errors import PermissionDenied, Unauthenticated
+from ..errors import ConcordError, PermissionDenied, Unauthenticated
 from ..keys import validate_tenant
 from ..tenants import current as current_tenant
-from .guard import wrap
+from .guard import refused, wrap
 from .limits import Limiter, LimitInterceptor, Quota
-from .methods import SERVICES, is_open_method
+from .methods import DEFAULT_ROLE, ROLES, SERVICES, is_open_method, role_allows
+from .revocation import OpenCalls
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +65,19 @@ log = logging.getLogger(__name__)
 class Identity:
     tenant: str
     services: frozenset[str] | None  # full service names; None: all
+    role: str = DEFAULT_ROLE  # methods.ROLES
+
+    def refusal(self, method: str) -> PermissionDenied | None:
+        """Why this token may not call the method, or None if it may."""
+        service = method.split("/")[1] if method.count("/") >= 2 else ""
+        if is_open_method(method):
+            return None
+        if self.services is not None and service not in self.services:
+            return PermissionDenied(f"this token may not call {service}", service=service)
+        if not role_allows(self.role, method):
+            return PermissionDenied(f"a {self.role} token may not call {method}", service=service, method=method,
+                                    role=self.role)
+        return None
 
 
 @dataclass(frozen=True)
@@ -61,12 +86,18 @@ class TokenTable:
     tenant_limits: dict[str, dict[str, Any]]  # tenant -> limits.Quota overrides
 
     def identify(self, token: str) -> Identity | None:
-        digest = hashlib.sha256(token.encode()).digest()
+        return self.by_digest(digest_of(token))
+
+    def by_digest(self, digest: bytes) -> Identity | None:
         found = None
         for known, identity in self.entries:  # no early exit: time does not depend on which matched
             if hmac.compare_digest(known, digest):
                 found = identity
         return found
+
+
+def digest_of(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
 
 
 def load_tokens(path: str | Path) -> TokenTable:
@@ -78,14 +109,17 @@ def load_tokens(path: str | Path) -> TokenTable:
     entries = []
     for i, entry in enumerate(doc.get("tokens", [])):
         where = f"token file {path}, tokens[{i}]"
-        unknown = set(entry) - {"token", "sha256", "tenant", "services"}
+        unknown = set(entry) - {"token", "sha256", "tenant", "services", "role"}
         if unknown or ("token" in entry) == ("sha256" in entry):
-            raise ValueError(f"{where}: needs exactly one of token / sha256, and tenant, services; "
+            raise ValueError(f"{where}: needs exactly one of token / sha256, and tenant, services, role; "
                              f"unknown keys {sorted(unknown)}")
+        role = entry.get("role", DEFAULT_ROLE)
+        if role not in ROLES:
+            raise ValueError(f"{where}: role must be one of {', '.join(ROLES)}, not {role!r}")
         if "token" in entry:
             if len(entry["token"]) < 16:
                 raise ValueError(f"{where}: a token must have at least 16 characters")
-            digest = hashlib.sha256(entry["token"].encode()).digest()
+            digest = digest_of(entry["token"])
         else:
             digest = bytes.fromhex(entry["sha256"])
             if len(digest) != 32:
@@ -100,7 +134,7 @@ def load_tokens(path: str | Path) -> TokenTable:
             if bad:
                 raise ValueError(f"{where}: unknown services {bad}; known: {sorted(SERVICES)}")
             services = frozenset(SERVICES.get(s, s) for s in services)
-        entries.append((digest, Identity(tenant, services)))
+        entries.append((digest, Identity(tenant, services, role)))
     if not entries:
         raise ValueError(f"token file {path}: no [[tokens]]")
     tenant_limits = doc.get("tenants", {})
@@ -123,22 +157,26 @@ def bearer(metadata: Any) -> str | None:
 
 
 class _AuthGuard:
-    def __init__(self, identity: Identity | None, method: str, presented: bool) -> None:
-        self._identity = identity
+    """Re-checks the call against the token table in force as it starts (a reload may
+    have come since its headers), sets its tenant and keeps it in the open calls."""
+
+    headers_first = True  # a revoked stream's status is sent from outside it (revocation.py)
+
+    def __init__(self, auth: AuthInterceptor, digest: bytes, method: str) -> None:
+        self._auth = auth
+        self._digest = digest
         self._method = method
-        self._presented = presented
 
     def open(self, context: grpc.aio.ServicerContext, request: Any | None) -> contextlib.AbstractContextManager[Any]:
-        if self._identity is None:
-            raise Unauthenticated("invalid bearer token" if self._presented else
-                                  "missing 'authorization: Bearer <token>' metadata")
-        service = self._method.split("/")[1] if self._method.count("/") >= 2 else ""
-        allowed = self._identity.services
-        if allowed is not None and service not in allowed and not is_open_method(self._method):
-            raise PermissionDenied(f"this token may not call {service}", service=service)
+        identity = self._auth.table.by_digest(self._digest)
+        if identity is None:
+            raise Unauthenticated("invalid bearer token")
+        refusal = identity.refusal(self._method)
+        if refusal is not None:
+            raise refusal
         # Stays set for the rest of this call's task (each call runs in a task of its own).
-        current_tenant.set(self._identity.tenant)
-        return contextlib.nullcontext()
+        current_tenant.set(identity.tenant)
+        return self._auth.open_calls.open(self._digest, self._method, context)
 
     def requests(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         return requests
@@ -149,13 +187,25 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         self.path = path
         self.table = load_tokens(path)
         self.protect_health = protect_health
+        self.open_calls = OpenCalls()
 
     def reload(self) -> None:
+        """Re-reads the token file, then ends the open calls it no longer allows."""
         try:
-            self.table = load_tokens(self.path)
+            old, self.table = self.table, load_tokens(self.path)
             log.info("reloaded %d tokens from %s", len(self.table.entries), self.path)
         except ValueError as exc:
             log.error("token file not reloaded, the old tokens stay in force: %s", exc)
+            return
+        ended = self.open_calls.revoke(lambda digest, method: self._revoked(old, digest, method))
+        if ended:
+            log.info("token file reload ended %d open calls whose tokens it no longer allows", ended)
+
+    def _revoked(self, old: TokenTable, digest: bytes, method: str) -> ConcordError | None:
+        now, before = self.table.by_digest(digest), old.by_digest(digest)
+        if now is None or (before is not None and now.tenant != before.tenant):
+            return Unauthenticated("the bearer token was revoked")
+        return now.refusal(method)
 
     def quota_overrides(self, tenant: str) -> dict[str, Any]:
         return self.table.tenant_limits.get(tenant, {})
@@ -165,8 +215,16 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or (is_open_method(details.method) and not self.protect_health):
             return handler
         token = bearer(details.invocation_metadata)
-        identity = self.table.identify(token) if token is not None else None
-        return wrap(handler, _AuthGuard(identity, details.method, token is not None))
+        if token is None:
+            return refused(handler, Unauthenticated("missing 'authorization: Bearer <token>' metadata"))
+        digest = digest_of(token)
+        identity = self.table.by_digest(digest)
+        if identity is None:
+            return refused(handler, Unauthenticated("invalid bearer token"))
+        refusal = identity.refusal(details.method)
+        if refusal is not None:
+            return refused(handler, refusal)
+        return wrap(handler, _AuthGuard(self, digest, details.method))
 
 
 def interceptors(settings: Any) -> tuple[AuthInterceptor | None, list[grpc.aio.ServerInterceptor]]:

@@ -1,7 +1,7 @@
 """What the edge needs to know about services and methods, said once and derived
 from the protos: Concord's services (full names, and the short names a token file
-may use), which methods are open to every caller (health, reflection) and which
-may block."""
+may use), which methods are open to every caller (health, reflection), which
+may block, and which role a token needs for each (METHOD_ROLES)."""
 
 from __future__ import annotations
 
@@ -45,3 +45,57 @@ SERVICES = {file.package.split(".")[1]: service.full_name
 
 # Lock and semaphore Acquire, Dequeue, WaitTask, Campaign.
 BLOCKING_METHODS = blocking_methods(_FILES)
+
+# Roles of a token (auth.py), weakest first; a token may call a method whose role is at most its own.
+ROLES = ("read-only", "read-write", "admin")
+DEFAULT_ROLE = "read-write"
+
+# Who may call what, the one table. Every method not named here needs read-write.
+# read-only: the methods that change nothing (reading a chat's history or a task's
+# state, watching a queue or a leader). FetchPending and Subscribe are not among
+# them: they mark messages seen. admin: the methods that act on what others hold or
+# change a resource's policy for everyone: take a lock from its holder, change a
+# semaphore's limit, purge a queue, revive its dead tasks, pause it, set its policy.
+METHOD_ROLES: dict[str, dict[str, tuple[str, ...]]] = {
+    "read-only": {
+        "lock": ("Describe", "ListLocks"),
+        "semaphore": ("Describe", "ListSemaphores"),
+        "queue": ("Stats", "Peek", "ListDead", "ListQueues", "GetTask", "WaitTask", "GetQueuePolicy", "GetSchedule",
+                  "ListSchedules", "WatchQueue"),
+        "chat": ("ListChats", "GetHistory", "ListAllChats"),
+        "autocomplete": ("SuggestRecent", "Suggest", "Count"),
+        "files": ("Download", "ListFiles"),
+        "election": ("Leader", "Observe"),
+        "rwlock": ("Describe",),
+    },
+    "admin": {
+        "lock": ("ForceRelease",),
+        "semaphore": ("SetLimit",),
+        "queue": ("Purge", "RetryDead", "SetQueuePolicy", "PauseQueue", "ResumeQueue"),
+    },
+}
+
+
+def _required_roles() -> dict[str, str]:
+    """Full method name -> the role it needs; a name the protos do not have fails here, at import."""
+    known = {f"/{service.full_name}/{method.name}": method
+             for file in _FILES for service in file.services_by_name.values() for method in service.methods}
+    required = {name: DEFAULT_ROLE for name in known}
+    for role, services in METHOD_ROLES.items():
+        for short, names in services.items():
+            for name in names:
+                full = f"/{SERVICES[short]}/{name}"
+                if full not in known:
+                    raise LookupError(f"METHOD_ROLES names {full}, which no proto defines")
+                required[full] = role
+    return required
+
+
+REQUIRED_ROLE = _required_roles()
+
+
+def role_allows(role: str, method: str) -> bool:
+    """Whether a token of this role may call the method (open methods: always)."""
+    if is_open_method(method):
+        return True
+    return ROLES.index(role) >= ROLES.index(REQUIRED_ROLE.get(method, DEFAULT_ROLE))
