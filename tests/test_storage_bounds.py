@@ -105,3 +105,52 @@ def test_a_purge_leaves_leased_tasks_and_the_queue_s_bookkeeping_with_them(clien
     assert queue.purge(include_dead=True) == 1  # the retained succeeded task
     assert _queue_keys(redis_sync, name) == []
     assert int(queue.put("again"), 16) == 3  # a purged queue goes on numbering its tasks
+
+
+QUOTA_TOKENS = {tenant: f"{tenant}-token-0123456789abcdef" for tenant in ("small", "other")}
+
+
+@pytest.fixture(scope="module")
+def quota_server(redis_server, tmp_path_factory):
+    d = tmp_path_factory.mktemp("quotas")
+    (d / "tokens.toml").write_text("".join(f'[[tokens]]\ntoken = "{t}"\ntenant = "{tenant}"\nrole = "admin"\n\n'
+                                           for tenant, t in QUOTA_TOKENS.items())
+                                   + "[tenants.small]\nstorage_bytes = 1048576\n")
+    server = ServerProcess("--redis-url", redis_server.url, "--key-prefix", "quotas", "--auth-tokens",
+                           str(d / "tokens.toml"), "--tenant-storage-bytes", str(64 * 1024 * 1024),
+                           "--log-level", "WARNING").start(d / "server.log")
+    yield server
+    assert server.stop() == 0, server.log_text()
+
+
+def test_a_tenant_s_stored_payloads_are_bounded_by_its_quota(quota_server, name):
+    from support import wait_until
+
+    payload = b"p" * (64 * 1024)
+    with concord.Client(quota_server.target, token=QUOTA_TOKENS["small"]) as small, \
+            concord.Client(quota_server.target, token=QUOTA_TOKENS["other"]) as other:
+        stored = 0
+        with pytest.raises(concord.ConcordError) as err:
+            for i in range(100):  # 6.4 MiB against a 1 MiB quota, over several queues
+                small.queue(f"{name}-{i % 3}").put("t", payload)
+                stored += 1
+        assert err.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED, err.value
+        assert err.value.reason == "STORAGE_QUOTA_EXCEEDED"
+        assert 10 <= stored <= 16  # 1 MiB / (64 KiB + the type)
+        with pytest.raises(concord.ConcordError):  # still refused: nothing was released
+            small.queue(f"{name}-0").put("t", payload)
+        for i in range(20):  # another tenant is not held back by it (its default quota: 64 MiB)
+            other.queue(name).put("t", payload)
+        # Deleting the tasks releases the quota (within a measurement interval).
+        for i in range(3):
+            small.queue(f"{name}-{i}").purge()
+
+        def admitted() -> bool:
+            try:
+                small.queue(f"{name}-0").put("t", payload)
+                return True
+            except concord.ConcordError as exc:
+                assert exc.reason == "STORAGE_QUOTA_EXCEEDED", exc
+                return False
+
+        wait_until(admitted, timeout=15, interval=0.2, message="the quota released after a purge")

@@ -33,7 +33,7 @@ from .api.lock import LockServicer
 from .api.queue import QueueServicer
 from .api.rwlock import ReadWriteLockServicer
 from .api.semaphore import SemaphoreServicer
-from . import tenants
+from . import quotas, tenants
 from .autopipeline import AutoPipeline
 from .cluster import ClusterBus, ClusterCommands
 from .config import Settings
@@ -221,6 +221,7 @@ async def start(settings: Settings) -> Server:
         monitor = monitor or LoopMonitor(None).start()  # its stall readings are exported too
     interceptors = [*tracing.interceptors(settings), *([observer.interceptor] if observer else [])]
     auth_interceptor, security = auth.interceptors(settings)  # --auth-tokens, limits
+    quotas.install(quotas.from_interceptors(security))  # storage_bytes of each tenant
     # Outermost: a unary call's message is read within --first-message-timeout (edge/first_message.py).
     first_message = FirstMessageInterceptor(settings.first_message_timeout)
     server = grpc.aio.server(options=server_options(settings), interceptors=[first_message, *interceptors, *security])

@@ -114,6 +114,9 @@ class Settings:
     tenant_max_streams: int = _setting(0, "streams one tenant may have open per process; 0: unlimited")
     tenant_max_request_bytes: int = _setting(0, "largest request message of a tenant, bytes; 0: only "
                                                 "--max-message-size")
+    tenant_storage_bytes: int = _setting(0, "task payload bytes one tenant may store (ready, delayed, leased, dead "
+                                            "and retained tasks; quotas.py); past it Enqueue fails "
+                                            "RESOURCE_EXHAUSTED / STORAGE_QUOTA_EXCEEDED. 0: unlimited")
     peer_rate: float = _setting(0.0, "requests per second per client connection; 0: unlimited")
     peer_burst: int = _setting(0, "token bucket size of --peer-rate; 0: max(1, rate)")
     peer_max_blocked: int = _setting(0, "calls that may wait one client connection may have open; 0: unlimited")
@@ -149,6 +152,7 @@ class Settings:
         check(self.workers >= 1, "workers", "must be at least 1")
         check(self.embedded_maxmemory == 0 or self.embedded_maxmemory >= 16 * 1024 ** 2, "embedded_maxmemory",
               "must be 0 (unbounded) or at least 16 MiB")
+        check(self.tenant_storage_bytes >= 0, "tenant_storage_bytes", "must not be negative (0: unlimited)")
         check(self.shutdown_grace >= 0, "shutdown_grace", "must not be negative")
         check(self.redis_max_connections >= 2, "redis_max_connections", "must be at least 2")
         check(self.max_ttl >= 0.01, "max_ttl", "must be at least 10ms")

@@ -200,6 +200,12 @@ class KeySpace:
     def tag(self, kind: str, name: str) -> str:
         return "{%s:%s:%s}" % (self.prefix, kind, escape(name))
 
+    @property
+    def usage(self) -> str:
+        """hash: queue -> task payload bytes counted for it, '*' -> their total: the
+        key space's storage account (quotas.py); its own slot."""
+        return "{%s:usage}" % self.prefix
+
     def index(self, kind: str) -> str:
         """hash: name -> version of every resource of one kind that may exist in this
         key space (primitives/listing.py); its own slot, apart from the resources'."""

@@ -232,7 +232,7 @@ def interceptors(settings: Any) -> tuple[AuthInterceptor | None, list[grpc.aio.S
     order, the interceptors to install: auth first, so limits know the tenant."""
     auth = AuthInterceptor(settings.auth_tokens, settings.auth_health) if settings.auth_tokens else None
     tenant_default = Quota(settings.tenant_rate, settings.tenant_burst, settings.tenant_max_blocked,
-                           settings.tenant_max_streams, settings.tenant_max_request_bytes)
+                           settings.tenant_max_streams, settings.tenant_max_request_bytes, settings.tenant_storage_bytes)
     peer = Quota(settings.peer_rate, settings.peer_burst, settings.peer_max_blocked, settings.peer_max_streams)
     chain: list[grpc.aio.ServerInterceptor] = [auth] if auth else []
     if auth or tenant_default != Quota() or peer != Quota():

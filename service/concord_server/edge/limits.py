@@ -47,10 +47,12 @@ class Quota:
     max_blocked: int = 0
     max_streams: int = 0
     max_request_bytes: int = 0
+    storage_bytes: int = 0  # task payload bytes the tenant may store (quotas.py)
 
     def overridden(self, values: dict[str, Any]) -> Quota:
         """This quota with a token file's per-tenant values (unknown names rejected)."""
-        fields = {"rate": float, "burst": int, "max_blocked": int, "max_streams": int, "max_request_bytes": int}
+        fields = {"rate": float, "burst": int, "max_blocked": int, "max_streams": int, "max_request_bytes": int,
+                  "storage_bytes": int}
         unknown = set(values) - set(fields)
         if unknown:
             raise ValueError(f"unknown limits {sorted(unknown)}; known: {sorted(fields)}")
@@ -98,6 +100,10 @@ class Limiter:
         self._peer_quota = peer_quota
         self._tenants: dict[str, _Usage] = {}
         self._peers: dict[str, _Usage] = {}
+
+    def quota_of(self, tenant: str) -> Quota:
+        """The tenant's limits now (the token file's, else the server's defaults)."""
+        return self._tenant_quota(tenant)
 
     def _subjects(self, peer: str) -> list[tuple[str, str, Quota, _Usage]]:
         tenant = current_tenant.get() or ""

@@ -32,6 +32,7 @@ from ..statuses import CANCEL, HELD
 from ..wakeups.doorbells import Doorbells
 from ..wakeups.outcomes import Outcomes
 from .letting_go import Releaser, answer_within
+from .. import quotas
 from .listing import note, scan_names
 
 TASK_OVERHEAD = 1024  # queue_common.lua's TASK_OVERHEAD: a task's reply bytes beyond its variable fields
@@ -389,7 +390,12 @@ class Queues:
             args += [t.type, t.payload, t.priority, -1 if t.delay_ms is None else t.delay_ms,
                      -1 if t.run_at_ms is None else t.run_at_ms, k.dedupe(t.dedupe_key) if t.dedupe_key else "",
                      t.dedupe_window_ms, t.max_attempts, *(t.retry or RetryPolicy()).fields()]
-        reply = await self._run(_ENQUEUE, k, *args)
+        charged = await quotas.admit(self._redis, self._keys, queue, sum(len(t.payload) + len(t.type) for t in tasks))
+        try:
+            reply = await self._run(_ENQUEUE, k, *args)
+        except BaseException:
+            await quotas.refund(self._redis, self._keys, queue, charged)
+            raise
         await note(self._redis, self._keys, "queue", queue)
         return [Enqueued(task_id, duplicate) for task_id, duplicate in reply.added]
 
