@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -29,34 +30,85 @@ from ..errors import DeadlineExceeded, InvalidArgument
 
 class FirstMessageInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
+        self.sweeper = Sweeper(timeout)
 
     async def intercept_service(self, continuation: Any, details: grpc.HandlerCallDetails) -> Any:
         handler = await continuation(details)
         if handler is None or handler.request_streaming:
             return handler
-        return with_first_message_timeout(handler, self.timeout)
+        return with_first_message_timeout(handler, self.sweeper)
 
 
-async def _first(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext, timeout: float) -> Any:
+class _Waiting:
+    __slots__ = ("deadline", "task", "done", "expired")
+
+    def __init__(self, deadline: float, task: asyncio.Task[Any]) -> None:
+        self.deadline, self.task, self.done, self.expired = deadline, task, False, False
+
+
+class Sweeper:
+    """Ends the calls still waiting for their first message past the timeout.
+
+    One task for all of them, woken every quarter timeout, instead of a timer per
+    call: a timer set and cancelled on every call cost a quarter of the throughput
+    of a small unary call. Every call waits the same time, so the calls are in
+    deadline order in a deque; a call ends within 1.25 timeouts of its headers.
+    """
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._waiting: deque[_Waiting] = deque()
+        self._task: asyncio.Task[None] | None = None
+
+    def watch(self) -> _Waiting:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        waiting = _Waiting(loop.time() + self.timeout, task)
+        self._waiting.append(waiting)
+        if self._task is None:
+            self._task = loop.create_task(self._sweep())
+        return waiting
+
+    async def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._waiting:
+                await asyncio.sleep(self.timeout / 4)
+                now = loop.time()
+                while self._waiting and (self._waiting[0].done or self._waiting[0].deadline <= now):
+                    waiting = self._waiting.popleft()
+                    if not waiting.done:
+                        waiting.expired = True
+                        waiting.task.cancel()
+        finally:
+            self._task = None
+
+
+async def _first(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext, sweeper: Sweeper) -> Any:
+    waiting = sweeper.watch()
     try:
-        async with asyncio.timeout(timeout):
-            async for request in requests:
-                return request
-    except TimeoutError:
-        refusal: Exception = DeadlineExceeded(f"no request message within {timeout:g}s of the call's headers")
-    else:
-        refusal = InvalidArgument("the call ended without its request message")
+        async for request in requests:
+            waiting.done = True
+            return request
+        waiting.done = True
+        refusal: Exception = InvalidArgument("the call ended without its request message")
+    except asyncio.CancelledError:
+        waiting.done = True
+        if not waiting.expired:
+            raise
+        waiting.task.uncancel()
+        refusal = DeadlineExceeded(f"no request message within {sweeper.timeout:g}s of the call's headers")
     await context.abort_with_status(to_status(refusal))
 
 
-def with_first_message_timeout(handler: grpc.RpcMethodHandler, timeout: float) -> grpc.RpcMethodHandler:
-    """The unary-request handler as a request-stream one that reads its message within ``timeout``."""
+def with_first_message_timeout(handler: grpc.RpcMethodHandler, sweeper: Sweeper) -> grpc.RpcMethodHandler:
+    """The unary-request handler as a request-stream one that reads its message in the sweeper's timeout."""
     if handler.response_streaming:
         inner = handler.unary_stream
 
         async def stream(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            request = await _first(requests, context, timeout)
+            request = await _first(requests, context, sweeper)
             result = inner(request, context)
             if hasattr(result, "__aiter__"):
                 async for item in result:
@@ -72,7 +124,7 @@ def with_first_message_timeout(handler: grpc.RpcMethodHandler, timeout: float) -
     inner_unary = handler.unary_unary
 
     async def unary(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-        request = await _first(requests, context, timeout)
+        request = await _first(requests, context, sweeper)
         result = inner_unary(request, context)
         return await result if inspect.isawaitable(result) else result
 
