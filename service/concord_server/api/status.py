@@ -61,7 +61,20 @@ def as_concord_error(exc: Exception, method: str) -> ConcordError:
 
 
 async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str) -> None:
+    if _cancelled(context) and not isinstance(exc, ConcordError):
+        # The client cancelled (or went away) first: what failed after that, such as a
+        # write to the gone stream, is the cancellation's echo, not a server fault.
+        # No ERROR and no traceback: a client cancelling is normal.
+        log.debug("%s failed after its client cancelled: %r", method, exc)
+        exc = ConcordError("the call was cancelled by the client")
     await context.abort_with_status(to_status(as_concord_error(exc, method)))
+
+
+def _cancelled(context: grpc.aio.ServicerContext) -> bool:
+    try:
+        return bool(context.cancelled())
+    except Exception:  # a context that cannot tell (tests' stand-ins)
+        return False
 
 
 def check_decoded(request: Any) -> None:
