@@ -14,12 +14,13 @@ on a Redis Cluster no script can update both atomically. Instead:
 - Admission: before an Enqueue, lua/quota_admit.lua (one key, atomic) refuses it
   STORAGE_QUOTA_EXCEEDED if the total plus its bytes would pass the quota, else adds
   them. An Enqueue that then fails gives them back.
-- Measurement: every MEASURE_INTERVAL seconds, each process measures the queues of
-  the usage hashes it has charged (lua/quota_queue_bytes.lua: exact up to SAMPLE
-  tasks per state, estimated from a random sample of SAMPLE above that) and moves
-  each queue's field, and the total, by (measured - the value read before measuring).
-  So acked, expired, purged and cancelled tasks are released within one interval,
-  and admissions made meanwhile are kept.
+- Measurement: every MEASURE_INTERVAL seconds, each process measures the next
+  MEASURE_BATCH queues of each usage hash it has charged (lua/quota_queue_bytes.lua:
+  exact up to SAMPLE tasks per state, estimated from a random sample of SAMPLE above
+  that) and moves each queue's field, and the total, by (measured - the value read
+  before measuring). So acked, expired, purged and cancelled tasks are released
+  within ceil(queues / MEASURE_BATCH) intervals, and admissions made meanwhile are
+  kept.
 
 The bound: a tenant's counted bytes never pass its quota at admission; the stored
 bytes can exceed the counted ones only by what was released in the books but not
@@ -47,8 +48,8 @@ from .scripts import Commands, script
 log = logging.getLogger(__name__)
 
 MEASURE_INTERVAL = 2.0  # seconds between two measurements of a tenant's queues
-MEASURE_BATCH = 200  # queues measured per usage hash and round (HSCAN COUNT)
-SAMPLE = 256  # tasks per state read exactly; more are estimated from this many
+MEASURE_BATCH = 100  # queues measured per usage hash and round (one HSCAN page; the next round goes on)
+SAMPLE = 64  # tasks per state read exactly; more are estimated from this many
 TOTAL = "*"  # the usage hash's field holding the sum of the others
 
 _ADMIT = script("quota_admit.lua", Tup(INT, INT))  # (1 admitted | 0 refused, total after)
@@ -59,6 +60,7 @@ class StorageQuotas:
     def __init__(self, limit_of: Callable[[str], int]) -> None:
         self._limit_of = limit_of  # tenant -> storage_bytes (0: unlimited)
         self._charged: dict[str, tuple[Commands, KeySpace]] = {}  # usage key -> where it lives
+        self._cursors: dict[str, str] = {}  # usage key -> where the next round's HSCAN page starts
         self._measurer: asyncio.Task[None] | None = None
 
     async def admit(self, redis: Commands, keyspace: KeySpace, queue: str, nbytes: int) -> int:
@@ -91,21 +93,23 @@ class StorageQuotas:
                 except ConcordError as exc:  # Redis unreachable: the next round tries again
                     log.debug("could not measure storage of %s: %s", usage, exc)
 
-    async def measure(self, redis: Commands, keyspace: KeySpace) -> None:
-        """One pass over the key space's charged queues (see the module docstring)."""
-        usage, cursor = keyspace.usage, "0"
-        while True:
-            cursor, flat = await command(redis, "HSCAN", usage, cursor, "COUNT", MEASURE_BATCH)
-            fields = [(_text(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2)]
-            for queue, read in fields:
-                if queue == TOTAL:
-                    continue
-                k = keyspace.queue(queue)
-                measured = await _MEASURE.run(redis, k.keys, [k.task_prefix, SAMPLE])
-                if measured != read:
-                    await _adjust(redis, usage, queue, measured - read)
-            if _text(cursor) == "0":
-                return
+    async def measure(self, redis: Commands, keyspace: KeySpace) -> bool:
+        """One round: the next page (about MEASURE_BATCH) of the key space's charged
+        queues, so a round's cost is bounded however many queues a tenant wrote; a
+        tenant with N queues has each measured every N / MEASURE_BATCH rounds. True
+        when the round ended a pass over all of them."""
+        usage = keyspace.usage
+        cursor, flat = await command(redis, "HSCAN", usage, self._cursors.get(usage, "0"), "COUNT", MEASURE_BATCH)
+        fields = [(_text(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2)]
+        for queue, read in fields:
+            if queue == TOTAL:
+                continue
+            k = keyspace.queue(queue)
+            measured = await _MEASURE.run(redis, k.keys, [k.task_prefix, SAMPLE])
+            if measured != read:
+                await _adjust(redis, usage, queue, measured - read)
+        self._cursors[usage] = _text(cursor)
+        return self._cursors[usage] == "0"
 
 
 async def _adjust(redis: Commands, usage: str, queue: str, delta: int) -> None:
