@@ -27,13 +27,13 @@ EACH = pytest.mark.parametrize("attack", ATTACKS)
 
 
 @EACH
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_abuse_short(attack, tmp_path_factory):
     play(importlib.import_module(f"abuse.{attack}"), tmp_path_factory.mktemp(attack[:8]), SHORT)
 
 
 @pytest.mark.abuse
 @EACH
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(900)
 def test_abuse_full(attack, tmp_path_factory):
     play(importlib.import_module(f"abuse.{attack}"), tmp_path_factory.mktemp(attack[:8]), FULL)

@@ -34,11 +34,18 @@ def _subscribers_open(ctx) -> float:
     return sum(float(v) for v in SUBSCRIBE_OPEN.findall(ctx.server.metrics()))
 
 
-async def _subscribe_and_cancel(ctx, users: list[str]) -> int:
-    """Opens one Subscribe per user, waits for each stream's first answer, cancels them all."""
-    async with grpc.aio.insecure_channel(ctx.server.target) as channel:
-        chats = chat_pb2_grpc.ChatServiceStub(channel)
-        streams = [chats.Subscribe(chat_pb2.SubscribeRequest(recipient=u), metadata=bearer(ATTACKER)) for u in users]
+async def _subscribe_and_cancel(ctx, users: list[str], chat_ids: list[str]) -> int:
+    """Opens one Subscribe per user and waits for each stream's first answer; then,
+    while messages are being sent to their chats (so the server is writing to the
+    streams), ends them all: half cancelled one by one, half by their client's channel
+    closing under them (a client process going away)."""
+    cancelled_channel = grpc.aio.insecure_channel(ctx.server.target, options=[("abuse.channel", 1)])
+    closed_channel = grpc.aio.insecure_channel(ctx.server.target, options=[("abuse.channel", 2)])
+    sender_channel = grpc.aio.insecure_channel(ctx.server.target, options=[("abuse.channel", 3)])
+    try:
+        half = len(users) // 2
+        streams = [chat_pb2_grpc.ChatServiceStub(cancelled_channel if i < half else closed_channel).Subscribe(
+            chat_pb2.SubscribeRequest(recipient=u), metadata=bearer(ATTACKER)) for i, u in enumerate(users)]
 
         async def first(stream) -> bool:
             try:
@@ -49,9 +56,39 @@ async def _subscribe_and_cancel(ctx, users: list[str]) -> int:
                 return False
 
         live = sum(await asyncio.gather(*(first(s) for s in streams)))
-        for s in streams:
+        chats = chat_pb2_grpc.ChatServiceStub(sender_channel)
+        sent = 0
+
+        async def chatter() -> None:
+            nonlocal sent
+            while True:
+                for chat_id in chat_ids:
+                    try:
+                        await chats.SendMessage(chat_pb2.SendMessageRequest(chat_id=chat_id, sender="boss",
+                                                                            body=f"m{sent}"), metadata=bearer(ATTACKER),
+                                                timeout=10)
+                        ctx.record("OK")
+                    except grpc.RpcError as exc:
+                        ctx.record(exc.code())
+                    sent += 1
+
+        sender = asyncio.create_task(chatter())
+        while sent < 3:
+            await asyncio.sleep(0.005)
+        for i, s in enumerate(streams[:half]):
             s.cancel()
+            if i % 50 == 0:
+                await asyncio.sleep(0)  # let messages go out between the cancels
+        await closed_channel.close(None)
+        mark = sent
+        while sent < mark + 3:
+            await asyncio.sleep(0.005)
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
         return live
+    finally:
+        for channel in (cancelled_channel, closed_channel, sender_channel):
+            await channel.close(None)
 
 
 def run(ctx) -> None:
@@ -66,14 +103,16 @@ def run(ctx) -> None:
                  who="victim", timeout=30)
         wait_until(lambda: _victim_series(ctx), timeout=15, interval=0.2, message="the victim's queue-depth series")
         users = [f"u{i}" for i in range(subscribers)]
+        chat_ids = []
         for start in range(0, subscribers, 999):  # chats of at most 1,000 members
-            ctx.call(chats.CreateChat, chat_pb2.CreateChatRequest(sender="boss", recipients=users[start:start + 999],
-                                                                  message="hello"), timeout=60)
+            made = ctx.call(chats.CreateChat, chat_pb2.CreateChatRequest(
+                sender="boss", recipients=users[start:start + 999], message="hello"), timeout=60)
+            chat_ids.append(made.chat_id)
         ctx.baseline()
         with ctx.attacking():
             for i in range(queues_touched):
                 ctx.call(queues.Enqueue, pb.EnqueueRequest(queue=f"aq-{i}", tasks=[pb.NewTask(type="t")]), timeout=30)
-            live = asyncio.run(_subscribe_and_cancel(ctx, users))
+            live = asyncio.run(_subscribe_and_cancel(ctx, users, chat_ids))
             try:  # a stream: its error comes on reading it
                 list(files.Download(files_pb2.DownloadRequest(file_id=MISSING_FILE), metadata=bearer(VICTIM),
                                     timeout=30))
