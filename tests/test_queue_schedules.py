@@ -5,15 +5,19 @@ never early, pause/resume, missed-tick policies, and the calendar arithmetic
 from __future__ import annotations
 
 import datetime
+import random
 import zoneinfo
+from collections import Counter
 
 import grpc
 import pytest
+from croniter import croniter
 from google.protobuf import duration_pb2
 
 from concord.queue.v1 import queue_pb2 as pb
 from concord.queue.v1 import queue_pb2_grpc
-from concord_server.primitives.schedule_times import BadTiming, Timing, plan
+from concord_server.keys import KeySpace
+from concord_server.primitives.schedule_times import MAX_RUNS_PER_CLAIM, BadTiming, Timing, plan
 from support import error_info, wait_until
 
 
@@ -137,6 +141,29 @@ def test_bad_schedules_are_invalid_argument_and_change_nothing(stub, name, spec,
     assert not stub.ListSchedules(pb.ListSchedulesRequest(queue=name)).schedules
 
 
+def test_a_huge_cron_an_older_server_stored_is_paused_not_evaluated(stub, name, redis_sync, concord_server):
+    """Schedules live in Redis, so one written before cron expressions were bounded
+    (here: the issue's 566,669-character every-second cron, put in its hash by hand)
+    reaches every replica. The ticker pauses it without parsing it (parsing it took
+    1.3 s of the event loop per tick), Get still shows it, and Resume refuses it
+    until UpdateSchedule gives it a timing that can tick."""
+    stub.CreateSchedule(pb.CreateScheduleRequest(queue=name, name="legacy", spec=pb.ScheduleSpec(
+        cron="* * * * * *", type="t")))
+    huge = (",".join(str(i % 60) for i in range(200_000)))[:566_660] + " * * * * *"
+    redis_sync.hset(KeySpace("concord").queue(name).schedule_prefix + "legacy", "cron", huge)
+    got = wait_until(lambda: (s := stub.GetSchedule(pb.GetScheduleRequest(queue=name, name="legacy")).schedule).paused
+                     and s, timeout=15, message="the ticker pauses the schedule")
+    assert got.spec.cron == huge and not got.HasField("next_run_at")
+    with pytest.raises(grpc.RpcError) as err:
+        stub.ResumeSchedule(pb.ResumeScheduleRequest(queue=name, name="legacy"))
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION, err.value.details()
+    assert "cannot tick" in concord_server.log_text()
+    fixed = stub.UpdateSchedule(pb.UpdateScheduleRequest(queue=name, name="legacy", spec=pb.ScheduleSpec(
+        cron="0 0 1 1 *", type="t"), paused=False)).schedule
+    assert not fixed.paused and fixed.HasField("next_run_at")
+    stub.DeleteSchedule(pb.DeleteScheduleRequest(queue=name, name="legacy"))
+
+
 # -- the calendar, on its own -----------------------------------------------------
 
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
@@ -174,9 +201,69 @@ def test_cron_has_seconds_and_keeps_wall_clock_times_across_daylight_saving():
 
 def test_bad_timings_are_refused():
     for kw in (dict(cron="x"), dict(cron="* * * * * * *"), dict(cron="* * * * *", timezone="Nowhere/Land"), dict(),
-               dict(cron="* * * * *", every_ms=1000)):
+               dict(cron="* * * * *", every_ms=1000), dict(cron="0" * 249 + " * * * *"),
+               dict(cron="* * * * *", timezone="America"), dict(cron="* * * * *", timezone="Europe/" + "x" * 300)):
         with pytest.raises(BadTiming):
             Timing(**kw)
+    for cron in ("61 * * * *", "0 0 30 2 *", "0 0 31 4,6,9,11 *", "0 0 0 30 2 *"):  # out of range, never fires
+        with pytest.raises(BadTiming):
+            Timing(cron=cron).check()
+    Timing(cron="0 0 29 2 *").check()  # every four years is fine
+
+
+def _walk_every_tick(timing: Timing, due_ms: int, now_ms: int, grace_ms: int, missed: str) -> tuple:
+    """What a plan must be, found the slow way: every tick from due_ms to now_ms in order."""
+    ticks = []
+    for tick in timing.ticks_after(due_ms - 1):
+        if tick > now_ms:
+            break
+        ticks.append(tick)
+    cutoff = now_ms - grace_ms
+    late, on_time = [t for t in ticks if t <= cutoff], [t for t in ticks if t > cutoff]
+    runs, last_missed = on_time[-MAX_RUNS_PER_CLAIM:], (late[-1] if late else None)
+    if len(on_time) > MAX_RUNS_PER_CLAIM:
+        last_missed = on_time[-MAX_RUNS_PER_CLAIM - 1]
+    elif missed == "once" and last_missed is not None and len(runs) < MAX_RUNS_PER_CLAIM:
+        runs = [last_missed, *runs]
+    return runs, last_missed, timing.next_after(now_ms)
+
+
+def test_a_plan_is_what_walking_every_tick_gives_across_daylight_saving():
+    rng = random.Random(30)
+    bases = [at(2026, 3, 29, 1, 30), at(2026, 10, 25, 1, 30), at(2026, 10, 25, 2, 30), at(2026, 6, 1)]
+    timings = [Timing(cron=c, timezone=z) for c, z in (
+        ("*/7 * * * * *", "Europe/Berlin"), ("0 30 2 * * *", "Europe/Berlin"), ("0 */30 * * * *", "Europe/Berlin"),
+        ("*/20 * * * * *", "UTC"), ("15 2 * * *", "Europe/Berlin"), ("* * * * * *", "America/New_York"))]
+    timings += [Timing(every_ms=rng.choice([1000, 1500, 60_000]), anchor_ms=bases[0] + rng.randint(-10**6, 0))
+                for _ in range(3)]
+    for timing in timings:
+        for _ in range(40):
+            due = timing.next_after(rng.choice(bases) + rng.randint(-4 * 3_600_000, 4 * 3_600_000))
+            now = due + rng.choice([0, 1, 999, 5000, 60_000, 400_000, 3 * 3_600_000])
+            args = (timing, due, now, rng.choice([0, 1000, 10_000, 3_600_000]), rng.choice(["once", "skip"]))
+            p = plan(*args)
+            assert (p.runs, p.last_missed_ms, p.next_ms) == _walk_every_tick(*args), args
+
+
+def test_a_plan_costs_a_bounded_number_of_ticks_and_a_cron_is_parsed_once(monkeypatch):
+    """An every-second cron an hour behind with an hour's grace has 3,600 ticks due;
+    a claim looks at no more than the 100 it runs and a few more (it used to walk
+    them all, 135 ms on the event loop). The expression is parsed once, not per plan."""
+    steps, parses = Counter(), Counter()
+    for method in ("get_next", "get_prev"):
+        real = getattr(croniter, method)
+        monkeypatch.setattr(croniter, method, lambda self, *a, _real=real, _m=method, **kw: (
+            steps.update([_m]), _real(self, *a, **kw))[1])
+    real_expand = croniter._expand.__func__
+    monkeypatch.setattr(croniter, "_expand", classmethod(lambda cls, *a, **kw: (
+        parses.update(["expand"]), real_expand(cls, *a, **kw))[1]))
+    timing = Timing(cron="* * * * * *", timezone="Europe/Berlin")  # seconds: 6 fields
+    due = at(2026, 6, 1)
+    for missed in ("once", "skip", "once"):
+        p = plan(timing, due, due + 3_600_000, 3_600_000, missed)
+        assert len(p.runs) == MAX_RUNS_PER_CLAIM and p.last_missed_ms == due + 3_600_000 - 100_000
+    assert sum(steps.values()) <= 3 * (MAX_RUNS_PER_CLAIM + 5), steps
+    assert parses["expand"] <= 1, parses
 
 
 def test_plan_runs_late_ticks_within_grace_and_applies_the_missed_policy_beyond():

@@ -26,7 +26,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ..errors import ScheduleExists, ScheduleNotFound
+from ..errors import FailedPrecondition, ScheduleExists, ScheduleNotFound
 from ..keys import KeySpace, QueueKeys
 from ..redis_client import command
 from ..reply_shapes import INT, Seq, STR, Tup
@@ -34,7 +34,7 @@ from ..scripts import Commands, script
 from ..statuses import SCHEDULE
 from .listing import note
 from .queue import run
-from .schedule_times import BadTiming, Timing, plan
+from .schedule_times import BadTiming, Timing, off_loop, plan
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ def _record(queue: str, f: list[Any]) -> ScheduleRecord:
     v = dict(zip(FIELDS, f[2:]))
     text = {k: x.decode() for k, x in v.items() if k != "payload"}
     every = int(text["every"] or 0)
-    timing = Timing(text["cron"], text["tz"] or "UTC", every, int(text["anchor"] or 0))
+    timing = Timing.stored(text["cron"], text["tz"] or "UTC", every, int(text["anchor"] or 0))
     spec = ScheduleSpec(timing, text["type"], bytes(v["payload"]), int(text["prio"]), int(text["max"]),
                         text["missed"], int(text["grace"]), int(text["anchor"]) if every else None)
     return ScheduleRecord(queue, f[0].decode(), spec, text["paused"] == "1", int(text["ver"]), _int(v["next"]),
@@ -142,27 +142,28 @@ class Schedules:
         await command(self._redis, "SPUBLISH", self._index.channel, self._keys.index_entry(queue))
 
     @staticmethod
-    def _first(spec: ScheduleSpec, now_ms: int) -> tuple[int, int]:
-        """(anchor, next tick) of a spec made or changed at now_ms."""
+    async def _first(spec: ScheduleSpec, now_ms: int) -> tuple[int, int]:
+        """(anchor, next tick) of a spec made or changed at now_ms; BadTiming if it
+        never ticks. The cron search runs off the event loop (schedule_times)."""
         t = spec.timing
         if t.every_ms:
             anchor = now_ms if spec.start_ms is None else spec.start_ms
             t = Timing(every_ms=t.every_ms, anchor_ms=anchor)
         else:
             anchor = 0
-        return anchor, t.next_after(now_ms if spec.start_ms is None else max(now_ms, spec.start_ms - 1))
+        return anchor, await off_loop(t.next_after, now_ms if spec.start_ms is None else max(now_ms, spec.start_ms - 1))
 
     async def create(self, queue: str, name: str, spec: ScheduleSpec, paused: bool = False) -> ScheduleRecord:
-        await command(self._redis, "SADD", self._index.queues, self._keys.index_entry(queue))
         now = (await self._read(queue, "get", name)).now_ms
-        anchor, first = self._first(spec, now)
+        anchor, first = await self._first(spec, now)
+        await command(self._redis, "SADD", self._index.queues, self._keys.index_entry(queue))
         await self._put(queue, name, "create", first, int(paused), spec.fields(anchor))
         await self._changed(queue)
         return await self.get(queue, name)
 
     async def update(self, queue: str, name: str, spec: ScheduleSpec, paused: bool | None = None) -> ScheduleRecord:
         now = (await self._read(queue, "get", name)).now_ms
-        anchor, first = self._first(spec, now)
+        anchor, first = await self._first(spec, now)
         await self._put(queue, name, "update", first, "" if paused is None else int(paused), spec.fields(anchor))
         await self._changed(queue)
         return await self.get(queue, name)
@@ -176,7 +177,14 @@ class Schedules:
         s = await self.get(queue, name)
         if s.paused:
             now = (await self._read(queue, "get", name)).now_ms
-            await self._put(queue, name, "resume", s.spec.timing.next_after(now))
+            try:
+                s.spec.timing.check_shape()
+                first = await off_loop(s.spec.timing.next_after, now)
+            except BadTiming as exc:  # stored by an older server without today's limits
+                raise FailedPrecondition(
+                    f"schedule {name!r} of queue {queue!r} cannot tick ({exc}); UpdateSchedule gives it a timing "
+                    "that can", queue=queue, schedule=name) from exc
+            await self._put(queue, name, "resume", first)
             await self._changed(queue)
         return await self.get(queue, name)
 
@@ -217,12 +225,16 @@ class Schedules:
         """(SCHEDULE status, ms until the queue's next tick after it)."""
         try:
             s = _record(queue, f)
-        except (BadTiming, ValueError) as exc:  # nothing the API stores; a hand-edited hash
-            log.error("schedule %r of queue %r cannot be read (%s); pausing it", f[0], queue, exc)
+            assert s.next_ms is not None
+            s.spec.timing.check_shape()  # microseconds; what passes is small enough to parse
+            p = await off_loop(plan, s.spec.timing, s.next_ms, now_ms, s.spec.grace_ms, s.spec.missed)
+        except (BadTiming, ValueError) as exc:
+            # Nothing this server stores: a hand-edited hash, or a timing an older server
+            # stored without today's limits (a cron of any size, one that never fires).
+            # Paused, it costs no tick again; UpdateSchedule gives it a usable timing.
+            log.warning("schedule %r of queue %r cannot tick (%s); pausing it", f[0], queue, str(exc)[:300])
             await self._put(queue, f[0].decode(), "pause")
             return SCHEDULE.STALE, 0
-        assert s.next_ms is not None
-        p = plan(s.spec.timing, s.next_ms, now_ms, s.spec.grace_ms, s.spec.missed)
         status, until = await self._run(_CLAIM, k, k.schedule_prefix + s.name, s.name, s.version, s.next_ms,
                                         p.next_ms, "" if p.last_missed_ms is None else p.last_missed_ms, *p.runs)
         return status, until
