@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -15,7 +14,7 @@ from ..config import Settings
 from ..errors import InvalidArgument
 from ..primitives.queue import (MAX_PRIORITY, NewTask, Policy, QueueEvent, Queues, Retention, RetryPolicy, Settling,
                                 TaskRecord)
-from ..primitives.schedule_times import BadTiming, Timing
+from ..primitives.schedule_times import MAX_CRON_BYTES, BadTiming, Timing, off_loop
 from ..primitives.schedules import ScheduleRecord, Schedules, ScheduleSpec
 from . import validation as v
 from .consume import ConsumeStream, next_request
@@ -148,6 +147,11 @@ def event_message(e: QueueEvent) -> pb.QueueEvent:
     return m
 
 
+def _bad_timing(exc: BadTiming) -> InvalidArgument:
+    field = "spec.time_zone" if "time zone" in str(exc) else "spec.cron"
+    return InvalidArgument(f"{field}: {exc}", field=field)
+
+
 class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
     def __init__(self, queues: Queues, schedules: Schedules, settings: Settings) -> None:
         self._queues = queues
@@ -167,11 +171,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
         if t.HasField("delay") and t.HasField("run_at"):
             raise InvalidArgument(f"{field}.delay and {field}.run_at: set one, not both", field=f"{field}.delay")
         delay = v.duration_ms(t, "delay", minimum_ms=0, maximum_ms=MAX_DELAY_MS, required=False, label=f"{field}.delay")
-        run_at = None
-        if t.HasField("run_at"):
-            if t.run_at.seconds < 0 or t.run_at.nanos < 0 or t.run_at.seconds > 253_402_300_799:
-                raise InvalidArgument(f"{field}.run_at is not a valid time", field=f"{field}.run_at")
-            run_at = t.run_at.ToMilliseconds()
+        run_at = v.timestamp_ms(t.run_at, f"{field}.run_at") if t.HasField("run_at") else None
         window = v.duration_ms(t, "dedupe_window", minimum_ms=0, maximum_ms=MAX_DELAY_MS, required=False,
                                label=f"{field}.dedupe_window")
         if window and not t.dedupe_key:
@@ -271,6 +271,8 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
             if which == "cron":
                 if m.HasField("start_at"):
                     raise InvalidArgument("spec.start_at is for intervals (spec.every)", field="spec.start_at")
+                if len(m.cron) > MAX_CRON_BYTES:  # before strip or split look at it
+                    raise BadTiming(f"cron expression is longer than {MAX_CRON_BYTES} bytes")
                 timing = Timing(cron=m.cron.strip(), timezone=m.time_zone or "UTC")
             elif which == "every":
                 if m.time_zone:
@@ -279,16 +281,23 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
                                       label="spec.every")
                 timing = Timing(every_ms=every)
                 if m.HasField("start_at"):
-                    if m.start_at.seconds < 0 or m.start_at.nanos < 0 or m.start_at.seconds > 253_402_300_799:
-                        raise InvalidArgument("spec.start_at is not a valid time", field="spec.start_at")
-                    start = m.start_at.ToMilliseconds()
+                    start = v.timestamp_ms(m.start_at, "spec.start_at")
             else:
                 raise InvalidArgument("spec needs cron or every", field="spec.cron")
         except BadTiming as exc:
-            raise InvalidArgument(str(exc), field="spec.time_zone" if "time zone" in str(exc) else "spec.cron") \
-                from exc
+            raise _bad_timing(exc) from exc
         return ScheduleSpec(timing, v.name(m.type, "spec.type"), m.payload, m.priority, m.max_attempts,
                             _MISSED[m.missed], grace if m.HasField("grace") else 10_000, start)
+
+    @staticmethod
+    async def _usable(spec: ScheduleSpec) -> ScheduleSpec:
+        """The spec, once its cron parses and ever fires (``0 0 30 2 *`` never does):
+        croniter's search can take tens of ms, so it runs off the event loop."""
+        try:
+            await off_loop(spec.timing.check)
+        except BadTiming as exc:
+            raise _bad_timing(exc) from exc
+        return spec
 
     def _schedule_args(self, request) -> tuple[str, str]:
         return v.name(request.queue, "queue"), v.name(request.name, "name")
@@ -339,13 +348,8 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
         value = request.value if request.HasField("value") else None
         if value is not None and not math.isfinite(value):
             raise InvalidArgument("value must be a finite number", field="value")
-        if len(request.json.encode("utf-8", "surrogatepass")) > MAX_PROGRESS_JSON:
-            raise InvalidArgument(f"json is longer than {MAX_PROGRESS_JSON} bytes", field="json")
         if request.json:
-            try:
-                json.loads(request.json)
-            except ValueError as exc:
-                raise InvalidArgument(f"json is not a JSON document: {exc}", field="json") from None
+            v.json_document(request.json, "json", max_bytes=MAX_PROGRESS_JSON)
         if value is None and not request.json:
             raise InvalidArgument("set value, json or both", field="value")
         lease = self._durations.ttl(request, "lease_ttl") if request.HasField("lease_ttl") else None
@@ -382,14 +386,16 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
     @rpc
     async def CreateSchedule(self, request: pb.CreateScheduleRequest, context) -> pb.CreateScheduleResponse:
         queue, name = self._schedule_args(request)
-        s = await self._schedules.create(queue, name, self._schedule_spec(request.spec), request.paused)
+        spec = await self._usable(self._schedule_spec(request.spec))
+        s = await self._schedules.create(queue, name, spec, request.paused)
         return pb.CreateScheduleResponse(schedule=schedule_message(s))
 
     @rpc
     async def UpdateSchedule(self, request: pb.UpdateScheduleRequest, context) -> pb.UpdateScheduleResponse:
         queue, name = self._schedule_args(request)
         paused = request.paused if request.HasField("paused") else None
-        s = await self._schedules.update(queue, name, self._schedule_spec(request.spec), paused)
+        spec = await self._usable(self._schedule_spec(request.spec))
+        s = await self._schedules.update(queue, name, spec, paused)
         return pb.UpdateScheduleResponse(schedule=schedule_message(s))
 
     @rpc
