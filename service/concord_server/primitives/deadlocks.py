@@ -21,13 +21,25 @@ finds it again (a true deadlock stays; edges read at different moments may not).
 
 Cost: nothing on an uncontended acquire, for callers without an owner, or for a
 wait shorter than FIRST_LOOK; for a longer one, two registry writes and a walk per
-look.
+look. The cost is bounded however large the waits-for graph grows (400 owners each
+waiting for 64 locks once made every waiter walk hundreds of owners every second):
+
+- a walk reads at most MAX_READS Redis values (the rest of the graph stays unseen:
+  a cycle behind more than that is found by a waiter nearer to it, or not at all,
+  and its TTLs end it);
+- at most LOOKS_AT_ONCE walks run at once in a process, the first looks (a fresh
+  deadlock) ahead of the repeated ones, and each waiter looks again only after
+  ``period * max(1, watchers / LOOKS_PER_PERIOD)``: a process's walks per second
+  stay bounded however many of its calls wait;
+- a look never runs past its wait's end: a wait answers in time whatever the walk
+  costs (an unfinished look finds nothing).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
@@ -39,7 +51,10 @@ from ..scripts import Commands, script
 
 MAX_DEPTH = 16  # callers in a cycle the walk can find
 MAX_NODES = 256  # callers one walk may visit
+MAX_READS = 256  # Redis values one walk may read (an owner's entry, and two per lock it waits for)
 FIRST_LOOK = 0.1  # seconds after queueing: a wait that closed a cycle fails this soon
+LOOKS_AT_ONCE = 2  # walks one process runs at once
+LOOKS_PER_PERIOD = 16  # repeated looks one process makes per period, however many wait
 
 _WAITS_FOR = script("waits_for.lua", Codes(1))
 
@@ -75,20 +90,32 @@ class Watch:
     def wait_for(self, left: float) -> float:
         return max(0.0, min(left, self._look_at - asyncio.get_running_loop().time()))
 
-    async def look(self) -> str | None:
+    async def look(self, until: float) -> str | None:
+        """The cycle this wait must fail to break, or None; returns by loop time
+        ``until`` (the wait's end) whatever Redis and the other looks cost."""
         loop = asyncio.get_running_loop()
         if self._d is None or self._since is None or loop.time() < self._look_at:
             return None
-        if not self._registered:
-            self._registered = True
-            await self._d.begin(self._owner, self._lease, self._names, self._since, self._since + self._wait_ms)
-        self._look_at = loop.time() + self._d.period
-        return await self._d.victim(self._owner)
+        first = not self._registered
+        try:
+            async with asyncio.timeout_at(until):
+                if first:
+                    self._registered = True
+                    self._d.watching += 1
+                    await self._d.begin(self._owner, self._lease, self._names, self._since,
+                                        self._since + self._wait_ms)
+                async with self._d.turn(first):
+                    return await self._d.victim(self._owner)
+        except TimeoutError:
+            return None
+        finally:
+            self._look_at = loop.time() + self._d.next_look()
 
     def done(self) -> None:
         """Clears the registry entry in the background: the call answers now, even
         while Redis does not (an entry left behind ends with its wait's deadline)."""
         if self._d is not None and self._registered:
+            self._d.watching -= 1
             self._d.end_soon(self._owner, self._lease)
 
 
@@ -97,7 +124,46 @@ class Deadlocks:
         self._redis = redis
         self._keys = keyspace
         self.period = period
+        self.watching = 0  # this process's waits that look (registered)
         self._ending: set[asyncio.Task[None]] = set()
+        self._running = 0  # walks running now
+        self._turns: dict[bool, deque[asyncio.Future[None]]] = {True: deque(), False: deque()}  # first looks, others
+
+    def next_look(self) -> float:
+        """Seconds until a waiter looks again: the period, stretched so that the
+        process's waiters make at most LOOKS_PER_PERIOD looks per period."""
+        return self.period * max(1.0, self.watching / LOOKS_PER_PERIOD)
+
+    @contextlib.asynccontextmanager
+    async def turn(self, first: bool) -> AsyncIterator[None]:
+        """One of at most LOOKS_AT_ONCE walks; first looks go ahead of repeated ones."""
+        if self._running >= LOOKS_AT_ONCE:
+            fut = asyncio.get_running_loop().create_future()
+            self._turns[first].append(fut)
+            try:
+                await fut  # the walk that ended handed its place over (_running unchanged)
+            except BaseException:
+                if fut.done() and not fut.cancelled():
+                    self._hand_over()  # handed a place it will not use
+                else:
+                    with contextlib.suppress(ValueError):  # already passed over by _hand_over
+                        self._turns[first].remove(fut)
+                raise
+        else:
+            self._running += 1
+        try:
+            yield
+        finally:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        for queue in (self._turns[True], self._turns[False]):
+            while queue:
+                fut = queue.popleft()
+                if not fut.done():
+                    fut.set_result(None)
+                    return
+        self._running -= 1
 
     @contextlib.asynccontextmanager
     async def watch(self, owner: str, lease: str, names: Sequence[str], wait_ms: int) -> AsyncIterator[Watch]:
@@ -132,14 +198,16 @@ class Deadlocks:
         return " ".join(f"{e.waiter} -[{e.lock}]->" for e in cycle) + f" {owner}"
 
     async def cycle(self, owner: str) -> list[Edge] | None:
-        """A path of waits-for edges from owner back to owner (depth first)."""
+        """A path of waits-for edges from owner back to owner (depth first), within
+        MAX_DEPTH, MAX_NODES and MAX_READS."""
         visited: set[str] = set()
+        reads = [MAX_READS]
 
         async def walk(node: str, path: list[Edge]) -> list[Edge] | None:
-            if len(path) >= MAX_DEPTH or len(visited) >= MAX_NODES:
+            if len(path) >= MAX_DEPTH or len(visited) >= MAX_NODES or reads[0] <= 0:
                 return None
             visited.add(node)
-            for edge in await self._edges(node):
+            for edge in await self._edges(node, reads):
                 if edge.holder == owner:
                     return [*path, edge]
                 if edge.holder not in visited:
@@ -150,12 +218,17 @@ class Deadlocks:
 
         return await walk(owner, [])
 
-    async def _edges(self, waiter: str) -> list[Edge]:
-        """waiter -> the owners holding the locks it waits for, if it still waits."""
+    async def _edges(self, waiter: str, reads: list[int]) -> list[Edge]:
+        """waiter -> the owners holding the locks it waits for, if it still waits;
+        ``reads[0]``, the walk's budget of reads, pays for the entry and two per lock
+        (the locks past the budget are not looked at)."""
+        reads[0] -= 1
         entry = await command(self._redis, "HGET", self._keys.waits_for, waiter)
         if not entry:
             return []
         _, since, lease, *names = entry.split("\n")
+        names = names[:max(0, reads[0] // 2)]
+        reads[0] -= 2 * len(names)
         keys = [self._keys.lock(n) for n in names]
         queued = await asyncio.gather(*(command(self._redis, "ZSCORE", k.queue, lease) for k in keys))
         holders = await asyncio.gather(*(command(self._redis, "HGET", k.holder, "owner") for k in keys))

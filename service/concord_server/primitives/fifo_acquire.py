@@ -26,7 +26,13 @@ from ..keys import KeySpace
 from ..scripts import Commands
 from ..wakeups.waiters import Dropped, PollResult, Waiters
 from .deadlocks import Deadlocks, deadlock_error, watching
-from .letting_go import Releaser, answer_within
+from .letting_go import LATE, Releaser, answer_within
+
+
+# Seconds past its wait a call's give-up (leaving the queue, keeping a grant that raced
+# it) may take; past that the call answers "not acquired" and lets go in the background
+# (so a loaded Redis or loop costs the caller a raced grant, not the answer's bound).
+GIVE_UP_WITHIN = 0.2
 
 
 class Held(Protocol):
@@ -114,6 +120,16 @@ class Claim(ABC, Generic[G]):
     def poll(self, queued: Collection[str]) -> Awaitable[PollResult]:
         return self.of._poll(self.k, queued)
 
+    async def give_up_by(self, until: float) -> G | None:
+        """give_up(), answered by loop time ``until``: past it, None, and the claim
+        lets go in the background of whatever reached it."""
+        try:
+            async with asyncio.timeout_at(until):
+                return await self.give_up()
+        except TimeoutError:
+            self.let_go()
+            return None
+
 
 async def acquire_queued(waiters: Waiters, claim: Claim[G], wait_ms: int, deadlocks: Deadlocks | None = None) -> G | None:
     """The grant, or None if the resource was not free within wait_ms (0 = try once).
@@ -125,12 +141,17 @@ async def acquire_queued(waiters: Waiters, claim: Claim[G], wait_ms: int, deadlo
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_ms / 1000
     with waiters.ticket(claim.channel, claim.token, claim.poll) as ticket:
-        async with answer_within(wait_ms, claim.let_go), \
+        async with answer_within(wait_ms, claim.let_go) as bound, \
                 watching(deadlocks, claim.owner, claim.token, [claim.name], claim.wait_ms) as watch:
             while True:
+                # Only a script in flight is bounded by answer_within (Redis away: UNAVAILABLE);
+                # the wait, the looks and the give-up bound themselves, so a loop that runs
+                # behind under load answers late "not acquired", never UNAVAILABLE.
+                bound.reschedule(deadline + LATE)
                 grant, recheck_ms, queued_ms = await claim.attempt()
                 if grant is not None:
                     return grant
+                bound.reschedule(None)
                 queued_at = loop.time()
                 watch.queued(queued_ms)
                 cycle = None
@@ -141,19 +162,19 @@ async def acquire_queued(waiters: Waiters, claim: Claim[G], wait_ms: int, deadlo
                                                     recheck_in=(recheck_ms + 1) / 1000 if recheck_ms > 0 else None)
                         if payload is not None or loop.time() >= deadline:
                             break
-                        if (cycle := await watch.look()) is not None:
+                        if (cycle := await watch.look(deadline)) is not None:
                             break
                 except Dropped:
                     if loop.time() < deadline:
                         continue
                     payload = None
                 if cycle is not None:
-                    kept = await claim.give_up()
+                    kept = await claim.give_up_by(max(loop.time(), deadline) + GIVE_UP_WITHIN)
                     if kept is not None:
                         return kept
                     raise deadlock_error(claim.name, cycle)
                 if payload is None:
-                    return await claim.give_up()
+                    return await claim.give_up_by(deadline + GIVE_UP_WITHIN)
                 grant = claim.granted(payload)
                 if waiters.on_handoff is not None:
                     granted_ms = grant.expires_at_ms - claim.ttl_ms

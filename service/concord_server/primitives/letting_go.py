@@ -23,14 +23,16 @@ LATE = 0.3  # seconds past its wait a blocked call may take to answer (the guara
 
 
 @contextlib.asynccontextmanager
-async def answer_within(wait_ms: int, let_go: Callable[[], None] | None = None) -> AsyncIterator[None]:
+async def answer_within(wait_ms: int, let_go: Callable[[], None] | None = None) -> AsyncIterator[asyncio.Timeout]:
     """Bounds a blocked call to wait_ms + LATE: past that, whatever it awaits is
     cancelled and it raises Unavailable. On any exception, let_go() runs first (the
-    call's scripts may have taken something in Redis that nobody will hear of)."""
+    call's scripts may have taken something in Redis that nobody will hear of).
+    Yields the bound: a step that bounds itself (a give-up at the wait's end, which
+    answers "not acquired" when it runs late) lifts it with ``reschedule(None)``."""
     bound = asyncio.timeout(wait_ms / 1000 + LATE)
     try:
         async with bound:
-            yield
+            yield bound
     except BaseException as exc:
         if let_go is not None:
             let_go()

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import secrets
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Collection, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple
@@ -29,9 +29,9 @@ from ..reply_shapes import ANY, Codes, Either, INT, STR, Seq, Tagged, Tup
 from ..scripts import Commands, script
 from ..statuses import ACQUIRE, HELD, WITHDRAW
 from ..wakeups.waiters import Dropped, PollResult, Waiters
-from .fifo_acquire import Attempt, Claim, FifoPrimitive, acquire_queued, keep_alive
+from .fifo_acquire import GIVE_UP_WITHIN, Attempt, Claim, FifoPrimitive, acquire_queued, keep_alive
 from .deadlocks import Deadlocks, deadlock_error, watching
-from .letting_go import answer_within
+from .letting_go import LATE, answer_within
 from .listing import note, note_many, scan_names
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
@@ -359,33 +359,30 @@ class _ManyClaim(Claim[ManyGrant]):
                 return (await self.attempt()).grant
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.wait_ms / 1000
-        with ExitStack() as stack:
-            tickets = [stack.enter_context(waiters.ticket(k.channel, self.token, partial(self.of._poll, k)))
-                       for k in self.ks]
-            async with answer_within(self.wait_ms, self.let_go), \
+        channels = [(k.channel, partial(self.of._poll, k)) for k in self.ks]
+        with waiters.tickets(channels, self.token) as ticket:
+            async with answer_within(self.wait_ms, self.let_go) as bound, \
                     watching(deadlocks, self.owner, self.token, self.names, self.wait_ms) as watch:
                 while True:
+                    bound.reschedule(deadline + LATE)  # only the script is bounded (fifo_acquire.acquire_queued)
                     grant, recheck_ms, now_ms = await self.attempt()
                     if grant is not None:
                         return grant
+                    bound.reschedule(None)
                     watch.queued(now_ms)
-                    if (cycle := await watch.look()) is not None:
-                        if (kept := await self.give_up()) is not None:
-                            return kept
-                        raise deadlock_error(self.name, cycle)
-                    left = watch.wait_for(deadline - loop.time())
                     recheck = (recheck_ms + 1) / 1000 if recheck_ms > 0 else None
-                    waits = [asyncio.ensure_future(t.wait(max(0.0, left), recheck)) for t in tickets]
-                    try:
-                        done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                    finally:
-                        for w in waits:
-                            w.cancel()
-                        await asyncio.gather(*waits, return_exceptions=True)
-                    for w in done:
-                        if not w.cancelled() and w.exception() is not None and not isinstance(w.exception(), Dropped):
-                            raise w.exception()
-                    if loop.time() >= deadline:
-                        return await self.give_up()
-                    for t in tickets:
-                        t.rearm()
+                    while True:  # still queued: wait for a wake-up, looking for deadlocks meanwhile
+                        if (cycle := await watch.look(deadline)) is not None:
+                            if (kept := await self.give_up_by(max(loop.time(), deadline) + GIVE_UP_WITHIN)) is not None:
+                                return kept
+                            raise deadlock_error(self.name, cycle)
+                        try:
+                            woken = await ticket.wait(watch.wait_for(deadline - loop.time()), recheck) is not None
+                        except Dropped:  # queue again
+                            woken = True
+                        if loop.time() >= deadline:
+                            return await self.give_up_by(deadline + GIVE_UP_WITHIN)
+                        if woken:  # a grant or a "try": run the script again
+                            break
+                        recheck = None
+                    ticket.rearm()

@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from ..errors import ConcordError, Unavailable
@@ -179,59 +179,71 @@ def _batches(tokens: list[str], size: int) -> list[list[str]]:
 
 
 class Ticket:
-    """One blocked call's place in its WaitGroup; use as a context manager."""
+    """One blocked call's place in the WaitGroups of the channels it waits on (one;
+    several for a waiter for several locks, woken by any of them); use as a context
+    manager. One future serves every channel: a wake-up costs the call one future and
+    one timer however many channels it waits on."""
 
-    def __init__(self, registry: Waiters, channel: str, token: str, poll: Poll) -> None:
+    def __init__(self, registry: Waiters, channels: Sequence[tuple[str, Poll]], token: str) -> None:
         self._registry = registry
-        self._channel = channel
+        self._channels = channels
         self._token = token
-        self._poll = poll
         registry.check_open()
         self.future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        # Join an existing group now, before the caller's script runs, so a grant
+        # Join existing groups now, before the caller's script runs, so a grant
         # published right after it cannot slip past.
-        self._group = registry.listeners.get(channel)
-        if self._group is not None:
-            self._group.add(token, self.future)
+        self._groups: list[WaitGroup | None] = [registry.listeners.get(channel) for channel, _ in channels]
+        for group in self._groups:
+            if group is not None:
+                group.add(token, self.future)
 
     async def wait(self, timeout: float, recheck_in: float | None) -> str | None:
         """The grant's payload, or None when timeout passes first. Call it after the
         script queued the token; raises Dropped if the queue dropped it meanwhile
         (queue again, then wait again)."""
-        group = self._group
-        if group is None:
-            group = self._group = self._registry.listen(self._channel, self._poll)
-            group.add(self._token, self.future)
-            group.wake()  # the script ran before we joined: look once
-        elif self.future.done() and isinstance(self.future.exception(), Dropped):  # queued again since
-            self.future = asyncio.get_running_loop().create_future()
-            group.add(self._token, self.future)
-        if recheck_in is not None:
-            group.recheck_in(recheck_in)
-        group.queued(self._token, True)
+        if self.future.done() and isinstance(self.future.exception(), Dropped):  # queued again since
+            self.rearm()
+        groups: list[WaitGroup] = []
+        for i, group in enumerate(self._groups):
+            if group is None:
+                channel, poll = self._channels[i]
+                group = self._groups[i] = self._registry.listen(channel, poll)
+                group.add(self._token, self.future)
+                group.wake()  # the script ran before we joined: look once
+            if recheck_in is not None:
+                group.recheck_in(recheck_in)
+            group.queued(self._token, True)
+            groups.append(group)
         try:
             async with asyncio.timeout(timeout):
-                await asyncio.shield(group.subscribed)
+                for group in groups:
+                    if not group.subscribed.done():
+                        await asyncio.shield(group.subscribed)
+                    elif group.subscribed.exception() is not None:
+                        raise group.subscribed.exception()
                 return await asyncio.shield(self.future)
         except TimeoutError:
             return self.future.result() if self.future.done() else None
         finally:
-            group.queued(self._token, False)
+            for group in groups:
+                group.queued(self._token, False)
 
     def rearm(self) -> None:
         """After a wake-up that granted nothing (a waiter for several locks told to
         try again), waits for the next one."""
         if self.future.done():
             self.future = asyncio.get_running_loop().create_future()
-            if self._group is not None:
-                self._group.add(self._token, self.future)
+            for group in self._groups:
+                if group is not None:
+                    group.add(self._token, self.future)
 
     def __enter__(self) -> Ticket:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._group is not None:
-            self._group.discard(self._token)
+        for group in self._groups:
+            if group is not None:
+                group.discard(self._token)
 
 
 class Waiters(Listeners[WaitGroup]):
@@ -255,7 +267,11 @@ class Waiters(Listeners[WaitGroup]):
             group.on_message(message)
 
     def ticket(self, channel: str, token: str, poll: Poll) -> Ticket:
-        return Ticket(self, channel, token, poll)
+        return Ticket(self, [(channel, poll)], token)
+
+    def tickets(self, channels: Sequence[tuple[str, Poll]], token: str) -> Ticket:
+        """One ticket for a waiter on several channels (its token in each group)."""
+        return Ticket(self, channels, token)
 
     def _new(self, channel: str, poll: Poll) -> WaitGroup:
         return WaitGroup(self, channel, poll)
