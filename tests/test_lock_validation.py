@@ -36,6 +36,18 @@ BAD_NAMES = {
     "nul": "orders\x0042",
     "del": "orders\x7f",
     "c1 control": "orders\x85",
+    # Invisible and direction-changing characters: two names that look alike (issue 30, item 10).
+    "right-to-left override U+202E": "invoice\u202etxt.exe",
+    "zero width joiner U+200D": "orders\u200d42",
+    "byte order mark U+FEFF": "\ufefforders",
+    "zero width space U+200B": "orders\u200b",
+    "soft hyphen U+00AD": "or\u00adders",
+    "line separator U+2028": "orders\u2028",
+    "private use U+E000": "orders\ue000",
+    "unassigned U+0378": "orders\u0378",
+    "leading space": " orders",
+    "trailing space": "orders ",
+    "only a space": " ",
 }
 
 BAD_REQUESTS = {
@@ -50,6 +62,7 @@ BAD_REQUESTS = {
     "Acquire wait negative": ("Acquire", pb.AcquireRequest(name="n", ttl=TTL, wait_timeout=d(-1)), "wait_timeout"),
     "Acquire wait above max": ("Acquire", pb.AcquireRequest(name="n", ttl=TTL, wait_timeout=d(61)), "wait_timeout"),
     "Acquire owner control char": ("Acquire", pb.AcquireRequest(name="n", ttl=TTL, owner="bad\towner"), "owner"),
+    "Acquire owner direction override": ("Acquire", pb.AcquireRequest(name="n", ttl=TTL, owner="ad\u202enim"), "owner"),
     "Acquire owner too long": ("Acquire", pb.AcquireRequest(name="n", ttl=TTL, owner="o" * 300), "owner"),
     "Hold name empty": ("Hold", pb.HoldRequest(ttl=TTL), "name"),
     "Hold ttl missing": ("Hold", pb.HoldRequest(name="n"), "ttl"),
@@ -88,7 +101,8 @@ def test_unknown_lease_is_lock_not_held_and_writes_nothing(stub, redis_sync, met
 
 
 def test_names_up_to_the_limit_and_with_braces_work(stub):
-    for name in ("a" * 256, "é" * 128, "{orders}:42", "}{", "100%", "名前🔒"):
+    for name in ("a" * 256, "é" * 128, "{orders}:42", "}{", "100%", "名前🔒", "a b", "Ana\u00a0Lima", "山田\u3000太郎",
+                 "e\u0301", "🇩🇪"):
         resp = stub.Acquire(pb.AcquireRequest(name=name, ttl=TTL), timeout=10)
         assert resp.acquired, name
         stub.Release(pb.ReleaseRequest(name=name, lease=resp.lease), timeout=10)

@@ -39,11 +39,9 @@ def _batch(items, field: str) -> None:
 
 
 def _names(values: list[str], field: str) -> list[str]:
-    """v.name on each; in the usual case (every name short and printable, so no
-    control character) one pass over them all, a batch of 10,000 being the norm."""
-    if all(values) and max(map(len, values)) * 4 <= v.MAX_NAME_BYTES and "".join(values).isprintable():
-        return values
-    return [v.name(n, field) for n in values]
+    """v.name on each (v.names: a few passes over them all in the usual case, a
+    batch of 10,000 being the norm)."""
+    return v.names(values, field)
 
 
 def _suggestions(found: list[Suggestion]) -> list[pb.Suggestion]:
