@@ -3,7 +3,9 @@
 victim's queue-depth series; with the attacker's queues in Redis, the victim's first
 ListQueues page must hold the victim's queue (the issue: 3,232 empty pages first); a
 Download of a missing file must not show an internal Redis key; 1,000 chat
-subscribers cancelled at once (300 in the short form) must log no ERROR."""
+subscribers cancelled at once (300 in the short form) must log no ERROR (streams a
+per-tenant or per-connection stream limit refuses are the server's right: only the
+ones that opened are cancelled)."""
 
 from __future__ import annotations
 
