@@ -32,7 +32,7 @@ from ..wakeups.waiters import Dropped, PollResult, Waiters
 from .fifo_acquire import GIVE_UP_WITHIN, Attempt, Claim, FifoPrimitive, acquire_queued, keep_alive
 from .deadlocks import Deadlocks, deadlock_error, watching
 from .letting_go import LATE, answer_within
-from .listing import note, note_many, scan_names
+from .listing import noting, scan_names
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
 
@@ -294,9 +294,9 @@ class _LockClaim(Claim[Grant]):
     of: Locks
 
     async def attempt(self) -> Attempt[Grant]:
-        r = await self.of._run(_ACQUIRE, self.k, self.token, self.ttl_ms, self.owner,
-                               *self.of._waiting_args(self.wait_ms))
-        await note(self.of._redis, self.of._keys, "lock", self.name)  # held or queued: listed
+        r = await noting(self.of._run(_ACQUIRE, self.k, self.token, self.ttl_ms, self.owner,
+                                      *self.of._waiting_args(self.wait_ms)),
+                         self.of._redis, self.of._keys, "lock", [self.name])  # held or queued: listed
         return Attempt(self._grant(r.fence, r.now_ms + r.ms) if r.status == ACQUIRE.ACQUIRED else None,
                        r.ms, r.now_ms)
 
@@ -330,10 +330,10 @@ class _ManyClaim(Claim[ManyGrant]):
         self.ks = ks
 
     async def attempt(self) -> Attempt[ManyGrant]:
-        r = await _ACQUIRE_MANY.run(self.of._redis, _many_keys(self.ks),
-                                    ["", self.of._fence_retention_ms, self.token, self.ttl_ms, self.owner,
-                                     *self.of._waiting_args(self.wait_ms), *(k.channel for k in self.ks)])
-        await note_many(self.of._redis, self.of._keys, "lock", self.names)
+        r = await noting(_ACQUIRE_MANY.run(self.of._redis, _many_keys(self.ks),
+                                           ["", self.of._fence_retention_ms, self.token, self.ttl_ms, self.owner,
+                                            *self.of._waiting_args(self.wait_ms), *(k.channel for k in self.ks)]),
+                         self.of._redis, self.of._keys, "lock", self.names)
         if r.status == ACQUIRE.ACQUIRED:
             return Attempt(ManyGrant(self.token, r.fences, r.now_ms + r.ms), 0, r.now_ms)
         return Attempt(None, r.ms, r.now_ms)

@@ -33,7 +33,7 @@ from ..wakeups.doorbells import Doorbells
 from ..wakeups.outcomes import Outcomes
 from .letting_go import Releaser, answer_within
 from .. import quotas
-from .listing import note, scan_names
+from .listing import noting, scan_names
 
 TASK_OVERHEAD = 1024  # queue_common.lua's TASK_OVERHEAD: a task's reply bytes beyond its variable fields
 # One task as queue_common.lua's task_reply gives it: its id, then thirteen fields (nil if unset).
@@ -392,11 +392,10 @@ class Queues:
                      t.dedupe_window_ms, t.max_attempts, *(t.retry or RetryPolicy()).fields()]
         charged = await quotas.admit(self._redis, self._keys, queue, sum(len(t.payload) + len(t.type) for t in tasks))
         try:
-            reply = await self._run(_ENQUEUE, k, *args)
+            reply = await noting(self._run(_ENQUEUE, k, *args), self._redis, self._keys, "queue", [queue])
         except BaseException:
             await quotas.refund(self._redis, self._keys, queue, charged)
             raise
-        await note(self._redis, self._keys, "queue", queue)
         return [Enqueued(task_id, duplicate) for task_id, duplicate in reply.added]
 
     async def dequeue(self, queues: Sequence[str], max_tasks: int, lease_ms: int, wait_ms: int) -> list[TaskRecord]:

@@ -34,7 +34,7 @@ from ..scripts import script
 from ..statuses import ACQUIRE, HELD, LIMIT, WITHDRAW
 from ..wakeups.waiters import PollResult
 from .fifo_acquire import Attempt, Claim, FifoPrimitive, acquire_queued, keep_alive
-from .listing import note, scan_names
+from .listing import noting, scan_names
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
 
@@ -207,9 +207,10 @@ class _PermitClaim(Claim[Permit]):
     refused: bool = False  # the script refused the limit: it took nothing, and there is nothing to let go
 
     async def attempt(self) -> Attempt[Permit]:
-        r = await self.of._run(_ACQUIRE, self.k, self.token, self.permits, self.limit, self.ttl_ms, self.owner,
-                               *self.of._waiting_args(self.wait_ms), int(self.of.limit_from_acquire))
-        await note(self.of._redis, self.of._keys, "sem", self.name)  # held or queued: listed
+        r = await noting(self.of._run(_ACQUIRE, self.k, self.token, self.permits, self.limit, self.ttl_ms,
+                                      self.owner, *self.of._waiting_args(self.wait_ms),
+                                      int(self.of.limit_from_acquire)),
+                         self.of._redis, self.of._keys, "sem", [self.name])  # held or queued: listed
         if r.status in LIMIT.codes():
             self.refused = True  # (a retry after Dropped is refused only once its queue entry is gone)
             raise self._refusal(r)
