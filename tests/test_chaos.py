@@ -7,7 +7,8 @@ queues migrate between nodes under Consume streams. Every call is recorded and t
 history checked against docs/guarantees.md (tests/chaos/checker.py).
 
 The short form runs in ``make test`` (>= 3 Redis kills, a pause, a cut, a server
-kill and CPU pressure; on the cluster >= 3 slot moves; well under a minute each);
+kill and CPU pressure, the one-server run with the busy loops throughout; on the
+cluster >= 3 slot moves; well under a minute each);
 ``make chaos`` runs the long form (several minutes, >= 20 Redis kills per topology,
 pauses and cuts past the 5 s socket timeout and liveness window, a one-server run
 with the busy loops beside it throughout, >= 20 slot moves on the cluster). Both
@@ -25,7 +26,11 @@ import pytest
 
 from chaos.campaign import Config, run, seed_from_env
 
-TOPOLOGIES = pytest.mark.parametrize("servers", [1, 3], ids=["one-server", "three-servers"])
+# The one-server short run has the two busy loops beside it throughout: issue 30's
+# double lease showed under a Redis flap only with CPU pressure (the old code failed 3
+# runs in 3 so, 2 in 6 without).
+TOPOLOGIES = pytest.mark.parametrize("servers,cpu_hogs", [(1, True), (3, False)],
+                                     ids=["one-server-cpu", "three-servers"])
 BACKEND = os.environ.get("CHAOS_BACKEND", "valkey")
 
 SHORT_SECONDS = float(os.environ.get("CHAOS_SHORT_SECONDS", "16"))
@@ -49,10 +54,11 @@ def _skip_without_backend() -> None:
 
 @TOPOLOGIES
 @pytest.mark.timeout(100)
-def test_chaos_short(servers, tmp_path, request):
+def test_chaos_short(servers, cpu_hogs, tmp_path, request):
     _skip_without_backend()
     seed = seed_from_env()
     cfg = Config(seed=seed, servers=servers, seconds=SHORT_SECONDS, minimum=SHORT_MINIMUM, backend=BACKEND,
+                 cpu_hogs=cpu_hogs,
                  rerun=f"CHAOS_SEED={seed} .venv/bin/pytest 'tests/test_chaos.py::{request.node.name}'")
     report = run(cfg, tmp_path)
     faults = report.summary()["faults_done"]

@@ -93,6 +93,20 @@ def test_blocked_calls_answer_in_time():
     fails(checker.blocked_calls_answer_in_time, bad, "sem.hold")
 
 
+def test_blocked_calls_are_not_timed_while_other_processes_starve_the_cpu():
+    h = History()
+    h.record("p", "lock.acquire", 1.0, 3.0, code="UNAVAILABLE", reason="REDIS_UNAVAILABLE", name="L", ttl=1.0,
+             wait=0.2)
+    fails(checker.blocked_calls_answer_in_time, h, "answered (UNAVAILABLE) after 2.00s")
+    h.record("faults", "fault", 2.5, 4.0, ok={"healed": True}, kind="cpu_pressure", duration=1.5, gap=1.0, target=0)
+    assert checker.blocked_calls_answer_in_time(h.events).ok
+    whole = History()
+    whole.events = [e for e in h.events if e.op != "fault"]
+    assert not checker.blocked_calls_answer_in_time(whole.events).ok
+    whole.note("harness", "harness.cpu_hogs", at=0.0, processes=2)
+    assert checker.blocked_calls_answer_in_time(whole.events).ok
+
+
 def test_calls_answered_by_deadline():
     h = History()
     h.record("p", "lock.hold", 0.0, 1.0, code="DEADLINE_EXCEEDED", reason="LOCK_WAIT_TIMEOUT", name="x", ttl=1.0,

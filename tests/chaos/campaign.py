@@ -211,6 +211,8 @@ async def _campaign(cfg: Config, schedule: list[Fault], fleet: Fleet, history: H
     wl = Workloads(history, fleet.targets, cfg.seed, stop, queues_only=cfg.topology == "cluster")
     await wl.open()
     history.note("harness", "harness.client", retries=client_retries())
+    if cfg.cpu_hogs:
+        history.note("harness", "harness.cpu_hogs", processes=fleet.run_hogs.n if fleet.run_hogs else 0)
     lag = asyncio.create_task(lag_monitor(history, lag_stop))
     actors: list[asyncio.Task] = []
     try:

@@ -189,16 +189,28 @@ def _during_restart(windows: dict[int, list[tuple[float, float]]], e: Event, unt
     return any(lo < until and e.invoke < hi for lo, hi in windows.get(e.server, ()))
 
 
+def _cpu_starved(events: Sequence[Event]) -> list[tuple[float, float]]:
+    """When busy-loop processes competed for the CPU: each cpu_pressure fault (and
+    RESTART_MARGIN after), or the whole run when the campaign ran them throughout (a
+    harness.cpu_hogs note)."""
+    if any(e.op == "harness.cpu_hogs" for e in events):
+        return [(float("-inf"), float("inf"))]
+    return [(f.invoke, f.end + RESTART_MARGIN) for f in events
+            if f.op == "fault" and f.args.get("kind") == "cpu_pressure"]
+
+
 def blocked_calls_answer_in_time(events: Sequence[Event]) -> RuleResult:
     """A blocked call (wait_timeout > 0: Acquire, Hold, Dequeue) answers within its wait
     timeout + BLOCKED_SLACK, whatever Redis does meanwhile. The harness's own event-loop
     stalls during the call (recorded as harness.lag notes) are added to the allowance,
     and calls to a server being killed and restarted are left out, so a late answer is
-    the server's."""
+    the server's; so are calls while other processes starved the machine of CPU
+    (_cpu_starved: a wall-clock bound is not the server's to keep then)."""
     found = _Found("blocked_calls_answer_in_time")
     kids = _children(events)
     lags = [(e.invoke - e.args["lag"], e.invoke) for e in events if e.op == "harness.lag"]
     restarts = _restarting(events)
+    starved = _cpu_starved(events)
     checked = 0
     for e in events:
         wait = e.args.get("wait") or 0
@@ -211,6 +223,8 @@ def blocked_calls_answer_in_time(events: Sequence[Event]) -> RuleResult:
         elif e.code == "CLIENT_CANCELLED":
             continue  # the harness stopped it before any answer: nothing to time
         if answered is None or _during_restart(restarts, e, answered):
+            continue
+        if any(lo < answered and e.invoke < hi for lo, hi in starved):
             continue
         checked += 1
         took = answered - e.invoke

@@ -499,7 +499,8 @@ class Workloads:
         loop = asyncio.get_running_loop()
         while not self.stop.is_set():
             names = rng.sample(self.queues, rng.choice([2, 2, 3]))
-            lease_ttl, prefetch = rng.choice([1.0, 1.5, 2.0]), rng.randint(1, 3)
+            # Mostly several credits: a claim that fails while the stream holds tasks.
+            lease_ttl, prefetch = rng.choice([1.0, 1.5, 2.0]), rng.choice([1, 2, 3, 4, 4])
             client = self._client(srv)
             stream = AsyncConsumer(client, names, lease_ttl=lease_ttl, prefetch=prefetch)
             ev = self.h.invoke(proc, "queue.consume", server=srv, queue=names[0], queues=names,
@@ -533,11 +534,12 @@ class Workloads:
                                         task_id=task.task_id, lease=task.lease, attempt=task.attempt)
                         continue
                     # Once the stream has ended the lease is still ours until it expires:
-                    # settle it by unary call (as the Worker does).
+                    # settle it by unary call (as the Worker does), once the server answers.
                     if not _ended(stream):
                         done = await self._settle(proc, rng, srv, stream, task, roll, via="stream", parent=ev.id)
                         if not (done.failed and done.reason != "TASK_LEASE_NOT_HELD" and _ended(stream)):
                             continue
+                    await self._reachable(proc, srv, c, task)
                     await self._settle(proc, rng, srv, _Once(c.queue(task.queue)), task, roll, via="once")
                 if how in ("graceful", "crash"):
                     self.h.note(proc, "queue.consume.close", server=srv, parent=ev.id, how=how)
@@ -553,6 +555,17 @@ class Workloads:
                 await client.close()
                 await _stop_pump(pump)
             await (self._backoff(rng) if how == "failed" else self._think(rng))
+
+    async def _reachable(self, proc: str, srv: int, c: concord.AsyncClient, task: concord.Task) -> None:
+        """Waits (until the task's lease expires at most) for its queue to answer a Stats
+        call: a settle sent while Redis is down would fail UNAVAILABLE and say nothing."""
+        expires = self.mono(task.lease_expires_at)
+        while expires is None or time.monotonic() < expires:
+            ev = await self.call(proc, "queue.stats", lambda: c.queue(task.queue).stats(), srv,
+                                 summary=lambda st: {"ready": st.ready}, queue=task.queue)
+            if ev.ok:
+                return
+            await asyncio.sleep(0.05)
 
     async def queue_watcher(self, qname: str) -> None:
         """Records when the server leased each task of ``qname`` and at which attempt
