@@ -200,7 +200,7 @@ class Workloads:
         s = self.scale
         out: list[Awaitable[None]] = []
         if self.queues_only:
-            return ([self.producer(k) for k in range(2 * s)] + [self.dequeuer(k) for k in range(2 * s)]
+            return ([self.producer(k) for k in range(3 * s)] + [self.dequeuer(k) for k in range(3 * s)]
                     + [self.consumer(k) for k in range(4 * s)] + [self.queue_watcher(q) for q in self.queues])
         out += [self.lock_client(k) for k in range(4 * s)]
         out += [self.holder("lock", k) for k in range(2 * s)]
@@ -470,7 +470,9 @@ class Workloads:
         proc, rng = f"dequeuer{k}", self._rng(f"dequeuer{k}")
         srv, c = self._pick()
         while not self.stop.is_set():
-            names, n = rng.sample(self.queues, rng.choice([1, 1, 2])), rng.randint(1, 3)
+            # Often two queues and room for several tasks: a claim that leases from the
+            # first and then fails on the second must still deliver what it leased.
+            names, n = rng.sample(self.queues, rng.choice([1, 2, 2])), rng.randint(1, 4)
             lease_ttl, wait = rng.choice([1.0, 2.0]), rng.choice([0, 0.5, 1.5])
             ev = await self.call(proc, "queue.dequeue",
                                  lambda: c.dequeue(names, n, lease_ttl=lease_ttl, timeout=wait), srv,
