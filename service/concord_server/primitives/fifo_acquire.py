@@ -32,7 +32,7 @@ from .letting_go import LATE, Releaser, answer_within
 # Seconds past its wait a call's give-up (leaving the queue, keeping a grant that raced
 # it) may take; past that the call answers "not acquired" and lets go in the background
 # (so a loaded Redis or loop costs the caller a raced grant, not the answer's bound).
-GIVE_UP_WITHIN = 0.2
+GIVE_UP_WITHIN = 0.1
 
 
 class Held(Protocol):
