@@ -5,9 +5,11 @@ next lock, so the holders form one long cycle). Promise: "a blocked call answers
 within its wait + 0.5 s", for every one of them (a refusal such as RESOURCE_EXHAUSTED
 or ABORTED / DEADLOCK is an answer too), with the victim's p99 held.
 
-The waits' timeouts are spread over [W, 2W] so their answers do not all reach this
-one client process in the same millisecond (its own lag would be blamed on the server);
-calls are spread over channels of their own (a per-connection stream cap is the
+The calls start at LAUNCH_RATE per second and their timeouts are spread over [W, 2W],
+so neither their sending nor their answers swamp this one client process (its own lag
+would be blamed on the server); the client's event-loop lag is reported beside the
+verdict (client_loop_lag_max_ms) so a late answer can be told from a late client.
+Calls are spread over channels of their own (a per-connection stream cap is the
 server's right)."""
 
 from __future__ import annotations
@@ -26,6 +28,29 @@ from .harness import ATTACKER, bearer
 
 SLACK = 0.5
 PER_CHANNEL = 100
+LAUNCH_RATE = 1000  # calls started per second
+
+
+async def _launch(calls) -> None:
+    """Starts the coroutines at LAUNCH_RATE per second and waits for them all."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    tasks = []
+    for i, call in enumerate(calls):
+        due = start + i / LAUNCH_RATE
+        if due > loop.time():
+            await asyncio.sleep(due - loop.time())
+        tasks.append(asyncio.create_task(call))
+    await asyncio.gather(*tasks)
+
+
+async def _lag(worst: list[float]) -> None:
+    """The client's own event-loop lag: how late a 10 ms sleep wakes, at worst."""
+    loop = asyncio.get_running_loop()
+    while True:
+        before = loop.time()
+        await asyncio.sleep(0.01)
+        worst[0] = max(worst[0], loop.time() - before - 0.01)
 
 
 def _seconds(s: float) -> duration_pb2.Duration:
@@ -73,6 +98,8 @@ async def _attack(ctx) -> None:
         ttl = _seconds(600)
         await hold.Acquire(pb.AcquireRequest(name="warm", ttl=ttl), metadata=bearer(ATTACKER), timeout=30)
         ctx.baseline()
+        worst_lag = [0.0]
+        lag_task = asyncio.create_task(_lag(worst_lag))
         late: list = []
         answers: Counter = Counter()
         with ctx.attacking():
@@ -83,7 +110,7 @@ async def _attack(ctx) -> None:
                 wait = wait_a * (1 + (i % 100) / 100)
                 calls.append(_wait(ctx, channels.stub(i), pb.AcquireRequest(
                     name=f"held-{i % 10}", ttl=ttl, wait_timeout=_seconds(wait)), wait, late, answers))
-            await asyncio.gather(*calls)
+            await _launch(calls)
             mass = dict(answers)
             answers.clear()
             for i in range(locks):  # owner o<i> holds lock g<i>
@@ -95,8 +122,9 @@ async def _attack(ctx) -> None:
                 calls.append(_wait(ctx, channels.stub(j), pb.AcquireRequest(
                     name=f"g{(j + 1) % locks}", ttl=ttl, wait_timeout=_seconds(wait), owner=f"o{j}"),
                     wait, late, answers))
-            await asyncio.gather(*calls)
-        ctx.figures.update(waiters=waiters, wait_s=wait_a, mass_answers=mass, graph=f"{owners}x{locks}",
+            await _launch(calls)
+        lag_task.cancel()
+        ctx.figures.update(client_loop_lag_max_ms=round(1000 * worst_lag[0], 1), waiters=waiters, wait_s=wait_a, mass_answers=mass, graph=f"{owners}x{locks}",
                            graph_wait_s=wait_b, graph_answers=dict(answers), late=len(late),
                            latest=sorted(late, reverse=True)[:5])
         assert not late, f"{len(late)} waits answered later than wait + {SLACK} s, e.g. {sorted(late, reverse=True)[:5]}"
