@@ -127,12 +127,12 @@ export declare namespace concord.autocomplete.v1 {
 
   interface AddRecentRequest {
     user?: string;
-    /** 1-256 bytes of UTF-8 without control characters. */
+    /** 1-256 bytes of visible UTF-8 characters, no whitespace at either end. */
     contact?: string;
   }
   interface AddRecentRequest__Output {
     user: string;
-    /** 1-256 bytes of UTF-8 without control characters. */
+    /** 1-256 bytes of visible UTF-8 characters, no whitespace at either end. */
     contact: string;
   }
 
@@ -189,14 +189,14 @@ export declare namespace concord.autocomplete.v1 {
 
   /** NameEntry is one name to add, with an optional score. */
   interface NameEntry {
-    /** 1-256 bytes of UTF-8 without control characters. */
+    /** 1-256 bytes of visible UTF-8 characters, no whitespace at either end. */
     name?: string;
     /** Set: the name's score. Unset: 0 for a new name, unchanged for an existing one. */
     score?: number;
   }
   /** NameEntry is one name to add, with an optional score. */
   interface NameEntry__Output {
-    /** 1-256 bytes of UTF-8 without control characters. */
+    /** 1-256 bytes of visible UTF-8 characters, no whitespace at either end. */
     name: string;
     /** Set: the name's score. Unset: 0 for a new name, unchanged for an existing one. */
     score?: number;
@@ -402,7 +402,7 @@ export declare namespace concord.chat.v1 {
   }
 
   interface CreateChatRequest {
-    /** 1-256 bytes of UTF-8 without control characters, like every user name. */
+    /** 1-256 bytes of visible UTF-8 characters, no whitespace at either end, like every user name. */
     sender?: string;
     /** The other members (at most the server's --chat-max-members in all). */
     recipients?: (string)[];
@@ -412,7 +412,7 @@ export declare namespace concord.chat.v1 {
     chatId?: string;
   }
   interface CreateChatRequest__Output {
-    /** 1-256 bytes of UTF-8 without control characters, like every user name. */
+    /** 1-256 bytes of visible UTF-8 characters, no whitespace at either end, like every user name. */
     sender: string;
     /** The other members (at most the server's --chat-max-members in all). */
     recipients: (string)[];
@@ -733,7 +733,7 @@ export declare namespace concord.election.v1 {
   }
 
   interface CampaignRequest {
-    /** Election name: 1-256 bytes of UTF-8 without control characters. */
+    /** Election name: 1-256 bytes of visible UTF-8 characters, no whitespace at either end. */
     election?: string;
     /** Who campaigns: a label shown to observers; defaults to the caller's address. */
     candidate?: string;
@@ -745,7 +745,7 @@ export declare namespace concord.election.v1 {
     waitTimeout?: google.protobuf.Duration | null;
   }
   interface CampaignRequest__Output {
-    /** Election name: 1-256 bytes of UTF-8 without control characters. */
+    /** Election name: 1-256 bytes of visible UTF-8 characters, no whitespace at either end. */
     election: string;
     /** Who campaigns: a label shown to observers; defaults to the caller's address. */
     candidate: string;
@@ -1487,7 +1487,7 @@ export declare namespace concord.lock.v1 {
   }
 
   interface AcquireRequest {
-    /** Lock name: 1-256 bytes of UTF-8 without control characters. */
+    /** Lock name: 1-256 bytes of visible UTF-8 characters, no whitespace at either end. */
     name?: string;
     /** How long the lock lives unless refreshed (10ms to the server's max TTL). */
     ttl?: google.protobuf.Duration | null;
@@ -1502,7 +1502,7 @@ export declare namespace concord.lock.v1 {
     owner?: string;
   }
   interface AcquireRequest__Output {
-    /** Lock name: 1-256 bytes of UTF-8 without control characters. */
+    /** Lock name: 1-256 bytes of visible UTF-8 characters, no whitespace at either end. */
     name: string;
     /** How long the lock lives unless refreshed (10ms to the server's max TTL). */
     ttl: google.protobuf.Duration__Output | null;
@@ -1950,13 +1950,13 @@ export declare namespace concord.queue.v1 {
   }
 
   interface EnqueueRequest {
-    /** Queue name: 1-256 bytes of UTF-8 without control characters. */
+    /** Queue name: 1-256 bytes of visible UTF-8 characters, no whitespace at either end. */
     queue?: string;
     /** 1 to the server's --queue-max-batch tasks. */
     tasks?: (concord.queue.v1.NewTask)[];
   }
   interface EnqueueRequest__Output {
-    /** Queue name: 1-256 bytes of UTF-8 without control characters. */
+    /** Queue name: 1-256 bytes of visible UTF-8 characters, no whitespace at either end. */
     queue: string;
     /** 1 to the server's --queue-max-batch tasks. */
     tasks: (concord.queue.v1.NewTask__Output)[];
@@ -3168,7 +3168,7 @@ export declare namespace concord.semaphore.v1 {
   }
 
   interface AcquireRequest {
-    /** Semaphore name: 1-256 bytes of UTF-8 without control characters. */
+    /** Semaphore name: 1-256 bytes of visible UTF-8 characters, no whitespace at either end. */
     name?: string;
     /**
      * Most permits held at once (1 to the server's max limit): sets the limit when the
@@ -3190,7 +3190,7 @@ export declare namespace concord.semaphore.v1 {
     owner?: string;
   }
   interface AcquireRequest__Output {
-    /** Semaphore name: 1-256 bytes of UTF-8 without control characters. */
+    /** Semaphore name: 1-256 bytes of visible UTF-8 characters, no whitespace at either end. */
     name: string;
     /**
      * Most permits held at once (1 to the server's max limit): sets the limit when the

@@ -76,7 +76,7 @@ func (SuggestOrder) EnumDescriptor() ([]byte, []int) {
 type AddRecentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	User  string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
-	// 1-256 bytes of UTF-8 without control characters.
+	// 1-256 bytes of visible UTF-8 characters, no whitespace at either end.
 	Contact       string `protobuf:"bytes,2,opt,name=contact,proto3" json:"contact,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -385,7 +385,7 @@ func (x *SuggestRecentResponse) GetContacts() []string {
 // NameEntry is one name to add, with an optional score.
 type NameEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// 1-256 bytes of UTF-8 without control characters.
+	// 1-256 bytes of visible UTF-8 characters, no whitespace at either end.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Set: the name's score. Unset: 0 for a new name, unchanged for an existing one.
 	Score         *float64 `protobuf:"fixed64,2,opt,name=score,proto3,oneof" json:"score,omitempty"`

@@ -75,7 +75,7 @@ func (AckMode) EnumDescriptor() ([]byte, []int) {
 
 type CreateChatRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// 1-256 bytes of UTF-8 without control characters, like every user name.
+	// 1-256 bytes of visible UTF-8 characters, no whitespace at either end, like every user name.
 	Sender string `protobuf:"bytes,1,opt,name=sender,proto3" json:"sender,omitempty"`
 	// The other members (at most the server's --chat-max-members in all).
 	Recipients []string `protobuf:"bytes,2,rep,name=recipients,proto3" json:"recipients,omitempty"`

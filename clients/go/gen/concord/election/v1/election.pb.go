@@ -80,7 +80,7 @@ func (LeadEvent) EnumDescriptor() ([]byte, []int) {
 
 type CampaignRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Election name: 1-256 bytes of UTF-8 without control characters.
+	// Election name: 1-256 bytes of visible UTF-8 characters, no whitespace at either end.
 	Election string `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
 	// Who campaigns: a label shown to observers; defaults to the caller's address.
 	Candidate string `protobuf:"bytes,2,opt,name=candidate,proto3" json:"candidate,omitempty"`

@@ -1010,7 +1010,7 @@ func (x *ListLocksResponse) GetNextPageToken() string {
 
 type AcquireRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Lock name: 1-256 bytes of UTF-8 without control characters.
+	// Lock name: 1-256 bytes of visible UTF-8 characters, no whitespace at either end.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// How long the lock lives unless refreshed (10ms to the server's max TTL).
 	Ttl *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`

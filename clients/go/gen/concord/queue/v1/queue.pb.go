@@ -491,7 +491,7 @@ func (x *RetryPolicy) GetJitter() bool {
 
 type EnqueueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Queue name: 1-256 bytes of UTF-8 without control characters.
+	// Queue name: 1-256 bytes of visible UTF-8 characters, no whitespace at either end.
 	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
 	// 1 to the server's --queue-max-batch tasks.
 	Tasks         []*NewTask `protobuf:"bytes,2,rep,name=tasks,proto3" json:"tasks,omitempty"`

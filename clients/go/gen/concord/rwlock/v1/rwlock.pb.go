@@ -131,7 +131,7 @@ func (HoldEvent) EnumDescriptor() ([]byte, []int) {
 
 type AcquireRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Lock name: 1-256 bytes of UTF-8 without control characters.
+	// Lock name: 1-256 bytes of visible UTF-8 characters, no whitespace at either end.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Mode Mode   `protobuf:"varint,2,opt,name=mode,proto3,enum=concord.rwlock.v1.Mode" json:"mode,omitempty"`
 	// How long the hold lives unless refreshed (10ms to the server's max TTL).

@@ -178,7 +178,7 @@ func (x *SetLimitResponse) GetPreviousLimit() uint32 {
 
 type AcquireRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Semaphore name: 1-256 bytes of UTF-8 without control characters.
+	// Semaphore name: 1-256 bytes of visible UTF-8 characters, no whitespace at either end.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Most permits held at once (1 to the server's max limit): sets the limit when the
 	// semaphore has none, else must equal it (FAILED_PRECONDITION /
