@@ -34,8 +34,8 @@ default).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
-from collections import deque
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 
@@ -72,12 +72,12 @@ class WaitGroup(Listener):
     def __init__(self, registry: Waiters, channel: str, poll: Poll) -> None:
         self._poll = poll
         self._futures: dict[str, asyncio.Future[str]] = {}
-        self._queued: set[str] = set()  # tokens waiting now, which the queue in Redis must hold
+        # Tokens waiting now, which the queue in Redis must hold, in the order the polls
+        # name them (a dict keeps order and removes in O(1)).
+        self._queued: dict[str, None] = {}
         self._recheck_at: float | None = None
         self._polled_at: float | None = None  # when the last poll that succeeded was sent
         self._suspect = False  # whether the next poll must name every queued token
-        self._to_check: deque[str] = deque()  # queued tokens, in the order the polls name them
-        self._checking: set[str] = set()  # the tokens in _to_check
         super().__init__(registry, channel)
 
     def add(self, token: str, future: asyncio.Future[str]) -> None:
@@ -86,16 +86,13 @@ class WaitGroup(Listener):
     def queued(self, token: str, waiting: bool) -> None:
         """Whether the token's ticket is waiting (its script queued it) or not."""
         if waiting:
-            self._queued.add(token)
-            if token not in self._checking:
-                self._checking.add(token)
-                self._to_check.append(token)
+            self._queued.setdefault(token)
         else:
-            self._queued.discard(token)
+            self._queued.pop(token, None)
 
     def discard(self, token: str) -> None:
         self._futures.pop(token, None)
-        self._queued.discard(token)
+        self._queued.pop(token, None)
         if not self._futures:
             self.idle()
 
@@ -109,16 +106,11 @@ class WaitGroup(Listener):
         return len(self._futures)
 
     def _next_checks(self) -> list[str]:
-        """The next CHECK_BATCH queued tokens in turn (each goes to the back again);
-        tokens no longer queued leave the turn as they come up."""
-        batch: list[str] = []
-        while self._to_check and len(batch) < CHECK_BATCH:
-            token = self._to_check.popleft()
-            if token in self._queued:
-                batch.append(token)
-            else:
-                self._checking.discard(token)
-        self._to_check.extend(batch)
+        """The next CHECK_BATCH queued tokens in turn (each goes to the back again)."""
+        batch = list(itertools.islice(self._queued, CHECK_BATCH))
+        for token in batch:
+            del self._queued[token]
+            self._queued[token] = None
         return batch
 
     def shut(self) -> None:
