@@ -36,18 +36,29 @@ def _subscribers_open(ctx) -> float:
     return sum(float(v) for v in SUBSCRIBE_OPEN.findall(ctx.server.metrics()))
 
 
+PER_CHANNEL = 100  # streams per connection: a server's per-connection stream cap would queue the rest
+
+
 async def _subscribe_and_cancel(ctx, users: list[str], chat_ids: list[str]) -> int:
-    """Opens one Subscribe per user and waits for each stream's first answer; then,
-    while messages are being sent to their chats (so the server is writing to the
-    streams), ends them all: half cancelled one by one, half by their client's channel
-    closing under them (a client process going away)."""
-    cancelled_channel = grpc.aio.insecure_channel(ctx.server.target, options=[("abuse.channel", 1)])
-    closed_channel = grpc.aio.insecure_channel(ctx.server.target, options=[("abuse.channel", 2)])
-    sender_channel = grpc.aio.insecure_channel(ctx.server.target, options=[("abuse.channel", 3)])
+    """Opens one Subscribe per user (PER_CHANNEL to a connection) and waits for each
+    stream's first answer; then, while messages are being sent to their chats (so the
+    server is writing to the streams), ends them all: those of every other connection
+    cancelled one by one, the rest by their connection closing under them (a client
+    process going away)."""
+    groups = [users[i:i + PER_CHANNEL] for i in range(0, len(users), PER_CHANNEL)]
+    channels = [grpc.aio.insecure_channel(ctx.server.target, options=[("abuse.channel", i)])
+                for i in range(len(groups) + 1)]
+    sender_channel = channels[-1]
     try:
-        half = len(users) // 2
-        streams = [chat_pb2_grpc.ChatServiceStub(cancelled_channel if i < half else closed_channel).Subscribe(
-            chat_pb2.SubscribeRequest(recipient=u), metadata=bearer(ATTACKER)) for i, u in enumerate(users)]
+        streams, to_cancel, to_close = [], [], []
+        for g, (group, channel) in enumerate(zip(groups, channels)):
+            stub = chat_pb2_grpc.ChatServiceStub(channel)
+            mine = [stub.Subscribe(chat_pb2.SubscribeRequest(recipient=u), metadata=bearer(ATTACKER)) for u in group]
+            streams += mine
+            if g % 2 == 0:
+                to_cancel += mine
+            else:
+                to_close.append(channel)
 
         async def first(stream) -> bool:
             try:
@@ -77,11 +88,12 @@ async def _subscribe_and_cancel(ctx, users: list[str], chat_ids: list[str]) -> i
         sender = asyncio.create_task(chatter())
         while sent < 3:
             await asyncio.sleep(0.005)
-        for i, s in enumerate(streams[:half]):
+        for i, s in enumerate(to_cancel):
             s.cancel()
             if i % 50 == 0:
                 await asyncio.sleep(0)  # let messages go out between the cancels
-        await closed_channel.close(None)
+        for channel in to_close:
+            await channel.close(None)
         mark = sent
         while sent < mark + 3:
             await asyncio.sleep(0.005)
@@ -89,7 +101,7 @@ async def _subscribe_and_cancel(ctx, users: list[str], chat_ids: list[str]) -> i
         await asyncio.gather(sender, return_exceptions=True)
         return live
     finally:
-        for channel in (cancelled_channel, closed_channel, sender_channel):
+        for channel in channels:
             await channel.close(None)
 
 
