@@ -25,11 +25,11 @@ from concord.lock.v1 import lock_pb2, lock_pb2_grpc
 from support import ServerProcess, lock_primitive
 
 BOUND = 0.5  # seconds past its wait a blocked call may answer (docs/guarantees.md)
-WAITERS = 4000  # blocked Acquires at once on one lock
-OPEN_RATE = 800.0  # calls opened per second
+WAITERS = 2000  # blocked Acquires at once on one lock (4,000 and 10,000: bench.mass_waiting, make abuse)
+OPEN_RATE = 500.0  # calls opened per second
 WAIT = 8.0  # each call's wait: every waiter is blocked at once before the first answers
-OWNERS = 150  # the waits-for graph: owners, each holding one lock...
-FANOUT = 32  # ...and waiting (AcquireMany) for this many locks held by later owners
+OWNERS = 100  # the waits-for graph: owners, each holding one lock...
+FANOUT = 24  # ...and waiting (AcquireMany) for this many locks held by later owners
 PER_CHANNEL = 50  # calls per client connection
 WAITERS_IN_PROCESS = 2000  # queued at once in one process (the poll-cost test)
 

@@ -99,6 +99,15 @@ class Claim(ABC, Generic[G]):
     ttl_ms: int
     wait_ms: int
     owner: str
+    noted = False  # whether the listing index has this claim's names (primitives/listing.py)
+
+    def to_note(self, names: list[str]) -> list[str]:
+        """The names an attempt notes: all on the first, none after (while the claim is
+        queued or holds, its resource is live, so no listing drops it)."""
+        if self.noted:
+            return []
+        self.noted = True
+        return names
 
     @abstractmethod
     async def attempt(self) -> Attempt[G]:

@@ -296,7 +296,7 @@ class _LockClaim(Claim[Grant]):
     async def attempt(self) -> Attempt[Grant]:
         r = await noting(self.of._run(_ACQUIRE, self.k, self.token, self.ttl_ms, self.owner,
                                       *self.of._waiting_args(self.wait_ms)),
-                         self.of._redis, self.of._keys, "lock", [self.name])  # held or queued: listed
+                         self.of._redis, self.of._keys, "lock", self.to_note([self.name]))  # held or queued: listed
         return Attempt(self._grant(r.fence, r.now_ms + r.ms) if r.status == ACQUIRE.ACQUIRED else None,
                        r.ms, r.now_ms)
 
@@ -333,7 +333,7 @@ class _ManyClaim(Claim[ManyGrant]):
         r = await noting(_ACQUIRE_MANY.run(self.of._redis, _many_keys(self.ks),
                                            ["", self.of._fence_retention_ms, self.token, self.ttl_ms, self.owner,
                                             *self.of._waiting_args(self.wait_ms), *(k.channel for k in self.ks)]),
-                         self.of._redis, self.of._keys, "lock", self.names)
+                         self.of._redis, self.of._keys, "lock", self.to_note(self.names))
         if r.status == ACQUIRE.ACQUIRED:
             return Attempt(ManyGrant(self.token, r.fences, r.now_ms + r.ms), 0, r.now_ms)
         return Attempt(None, r.ms, r.now_ms)

@@ -210,7 +210,7 @@ class _PermitClaim(Claim[Permit]):
         r = await noting(self.of._run(_ACQUIRE, self.k, self.token, self.permits, self.limit, self.ttl_ms,
                                       self.owner, *self.of._waiting_args(self.wait_ms),
                                       int(self.of.limit_from_acquire)),
-                         self.of._redis, self.of._keys, "sem", [self.name])  # held or queued: listed
+                         self.of._redis, self.of._keys, "sem", self.to_note([self.name]))  # held or queued: listed
         if r.status in LIMIT.codes():
             self.refused = True  # (a retry after Dropped is refused only once its queue entry is gone)
             raise self._refusal(r)
