@@ -311,7 +311,7 @@ def test_a_script_refused_tryagain_while_its_slot_moves_runs_once_the_move_ends(
         got: list[object] = []
         t = threading.Thread(target=lambda: got.append(client.lock(name, ttl=30).acquire(timeout=0)))
         t.start()
-        wait_until(lambda: "TRYAGAIN" in server.log_text(), timeout=10, interval=0.005,
+        wait_until(lambda: "TRYAGAIN" in server.log_text(), timeout=10, interval=0.002,
                    message="the acquire refused TRYAGAIN")
         cluster.finish_move(slot, source, target)
         t.join(10)

@@ -209,3 +209,27 @@ async def test_a_burst_of_blocking_acquires_all_queue_and_all_cancel_cleanly(con
             await ch.close()
     await holder.release()
     assert not (await aclient.lock(name).describe()).held
+
+
+def test_a_release_never_queues_behind_more_blocked_acquires_than_a_connection_carries(client, name):
+    """120 threads of one Client block in Acquire on a server that admits 100 calls per
+    connection (the default --max-streams-per-connection). The holder's release goes
+    on the Client's other connection, so it is not stuck behind them (before, it waited
+    for a blocked call to end and failed DEADLINE_EXCEEDED after the client's timeout),
+    and every waiter gets the lock in turn."""
+    holder = client.lock(name, ttl=60).acquire()
+    got: list[int] = []
+
+    def wait_then_release() -> None:
+        lease = client.lock(name, ttl=10).acquire(timeout=60)
+        got.append(lease.fencing_token)
+        lease.release()
+
+    threads = [threading.Thread(target=wait_then_release) for _ in range(120)]
+    for t in threads:
+        t.start()
+    wait_until(lambda: client.lock(name).describe().waiters >= 100, message="a connection's worth of waiters")
+    holder.release()
+    for t in threads:
+        t.join(60)
+    assert len(got) == 120 and got == sorted(got)

@@ -1,4 +1,5 @@
-"""Client and AsyncClient: one gRPC channel each, and the entry points to every primitive."""
+"""Client and AsyncClient: two gRPC connections each (prompt calls; waits and streams:
+see Service), and the entry points to every primitive."""
 
 from __future__ import annotations
 
@@ -44,11 +45,17 @@ class Service:
 
     ``method`` is the RPC's name ("Acquire"). On a Client each method returns the
     response; on an AsyncClient, an awaitable. Errors are concord.errors types.
+
+    Calls that wait or stay open (``wait_for``, ``open``) go on a connection of their
+    own (``waiting_stub``): a server admits only so many calls per connection
+    (``--max-streams-per-connection``), and a release must never queue behind the
+    blocked acquires it would end.
     """
 
-    def __init__(self, connection: _Connection, stub: Any) -> None:
+    def __init__(self, connection: _Connection, stub: Any, waiting_stub: Any = None) -> None:
         self._connection = connection
         self._stub = stub
+        self._waiting_stub = stub if waiting_stub is None else waiting_stub
 
     def call(self, method: str, request: Any) -> Any:
         """One try: for calls that are not safe to repeat (see concord._retry)."""
@@ -63,12 +70,12 @@ class Service:
         """A blocking call made of server-side waits that together last ``timeout``
         (None: forever), each request built by ``request_for(wait)``, until
         ``result(response)`` is not None; retried on UNAVAILABLE within the wait."""
-        return self._connection._wait_for(getattr(self._stub, method), request_for, timeout, result)
+        return self._connection._wait_for(getattr(self._waiting_stub, method), request_for, timeout, result)
 
     def open(self, method: str) -> Any:
         """The stub's own callable, for streams and futures; the caller maps its
         grpc.RpcError (errors.from_rpc_error) and sets its timeout."""
-        return getattr(self._stub, method)
+        return getattr(self._waiting_stub, method)
 
 
 class _Connection:
@@ -105,18 +112,12 @@ class _Connection:
         opts = [*_CHANNEL_OPTIONS, *options]
         if credentials is None and (tls or root_certificates is not None or client_cert is not None):
             credentials = tls_credentials(root_certificates, client_cert, client_key)
-        # The token goes in by interceptor on either kind of channel (see _auth.py).
-        if self._grpc is grpc:
-            channel = (grpc.secure_channel(target, credentials, options=opts) if credentials is not None
-                       else grpc.insecure_channel(target, options=opts))
-            self._channel = grpc.intercept_channel(channel, SyncToken(token)) if token else channel
-        else:
-            interceptors = aio_token_interceptors(token) if token else None
-            self._channel = (
-                grpc.aio.secure_channel(target, credentials, options=opts, interceptors=interceptors)
-                if credentials is not None
-                else grpc.aio.insecure_channel(target, options=opts, interceptors=interceptors))
-        self._services = {name: Service(self, stub(self._channel)) for name, stub in (
+        self._channel = self._open_channel(target, credentials, opts, token)
+        # Waits and streams on a connection of their own (see Service): a channel with
+        # other arguments does not share the first one's connection.
+        self._waiting_channel = self._open_channel(target, credentials, [*opts, ("concord.connection", "waiting")],
+                                                   token)
+        self._services = {name: Service(self, stub(self._channel), stub(self._waiting_channel)) for name, stub in (
             ("lock", lock_pb2_grpc.LockServiceStub),
             ("semaphore", semaphore_pb2_grpc.SemaphoreServiceStub),
             ("queue", queue_pb2_grpc.QueueServiceStub),
@@ -126,6 +127,18 @@ class _Connection:
             ("rwlock", rwlock_pb2_grpc.ReadWriteLockServiceStub),
             ("election", election_pb2_grpc.ElectionServiceStub))}
         self._enqueuers: dict[str, Any] = {}  # queue name -> the Coalescer its puts share (queues.py)
+
+    def _open_channel(self, target: str, credentials: grpc.ChannelCredentials | None,
+                      opts: list[tuple[str, Any]], token: str | None) -> Any:
+        # The token goes in by interceptor on either kind of channel (see _auth.py).
+        if self._grpc is grpc:
+            channel = (grpc.secure_channel(target, credentials, options=opts) if credentials is not None
+                       else grpc.insecure_channel(target, options=opts))
+            return grpc.intercept_channel(channel, SyncToken(token)) if token else channel
+        interceptors = aio_token_interceptors(token) if token else None
+        return (grpc.aio.secure_channel(target, credentials, options=opts, interceptors=interceptors)
+                if credentials is not None
+                else grpc.aio.insecure_channel(target, options=opts, interceptors=interceptors))
 
     def _service(self, name: str) -> Service:
         """The service of the proto package ``name``: lock, semaphore, queue, chat,
@@ -248,6 +261,7 @@ class Client(_Connection):
 
     def close(self) -> None:
         self._channel.close()
+        self._waiting_channel.close()
 
     def __enter__(self) -> Client:
         return self
@@ -269,7 +283,8 @@ class AsyncClient(_Connection):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Lock acquire, release and refresh go as messages on one stream (_session.py).
-        self._services["lock"] = Service(self, SessionStub(self._services["lock"]._stub))
+        session = SessionStub(self._services["lock"]._waiting_stub)
+        self._services["lock"] = Service(self, session, session)
 
     @property
     def chat(self) -> AsyncChat:
@@ -342,6 +357,7 @@ class AsyncClient(_Connection):
 
     async def close(self) -> None:
         await self._channel.close()
+        await self._waiting_channel.close()
 
     async def __aenter__(self) -> AsyncClient:
         return self

@@ -7,7 +7,7 @@ primary: EVALSHA goes by its first key (all keys of a script share a hash tag, s
 one slot), a plain command by its key, SCRIPT LOAD to every primary. MOVED updates
 the map and the command is retried once on the new owner; ASK is answered on the
 importing node after ASKING; TRYAGAIN (a multi-key command while its slot is half
-moved: nothing ran) is sent again after a short pause, a few times, so a slot move
+moved: nothing ran) is sent again after short pauses (0.15 s in all), so a slot move
 is not an error to the caller; a connection error re-reads the whole map in the
 background. The standalone path never comes here. Pub/sub routing: cluster/bus.py.
 """
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 _SCRIPT_CALLS = frozenset({"EVALSHA", "EVAL", "EVALSHA_RO", "EVAL_RO", "FCALL", "FCALL_RO"})
 _EVERY_PRIMARY = frozenset({"SCRIPT"})
 _REFRESH_GAP = 0.1  # seconds between slot map reads while errors keep asking for one
-_TRYAGAIN_PAUSES = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32)  # seconds; then TRYAGAIN reaches the caller (UNAVAILABLE)
+_TRYAGAIN_PAUSES = (0.01, 0.02, 0.04, 0.08)  # seconds (0.15 in all, well inside a blocked call's 0.5 s slack); then UNAVAILABLE
 
 
 def _command_key(args: tuple[Any, ...]) -> Any:
