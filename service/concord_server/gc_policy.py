@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 PERIOD = 1.0  # seconds between freezes
 IDLE_CALLS = 10  # "nearly idle": at most this many calls in progress
-IDLE_EVERY = 30.0  # seconds between full collections while nearly idle
+IDLE_EVERY = 5.0  # seconds between full collections while nearly idle: a burst's garbage cycles go soon after it
 MAX_DEFERRED = 600.0  # a full collection at least this often, idle or not
 
 

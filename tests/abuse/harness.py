@@ -84,6 +84,7 @@ class Scale:
     """Short (make test) or full (make abuse, the issue's counts) form."""
 
     full: bool
+    timed: bool  # whether (a)'s p99 bound and (b) are judged, or only reported (see SHORT)
     baseline: float  # seconds of undisturbed victim measurement
     attack: float  # seconds an attack keeps going (when it is a loop)
     recover: float  # deadline for the server's RSS to come back
@@ -93,8 +94,12 @@ class Scale:
         return full if self.full else short
 
 
-SHORT = Scale(full=False, baseline=1.5, attack=2.5, recover=8.0, probe_interval=0.02)
-FULL = Scale(full=True, baseline=8.0, attack=12.0, recover=60.0, probe_interval=0.05)
+# The short form runs in `make test` on a shared 2-core machine, where timings are noise
+# (DESIGN: timings belong in bench/): it judges each attack's own promise, that no victim
+# call fails and (c), and only reports the victim's p99 and the server's RSS. The full
+# form (`make abuse`) judges all three.
+SHORT = Scale(full=False, timed=False, baseline=1.5, attack=2.5, recover=0.0, probe_interval=0.02)
+FULL = Scale(full=True, timed=True, baseline=8.0, attack=12.0, recover=60.0, probe_interval=0.05)
 
 
 def nearest_rank(values: list[float], q: float) -> float:
@@ -297,11 +302,11 @@ def judge(ctx: Context) -> tuple[list[str], dict]:
         failures.append("(a) no victim sample fell inside the attack window")
     if victim_failed:
         failures.append(f"(a) victim calls failed during the attack: {dict(victim_failed)}")
-    if attack_p99 > bound:
+    if ctx.scale.timed and attack_p99 > bound:
         failures.append(f"(a) victim p99 {1000 * attack_p99:.1f} ms during the attack > {P99_FACTOR:g} x "
                         f"max(baseline p99 {1000 * base_p99:.1f} ms, floor {1000 * P99_FLOOR:.0f} ms) = "
                         f"{1000 * bound:.1f} ms")
-    if now_rss > base_rss * RSS_SLACK:
+    if ctx.scale.timed and now_rss > base_rss * RSS_SLACK:
         failures.append(f"(b) server RSS {now_rss / 2**20:.0f} MB still > {RSS_SLACK:.2f} x baseline "
                         f"{base_rss / 2**20:.0f} MB {ctx.scale.recover:g} s after the attack (peak {peak / 2**20:.0f} MB)")
     seen = {code for code in victim_codes} | {c for (_, c) in ctx.codes}

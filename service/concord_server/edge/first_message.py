@@ -89,7 +89,7 @@ async def _first(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
     waiting = sweeper.watch()
     try:
         async for request in requests:
-            waiting.done = True
+            waiting.done, waiting.task = True, None  # the sweeper must not keep a finished call's task
             return request
         waiting.done = True
         refusal: Exception = InvalidArgument("the call ended without its request message")

@@ -72,8 +72,13 @@ async def noting(work: Awaitable[T], redis: Commands, keyspace: KeySpace, kind: 
     sent right behind it, in the same pipelined write: no extra round trip on the hot
     path, and Redis runs one connection's commands in order, so each note still
     follows the script (on a cluster the index may be on another node: a listing's
-    prune racing that pair can leave a new resource unlisted until it is noted again)."""
-    result, *_ = await asyncio.gather(work, *(note(redis, keyspace, kind, n) for n in set(names)))
+    prune racing that pair can leave a new resource unlisted until it is noted again).
+    A note that fails (Redis full, say) leaves the name unlisted until its next note:
+    it never fails a call whose script succeeded."""
+    result, *_ = await asyncio.gather(work, *(note(redis, keyspace, kind, n) for n in set(names)),
+                                      return_exceptions=True)
+    if isinstance(result, BaseException):
+        raise result
     return result
 
 

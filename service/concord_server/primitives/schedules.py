@@ -130,12 +130,12 @@ class Schedules:
                    spec: list[object] = ()) -> int:
         k = self._keys.queue(queue)
         status, version = await self._run(_PUT, k, action, k.schedule_prefix + name, name, next_ms, paused, *spec)
-        await note(self._redis, self._keys, "queue", queue)  # a queue with schedules is listed
         if status == SCHEDULE.NO_SUCH_SCHEDULE:
             raise ScheduleNotFound(f"queue {queue!r} has no schedule {name!r}", queue=queue, schedule=name)
         if status == SCHEDULE.EXISTS:
             raise ScheduleExists(f"queue {queue!r} has a schedule {name!r} already (UpdateSchedule changes it)",
                                  queue=queue, schedule=name)
+        await note(self._redis, self._keys, "queue", queue)  # a queue with schedules is listed
         return version
 
     async def _changed(self, queue: str) -> None:
