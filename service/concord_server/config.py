@@ -114,10 +114,24 @@ class Settings:
     tenant_max_streams: int = _setting(0, "streams one tenant may have open per process; 0: unlimited")
     tenant_max_request_bytes: int = _setting(0, "largest request message of a tenant, bytes; 0: only "
                                                 "--max-message-size")
+    tenant_storage_bytes: int = _setting(0, "task payload bytes one tenant may store (ready, delayed, leased, dead "
+                                            "and retained tasks; quotas.py); past it Enqueue fails "
+                                            "RESOURCE_EXHAUSTED / STORAGE_QUOTA_EXCEEDED. 0: unlimited")
     peer_rate: float = _setting(0.0, "requests per second per client connection; 0: unlimited")
     peer_burst: int = _setting(0, "token bucket size of --peer-rate; 0: max(1, rate)")
     peer_max_blocked: int = _setting(0, "calls that may wait one client connection may have open; 0: unlimited")
     peer_max_streams: int = _setting(0, "streams one client connection may have open; 0: unlimited")
+    # The connection edge (app.server_options, edge/first_message.py): what a connection holds before any check.
+    max_streams_per_connection: int = _setting(100, "calls (unary and streams) one HTTP/2 connection may have open "
+                                                    "at once (its MAX_CONCURRENT_STREAMS); streams a client reset "
+                                                    "count until the server has let them go, which bounds a "
+                                                    "rapid-reset flood")
+    max_pending_calls: int = _setting(10_000, "calls received but not yet taken up by the server's event loop; "
+                                              "past it new calls are refused RESOURCE_EXHAUSTED at random, past "
+                                              "twice it always")
+    first_message_timeout: float = _setting(5.0, "how long a call may take to send its first request message "
+                                                 "(after its headers) before it is ended DEADLINE_EXCEEDED",
+                                            duration=True)
 
     def __post_init__(self) -> None:
         """Rejects a bad value with InvalidSetting naming the setting(s) at fault; a
@@ -138,15 +152,13 @@ class Settings:
         check(self.workers >= 1, "workers", "must be at least 1")
         check(self.embedded_maxmemory == 0 or self.embedded_maxmemory >= 16 * 1024 ** 2, "embedded_maxmemory",
               "must be 0 (unbounded) or at least 16 MiB")
+        check(self.tenant_storage_bytes >= 0, "tenant_storage_bytes", "must not be negative (0: unlimited)")
         check(self.shutdown_grace >= 0, "shutdown_grace", "must not be negative")
         check(self.redis_max_connections >= 2, "redis_max_connections", "must be at least 2")
         check(self.max_ttl >= 0.01, "max_ttl", "must be at least 10ms")
         check(self.max_wait >= 0, "max_wait", "must not be negative")
         check(self.max_semaphore_limit >= 1, "max_semaphore_limit", "must be at least 1")
         check(self.queue_max_batch >= 1, "queue_max_batch", "must be at least 1")
-        check(1 <= self.queue_max_payload <= self.max_message_size - 64 * 1024, "queue_max_payload max_message_size",
-              f"{{queue_max_payload}} ({self.queue_max_payload}) must be at least 1 byte and leave 64 KiB of "
-              f"{{max_message_size}} ({self.max_message_size}) for the rest of a task's reply")
         check(self.queue_max_result >= 0, "queue_max_result", "must not be negative")
         check(0 <= self.queue_priority_aging <= 86400, "queue_priority_aging", "must be 0 to 1d")
         check(0.001 <= self.queue_retry_backoff <= 3600, "queue_retry_backoff", "must be 1ms to 1h")
@@ -160,6 +172,9 @@ class Settings:
         check(1024 <= self.file_chunk_size <= self.max_message_size - 1024, "file_chunk_size max_message_size",
               f"{{file_chunk_size}} ({self.file_chunk_size}) must be at least 1024 and at most "
               f"{{max_message_size}} ({self.max_message_size}) - 1024")
+        check(1 <= self.queue_max_payload <= self.max_message_size - 64 * 1024, "queue_max_payload max_message_size",
+              f"{{queue_max_payload}} ({self.queue_max_payload}) must be at least 1 byte and leave 64 KiB of "
+              f"{{max_message_size}} ({self.max_message_size}) for the rest of a task's reply")
         check(self.file_group_bound >= 1, "file_group_bound", "must be at least 1 byte")
         check(0.1 <= self.file_upload_lease <= 3600, "file_upload_lease", "must be 100ms to 1h")
         check(self.metrics_listen is None or _host_port(self.metrics_listen), "metrics_listen", "must be host:port")
@@ -170,6 +185,9 @@ class Settings:
         for name in ("tenant_rate", "tenant_burst", "tenant_max_blocked", "tenant_max_streams",
                      "tenant_max_request_bytes", "peer_rate", "peer_burst", "peer_max_blocked", "peer_max_streams"):
             check(getattr(self, name) >= 0, name, "must not be negative (0: unlimited)")
+        check(1 <= self.max_streams_per_connection <= 100_000, "max_streams_per_connection", "must be 1 to 100000")
+        check(100 <= self.max_pending_calls <= 1_000_000, "max_pending_calls", "must be 100 to 1000000")
+        check(0.05 <= self.first_message_timeout <= 3600, "first_message_timeout", "must be 50ms to 1h")
 
 
 def _host_port(text: str) -> bool:
