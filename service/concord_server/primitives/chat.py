@@ -211,7 +211,7 @@ class Chats:
 
     async def names(self, page_token: str, count: int) -> tuple[list[str], str]:
         """A page of all chats' ids (listing.scan_names)."""
-        return await scan_names(self._redis, self._keys, "chat", ("meta",), page_token, count)
+        return await scan_names(self._redis, self._keys, "chat", page_token, count)
 
     async def chats_of(self, user: str) -> list[str]:
         return sorted(await command(self._redis, "SMEMBERS", self._keys.user(user).chats))

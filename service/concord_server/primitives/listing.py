@@ -18,8 +18,8 @@ prune leaves the entry. The note follows the creating script, so a resource that
 exists always has an entry from a note made after it was created.
 
 The index must not outgrow what exists when nobody lists (unique lock names, say):
-every SWEEP_EVERY-th note of a process also checks SWEEP_SAMPLE random entries of that
-index and prunes the gone ones, so dead entries are removed at least twice as fast
+every SWEEP_EVERY-th new name a process notes starts a background check of
+SWEEP_SAMPLE random entries of that index, which prunes the gone ones, so dead entries are removed at least twice as fast
 as notes add them while more than half the index is dead: an index holds at most
 about twice the live resources noted, plus a few sweeps' worth of slack.
 
@@ -33,6 +33,7 @@ written again.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Collection
 from typing import TypeVar
 
@@ -40,6 +41,8 @@ from ..keys import KeySpace
 from ..redis_client import command
 from ..reply_shapes import INT
 from ..scripts import Commands, script
+
+log = logging.getLogger(__name__)
 
 _PRUNE = script("listing_prune.lua", INT)
 
@@ -51,6 +54,7 @@ LIVE = {"lock": ("holder", "queue"), "sem": ("holders", "queue"), "chat": ("meta
         "queue": ("ready", "delayed", "leased", "dead", "done", "schedules")}
 
 _new_names = 0  # names this process added to an index: only they can grow one
+_sweeps: set[asyncio.Task[None]] = set()  # sweeps running in the background
 
 T = TypeVar("T")
 
@@ -62,9 +66,18 @@ async def note(redis: Commands, keyspace: KeySpace, kind: str, name: str) -> Non
     if await command(redis, "HINCRBY", index, name, 1) != 1:
         return  # listed already: a lock taken again and again costs one HINCRBY, no sweep
     _new_names += 1
-    if _new_names % SWEEP_EVERY == 0:
+    if _new_names % SWEEP_EVERY == 0:  # in the background: the call that noted does not wait for it
+        sweep = asyncio.create_task(_sweep(redis, keyspace, kind, index))
+        _sweeps.add(sweep)
+        sweep.add_done_callback(_sweeps.discard)
+
+
+async def _sweep(redis: Commands, keyspace: KeySpace, kind: str, index: str) -> None:
+    try:
         flat = await command(redis, "HRANDFIELD", index, SWEEP_SAMPLE, "WITHVALUES")
-        await _prune_gone(redis, keyspace, kind, LIVE[kind], index, _pairs(flat))
+        await _prune_gone(redis, keyspace, kind, index, _pairs(flat))
+    except Exception as exc:  # Redis away: the next sweep samples again
+        log.debug("listing index sweep of %s failed: %r", index, exc)
 
 
 async def noting(work: Awaitable[T], redis: Commands, keyspace: KeySpace, kind: str, names: Collection[str]) -> T:
@@ -82,24 +95,24 @@ async def noting(work: Awaitable[T], redis: Commands, keyspace: KeySpace, kind: 
     return result
 
 
-async def scan_names(redis: Commands, keyspace: KeySpace, kind: str, suffixes: Collection[str],
-                     page_token: str, count: int) -> tuple[list[str], str]:
+async def scan_names(redis: Commands, keyspace: KeySpace, kind: str, page_token: str, count: int
+                     ) -> tuple[list[str], str]:
     """(live names on this page, next page token or "" at the end)."""
     index = keyspace.index(kind)
     cursor, flat = await command(redis, "HSCAN", index, page_token.rpartition(":")[2] or "0", "COUNT", count)
-    live = await _prune_gone(redis, keyspace, kind, suffixes, index, _pairs(flat))
+    live = await _prune_gone(redis, keyspace, kind, index, _pairs(flat))
     cursor = _text(cursor)
     return sorted(set(live)), "" if cursor == "0" else cursor
 
 
-async def _prune_gone(redis: Commands, keyspace: KeySpace, kind: str, suffixes: Collection[str], index: str,
+async def _prune_gone(redis: Commands, keyspace: KeySpace, kind: str, index: str,
                       entries: list[tuple[str, str]]) -> list[str]:
     """The names of entries whose resource is live; the others leave the index
     (unless noted again since their version was read)."""
 
     async def live(name: str) -> bool:
         tag = keyspace.tag(kind, name)
-        return await command(redis, "EXISTS", *(f"{tag}:{s}" for s in suffixes)) > 0
+        return await command(redis, "EXISTS", *(f"{tag}:{s}" for s in LIVE[kind])) > 0
 
     alive = await asyncio.gather(*(live(name) for name, _ in entries))
     gone = [x for (name, version), ok in zip(entries, alive) if not ok for x in (name, version)]

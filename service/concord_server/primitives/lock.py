@@ -192,7 +192,7 @@ class Locks(FifoPrimitive):
 
     async def names(self, page_token: str, count: int) -> tuple[list[str], str]:
         """A page of the locks that are held or have waiters (listing.scan_names)."""
-        return await scan_names(self._redis, self._keys, "lock", ("holder", "queue"), page_token, count)
+        return await scan_names(self._redis, self._keys, "lock", page_token, count)
 
     async def acquire_many(self, names: Sequence[str], ttl_ms: int, wait_ms: int, owner: str, *,
                            detect: bool = False) -> ManyGrant | None:

@@ -541,9 +541,7 @@ class Queues:
 
     async def names(self, page_token: str, count: int) -> tuple[list[str], str]:
         """A page of the queues that hold tasks in any state (listing.scan_names)."""
-        return await scan_names(self._redis, self._keys, "queue",
-                                ("ready", "delayed", "leased", "dead", "done", "schedules"),
-                                page_token, count)
+        return await scan_names(self._redis, self._keys, "queue", page_token, count)
 
     async def stats(self, queue: str) -> QueueStats:
         r = StatsReply._make(await self._run(_INSPECT, self._keys.queue(queue), "stats", 0, 0))

@@ -172,7 +172,7 @@ class Semaphores(FifoPrimitive):
 
     async def names(self, page_token: str, count: int) -> tuple[list[str], str]:
         """A page of the semaphores that have holders or waiters (listing.scan_names)."""
-        return await scan_names(self._redis, self._keys, "sem", ("holders", "queue"), page_token, count)
+        return await scan_names(self._redis, self._keys, "sem", page_token, count)
 
     def keep_alive(self, name: str, permit: Permit, ttl_ms: int) -> AsyncIterator[Permit]:
         """Refreshes every ttl/3 and yields each renewed permit; ends when the permit is
