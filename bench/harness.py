@@ -149,8 +149,11 @@ def concord_server(redis_url: str, tmp: Path, *, profile_to: Path | None = None,
     args = [*_server_command(profile_to), "--listen", target, "--redis-url", redis_url,
             "--log-level", "WARNING", "--shutdown-grace", "2", *extra_args]
     with open(log, "wb") as out:
+        # The allocator c_heap.choose() would re-execute with, set here so cProfile wraps
+        # the process that serves.
+        env = {**os.environ, "PYTHONMALLOC": os.environ.get("PYTHONMALLOC", "malloc")}
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                cwd=tmp, preexec_fn=_die_with_parent)
+                                cwd=tmp, preexec_fn=_die_with_parent, env=env)
     try:
         with grpc.insecure_channel(target) as channel:
             _wait_for(lambda: health_check(channel), "concord-server", proc, log, timeout=30)

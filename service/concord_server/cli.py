@@ -19,12 +19,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from . import app, config, logs
+from . import app, c_heap, config, logs
 from .embedded_valkey import EmbeddedValkey
 
 
 def _run(settings: config.Settings) -> None:
     logs.configure(settings.log_level, settings.log_format)
+    c_heap.limit_arenas()
     try:
         import uvloop
     except ImportError:

@@ -14,6 +14,9 @@ wait: they are reclaimed by one full collection (unfreeze, collect, freeze again
 when the process is next nearly idle, where there is little to walk, or after
 ``MAX_DEFERRED`` seconds in any case, so memory stays bounded in a process that is
 never idle.
+
+After each idle full collection the C heap's free pages go back to the kernel
+(c_heap.py), so a burst's memory does not stay with the process.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import gc
 import logging
 import time
 from collections.abc import Callable
+
+from . import c_heap
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +65,8 @@ class GcPolicy:
                 gc.unfreeze()
                 found = gc.collect()
                 gc.freeze()
+                if idle:
+                    c_heap.return_free_memory()
                 last_full = time.monotonic()
                 log.debug("full collection (%s): %d unreachable objects in %.1f ms", "idle" if idle else "deferred",
                           found, (last_full - now) * 1000)
