@@ -15,6 +15,7 @@ import subprocess
 import threading
 import time
 
+import grpc
 import pytest
 
 import concord
@@ -211,3 +212,41 @@ def test_go_lock_rides_out_a_redis_restart(fresh_redis, server, tmp_path):
         if back.is_alive():
             back.join()
     assert proc.returncode == 0 and "--- PASS: TestLockRidesOutARedisRestart" in out, out
+
+
+async def test_a_thousand_calls_in_flight_on_one_client_all_land_once(concord_server, name):
+    """More calls in flight than the server's per-connection stream cap (100): the
+    server refuses some streams at the HTTP/2 layer (REFUSED_STREAM, never processed),
+    and the client sends them again, even SendMessage, which is not safe to repeat once
+    processed. Every call lands, each exactly once."""
+    calls = 1000
+    async with concord.AsyncClient(concord_server.target, timeout=60) as client:
+        chat_id = await client.chat.create("a", ["b"], "first")
+        ids = await asyncio.gather(*(client.chat.send(chat_id, "a", f"m{i}") for i in range(calls)))
+        assert len(set(ids)) == calls
+        bodies = []
+        after = 0
+        while page := await client.chat.history(chat_id, after=after, limit=500):
+            bodies += [m.body for m in page]
+            after = page[-1].message_id
+        assert sorted(bodies) == sorted(["first", *(f"m{i}" for i in range(calls))])
+
+
+def test_refused_means_only_an_http2_refusal():
+    """The one UNAVAILABLE every call may repeat is the transport's REFUSED_STREAM."""
+
+    class Err(grpc.RpcError):
+        def __init__(self, code, details):
+            self._c, self._d = code, details
+
+        def code(self):
+            return self._c
+
+        def details(self):
+            return self._d
+
+    assert _retry.refused(Err(grpc.StatusCode.UNAVAILABLE,
+                              "Stream removed (RST_STREAM (Received RST_STREAM with error code 7))"))
+    assert not _retry.refused(Err(grpc.StatusCode.UNAVAILABLE, "Redis is unavailable"))
+    assert not _retry.refused(Err(grpc.StatusCode.UNAVAILABLE, "Socket closed"))
+    assert not _retry.refused(Err(grpc.StatusCode.CANCELLED, "Received RST_STREAM with error code 7"))

@@ -49,6 +49,14 @@ Not retried, because a repeat could do something twice: ``chat.send`` and
 ``delete_schedule`` (a repeat of one that took effect would report ScheduleExists
 or ScheduleNotFound), chat join/leave, autocomplete writes, file uploads and marks,
 and every stream (subscribe, fetch_pending, consume, download). Those raise Unavailable for the caller to decide.
+
+One UNAVAILABLE is repeated for every call, safe or not: a stream the server's HTTP/2
+layer refused (REFUSED_STREAM, ``refused``). The server caps the calls one connection
+may have open (``--max-streams-per-connection``, its defence against rapid reset) and
+counts a call until it has let go of it, a little after the client saw its answer; a
+client with more calls in flight than the cap on one channel then sees some refused.
+HTTP/2 promises a refused stream was not processed at all, so sending it again cannot
+do anything twice; gRPC itself repeats it only once.
 """
 
 from __future__ import annotations
@@ -59,6 +67,8 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
+
+import grpc
 
 from .errors import Unavailable
 
@@ -88,6 +98,12 @@ class Budget:
     def chunk(self) -> float:
         """The next server-side wait: what is left, at most WAIT_CHUNK."""
         return min(self.left(), WAIT_CHUNK)
+
+
+def refused(exc: grpc.RpcError) -> bool:
+    """The server's HTTP/2 layer refused the call's stream (RST_STREAM code 7,
+    REFUSED_STREAM): the server never saw the call. gRPC says so only in the text."""
+    return exc.code() == grpc.StatusCode.UNAVAILABLE and "error code 7" in (exc.details() or "")
 
 
 def _pause(exc: Unavailable, attempt: int, budget: Budget) -> float | None:

@@ -3,13 +3,15 @@ see Service), and the entry points to every primitive."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import grpc
 
 from ._auth import Pem, SyncToken, aio_token_interceptors, tls_credentials
-from ._retry import WAIT_CHUNK, Budget, retry, retry_async
+from ._retry import WAIT_CHUNK, Budget, backoff, refused, retry, retry_async
 from ._session import SessionStub
 from .autocomplete import AsyncAutocomplete, Autocomplete
 from .autocomplete.v1 import autocomplete_pb2_grpc
@@ -230,10 +232,16 @@ class Client(_Connection):
         return dequeue_sync(self, queues, max_tasks, lease_ttl, timeout)
 
     def _once(self, method: Any, request: Any, deadline: float) -> Any:
-        try:
-            return method(request, timeout=deadline)
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from None
+        """One call; a stream the server refused unseen (_retry.refused) is sent again."""
+        budget, attempt = Budget(deadline), 0
+        while True:
+            try:
+                return method(request, timeout=budget.left())
+            except grpc.RpcError as exc:
+                if not refused(exc) or (pause := backoff(attempt)) >= budget.left():
+                    raise from_rpc_error(exc) from None
+            time.sleep(pause)
+            attempt += 1
 
     def _call(self, method: Any, request: Any, wait: float = 0.0) -> Any:
         """One try: for calls that are not safe to repeat (see concord._retry)."""
@@ -327,10 +335,16 @@ class AsyncClient(_Connection):
         return await dequeue_async(self, queues, max_tasks, lease_ttl, timeout)
 
     async def _once(self, method: Any, request: Any, deadline: float) -> Any:
-        try:
-            return await method(request, timeout=deadline)
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from None
+        """Client._once, awaited."""
+        budget, attempt = Budget(deadline), 0
+        while True:
+            try:
+                return await method(request, timeout=budget.left())
+            except grpc.RpcError as exc:
+                if not refused(exc) or (pause := backoff(attempt)) >= budget.left():
+                    raise from_rpc_error(exc) from None
+            await asyncio.sleep(pause)
+            attempt += 1
 
     async def _call(self, method: Any, request: Any, wait: float = 0.0) -> Any:
         """One try: for calls that are not safe to repeat (see concord._retry)."""
