@@ -30,7 +30,7 @@ import psutil
 import redis
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from concord_server.embedded_valkey import die_with_parent, free_port, valkey_binary
+from concord_server.store.embedded_valkey import die_with_parent, free_port, valkey_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -22,18 +22,18 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
-from concord_server.autopipeline import AutoPipeline
+from concord_server.store.autopipeline import AutoPipeline
 from concord_server.wakeups.doorbells import Doorbells
 from concord_server.wakeups.outcomes import Outcomes
-from concord_server.embedded_valkey import free_port, valkey_binary
+from concord_server.store.embedded_valkey import free_port, valkey_binary
 from concord_server.keys import KeySpace
-from concord_server.notifications import NotificationBus
+from concord_server.store.notifications import NotificationBus
 from concord_server.primitives.chat import Chats
 from concord_server.primitives.chat_feeds import Feeds
 from concord_server.primitives.lock import Locks
 from concord_server.primitives.queue import Queues
 from concord_server.primitives.semaphore import Semaphores
-from concord_server.redis_link import Endpoint
+from concord_server.store.link import Endpoint
 from concord_server.wakeups.waiters import Waiters
 
 BACKENDS = ["valkey", "redis"]

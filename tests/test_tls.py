@@ -17,7 +17,7 @@ import trustme
 
 import concord
 from concord.errors import Unauthenticated, Unavailable
-from concord_server.embedded_valkey import free_port
+from concord_server.store.embedded_valkey import free_port
 from support import ServerProcess, backend_binary, wait_until
 
 TOKEN = "tls-tenant-token-0123456789"

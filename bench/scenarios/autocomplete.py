@@ -18,7 +18,7 @@ comparison.
                 meet built lists. No target: the price of not building lists at load
   server side   the primitive itself (concord_server.primitives.autocomplete's
                 Autocomplete.suggest / suggest_best) over the server's own Redis
-                stack (redis_link.Endpoint + AutoPipeline, under uvloop as the
+                stack (link.Endpoint + AutoPipeline, under uvloop as the
                 server runs), in the bench process against the same Valkey and keys:
                 normalization, ZRANGEBYLEX + ZMSCORE (or names_best.lua), decoding.
                 What a Suggest costs the server beyond gRPC. The note adds Redis's
@@ -58,11 +58,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 import concord
 from concord.autocomplete.v1 import autocomplete_pb2 as pb
 from concord.autocomplete.v1 import autocomplete_pb2_grpc
-from concord_server.autopipeline import AutoPipeline
+from concord_server.store.autopipeline import AutoPipeline
 from concord_server.config import Settings
 from concord_server.keys import KeySpace
 from concord_server.primitives.autocomplete import Autocomplete, normalize
-from concord_server.redis_link import Endpoint
+from concord_server.store.link import Endpoint
 
 from ..harness import concord_server, percentile, redis_server
 from ..report import Row, fmt

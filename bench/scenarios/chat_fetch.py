@@ -37,7 +37,7 @@ import redis
 
 from concord.chat.v1 import chat_pb2 as pb
 from concord.chat.v1 import chat_pb2_grpc
-from concord_server.embedded_valkey import free_port
+from concord_server.store.embedded_valkey import free_port
 
 from ..harness import RedisServer, concord_server, cpu_seconds, redis_server
 from ..report import Row, fmt

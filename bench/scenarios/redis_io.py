@@ -4,7 +4,7 @@ The server's commands come from many concurrent calls at once. Two ways to carry
 them are measured side by side in one process, under uvloop as the server runs,
 against one Valkey:
 
-- ``autopipeline``: Concord's AutoPipeline over one redis_link.Link (commands of one
+- ``autopipeline``: Concord's AutoPipeline over one link.Link (commands of one
   event-loop turn leave in one write; one reader hands replies back in order);
 - ``redis-py pool``: redis.asyncio.Redis over a BlockingConnectionPool of 16
   connections with the hiredis parser, each command checking a connection out
@@ -25,8 +25,8 @@ from collections.abc import Awaitable, Callable
 import redis.asyncio as aioredis
 import uvloop
 
-from concord_server.autopipeline import AutoPipeline
-from concord_server.redis_link import Endpoint
+from concord_server.store.autopipeline import AutoPipeline
+from concord_server.store.link import Endpoint
 
 from ..harness import median, redis_server
 from ..report import Row

@@ -34,8 +34,8 @@ from .api.queue import QueueServicer
 from .api.rwlock import ReadWriteLockServicer
 from .api.semaphore import SemaphoreServicer
 from . import quotas, tenants
-from .autopipeline import AutoPipeline
-from .cluster import ClusterBus, ClusterCommands
+from .store.autopipeline import AutoPipeline
+from .store.cluster import ClusterBus, ClusterCommands
 from .config import Settings
 from .wakeups.doorbells import Doorbells
 from .wakeups.listener import Listeners
@@ -48,13 +48,13 @@ from .edge.first_message import FirstMessageInterceptor
 from .edge.methods import SERVICES
 from .edge.rpc_metrics import RpcMetrics
 from .metrics import Metrics
-from .notifications import NotificationBus
+from .store.notifications import NotificationBus
 from .primitives import (autocomplete, chat, chat_feeds, deadlocks, election, files, lock, queue, rwlock, schedules,
                          semaphore)
 from .primitives.schedule_ticker import Ticker
-from .redis_health import RedisHealth
-from .redis_client import connect_cluster
-from .redis_link import Endpoint
+from .store.health import RedisHealth
+from .store.client import connect_cluster
+from .store.link import Endpoint
 from .wakeups.waiters import Waiters
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from . import app, c_heap, config, logs
-from .embedded_valkey import EmbeddedValkey
+from .store.embedded_valkey import EmbeddedValkey
 
 
 def _run(settings: config.Settings) -> None:

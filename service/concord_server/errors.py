@@ -110,7 +110,7 @@ class ResourceExhausted(ConcordError):
 
 class StorageFull(ResourceExhausted):
     """Redis refused a write: out of memory under its maxmemory (noeviction), so
-    nothing was evicted and nothing changed (redis_client.unavailable_on_redis_errors)."""
+    nothing was evicted and nothing changed (store/client.py: unavailable_on_redis_errors)."""
 
     reason = reason_name(REASON_STORAGE_FULL)
 

@@ -1,7 +1,7 @@
 """``python -m concord_server.healthcheck [host:port]``: exit 0 if the server reports
 SERVING over grpc.health.v1, else 1. The Docker HEALTHCHECK runs it, so the container
 turns unhealthy while the server cannot reach Redis (it reports NOT_SERVING then,
-see redis_health.py) and healthy again once it can.
+see store/health.py) and healthy again once it can.
 
 It reads the server's own environment, so it follows the server's settings: with
 CONCORD_TLS_CERT set it connects over TLS, trusting CONCORD_HEALTHCHECK_CA (a PEM

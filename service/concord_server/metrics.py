@@ -35,7 +35,8 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from . import redis_client, tenants
+from . import tenants
+from .store import client as redis_client
 from .loop_monitor import BOUNDS as LOOP_BOUNDS
 from .loop_monitor import LoopMonitor
 from .wakeups.doorbells import Doorbells

@@ -41,9 +41,9 @@ from typing import Any
 from . import tenants
 from .errors import ConcordError, StorageQuotaExceeded
 from .keys import KeySpace
-from .redis_client import command
-from .reply_shapes import INT, Tup
-from .scripts import Commands, script
+from .store.client import command
+from .store.reply_shapes import INT, Tup
+from .store.scripts import Commands, script
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ import grpc
 import psutil
 import redis
 
-from concord_server.embedded_valkey import free_port
+from concord_server.store.embedded_valkey import free_port
 from support import ServerProcess, wait_until
 
 P99_FACTOR = 3.0

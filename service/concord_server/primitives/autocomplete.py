@@ -49,9 +49,9 @@ from typing import NamedTuple
 
 from ..errors import NameNotFound
 from ..keys import KeySpace, NameIndexKeys
-from ..redis_client import command
-from ..reply_shapes import Codes, INT, Maybe, STR, Seq
-from ..scripts import Commands, script
+from ..store.client import command
+from ..store.reply_shapes import Codes, INT, Maybe, STR, Seq
+from ..store.scripts import Commands, script
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
 

@@ -31,9 +31,9 @@ from typing import Any, NamedTuple
 
 from ..errors import ChatExists, ChatFull, ChatNotFound, NotAMember
 from ..keys import ChatKeys, KeySpace
-from ..redis_client import command
-from ..reply_shapes import Codes, Either, INT, STR, Seq, Tagged, Tup
-from ..scripts import Commands, script
+from ..store.client import command
+from ..store.reply_shapes import Codes, Either, INT, STR, Seq, Tagged, Tup
+from ..store.scripts import Commands, script
 from ..statuses import CHAT, CREATE
 from .listing import note, scan_names
 

@@ -45,9 +45,9 @@ from dataclasses import dataclass
 
 from ..errors import Deadlock
 from ..keys import KeySpace
-from ..redis_client import command
-from ..reply_shapes import Codes
-from ..scripts import Commands, script
+from ..store.client import command
+from ..store.reply_shapes import Codes
+from ..store.scripts import Commands, script
 
 MAX_DEPTH = 16  # callers in a cycle the walk can find
 MAX_NODES = 256  # callers one walk may visit

@@ -27,8 +27,8 @@ from typing import NamedTuple
 
 from ..errors import NotLeader, Unavailable
 from ..keys import ElectionKeys, KeySpace
-from ..reply_shapes import Codes, INT, STR, Seq, Tagged, Tup
-from ..scripts import Commands, script
+from ..store.reply_shapes import Codes, INT, STR, Seq, Tagged, Tup
+from ..store.scripts import Commands, script
 from ..statuses import ACQUIRE, HELD, WITHDRAW
 from ..wakeups.doorbells import Doorbells
 from ..wakeups.waiters import PollResult, Waiters

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
 from ..errors import Unavailable
 from ..keys import KeySpace
-from ..scripts import Commands
+from ..store.scripts import Commands
 from ..wakeups.waiters import Dropped, PollResult, Waiters
 from .deadlocks import Deadlocks, deadlock_error, watching
 from .letting_go import LATE, Releaser, answer_within

@@ -41,9 +41,9 @@ from ..errors import (
     Unavailable,
 )
 from ..keys import FileGroupKeys, KeySpace
-from ..redis_client import command
-from ..reply_shapes import Codes, Either, INT, NIL, STR, Seq, Tup
-from ..scripts import Commands, script
+from ..store.client import command
+from ..store.reply_shapes import Codes, Either, INT, NIL, STR, Seq, Tup
+from ..store.scripts import Commands, script
 from ..statuses import DONE, UPLOAD
 from ..wakeups.doorbells import Doorbells, Watch
 from .chat import Chats

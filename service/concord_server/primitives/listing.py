@@ -38,9 +38,9 @@ from collections.abc import Awaitable, Collection
 from typing import TypeVar
 
 from ..keys import KeySpace
-from ..redis_client import command
-from ..reply_shapes import INT
-from ..scripts import Commands, script
+from ..store.client import command
+from ..store.reply_shapes import INT
+from ..store.scripts import Commands, script
 
 log = logging.getLogger(__name__)
 

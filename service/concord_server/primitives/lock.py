@@ -23,10 +23,10 @@ from typing import NamedTuple
 from ..errors import LockNotHeld
 from redis.crc import key_slot
 
-from ..cluster import ClusterCommands
+from ..store.cluster import ClusterCommands
 from ..keys import KeySpace, LockKeys
-from ..reply_shapes import ANY, Codes, Either, INT, STR, Seq, Tagged, Tup
-from ..scripts import Commands, script
+from ..store.reply_shapes import ANY, Codes, Either, INT, STR, Seq, Tagged, Tup
+from ..store.scripts import Commands, script
 from ..statuses import ACQUIRE, HELD, WITHDRAW
 from ..wakeups.waiters import Dropped, PollResult, Waiters
 from .fifo_acquire import GIVE_UP_WITHIN, Attempt, Claim, FifoPrimitive, acquire_queued, keep_alive

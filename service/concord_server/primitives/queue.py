@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 
 from ..errors import TaskFinished, TaskLeased, TaskLeaseNotHeld, TaskNotFound
 from ..keys import KeySpace, QueueKeys
-from ..reply_shapes import Codes, Either, INT, Maybe, STR, Seq, Tagged, Tup
-from ..scripts import Commands, Script, script
+from ..store.reply_shapes import Codes, Either, INT, Maybe, STR, Seq, Tagged, Tup
+from ..store.scripts import Commands, Script, script
 from ..statuses import CANCEL, HELD
 from ..wakeups.doorbells import Doorbells
 from ..wakeups.outcomes import Outcomes

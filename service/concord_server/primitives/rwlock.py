@@ -28,8 +28,8 @@ from typing import Any, NamedTuple
 
 from ..errors import LockNotHeld
 from ..keys import KeySpace, RWLockKeys
-from ..reply_shapes import INT, STR, Codes, Seq, Tagged, Tup
-from ..scripts import Commands, script
+from ..store.reply_shapes import INT, STR, Codes, Seq, Tagged, Tup
+from ..store.scripts import Commands, script
 from ..statuses import ACQUIRE, HELD, WITHDRAW
 from ..wakeups.waiters import PollResult, Waiters
 from .fifo_acquire import Attempt, Claim, FifoPrimitive, acquire_queued, keep_alive

@@ -22,9 +22,9 @@ import logging
 
 from ..errors import ConcordError
 from ..keys import KeySpace
-from ..redis_client import command
-from ..scripts import Commands
-from ..notifications import Bus
+from ..store.client import command
+from ..store.scripts import Commands
+from ..store.notifications import Bus
 from .schedules import Schedules
 
 log = logging.getLogger(__name__)

@@ -28,9 +28,9 @@ from typing import Any, NamedTuple
 
 from ..errors import FailedPrecondition, ScheduleExists, ScheduleNotFound
 from ..keys import KeySpace, QueueKeys
-from ..redis_client import command
-from ..reply_shapes import INT, Seq, STR, Tup
-from ..scripts import Commands, script
+from ..store.client import command
+from ..store.reply_shapes import INT, Seq, STR, Tup
+from ..store.scripts import Commands, script
 from ..statuses import SCHEDULE
 from .listing import note
 from .queue import run

@@ -29,8 +29,8 @@ from typing import Any, NamedTuple
 
 from ..errors import NotFound, PermitNotHeld, PermitsExceedLimit, SemaphoreLimitMismatch
 from ..keys import SemaphoreKeys
-from ..reply_shapes import Codes, Either, INT, STR, Seq, Tagged, Tup
-from ..scripts import script
+from ..store.reply_shapes import Codes, Either, INT, STR, Seq, Tagged, Tup
+from ..store.scripts import script
 from ..statuses import ACQUIRE, HELD, LIMIT, WITHDRAW
 from ..wakeups.waiters import PollResult
 from .fifo_acquire import Attempt, Claim, FifoPrimitive, acquire_queued, keep_alive

@@ -29,7 +29,7 @@ import logging
 import random
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
-from ..notifications import Bus
+from ..store.notifications import Bus
 from .listener import Listener, Listeners
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Generic, TypeVar
 
 from ..errors import ConcordError, Unavailable
-from ..notifications import Bus
+from ..store.notifications import Bus
 
 
 class Listener(ABC):

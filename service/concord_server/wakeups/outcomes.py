@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from ..notifications import Bus
+from ..store.notifications import Bus
 from .listener import Listener, Listeners
 
 ALL = "*"

@@ -40,7 +40,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from ..errors import ConcordError, Unavailable
-from ..notifications import Bus
+from ..store.notifications import Bus
 from .listener import Listener, Listeners
 
 log = logging.getLogger(__name__)

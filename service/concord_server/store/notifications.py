@@ -7,7 +7,7 @@ channel's handler. Every subscription confirmation, including the ones after a
 reconnect, calls the channel's ``on_subscribed`` so its owner can re-check state it
 may have missed while not subscribed.
 
-The connection is a redis_link.Link owned by one task, the bus's keeper: it opens
+The connection is a link.Link owned by one task, the bus's keeper: it opens
 the link, subscribes every channel listed, reads (the link hands it each message),
 pings when the line has been quiet, and when the link is lost opens a new one after
 a backoff. Nothing else connects, so no two handshakes can interleave on a socket.
@@ -29,9 +29,9 @@ from typing import Any, Protocol
 
 from redis.exceptions import RedisError, ResponseError
 
-from .errors import Unavailable
-from .redis_client import count_failure
-from .redis_link import Endpoint, Link
+from ..errors import Unavailable
+from .client import count_failure
+from .link import Endpoint, Link
 
 log = logging.getLogger(__name__)
 

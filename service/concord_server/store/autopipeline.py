@@ -2,14 +2,14 @@
 out without waiting for the replies to the ones before it.
 
 Commands issued in the same event-loop turn leave in one write; Redis answers in
-order, and the link (redis_link.Link) hands each reply to its caller's future.
+order, and the link (link.Link) hands each reply to its caller's future.
 Compared with checking a pooled connection out per command this halves the CPU per
 command under load, and any number of concurrent calls use one connection. Nothing
 blocking may go through here (Concord never blocks in Redis: waiting happens on
 futures).
 
 A link that fails, or leaves its oldest command unanswered for its reply timeout,
-fails every command in flight on it (they become UNAVAILABLE, see redis_client.py)
+fails every command in flight on it (they become UNAVAILABLE, see client.py)
 and is dropped; the next command opens a new one, which owes nothing. Concurrent
 callers share one attempt to open it.
 """
@@ -24,7 +24,7 @@ from typing import Any
 from redis.client import NEVER_DECODE
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from .redis_link import Endpoint, Link
+from .link import Endpoint, Link
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Redis failures as domain errors (the one place), and the cluster client that reads
 the slot map. Commands go through autopipeline.AutoPipeline (standalone) or
-cluster.ClusterCommands over redis_link.Link connections."""
+cluster.ClusterCommands over link.Link connections."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .errors import StorageFull, Unavailable
+from ..errors import StorageFull, Unavailable
 
 # Failures that mean "Redis cannot answer right now": retryable by the caller. The
 # cluster ones: a slot moving or unserved (a MOVED left after the one retry is an AskError).
@@ -30,7 +30,7 @@ UNAVAILABLE_ERRORS = (RedisConnectionError, RedisTimeoutError, BusyLoadingError,
 def connect_cluster(url: str, max_connections: int) -> aioredis.RedisCluster:
     """A Redis Cluster client that discovers the cluster from the URL's node. Scripts
     and commands go through cluster.ClusterCommands on links of their own
-    (redis_link.py); this client's pools (``max_connections`` per node) only read
+    (link.py); this client's pools (``max_connections`` per node) only read
     the slot map."""
     return aioredis.RedisCluster.from_url(
         url,

@@ -2,7 +2,7 @@
 
 ``ClusterBus`` is a notifications.Bus over one NotificationBus (one pub/sub
 Link) per node: a shard channel is subscribed on the node serving its slot, and
-moves when that changes (the slot map is ClusterCommands', cluster/commands.py).
+moves when that changes (the slot map is ClusterCommands', store/cluster/commands.py).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Callable
 from redis.asyncio.cluster import ClusterNode
 from redis.exceptions import RedisClusterException
 
-from ..errors import ConcordError
+from ...errors import ConcordError
 from ..notifications import NotificationBus
-from ..redis_client import unavailable_on_redis_errors
+from ..client import unavailable_on_redis_errors
 from .commands import ClusterCommands
 from .rerun import Rerun
 

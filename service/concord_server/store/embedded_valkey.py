@@ -7,12 +7,12 @@ with the server process (PR_SET_PDEATHSIG), even when that is killed.
 
 It is supervised: if it exits while the server runs (killed, out of memory), a
 thread starts it again on the same data directory and the same socket or port, so
-the server (whose health says NOT_SERVING meanwhile, see redis_health.py) serves
+the server (whose health says NOT_SERVING meanwhile, see health.py) serves
 again by itself. Restarts that keep failing back off up to ``MAX_BACKOFF`` seconds.
 
 Its memory is bounded (``maxmemory``, --embedded-maxmemory) with the ``noeviction``
 policy: at the bound Valkey refuses writes (an OOM error, which callers get as
-RESOURCE_EXHAUSTED / STORAGE_FULL, redis_client.py) and never evicts a lock, a lease
+RESOURCE_EXHAUSTED / STORAGE_FULL, client.py) and never evicts a lock, a lease
 or a task to make room, which would break coordination silently.
 """
 

@@ -4,7 +4,7 @@ Entry scripts live in lua/; a script file may begin with ``--! include other.lua
 lines, naming helper files in lua/include/ (shared helpers, and status.lua: the
 reply statuses of statuses.py) that are prepended, in order.
 
-Every script declares the shape of its reply (reply_shapes.py) beside its name, and
+Every script declares the shape of its reply (store/reply_shapes.py) beside its name, and
 every reply is checked against it here, before any caller reads it: a reply of the
 wrong shape fails the call UNAVAILABLE, drops the connection it came on, and is
 logged at ERROR with the script's name. A script is also declared with a
@@ -25,8 +25,8 @@ from typing import Any, Protocol
 from redis.client import NEVER_DECODE
 from redis.exceptions import NoScriptError
 
-from .errors import Unavailable
-from .redis_client import count_failure, unavailable_on_redis_errors
+from ..errors import Unavailable
+from .client import count_failure, unavailable_on_redis_errors
 from .reply_shapes import Shape
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class Commands(Protocol):
 
 
 def _read(name: str, *folder: str) -> str:
-    return resources.files(__package__).joinpath("lua", *folder, name).read_text(encoding="utf-8")
+    return resources.files("concord_server").joinpath("lua", *folder, name).read_text(encoding="utf-8")
 
 
 class Script:

@@ -2,14 +2,14 @@
 
 redis-py's RedisCluster keeps the slot map (discovery from any node, auth, TLS,
 MOVED bookkeeping); ``ClusterCommands`` adds the routing the hot path needs on top
-of it, with AutoPipeline's interface over one AutoPipeline (one redis_link.Link) per
+of it, with AutoPipeline's interface over one AutoPipeline (one link.Link) per
 primary: EVALSHA goes by its first key (all keys of a script share a hash tag, so
 one slot), a plain command by its key, SCRIPT LOAD to every primary. MOVED updates
 the map and the command is retried once on the new owner; ASK is answered on the
 importing node after ASKING; TRYAGAIN (a multi-key command while its slot is half
 moved: nothing ran) is sent again after short pauses (0.15 s in all), so a slot move
 is not an error to the caller; a connection error re-reads the whole map in the
-background. The standalone path never comes here. Pub/sub routing: cluster/bus.py.
+background. The standalone path never comes here. Pub/sub routing: store/cluster/bus.py.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..autopipeline import AutoPipeline
-from ..redis_link import Endpoint
+from ..link import Endpoint
 from .rerun import Rerun
 
 log = logging.getLogger(__name__)
