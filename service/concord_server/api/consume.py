@@ -32,6 +32,7 @@ from ..primitives.queue import Queues, Settling, TaskRecord
 from .status import check_decoded
 
 CONSUME_WAIT_MS = 30_000  # a Consume stream's waits, re-armed until it ends
+CANCEL_SETTLE = 0.05  # seconds a request stream's end waits for a cancellation that caused it
 
 
 async def next_request(requests) -> pb.ConsumeRequest | None:
@@ -78,9 +79,14 @@ class ConsumeStream:
                     if t in done and t.exception() is not None:
                         raise t.exception()
                 if reader in done:  # the client half-closed: answer its settles, push nothing more
-                    half_closed = True
                     pusher.cancel()
                     await asyncio.gather(pusher, return_exceptions=True)
+                    # A cancelled call (RST_STREAM) also ends its request stream, and gRPC
+                    # may show the handler that end a moment before the cancellation: wait
+                    # that moment, so a cancel (this task cancelled here) is not taken for
+                    # the consumer saying it is done.
+                    await asyncio.sleep(CANCEL_SETTLE)
+                    half_closed = True
                     while not self._out.empty():
                         response = self._out.get_nowait()
                         if not self._carries_tasks(response):
