@@ -55,6 +55,7 @@ from .primitives.schedule_ticker import Ticker
 from .store.health import RedisHealth
 from .store.client import connect_cluster
 from .store.link import Endpoint
+from .store.sentinel import SwitchWatch
 from .wakeups.waiters import Waiters
 
 log = logging.getLogger(__name__)
@@ -130,6 +131,7 @@ class Server:
     auth: auth.AuthInterceptor | None = None  # --auth-tokens; reloaded on SIGHUP
     redis_health: RedisHealth | None = None  # health NOT_SERVING while Redis is unreachable
     ticker: Ticker | None = None  # runs the queues' schedules
+    sentinel_watch: SwitchWatch | None = None  # redis+sentinel://: drops links to a demoted primary
 
     async def stop(self) -> None:
         """Health goes NOT_SERVING; blocked waits end with UNAVAILABLE at once (their
@@ -149,6 +151,8 @@ class Server:
         await self.waiters.aclose()
         for listeners in self.listeners:
             await listeners.aclose()
+        if self.sentinel_watch is not None:
+            await self.sentinel_watch.aclose()
         await self.bus.close()
         await self.commands.aclose()
         if self.redis is not None:
@@ -171,6 +175,13 @@ async def start(settings: Settings) -> Server:
     else:
         commands = AutoPipeline(endpoint)
         bus = NotificationBus(endpoint)
+    sentinel_watch = None
+    if endpoint.sentinels is not None:  # a failover Sentinel announces: leave the old primary at once
+        def switched(host: str, port: int) -> None:
+            commands.reset(f"Sentinel moved the primary to {host}:{port}")
+            bus.reset(f"Sentinel moved the primary to {host}:{port}")
+
+        sentinel_watch = SwitchWatch(endpoint, switched).start()
     waiters = Waiters(bus)
     doorbells = Doorbells(bus)
     # Broadcast: chats, file groups and queue watchers; each safety ring re-reads.
@@ -256,7 +267,8 @@ async def start(settings: Settings) -> Server:
     collector.start()
     return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, (doorbells, chat_bells, outcomes),
                   (locks, semaphores, queues, feeds, completer, shipper, p.elections, p.rwlocks),
-                  monitor, collector, observer, auth=auth_interceptor, redis_health=redis_health, ticker=ticker)
+                  monitor, collector, observer, auth=auth_interceptor, redis_health=redis_health, ticker=ticker,
+                  sentinel_watch=sentinel_watch)
 
 
 async def serve(settings: Settings) -> None:

@@ -31,7 +31,10 @@ class Settings:
     listen: str = _setting("127.0.0.1:50051", "host:port the gRPC server binds")
     redis_url: str | None = _setting(
         None,
-        "Redis to use: redis://[user:password@]host:port/db, rediss:// (TLS) or unix:///path.sock. "
+        "Redis to use: redis://[user:password@]host:port/db, rediss:// (TLS), unix:///path.sock, or "
+        "redis+sentinel://[user:password@]host:port[,host:port...]/service-name[/db] (rediss+sentinel:// for "
+        "TLS; ?sentinel_password=...&sentinel_username=... for the Sentinels' own credentials), which asks the "
+        "Sentinels for the primary and follows its failovers. "
         "Unset: start an embedded Valkey with its data in --data-dir",
     )
     redis_cluster: bool = _setting(False, "--redis-url names any node of a Redis Cluster (redis:// or rediss://); "
@@ -145,8 +148,16 @@ class Settings:
             validate_prefix(self.key_prefix)
         except ValueError as exc:
             raise InvalidSetting(["key_prefix"], str(exc).removeprefix("key prefix ")) from None
-        check(self.redis_url is None or self.redis_url.startswith(("redis://", "rediss://", "unix://")),
-              "redis_url", "must start with redis://, rediss:// or unix://")
+        check(self.redis_url is None or self.redis_url.startswith(
+            ("redis://", "rediss://", "unix://", "redis+sentinel://", "rediss+sentinel://")),
+              "redis_url", "must start with redis://, rediss://, unix://, redis+sentinel:// or rediss+sentinel://")
+        if self.redis_url and "+sentinel://" in self.redis_url:
+            from .store.link import Endpoint
+
+            try:
+                Endpoint.from_url(self.redis_url)
+            except ValueError as exc:
+                raise InvalidSetting(["redis_url"], str(exc)) from None
         check(not self.redis_cluster or (self.redis_url or "").startswith(("redis://", "rediss://")),
               "redis_cluster redis_url", "needs {redis_url} set to redis:// or rediss:// naming a node of the cluster")
         check(self.workers >= 1, "workers", "must be at least 1")

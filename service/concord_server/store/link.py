@@ -13,8 +13,11 @@ owed with ConnectionError or TimeoutError (UNAVAILABLE to clients, retryable) an
 is never used again. A replacement is a new Link that owes nothing.
 
 ``Endpoint`` is where and how to connect, parsed once from the Redis URL
-(redis://, rediss:// with ``ssl_*`` query options, unix://); a cluster node is the
-same endpoint at another host and port. Replies are parsed by hiredis; error
+(redis://, rediss:// with ``ssl_*`` query options, unix://, and redis+sentinel:// or
+rediss+sentinel://, whose primary is asked of the Sentinels for every new link:
+sentinel.py); a cluster node is the same endpoint at another host and port. A
+``READONLY`` reply closes its link once the caller has it: the node was demoted by a
+failover, and the next link finds the new primary. Replies are parsed by hiredis; error
 replies become redis-py's exception classes (public API), so callers keep catching
 NoScriptError, MovedError and the like.
 """
@@ -34,6 +37,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import hiredis
 from redis import exceptions as rexc
+
+from .sentinel import Sentinels, is_primary, primary_of
 
 log = logging.getLogger(__name__)
 
@@ -82,22 +87,19 @@ class Endpoint:
     ssl: ssl.SSLContext | None = None
     connect_timeout: float = CONNECT_TIMEOUT
     reply_timeout: float = REPLY_TIMEOUT
+    sentinels: Sentinels | None = None  # redis+sentinel://: host and port are asked of these
 
     @classmethod
     def from_url(cls, url: str, **overrides: Any) -> Endpoint:
         parts = urlsplit(url)
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        if parts.scheme not in ("redis", "rediss", "unix"):
-            raise ValueError(f"unsupported Redis URL scheme {parts.scheme!r} (redis://, rediss:// or unix://)")
+        if parts.scheme not in ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel"):
+            raise ValueError(f"unsupported Redis URL scheme {parts.scheme!r} (redis://, rediss://, unix://, "
+                             "redis+sentinel:// or rediss+sentinel://)")
+        if parts.scheme.endswith("+sentinel"):
+            return cls._from_sentinel_url(parts, query, **overrides)
         db = int(query.get("db") or (parts.path.lstrip("/") if parts.scheme != "unix" else "") or 0)
-        context = None
-        if parts.scheme == "rediss":
-            context = ssl.create_default_context(cafile=query.get("ssl_ca_certs"))
-            reqs = query.get("ssl_cert_reqs", "required").lower()
-            context.check_hostname = _flag(query.get("ssl_check_hostname", "false")) and reqs == "required"
-            context.verify_mode = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL}.get(reqs, ssl.CERT_REQUIRED)
-            if query.get("ssl_certfile"):
-                context.load_cert_chain(query["ssl_certfile"], query.get("ssl_keyfile"))
+        context = _tls(query) if parts.scheme == "rediss" else None
         return cls(
             host=parts.hostname or "127.0.0.1",
             port=parts.port or 6379,
@@ -109,13 +111,49 @@ class Endpoint:
             **overrides,
         )
 
+    @classmethod
+    def _from_sentinel_url(cls, parts: Any, query: dict[str, str], **overrides: Any) -> Endpoint:
+        """redis+sentinel://[user:pass@]host:port[,host:port...]/service[/db]: the user and
+        password are the data nodes'; ``sentinel_username`` and ``sentinel_password``
+        (query) the Sentinels'; rediss+sentinel:// speaks TLS (``ssl_*`` options) to both."""
+        userinfo, _, hosts = parts.netloc.rpartition("@")
+        user, _, password = userinfo.partition(":")
+        nodes = []
+        for item in hosts.split(","):
+            host, _, port = item.strip().rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError(f"a Sentinel must be host:port, not {item!r}")
+            nodes.append((host.strip("[]"), int(port)))
+        service, _, db = parts.path.strip("/").partition("/")
+        if not service:
+            raise ValueError("a redis+sentinel:// URL names the service after the hosts: .../service-name[/db]")
+        sentinels = Sentinels(tuple(nodes), unquote(service), unquote(query.get("sentinel_username") or "") or None,
+                              unquote(query.get("sentinel_password") or "") or None)
+        return cls(host=nodes[0][0], port=nodes[0][1], username=unquote(user) or None,
+                   password=unquote(password) if userinfo and password else None,
+                   db=int(query.get("db") or db or 0), ssl=_tls(query) if parts.scheme == "rediss+sentinel" else None,
+                   sentinels=sentinels, **overrides)
+
     def at(self, host: str, port: int) -> Endpoint:
         """The same credentials and TLS on another node (Redis Cluster)."""
         return dataclasses.replace(self, host=host, port=port, path=None)
 
     @property
     def name(self) -> str:
+        if self.sentinels is not None:
+            return f"the primary of {self.sentinels.service!r} via Sentinel"
         return self.path or f"{self.host}:{self.port}"
+
+
+def _tls(query: dict[str, str]) -> ssl.SSLContext:
+    """The TLS context of a rediss:// URL, from its ``ssl_*`` query options."""
+    context = ssl.create_default_context(cafile=query.get("ssl_ca_certs"))
+    reqs = query.get("ssl_cert_reqs", "required").lower()
+    context.check_hostname = _flag(query.get("ssl_check_hostname", "false")) and reqs == "required"
+    context.verify_mode = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL}.get(reqs, ssl.CERT_REQUIRED)
+    if query.get("ssl_certfile"):
+        context.load_cert_chain(query["ssl_certfile"], query.get("ssl_keyfile"))
+    return context
 
 
 class Link(asyncio.Protocol):
@@ -145,6 +183,9 @@ class Link(asyncio.Protocol):
         """Connects and authenticates; Redis failures raise ConnectionError or TimeoutError.
         With ``on_push`` the link is for pub/sub: every reply after the handshake goes there."""
         loop = asyncio.get_running_loop()
+        via_sentinel = endpoint.sentinels is not None
+        if via_sentinel:
+            endpoint = await primary_of(endpoint)
         link = cls(endpoint)
         try:
             async with asyncio.timeout(endpoint.connect_timeout):
@@ -155,6 +196,9 @@ class Link(asyncio.Protocol):
                                                  server_hostname=endpoint.host if endpoint.ssl else None)
                 for command in _handshake(endpoint):
                     await link.send(command)
+                if via_sentinel and not is_primary(role := await link.send(("ROLE",))):
+                    raise rexc.ConnectionError(f"{endpoint.name}, named by Sentinel, is not a primary "
+                                               f"(ROLE {role[0] if role else role!r}); asking again")
         except BaseException as exc:
             link.close()
             if isinstance(exc, rexc.ResponseError) and not isinstance(exc, rexc.AuthenticationError):
@@ -254,11 +298,13 @@ class Link(asyncio.Protocol):
                 return
             owed.popleft()
             self._since = time.monotonic()
-            if fut.done():  # its caller stopped waiting
-                continue
             if isinstance(reply, hiredis.ReplyError):
-                fut.set_exception(error_from_reply(reply))
-            else:
+                error = error_from_reply(reply)
+                if not fut.done():  # else its caller stopped waiting
+                    fut.set_exception(error)
+                if isinstance(error, rexc.ReadOnlyError):  # demoted by a failover: nothing more goes here
+                    raise rexc.ConnectionError(f"Redis at {self.endpoint.name} is a replica now (READONLY)")
+            elif not fut.done():
                 fut.set_result(reply)
 
     def close(self, error: BaseException | None = None) -> None:

