@@ -175,6 +175,7 @@ var (
 	ErrRequestTooLarge        = reasonError(errorv1.Reason_REASON_REQUEST_TOO_LARGE)
 	ErrStorageFull            = reasonError(errorv1.Reason_REASON_STORAGE_FULL)
 	ErrStorageQuotaExceeded   = reasonError(errorv1.Reason_REASON_STORAGE_QUOTA_EXCEEDED)
+	ErrReplicationTimeout     = reasonError(errorv1.Reason_REASON_REPLICATION_TIMEOUT)
 )
 
 // sentinels holds the sentinel of each reason, by wire name.

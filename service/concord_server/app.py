@@ -55,6 +55,7 @@ from .primitives.schedule_ticker import Ticker
 from .store.health import RedisHealth
 from .store.client import connect_cluster
 from .store.link import Endpoint
+from .store.replica_acks import ReplicaAcks
 from .store.sentinel import SwitchWatch
 from .wakeups.waiters import Waiters
 
@@ -166,7 +167,11 @@ class Server:
 
 
 async def start(settings: Settings) -> Server:
-    endpoint = Endpoint.from_url(settings.redis_url or "redis://127.0.0.1:6379")
+    acks = None
+    if settings.redis_replica_acks or settings.redis_aof_acks:
+        acks = ReplicaAcks(settings.redis_replica_acks, max(1, round(settings.redis_replica_ack_timeout * 1000)),
+                           aof=settings.redis_aof_acks)
+    endpoint = Endpoint.from_url(settings.redis_url or "redis://127.0.0.1:6379", replica_acks=acks)
     redis: aioredis.RedisCluster | None = None
     if settings.redis_cluster:  # same interfaces, routed to the node serving each slot
         redis = connect_cluster(settings.redis_url or "", settings.redis_max_connections)

@@ -39,6 +39,15 @@ class Settings:
     )
     redis_cluster: bool = _setting(False, "--redis-url names any node of a Redis Cluster (redis:// or rediss://); "
                                           "the other nodes are discovered and each command goes to its slot's node")
+    redis_replica_acks: int = _setting(0, "a state change (grant, release, enqueue, ack, message...) is answered "
+                                          "only once this many replicas have it (one WAIT per pipelined batch); "
+                                          "fewer in time: UNAVAILABLE / REPLICATION_TIMEOUT. 0: off")
+    redis_replica_ack_timeout: float = _setting(0.2, "how long one batch waits for --redis-replica-acks replicas "
+                                                     "(at most 250ms, so a blocked call still answers within its "
+                                                     "wait + 0.5s)", duration=True)
+    redis_aof_acks: bool = _setting(False, "a state change is answered only once the primary's append-only file "
+                                           "has it fsynced (WAITAOF; Redis or Valkey 7.2 or later), as well as "
+                                           "--redis-replica-acks replicas")
     key_prefix: str = _setting("concord", "prefix of every Redis key and channel Concord uses")
     data_dir: Path = _setting(Path("concord-data"), "data directory of the embedded Valkey (append-only file on)")
     embedded_maxmemory: int = _setting(1024 ** 3, "memory bound of the embedded Valkey, bytes (maxmemory, policy "
@@ -160,6 +169,9 @@ class Settings:
                 raise InvalidSetting(["redis_url"], str(exc)) from None
         check(not self.redis_cluster or (self.redis_url or "").startswith(("redis://", "rediss://")),
               "redis_cluster redis_url", "needs {redis_url} set to redis:// or rediss:// naming a node of the cluster")
+        check(0 <= self.redis_replica_acks <= 100, "redis_replica_acks", "must be 0 (off) to 100")
+        check(0.001 <= self.redis_replica_ack_timeout <= 0.25, "redis_replica_ack_timeout",
+              "must be 1ms to 250ms (a blocked call answers within its wait + 0.5s, confirmation included)")
         check(self.workers >= 1, "workers", "must be at least 1")
         check(self.embedded_maxmemory == 0 or self.embedded_maxmemory >= 16 * 1024 ** 2, "embedded_maxmemory",
               "must be 0 (unbounded) or at least 16 MiB")

@@ -49,6 +49,7 @@ from concord.error.v1.error_pb2 import (
     REASON_SEMAPHORE_WAIT_TIMEOUT,
     REASON_STORAGE_FULL,
     REASON_STORAGE_QUOTA_EXCEEDED,
+    REASON_REPLICATION_TIMEOUT,
     REASON_TASK_LEASE_NOT_HELD,
     REASON_TASK_LEASED,
     REASON_TASK_FINISHED,
@@ -144,6 +145,13 @@ class Unavailable(ConcordError):
     """Redis could not be reached or is loading; the call may be retried."""
 
     reason = reason_name(REASON_REDIS_UNAVAILABLE)
+
+
+class ReplicationTimeout(Unavailable):
+    """--redis-replica-acks: fewer replicas than asked confirmed the change in time
+    (store/replica_acks.py); it was made on the primary and may not survive a failover."""
+
+    reason = reason_name(REASON_REPLICATION_TIMEOUT)
 
 
 class DeadlineExceeded(ConcordError):

@@ -50,7 +50,8 @@ export type Reason =
   | 'RATE_LIMITED'
   | 'REQUEST_TOO_LARGE'
   | 'STORAGE_FULL'
-  | 'STORAGE_QUOTA_EXCEEDED';
+  | 'STORAGE_QUOTA_EXCEEDED'
+  | 'REPLICATION_TIMEOUT';
 
 /** The Client's per-service clients. */
 export interface Services {

@@ -25,6 +25,7 @@ from redis.client import NEVER_DECODE
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from .link import Endpoint, Link
+from .replica_acks import CHANGES, Confirmations
 
 log = logging.getLogger(__name__)
 
@@ -36,13 +37,22 @@ class AutoPipeline:
         self._opening: asyncio.Future[Link] | None = None
         self._closed = False
         self._watchers: list[Callable[[BaseException], None]] = []
+        acks = endpoint.replica_acks
+        self._confirmations = Confirmations(acks) if acks is not None else None
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
-        """Sends one command; ``NEVER_DECODE=True`` (redis-py's option) keeps its reply bytes."""
+        """Sends one command; ``NEVER_DECODE=True`` (redis-py's option) keeps its reply bytes.
+        With replica acks, a script's reply is returned once the batch's WAIT confirmed it."""
         link = self._link
         if link is None or not link.alive:
             link = await self._open()
-        return await link.send(args, bool(options.get(NEVER_DECODE)))
+        reply = link.send(args, bool(options.get(NEVER_DECODE)))
+        if self._confirmations is None or args[0] not in CHANGES:
+            return await reply
+        confirmed = self._confirmations.after(link)
+        result = await reply
+        await confirmed
+        return result
 
     async def execute_adjacent(self, commands: Sequence[tuple[Any, ...]], raw: bool = False) -> list[Any]:
         """Several commands back to back on one connection, nothing between them (ASKING
@@ -51,7 +61,12 @@ class AutoPipeline:
         if link is None or not link.alive:
             link = await self._open()
         futures = [link.send(c, raw) for c in commands]
-        return list(await asyncio.gather(*futures))
+        confirmed = (self._confirmations.after(link) if self._confirmations is not None
+                     and any(c[0] in CHANGES for c in commands) else None)
+        results = list(await asyncio.gather(*futures))
+        if confirmed is not None:
+            await confirmed
+        return results
 
     def on_lost(self, callback: Callable[[BaseException], None]) -> None:
         """callback(error) runs each time a connection of this pipeline is lost."""

@@ -38,6 +38,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import hiredis
 from redis import exceptions as rexc
 
+from .replica_acks import ReplicaAcks
 from .sentinel import Sentinels, is_primary, primary_of
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class Endpoint:
     connect_timeout: float = CONNECT_TIMEOUT
     reply_timeout: float = REPLY_TIMEOUT
     sentinels: Sentinels | None = None  # redis+sentinel://: host and port are asked of these
+    replica_acks: ReplicaAcks | None = None  # --redis-replica-acks: a change is answered once replicas have it
 
     @classmethod
     def from_url(cls, url: str, **overrides: Any) -> Endpoint:

@@ -73,6 +73,7 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_REQUEST_TOO_LARGE: _ClassVar[Reason]
     REASON_STORAGE_FULL: _ClassVar[Reason]
     REASON_STORAGE_QUOTA_EXCEEDED: _ClassVar[Reason]
+    REASON_REPLICATION_TIMEOUT: _ClassVar[Reason]
 CODE_UNSPECIFIED: Code
 CODE_CANCELLED: Code
 CODE_UNKNOWN: Code
@@ -133,6 +134,7 @@ REASON_RATE_LIMITED: Reason
 REASON_REQUEST_TOO_LARGE: Reason
 REASON_STORAGE_FULL: Reason
 REASON_STORAGE_QUOTA_EXCEEDED: Reason
+REASON_REPLICATION_TIMEOUT: Reason
 STATUS_FIELD_NUMBER: _ClassVar[int]
 status: _descriptor.FieldDescriptor
 
