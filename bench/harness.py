@@ -89,12 +89,13 @@ class RedisServer:
 
 
 @contextlib.contextmanager
-def redis_server(tmp: Path) -> Iterator[RedisServer]:
-    """A Valkey with persistence off: the bench measures Concord, not disk writes."""
+def redis_server(tmp: Path, *extra_args: str) -> Iterator[RedisServer]:
+    """A Valkey with persistence off: the bench measures Concord, not disk writes.
+    ``extra_args``: more of valkey-server's options (``--replicaof host port``)."""
     port = free_port()
     log = tmp / f"valkey-{port}.log"
     args = [valkey_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-            "--dir", str(tmp), "--logfile", str(log), "--daemonize", "no", "--maxclients", "20000"]
+            "--dir", str(tmp), "--logfile", str(log), "--daemonize", "no", "--maxclients", "20000", *extra_args]
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             preexec_fn=_die_with_parent)
     server = RedisServer(f"redis://127.0.0.1:{port}", port, proc)

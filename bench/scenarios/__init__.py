@@ -23,7 +23,8 @@ class Context:
 
 NAMES = ("cost", "handoff", "scale", "semaphore-cost", "semaphore-handoff", "rwlock-cost", "election-handoff",
          "deadlock-cost", "queue-cost", "queue-delay", "peers-queue",
-         "queue-wait", "schedule-lateness", "chat-latency", "chat-fetch", "autocomplete", "files", "load", "redis-io")
+         "queue-wait", "schedule-lateness", "chat-latency", "chat-fetch", "autocomplete", "files", "load", "redis-io",
+         "replica-acks")
 
 
 def module_name(name: str) -> str:
