@@ -120,6 +120,23 @@ class SentinelTopology:
         except redis.RedisError:
             return ""
 
+    def rejoined(self, node: RedisServer) -> bool:
+        """node is the primary the Sentinels name now, or a replica of it with its link
+        up and its initial sync done (a later failover may have moved the primary)."""
+        named = {s._primary() for s in self.sentinels}
+        if len(named) != 1 or None in named:
+            return False
+        port = named.pop()[1]
+        try:
+            with node.client() as c:
+                info = c.info("replication")
+        except redis.RedisError:
+            return False
+        if node.port == port:
+            return info.get("role") == "master"
+        return (info.get("role") == "slave" and int(info.get("master_port", 0)) == port
+                and info.get("master_link_status") == "up" and int(info.get("master_sync_in_progress", 1)) == 0)
+
     def stop(self) -> None:
         for s in self.sentinels:
             s.stop()

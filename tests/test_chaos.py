@@ -13,7 +13,8 @@ cluster >= 3 slot moves; well under a minute each);
 pauses and cuts past the 5 s socket timeout and liveness window, a one-server run
 with the busy loops beside it throughout, >= 20 slot moves on the cluster). Both
 print their seed: ``CHAOS_SEED=<seed>`` replays the same fault schedule
-(``CHAOS_SECONDS`` sets the long form's length). The summary (JSON) and the whole
+(``CHAOS_SECONDS`` sets the long form's length). The Sentinel topology (failovers
+under --redis-replica-acks 1) runs only in ``make chaos``, short and long. The summary (JSON) and the whole
 history (JSON lines) are written to the test's tmp dir; the path is printed.
 """
 
@@ -82,10 +83,52 @@ def test_chaos_short_cluster(tmp_path, request):
     _drop_data(tmp_path)
 
 
+SHORT_SENTINEL_SECONDS = float(os.environ.get("CHAOS_SHORT_SENTINEL_SECONDS", "14"))
+SHORT_SENTINEL_MINIMUM = {"failover": 2}
+LONG_SENTINEL_MINIMUM = {"failover": 12, "server_kill": 2, "cpu_pressure": 2}
+
+
+@pytest.mark.chaos
+@pytest.mark.timeout(150)
+def test_chaos_short_sentinel(tmp_path, request):
+    """Every service on two servers behind Redis Sentinel (a primary, two replicas,
+    three Sentinels) with --redis-replica-acks 1, while the primary is killed and a
+    replica promoted: nothing acknowledged is lost, and every rule holds.
+
+    In `make chaos` only for now: it passes about 2 runs in 7 here. What it still
+    finds: a few calls unanswered for their whole 8 s deadline around a failover, and
+    once a task acked under two leases (docs/guarantees.md, Redis Sentinel)."""
+    _skip_without_backend()
+    seed = seed_from_env()
+    cfg = Config(seed=seed, servers=2, seconds=SHORT_SENTINEL_SECONDS, minimum=SHORT_SENTINEL_MINIMUM,
+                 backend=BACKEND, topology="sentinel", replica_acks=1,
+                 rerun=f"CHAOS_SEED={seed} .venv/bin/pytest 'tests/test_chaos.py::{request.node.name}'")
+    report = run(cfg, tmp_path)
+    assert report.summary()["faults_done"]["failover"] >= 2 or not report.ok, report.summary()["faults_done"]
+    assert report.ok, report.failure()
+    _drop_data(tmp_path)
+
+
+@pytest.mark.chaos
+@pytest.mark.timeout(int(LONG_SECONDS) + 400)
+def test_chaos_long_sentinel(tmp_path, request):
+    _skip_without_backend()
+    seed = seed_from_env()
+    cfg = Config(seed=seed, servers=3, seconds=LONG_SECONDS, minimum=LONG_SENTINEL_MINIMUM, long=True,
+                 backend=BACKEND, topology="sentinel", replica_acks=1,
+                 rerun=f"CHAOS_SEED={seed} CHAOS_SECONDS={LONG_SECONDS:g} make chaos PYTEST_ARGS='-k sentinel'")
+    report = run(cfg, tmp_path)
+    faults = report.summary()["faults_done"]
+    assert faults["failover"] >= 12 or not report.ok, faults
+    assert report.ok, report.failure()
+    _drop_data(tmp_path)
+
+
 def _drop_data(tmp_path) -> None:
     """Redis's files (AOF, cluster nodes): the summary and history stay."""
     shutil.rmtree(tmp_path / "redis", ignore_errors=True)
     shutil.rmtree(tmp_path / "cluster", ignore_errors=True)
+    shutil.rmtree(tmp_path / "sentinel", ignore_errors=True)
 
 
 LONG_TOPOLOGIES = pytest.mark.parametrize(

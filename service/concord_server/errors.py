@@ -149,9 +149,15 @@ class Unavailable(ConcordError):
 
 class ReplicationTimeout(Unavailable):
     """--redis-replica-acks: fewer replicas than asked confirmed the change in time
-    (store/replica_acks.py); it was made on the primary and may not survive a failover."""
+    (store/replica_acks.py); it was made on the primary and may not survive a failover.
+    ``reply`` is the script's reply when it came before the confirmation failed (its
+    caller may have to give back what the script took: primitives/queue.py)."""
 
     reason = reason_name(REASON_REPLICATION_TIMEOUT)
+
+    def __init__(self, message: str, reply: Any = None, **metadata: str) -> None:
+        super().__init__(message, **metadata)
+        self.reply = reply
 
 
 class DeadlineExceeded(ConcordError):

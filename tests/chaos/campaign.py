@@ -60,7 +60,8 @@ class Config:
     backend: str = "valkey"
     rerun: str = ""  # how to replay this run, printed on failure
     faults: list[Fault] | None = None  # a given schedule instead of the seeded one
-    topology: str = "single"  # one Redis behind a proxy, or "cluster" (queue workloads, slot moves)
+    topology: str = "single"  # one Redis behind a proxy, "cluster" (queue workloads, slot moves) or "sentinel"
+    replica_acks: int = 0  # sentinel: the servers' --redis-replica-acks
     cpu_hogs: bool = False  # two busy-loop processes beside the whole run
 
     def schedule(self) -> list[Fault]:
@@ -101,7 +102,8 @@ class Report:
             "seed": self.config.seed,
             "servers": self.config.servers,
             "backend": self.config.backend,
-            "topology": self.config.topology + (" + cpu hogs" if self.config.cpu_hogs else ""),
+            "topology": self.config.topology + (" + cpu hogs" if self.config.cpu_hogs else "")
+            + (f" + {self.config.replica_acks} replica acks" if self.config.replica_acks else ""),
             "server_code": _server_code(),
             "rerun": self.config.rerun,
             "planned_seconds": self.config.seconds,
@@ -183,7 +185,8 @@ def run(cfg: Config, workdir: Path) -> Report:
     history = History()
     report = Report(cfg, schedule, history, [])
     started = time.monotonic()
-    fleet = Fleet(cfg.backend, workdir, cfg.servers, topology=cfg.topology, queues=QUEUES, cpu_hogs=cfg.cpu_hogs)
+    fleet = Fleet(cfg.backend, workdir, cfg.servers, topology=cfg.topology, queues=QUEUES, cpu_hogs=cfg.cpu_hogs,
+                  replica_acks=cfg.replica_acks)
     try:
         fleet.start()
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:

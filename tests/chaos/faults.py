@@ -13,6 +13,10 @@ settings give the same schedule; ``Fleet`` + ``play`` then execute it in order:
 - server_kill: one concord-server SIGKILLed, restarted on its port after ``duration``;
 - cpu_pressure: two busy-loop processes beside the run for ``duration`` (a loaded
                machine: the servers' event loops run late, leases come close to expiring);
+- failover:    (Redis Sentinel) the primary SIGKILLed and kept down for ``duration``
+               (past Sentinel's down-after, so a replica is promoted), then started
+               again on its port from its append-only file, where Sentinel makes it a
+               replica of the new primary;
 - slot_move:   (Redis Cluster) the slot of one queue's hash tag migrates to another
                node: SETSLOT IMPORTING/MIGRATING, ``duration`` of streams consuming
                from it while it migrates (ASK, TRYAGAIN), then MIGRATE of its keys and
@@ -37,21 +41,23 @@ from pathlib import Path
 
 from redis.crc import key_slot
 
-from support import RedisCluster, RedisServer, ServerProcess, TcpProxy, backend_binary
+from sentinel_topology import SentinelTopology
+from support import RedisCluster, RedisServer, ServerProcess, TcpProxy, backend_binary, wait_until
 
 from .history import History
 
-KINDS = ("redis_kill", "redis_pause", "link_cut", "server_kill", "cpu_pressure", "slot_move")
+KINDS = ("redis_kill", "redis_pause", "link_cut", "server_kill", "cpu_pressure", "slot_move", "failover")
 SOCKET_TIMEOUT = 5.0  # how long the server waits for a Redis reply (redis_link.REPLY_TIMEOUT, was socket_timeout)
 LIVENESS = 5.0  # a server cut off this long counts as dead to the others (liveness_ms, waiters.py)
 # Seconds a fault costs on top of its duration (restarts), to size a schedule.
 OVERHEAD = {"redis_kill": 0.5, "redis_pause": 0.0, "link_cut": 0.0, "server_kill": 2.5, "cpu_pressure": 0.1,
-            "slot_move": 0.3}
+            "slot_move": 0.3, "failover": 1.0}
 # How often each kind is drawn once the minimums are in, per topology: one Redis (kills,
 # pauses, cuts through the proxy) or a Redis Cluster (slot moves; no proxy in front).
 WEIGHTS = {
     "single": {"redis_kill": 4, "redis_pause": 2, "link_cut": 2, "server_kill": 1, "cpu_pressure": 1},
     "cluster": {"slot_move": 4, "cpu_pressure": 1, "server_kill": 1},
+    "sentinel": {"failover": 4, "server_kill": 1, "cpu_pressure": 1},
 }
 CPU_HOGS = 2  # busy-loop processes a cpu_pressure fault (or Config.cpu_hogs) runs
 
@@ -84,6 +90,8 @@ def _duration(rng: random.Random, kind: str, long: bool, required_long: bool) ->
         return round(rng.uniform(2.0, 8.0) if long else rng.uniform(1.0, 4.0), 2)
     if kind == "slot_move":  # migrating (ASK, TRYAGAIN) this long before the keys move
         return round(rng.uniform(0.8, 3.0), 2)
+    if kind == "failover":  # down past Sentinel's down-after (1 s) and its election
+        return round(rng.uniform(2.5, 5.0), 2)
     return round(rng.uniform(0.0, 1.0), 2)  # server_kill: down time before the restart
 
 
@@ -161,15 +169,20 @@ class Fleet:
     slot moves. ``queues`` names the queues a slot_move's target indexes."""
 
     def __init__(self, backend: str, workdir: Path, servers: int, *, topology: str = "single",
-                 queues: list[str] | None = None, cpu_hogs: bool = False) -> None:
+                 queues: list[str] | None = None, cpu_hogs: bool = False, replica_acks: int = 0) -> None:
         binary = backend_binary(backend)
         assert binary, f"{backend} server not installed"
         self.workdir = workdir
         self.topology = topology
         self.redis: RedisServer | None = None
         self.cluster: RedisCluster | None = None
+        self.sentinel: SentinelTopology | None = None
+        self.replica_acks = replica_acks
+        self.killed_primary: RedisServer | None = None  # a failover's, until it is started again
         if topology == "cluster":
             self.cluster = RedisCluster(binary, workdir / "cluster")
+        elif topology == "sentinel":
+            self.sentinel = SentinelTopology(binary, workdir / "sentinel")
         else:
             self.redis = RedisServer(binary, workdir / "redis")
         self.proxy: TcpProxy | None = None
@@ -187,6 +200,9 @@ class Fleet:
         if self.cluster is not None:
             self.cluster.start()
             url, extra = self.cluster.url, ("--redis-cluster",)
+        elif self.sentinel is not None:
+            self.sentinel.start()
+            url, extra = self.sentinel.url(), ("--redis-replica-acks", str(self.replica_acks))
         else:
             assert self.redis is not None
             self.redis.start()
@@ -243,6 +259,28 @@ class Fleet:
     def cpu_off(self) -> None:
         self.hogs.stop()
 
+    def failover(self) -> dict[str, int]:
+        """Kills the primary the Sentinels name (SIGKILL); returns its port."""
+        assert self.sentinel is not None, "failover needs the sentinel topology"
+        primary = self.sentinel.primary()
+        primary.kill()
+        self.killed_primary = primary
+        return {"primary": primary.port}
+
+    def failover_heal(self) -> None:
+        """The killed primary started again; a replica was promoted meanwhile (waited for)."""
+        if self.killed_primary is None or self.sentinel is None:
+            return
+        node, self.killed_primary = self.killed_primary, None
+        promoted = self.sentinel.primary(timeout=60)  # a live primary the Sentinels agree on
+        assert promoted is not node
+        node.start()
+        # Healed once Sentinel has made it a replica of the new primary and it has synced:
+        # until then it is a primary of its own with the data it had when it was killed,
+        # and a second failover could promote it (a double fault, not this one).
+        wait_until(lambda: self.sentinel.rejoined(node), timeout=60, interval=0.1,
+                   message=f"the old primary on {node.port} to rejoin as a synced replica")
+
     def slot_begin(self, queue: int) -> dict[str, int | str]:
         """Marks the slot of queue ``queue``'s keys migrating from its owner to the next
         node; returns what moves where (for the history)."""
@@ -273,6 +311,7 @@ class Fleet:
         self.resume()
         self.redis_restart()
         self.slot_finish()
+        self.failover_heal()
         for i in range(len(self.servers)):
             self.server_restart(i)
 
@@ -300,6 +339,8 @@ class Fleet:
             if self.cluster is not None:
                 for node in self.cluster.nodes:
                     node.kill()
+            if self.sentinel is not None:
+                self.sentinel.stop()
         return codes
 
     def log_texts(self) -> dict[str, str]:
@@ -329,6 +370,10 @@ async def play(schedule: list[Fault], fleet: Fleet, history: History, done: list
                 await asyncio.sleep(f.duration)
             elif f.kind == "cpu_pressure":
                 await asyncio.to_thread(fleet.cpu_on)
+                await asyncio.sleep(f.duration)
+            elif f.kind == "failover":
+                killed = await asyncio.to_thread(fleet.failover)
+                history.note("faults", "fault.failover", parent=ev.id, **killed)
                 await asyncio.sleep(f.duration)
             elif f.kind == "slot_move":
                 moving = await asyncio.to_thread(fleet.slot_begin, f.target)
@@ -367,3 +412,5 @@ def _heal_one(fleet: Fleet, f: Fault) -> None:
         fleet.cpu_off()
     elif f.kind == "slot_move":
         fleet.slot_finish()
+    elif f.kind == "failover":
+        fleet.failover_heal()

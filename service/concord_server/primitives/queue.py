@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from ..errors import TaskFinished, TaskLeased, TaskLeaseNotHeld, TaskNotFound
+from ..errors import ReplicationTimeout, TaskFinished, TaskLeased, TaskLeaseNotHeld, TaskNotFound
 from ..keys import KeySpace, QueueKeys
 from ..store.reply_shapes import Codes, Either, INT, Maybe, STR, Seq, Tagged, Tup
 from ..store.scripts import Commands, Script, script
@@ -460,7 +460,12 @@ class Queues:
             try:
                 reply = await self._run(_DEQUEUE, k, max_tasks - len(tasks), lease_ms, secrets.token_hex(12),
                                         room, int(not tasks))
-            except Exception:
+            except Exception as exc:
+                if isinstance(exc, ReplicationTimeout) and exc.reply is not None:
+                    # Leased on the primary but not confirmed by its replicas: nobody is told
+                    # of these, so they go back at once, their attempt not counted.
+                    for t in (_record(queue, f) for f in exc.reply.tasks):
+                        self.let_go(t.queue, t.task_id, t.lease, count_attempt=False)
                 if not tasks:
                     raise
                 # What the earlier queues leased goes to the caller, not to nobody (it would

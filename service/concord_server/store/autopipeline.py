@@ -23,9 +23,12 @@ from typing import Any
 
 from redis.client import NEVER_DECODE
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ..errors import ReplicationTimeout
 
 from .link import Endpoint, Link
-from .replica_acks import CHANGES, Confirmations
+from .replica_acks import Confirmations, changes
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +45,21 @@ class AutoPipeline:
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         """Sends one command; ``NEVER_DECODE=True`` (redis-py's option) keeps its reply bytes.
-        With replica acks, a script's reply is returned once the batch's WAIT confirmed it."""
+        With replica acks, a change's reply is returned once the batch's WAIT confirmed it."""
         link = self._link
         if link is None or not link.alive:
             link = await self._open()
         reply = link.send(args, bool(options.get(NEVER_DECODE)))
-        if self._confirmations is None or args[0] not in CHANGES:
+        if self._confirmations is None or not changes(args):
             return await reply
         confirmed = self._confirmations.after(link)
         result = await reply
-        await confirmed
+        try:
+            await confirmed
+        except (ReplicationTimeout, RedisConnectionError, RedisTimeoutError) as exc:
+            # The script ran (its reply is here) but is not confirmed: say what it answered.
+            raise ReplicationTimeout(f"the change was made on the Redis primary but not confirmed: {exc}",
+                                     reply=result) from exc
         return result
 
     async def execute_adjacent(self, commands: Sequence[tuple[Any, ...]], raw: bool = False) -> list[Any]:
@@ -62,7 +70,7 @@ class AutoPipeline:
             link = await self._open()
         futures = [link.send(c, raw) for c in commands]
         confirmed = (self._confirmations.after(link) if self._confirmations is not None
-                     and any(c[0] in CHANGES for c in commands) else None)
+                     and any(changes(c) for c in commands) else None)
         results = list(await asyncio.gather(*futures))
         if confirmed is not None:
             await confirmed

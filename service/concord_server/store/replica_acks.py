@@ -29,6 +29,7 @@ import asyncio
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from ..errors import ReplicationTimeout
@@ -36,7 +37,20 @@ from ..errors import ReplicationTimeout
 if TYPE_CHECKING:
     from .link import Link
 
-CHANGES = frozenset({"EVALSHA", "EVAL", "EVALSHA_RO", "FCALL"})  # how every state change reaches Redis
+# Commands that change nothing; every other command is taken for a change and confirmed
+# (erring towards one WAIT too many: a script, a ZADD of autocomplete, a listing note).
+READS = frozenset({
+    "GET", "MGET", "STRLEN", "EXISTS", "TYPE", "TTL", "PTTL", "HGET", "HMGET", "HGETALL", "HLEN", "HEXISTS",
+    "HSCAN", "HRANDFIELD", "HKEYS", "HVALS", "SMEMBERS", "SISMEMBER", "SCARD", "SSCAN", "ZRANGE", "ZRANGEBYSCORE",
+    "ZRANGEBYLEX", "ZREVRANGE", "ZREVRANGEBYSCORE", "ZSCORE", "ZMSCORE", "ZLEXCOUNT", "ZCARD", "ZCOUNT", "ZRANK",
+    "ZSCAN", "LRANGE", "LLEN", "LINDEX", "XRANGE", "XREVRANGE", "XLEN", "XINFO", "SCAN", "DBSIZE", "PING", "INFO",
+    "TIME", "ROLE", "MEMORY", "SCRIPT", "EVALSHA_RO", "EVAL_RO", "ASKING", "READONLY", "CLUSTER", "WAIT",
+    "WAITAOF", "SPUBLISH", "PUBLISH"})
+
+
+def changes(args: tuple[Any, ...]) -> bool:
+    """Whether a command may change state (and so must be confirmed)."""
+    return str(args[0]).upper() not in READS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,14 +59,15 @@ class ReplicaAcks:
     timeout_ms: int  # how long one WAIT may block
     aof: bool = False  # the primary's AOF fsynced too (WAITAOF 1 0 before the WAIT)
 
-    def commands(self) -> list[tuple[Any, ...]]:
+    def commands(self, timeout_ms: int | None = None) -> list[tuple[Any, ...]]:
         """What confirms a batch. Not ``WAITAOF 1 N``: Valkey 9.1 never counts a replica
         whose replication stream ends with an SPUBLISH (it is not written to the
         replica's AOF, so its fsynced offset stays short), and every Concord wake-up
         ends a script with one; so the primary's fsync is asked of WAITAOF and the
         replicas' copies of WAIT."""
-        wait = ("WAIT", self.replicas, self.timeout_ms)
-        return [("WAITAOF", 1, 0, self.timeout_ms), wait] if self.aof else [wait]
+        ms = self.timeout_ms if timeout_ms is None else timeout_ms
+        wait = ("WAIT", self.replicas, ms)
+        return [("WAITAOF", 1, 0, ms), wait] if self.aof else [wait]
 
     def shortfall(self, replies: list[Any]) -> str | None:
         """None when the replies confirm enough, else what is missing."""
@@ -65,21 +80,32 @@ class ReplicaAcks:
         return "; ".join(missing) or None
 
 
+DEGRADED_MS = 10  # a WAIT's timeout while the last one came back short (see Confirmations)
+
+
 class Confirmations:
     """One WAIT in flight per Link at a time: the changes sent while it is out wait
     for the next one, sent as soon as it returns. So a WAIT covers every change sent
     since the one before it, however many calls they came from: under load the
-    batches grow and the WAITs per change fall."""
+    batches grow and the WAITs per change fall.
+
+    While the replicas are missing (a failover's new primary before Sentinel has
+    pointed the others at it), every WAIT would block the connection for the whole
+    ack timeout and the calls behind it would pile up past their deadlines. So once a
+    WAIT comes back short the next ones wait only DEGRADED_MS, failing fast, until one
+    is confirmed again."""
 
     def __init__(self, acks: ReplicaAcks) -> None:
         self._acks = acks
         self._link: Link | None = None
         self._next: asyncio.Future[None] | None = None  # the confirmation changes sent since the last WAIT await
         self._in_flight = False
+        self._degraded = False
 
     def after(self, link: Link) -> asyncio.Future[None]:
         """The confirmation of every change sent on ``link`` so far."""
-        if link is not self._link:  # a new connection: the old one's WAITs failed with it
+        if link is not self._link:  # a new connection: what the old one still owed fails with it
+            self._drop(self._next)
             self._link, self._next, self._in_flight = link, None, False
         if self._next is None:
             self._next = asyncio.get_running_loop().create_future()
@@ -89,18 +115,30 @@ class Confirmations:
         return self._next
 
     def _send(self, link: Link) -> None:
+        if link is not self._link:  # replaced meanwhile: after() failed what it owed
+            return
         confirm, self._next = self._next, None
-        if confirm is None or link is not self._link:
+        if confirm is None:
             return
         self._in_flight = True
-        waits = asyncio.gather(*(link.send(c) for c in self._acks.commands()))
+        timeout = min(DEGRADED_MS, self._acks.timeout_ms) if self._degraded else None
+        waits = asyncio.gather(*(link.send(c) for c in self._acks.commands(timeout)))
         waits.add_done_callback(lambda done: self._settle(link, done, confirm))
 
     def _settle(self, link: Link, wait: asyncio.Future[Any], confirm: asyncio.Future[None]) -> None:
+        self._answer(wait, confirm)
         if link is self._link:
             self._in_flight = False
             if self._next is not None:  # changes sent while this WAIT was out: their own WAIT now
                 self._send(link)
+
+    @staticmethod
+    def _drop(confirm: asyncio.Future[None] | None) -> None:
+        """A confirmation whose WAIT will never be sent (its connection was replaced)."""
+        if confirm is not None and not confirm.done():
+            confirm.set_exception(RedisConnectionError("the connection was replaced before its WAIT was sent"))
+
+    def _answer(self, wait: asyncio.Future[Any], confirm: asyncio.Future[None]) -> None:
         if confirm.done():
             return
         if wait.cancelled():
@@ -111,11 +149,13 @@ class Confirmations:
         elif error is not None:
             confirm.set_exception(error)
         elif (missing := self._acks.shortfall(wait.result())) is not None:
+            self._degraded = True
             confirm.set_exception(ReplicationTimeout(
                 f"the change was made on the Redis primary but not confirmed within "
                 f"{self._acks.timeout_ms} ms: {missing}; it may not survive a failover",
                 wanted=str(self._acks.replicas)))
         else:
+            self._degraded = False
             confirm.set_result(None)
 
 

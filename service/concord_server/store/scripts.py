@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from redis.client import NEVER_DECODE
 from redis.exceptions import NoScriptError
 
-from ..errors import Unavailable
+from ..errors import ReplicationTimeout, Unavailable
 from .client import count_failure, unavailable_on_redis_errors
 from .reply_shapes import Shape
 
@@ -75,8 +75,15 @@ class Script:
         return reply
 
     async def run(self, redis: Commands, keys: list[str], args: list[Any]) -> Any:
-        """The reply, shape checked, then decoded as declared (unchanged with no decode)."""
-        reply = await self(redis, keys, args)
+        """The reply, shape checked, then decoded as declared (unchanged with no decode).
+        A ReplicationTimeout's reply (the script ran, unconfirmed) is decoded the same way."""
+        try:
+            reply = await self(redis, keys, args)
+        except ReplicationTimeout as exc:
+            if exc.reply is not None:
+                exc.reply = (exc.reply if self.decode is None else self.decode(exc.reply)) \
+                    if self.reply.fits(exc.reply) else None
+            raise
         return reply if self.decode is None else self.decode(reply)
 
     def _misfit(self, redis: Commands, keys: list[str], reply: Any) -> None:
