@@ -8,12 +8,14 @@ its acknowledgements."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import threading
 
 import grpc
 import pytest
+from google.protobuf import duration_pb2
 
 from concord.lock.v1 import lock_pb2, lock_pb2_grpc
 from concord.queue.v1 import queue_pb2 as pb
@@ -63,53 +65,50 @@ def paused():
     resume()
 
 
-def test_an_acknowledged_change_is_on_the_replica_when_it_is_answered(pair, tmp_path, name):
-    primary, replica = pair
+@contextlib.contextmanager
+def _stubs(primary, tmp_path):
+    """A server with --redis-replica-acks 1 on ``primary``: its queue and lock stubs."""
     server = _server(primary, tmp_path)
     try:
         with grpc.insecure_channel(server.target) as ch:
-            queues = queue_pb2_grpc.QueueServiceStub(ch)
-            locks = lock_pb2_grpc.LockServiceStub(ch)
-            with replica.client() as r:
-                for i in range(20):  # read at once, no waiting: WAIT put it there before the answer
-                    queues.Enqueue(pb.EnqueueRequest(queue=f"{name}-q{i}", tasks=[pb.NewTask(type="t")]), timeout=10)
-                    assert r.keys(f"*{name}-q{i}*"), f"queue {name}-q{i} enqueued but not on the replica"
-                    grant = locks.Acquire(lock_pb2.AcquireRequest(name=f"{name}-{i}", ttl=_ttl(30)), timeout=10)
-                    assert grant.acquired
-                    assert r.keys(f"*{name}-{i}*"), f"lock {name}-{i} granted but not on the replica"
+            yield queue_pb2_grpc.QueueServiceStub(ch), lock_pb2_grpc.LockServiceStub(ch)
     finally:
         server.stop()
+    assert "Traceback" not in server.log_text()
 
 
-def _ttl(seconds: int):
-    from google.protobuf import duration_pb2
+def test_an_acknowledged_change_is_on_the_replica_when_it_is_answered(pair, tmp_path, name):
+    primary, replica = pair
+    with _stubs(primary, tmp_path) as (queues, locks), replica.client() as r:
+        for i in range(20):  # read at once, no waiting: WAIT put it there before the answer
+            queues.Enqueue(pb.EnqueueRequest(queue=f"{name}-q{i}", tasks=[pb.NewTask(type="t")]), timeout=10)
+            assert r.keys(f"*{name}-q{i}*"), f"queue {name}-q{i} enqueued but not on the replica"
+            grant = locks.Acquire(lock_pb2.AcquireRequest(name=f"{name}-{i}", ttl=_ttl(30)), timeout=10)
+            assert grant.acquired
+            assert r.keys(f"*{name}-{i}*"), f"lock {name}-{i} granted but not on the replica"
+
+
+def _ttl(seconds: int) -> duration_pb2.Duration:
     return duration_pb2.Duration(seconds=seconds)
 
 
 def test_without_the_replicas_confirmation_a_change_fails_replication_timeout_and_a_grant_is_let_go(
         pair, tmp_path, name, paused):
     primary, replica = pair
-    server = _server(primary, tmp_path)
-    try:
-        with grpc.insecure_channel(server.target) as ch:
-            queues = queue_pb2_grpc.QueueServiceStub(ch)
-            locks = lock_pb2_grpc.LockServiceStub(ch)
-            paused(replica)
-            with pytest.raises(grpc.RpcError) as err:
-                queues.Enqueue(pb.EnqueueRequest(queue=name, tasks=[pb.NewTask(type="t")]), timeout=10)
-            assert err.value.code() == grpc.StatusCode.UNAVAILABLE
-            assert error_info(err.value).reason == "REPLICATION_TIMEOUT", err.value.details()
-            with pytest.raises(grpc.RpcError) as err:
-                locks.Acquire(lock_pb2.AcquireRequest(name=name, ttl=_ttl(600), owner="first"), timeout=10)
-            assert error_info(err.value).reason == "REPLICATION_TIMEOUT", err.value.details()
-            paused.resume()
-            # The grant nobody was told of is let go: another owner gets the lock long before its 600 s TTL.
-            wait_until(lambda: locks.Acquire(lock_pb2.AcquireRequest(name=name, ttl=_ttl(30), owner="second"),
-                                             timeout=10).acquired, timeout=10,
-                       message="the unconfirmed grant to be let go")
-    finally:
-        server.stop()
-    assert "Traceback" not in server.log_text()
+    with _stubs(primary, tmp_path) as (queues, locks):
+        paused(replica)
+        with pytest.raises(grpc.RpcError) as err:
+            queues.Enqueue(pb.EnqueueRequest(queue=name, tasks=[pb.NewTask(type="t")]), timeout=10)
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert error_info(err.value).reason == "REPLICATION_TIMEOUT", err.value.details()
+        with pytest.raises(grpc.RpcError) as err:
+            locks.Acquire(lock_pb2.AcquireRequest(name=name, ttl=_ttl(600), owner="first"), timeout=10)
+        assert error_info(err.value).reason == "REPLICATION_TIMEOUT", err.value.details()
+        paused.resume()
+        # The grant nobody was told of is let go: another owner gets the lock long before its 600 s TTL.
+        wait_until(lambda: locks.Acquire(lock_pb2.AcquireRequest(name=name, ttl=_ttl(30), owner="second"),
+                                         timeout=10).acquired, timeout=10,
+                   message="the unconfirmed grant to be let go")
 
 
 async def test_one_wait_covers_the_changes_sent_while_the_last_was_out(pair, tmp_path, name, paused):
