@@ -231,6 +231,7 @@ class Link(asyncio.Protocol):
         fut: asyncio.Future[Any] = loop.create_future()
         if self.error is not None:
             fut.set_exception(self.error)
+            fut.exception()  # as in close(): the caller may be cancelled before it reads it
             return fut
         if not self._outbox:
             loop.call_soon(self._flush)
@@ -323,6 +324,9 @@ class Link(asyncio.Protocol):
         for fut, _ in owed:
             if not fut.done():
                 fut.set_exception(self.error)
+                # Marked as seen: a caller cancelled in this same turn (a wait_for's timeout
+                # racing the loss) never reads it, and asyncio would log it at ERROR.
+                fut.exception()
         self._outbox = []
         lost, self._lost = self._lost, []
         for callback in lost:
