@@ -7,11 +7,14 @@ replicas and three Sentinels on free loopback ports (sentinel_topology.py)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 import redis
+from grpc_health.v1 import health_pb2
 
 import concord
 from concord_server.store.link import Endpoint
@@ -133,13 +136,10 @@ def test_a_server_started_before_any_sentinel_answers_serves_once_one_does(backe
     topo.sentinels = [Sentinel(topo.binary, tmp_path / f"sentinel-{i}", topo.nodes[0].port) for i in range(3)]
     s = ServerProcess("--redis-url", topo.url(), "--log-level", "INFO")
     try:
-        with open(tmp_path / "server.log", "ab") as log:
-            import subprocess
-            import sys
+        with open(tmp_path / "server.log", "ab") as log:  # started without waiting for SERVING
             s.log_path = tmp_path / "server.log"
             s.proc = subprocess.Popen([sys.executable, "-m", "concord_server", *s.args], stdout=log,
                                       stderr=subprocess.STDOUT, env=s.env)
-        from grpc_health.v1 import health_pb2
         wait_until(lambda: s.health() == health_pb2.HealthCheckResponse.NOT_SERVING, timeout=30,
                    message="health NOT_SERVING while no Sentinel answers")
         for sentinel in topo.sentinels:
