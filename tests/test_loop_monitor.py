@@ -45,8 +45,9 @@ async def test_a_blocked_loop_shows_as_a_stall_in_the_report(tmp_path):
     assert report["gc_full"] >= 1 and 0 < report["gc_max_s"] <= report["gc_s"]
     assert sum(w["gc_full"] for w in report["windows"]) >= 1
     # The stall is in exactly the windows that saw it, and they are in time order.
+    # A shared machine can add to the 0.3 s, so the tick may land in any bucket above it.
     stalled = [w for w in report["windows"] if w["max_s"] >= 0.295]
-    assert len(stalled) == 1 and stalled[0]["counts"][BOUNDS.index(0.5)] == 1
+    assert len(stalled) == 1 and sum(stalled[0]["counts"][BOUNDS.index(0.5):]) == 1
     starts = [w["start"] for w in report["windows"]]
     assert starts == sorted(starts) and all(w["end"] > w["start"] for w in report["windows"])
 
