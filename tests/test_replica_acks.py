@@ -111,6 +111,43 @@ def test_without_the_replicas_confirmation_a_change_fails_replication_timeout_an
                    message="the unconfirmed grant to be let go")
 
 
+def test_a_grant_handed_to_a_waiter_is_given_only_once_the_replicas_have_it(pair, tmp_path, name, paused):
+    """A release hands the lock to the waiter parked behind it: the grant is written by
+    the release's script, not by the waiter's, so the waiter's own WAITs do not cover
+    it. It is given only once the replicas confirm it; here they cannot, so the waiter
+    hears UNAVAILABLE / REPLICATION_TIMEOUT and the grant is let go (before, the
+    waiter was told it held a lock a failover could lose)."""
+    primary, replica = pair
+    with _stubs(primary, tmp_path) as (_, locks):
+        holder = locks.Acquire(lock_pb2.AcquireRequest(name=name, ttl=_ttl(600), owner="holder"), timeout=10)
+        assert holder.acquired
+        outcome: list[object] = []
+
+        def wait_for_it() -> None:
+            try:
+                outcome.append(locks.Acquire(lock_pb2.AcquireRequest(
+                    name=name, ttl=_ttl(600), owner="waiter", wait_timeout=_ttl(20)), timeout=30))
+            except grpc.RpcError as exc:
+                outcome.append(exc)
+
+        waiter = threading.Thread(target=wait_for_it)
+        waiter.start()
+        wait_until(lambda: locks.Describe(lock_pb2.DescribeRequest(name=name), timeout=10).waiters == 1,
+                   message="the waiter to queue")
+        paused(replica)
+        with pytest.raises(grpc.RpcError) as err:
+            locks.Release(lock_pb2.ReleaseRequest(name=name, lease=holder.lease), timeout=10)
+        assert error_info(err.value).reason == "REPLICATION_TIMEOUT", err.value.details()
+        waiter.join(30)
+        assert outcome and isinstance(outcome[0], grpc.RpcError), f"the waiter was given {outcome}"
+        assert outcome[0].code() == grpc.StatusCode.UNAVAILABLE
+        assert error_info(outcome[0]).reason == "REPLICATION_TIMEOUT", outcome[0].details()
+        paused.resume()
+        wait_until(lambda: locks.Acquire(lock_pb2.AcquireRequest(name=name, ttl=_ttl(30), owner="third"),
+                                         timeout=10).acquired, timeout=10,
+                   message="the unconfirmed handoff to be let go")
+
+
 async def test_one_wait_covers_the_changes_sent_while_the_last_was_out(pair, tmp_path, name, paused):
     """The replica is slow for a moment (paused SLOW seconds, under the ack timeout):
     the first WAIT is out meanwhile, every other change queues behind it, and the next

@@ -29,6 +29,13 @@ def validate_prefix(prefix: str) -> str:
     return prefix
 
 
+def seen_marker(channel: str) -> str:
+    """A key beside a resource's wake-up channel (same hash tag, so the same node) that a
+    server writes, expiring in a second, so that its WAIT covers a change another
+    connection made, such as a grant handed to its waiter (store/replica_acks.py)."""
+    return channel.rsplit(":", 1)[0] + ":seen"
+
+
 class LockKeys(NamedTuple):
     """KEYS of every lock script, in this order, plus the wake-up channel."""
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
 from ..errors import Unavailable
-from ..keys import KeySpace
+from ..keys import KeySpace, seen_marker
 from ..store.scripts import Commands
 from ..wakeups.waiters import Dropped, PollResult, Waiters
 from .deadlocks import Deadlocks, deadlock_error, watching
@@ -185,6 +185,11 @@ async def acquire_queued(waiters: Waiters, claim: Claim[G], wait_ms: int, deadlo
                 if payload is None:
                     return await claim.give_up_by(deadline + GIVE_UP_WITHIN)
                 grant = claim.granted(payload)
+                # Another connection (a release, maybe on another server) wrote this grant,
+                # so this call's own WAITs do not cover it: with replica acks it is given
+                # only once the replicas have it (else let go: UNAVAILABLE).
+                bound.reschedule(max(loop.time(), deadline) + LATE)
+                await claim.of._redis.confirm_seen(seen_marker(claim.channel))
                 if waiters.on_handoff is not None:
                     granted_ms = grant.expires_at_ms - claim.ttl_ms
                     waiters.on_handoff(claim.primitive, _handoff(queued_ms, queued_at, granted_ms, loop.time()))

@@ -33,6 +33,9 @@ from .replica_acks import Confirmations, changes
 log = logging.getLogger(__name__)
 
 
+SEEN_MARK_MS = 1000  # how long confirm_seen's key lives
+
+
 class AutoPipeline:
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
@@ -61,6 +64,16 @@ class AutoPipeline:
             raise ReplicationTimeout(f"the change was made on the Redis primary but not confirmed: {exc}",
                                      reply=result) from exc
         return result
+
+    async def confirm_seen(self, key: str) -> None:
+        """With replica acks, returns once the replicas have every change this connection
+        has seen, not only those it made (a grant another connection wrote and
+        announced): ``WAIT`` counts only what its own connection wrote, so a write of
+        its own goes first (``key``, expiring in a second) and moves that mark past
+        the change. Raises ReplicationTimeout if the replicas do not confirm."""
+        if self._confirmations is None:
+            return
+        await self.execute_command("SET", key, "1", "PX", SEEN_MARK_MS)
 
     async def execute_adjacent(self, commands: Sequence[tuple[Any, ...]], raw: bool = False) -> list[Any]:
         """Several commands back to back on one connection, nothing between them (ASKING

@@ -42,6 +42,10 @@ class Commands(Protocol):
     def reset(self, reason: str, key: Any = None) -> None:
         """Drops the connection (to the node serving key) that a bad reply came on."""
 
+    async def confirm_seen(self, key: str) -> None:
+        """With replica acks: returns once the replicas have what this connection has
+        seen (a change another connection made); else at once."""
+
 
 def _read(name: str, *folder: str) -> str:
     return resources.files("concord_server").joinpath("lua", *folder, name).read_text(encoding="utf-8")

@@ -26,7 +26,7 @@ from redis.exceptions import AskError, MovedError, RedisClusterException, RedisE
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..autopipeline import AutoPipeline
+from ..autopipeline import SEEN_MARK_MS, AutoPipeline
 from ..link import Endpoint
 from .rerun import Rerun
 
@@ -89,6 +89,12 @@ class ClusterCommands:
         except (RedisConnectionError, RedisTimeoutError):
             self.refresh()  # the node may be gone and its slots served elsewhere now
             raise
+
+    async def confirm_seen(self, key: str) -> None:
+        """AutoPipeline.confirm_seen on the node serving key."""
+        if self.endpoint.replica_acks is None:
+            return
+        await self.execute_command("SET", key, "1", "PX", SEEN_MARK_MS)
 
     async def start(self) -> None:
         """Reads the slot map from the URL's node; Redis errors propagate (retried on next use)."""
