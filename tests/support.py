@@ -18,6 +18,7 @@ from pathlib import Path
 import grpc
 import pytest
 import redis
+from redis.crc import key_slot
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
@@ -163,16 +164,23 @@ class RedisServer:
 
 
 class RedisCluster:
-    """Three (``size``) primaries of one binary in cluster mode, no replicas, the 16384
-    slots split evenly; nodes bind 127.0.0.1 on free ports (cluster bus included)."""
+    """Three (``size``) primaries of one binary in cluster mode, the 16384 slots split
+    evenly, each with ``replicas`` replicas; nodes bind 127.0.0.1 on free ports
+    (cluster bus included). ``node_timeout_ms`` is how long a primary may be silent
+    before its replica takes over (the failover tests use 1 s)."""
 
-    def __init__(self, binary: str, data_dir: Path, size: int = 3) -> None:
+    def __init__(self, binary: str, data_dir: Path, size: int = 3, replicas: int = 0,
+                 node_timeout_ms: int = 5000) -> None:
         # The bus port is given: the default (port + 10000) may be taken or past 65535.
-        self.bus_ports = [free_port() for _ in range(size)]
+        total = size * (1 + replicas)
+        self.size = size
+        self.bus_ports = [free_port() for _ in range(total)]
         self.nodes = [
             RedisServer(binary, data_dir / f"node{i}", extra_args=[
                 "--cluster-enabled", "yes", "--cluster-config-file", str(data_dir / f"node{i}" / "nodes.conf"),
-                "--cluster-port", str(bus), "--cluster-node-timeout", "5000"])
+                "--cluster-port", str(bus), "--cluster-node-timeout", str(node_timeout_ms),
+                # A replica takes over however long it was cut off: a failover test wants one.
+                "--cluster-replica-validity-factor", "0"])
             for i, bus in enumerate(self.bus_ports)
         ]
         self.url = self.nodes[0].url  # any node will do: clients discover the rest
@@ -181,20 +189,69 @@ class RedisCluster:
         for node in self.nodes:
             node.start()
         clients = [node.client() for node in self.nodes]
-        step = 16384 // len(self.nodes)
-        for i, c in enumerate(clients):
-            last = 16383 if i == len(clients) - 1 else (i + 1) * step - 1
+        step = 16384 // self.size
+        for i, c in enumerate(clients[:self.size]):
+            last = 16383 if i == self.size - 1 else (i + 1) * step - 1
             c.execute_command("CLUSTER", "ADDSLOTSRANGE", i * step, last)
         for node, bus in zip(self.nodes[1:], self.bus_ports[1:]):
             clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port, bus)
+        if len(self.nodes) > self.size:
+            ids = [c.execute_command("CLUSTER", "MYID") for c in clients[:self.size]]
+            wait_until(lambda: all(len(c.execute_command("CLUSTER", "NODES").splitlines()) == len(clients)
+                                   for c in clients), timeout=30, interval=0.05, message="every node to know the others")
+            for j, c in enumerate(clients[self.size:]):
+                c.execute_command("CLUSTER", "REPLICATE", ids[j % self.size])
 
         def ok() -> bool:
             return all(c.execute_command("CLUSTER", "INFO").count("cluster_state:ok") for c in clients)
 
         wait_until(ok, timeout=30, interval=0.05, message="cluster_state:ok on every node")
+        for node in self.nodes[self.size:]:
+            wait_until(lambda: self.synced_replica(node), timeout=30, interval=0.05,
+                       message=f"the replica on {node.port} to sync")
         for c in clients:
             c.close()
         return self
+
+    def synced_replica(self, node: RedisServer) -> bool:
+        """node is a replica with its link to its primary up and its first sync done."""
+        try:
+            with node.client() as c:
+                info = c.info("replication")
+        except redis.RedisError:
+            return False
+        return (info.get("role") == "slave" and info.get("master_link_status") == "up"
+                and int(info.get("master_sync_in_progress", 1)) == 0)
+
+    def live(self) -> list[RedisServer]:
+        return [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]
+
+    def slot_owner(self, slot: int) -> RedisServer | None:
+        """The node serving ``slot`` as a live node sees it (None while none does)."""
+        for node in self.live():
+            try:
+                with node.client() as c:
+                    for start, end, primary, *_ in c.execute_command("CLUSTER", "SLOTS"):
+                        if start <= slot <= end:
+                            return next(n for n in self.nodes if n.port == int(primary[1]))
+            except redis.RedisError:
+                continue
+            return None
+        return None
+
+    def healthy(self) -> bool:
+        """Every live node says cluster_state:ok and every primary serving slots is live."""
+        for node in self.live():
+            try:
+                with node.client() as c:
+                    if "cluster_state:ok" not in c.execute_command("CLUSTER", "INFO"):
+                        return False
+                    owners = {int(p[1]) for _, _, p, *_ in c.execute_command("CLUSTER", "SLOTS")}
+            except redis.RedisError:
+                return False
+            if owners - {n.port for n in self.live()}:
+                return False
+        return True
 
     def stop(self) -> None:
         for node in self.nodes:
@@ -222,12 +279,9 @@ class RedisCluster:
 
     def owner(self, key: str) -> RedisServer:
         """The node serving key's slot now."""
-        with self.nodes[0].client() as c:
-            slot = c.execute_command("CLUSTER", "KEYSLOT", key)
-            for start, end, primary, *_ in c.execute_command("CLUSTER", "SLOTS"):
-                if start <= slot <= end:
-                    return next(n for n in self.nodes if n.port == int(primary[1]))
-        raise AssertionError(f"slot of {key!r} not served")
+        owner = self.slot_owner(key_slot(key.encode()))
+        assert owner is not None, f"slot of {key!r} not served"
+        return owner
 
 
 class ServerProcess:

@@ -653,3 +653,47 @@ def test_the_same_seed_gives_the_same_schedule(long):
     assert all(counts(a)[k] >= n for k, n in minimum.items())
     if long:
         assert sum(f.kind == "redis_pause" and f.duration > 5.0 for f in a) >= 2
+
+
+# ---------------------------------------------------------------- failovers
+
+
+def test_failover_seconds_are_the_store_s_and_the_first_success_after_each_kill():
+    from chaos.campaign import failover_seconds
+
+    h = History()
+    h.record("faults", "fault", 10.0, 15.0, ok={}, kind="primary_kill", duration=4.0, gap=1.0)
+    h.note("faults", "fault.primary_kill", at=10.0, queue="qa", slot=1, primary=7000)
+    h.record("p", "queue.enqueue", 9.0, 10.5, ok={}, queue="qa")  # invoked before the kill: not counted
+    h.record("p", "queue.enqueue", 10.1, 10.2, ok={}, queue="qb")  # another queue's primary: not counted
+    h.record("p", "queue.enqueue", 10.2, 11.0, code="UNAVAILABLE", queue="qa")
+    h.record("p", "queue.enqueue", 11.1, 12.5, ok={}, queue="qa")
+    h.record("p", "queue.enqueue", 11.2, 12.2, ok={}, queue="qa")
+    figures = failover_seconds(h.events, [(10.0, 11.5)])
+    assert figures == {"failovers": 1, "store": [1.5, 1.5, 1.5], "first_success": [2.2, 2.2, 2.2]}
+    assert failover_seconds(h.events, []) is None
+
+
+def test_without_replica_acks_a_failover_s_state_violations_are_measured_loss_not_failures():
+    from chaos.campaign import Config, Report
+
+    h = History()
+    grant = h.record("p", "lock.acquire", 1.0, 1.2, ok={"acquired": True}, name="x")
+    h.record("faults", "fault", 2.0, 5.0, ok={}, kind="failover", duration=3.0, gap=1.0)
+    results = [checker.RuleResult("lock_mutual_exclusion", 2, [checker.Violation("lock_mutual_exclusion", "two",
+                                                                                 [grant.id])]),
+               checker.RuleResult("calls_answered_by_deadline", 2, [])]
+
+    def report(acks: int, topology: str = "sentinel") -> Report:
+        r = Report(Config(seed=1, servers=1, seconds=1, minimum={}, topology=topology, replica_acks=acks),
+                   [], h, results)
+        r.promotions = [(2.0, 4.0)]
+        return r
+
+    assert not report(1).ok and report(1).loss_window() is None  # with acks, a loss is a failure
+    assert not report(0, "single").ok  # one Redis with AOF loses nothing: a failure too
+    without = report(0)
+    assert without.ok and [v.rule for v in without.losses] == ["lock_mutual_exclusion"]
+    assert without.loss_window() == {"violations": {"lock_mutual_exclusion": 1}, "longest_seconds_before_kill": 0.8}
+    results[1].violations.append(checker.Violation("calls_answered_by_deadline", "hung", []))
+    assert not report(0).ok  # answering rules hold in every deployment

@@ -1077,6 +1077,13 @@ def server_logs_clean(logs: dict[str, str]) -> RuleResult:
     return found.result(len(logs))
 
 
+# Rules about answering (every call answered, in time, never INTERNAL): they hold in
+# every deployment. The others check the state Redis keeps, and a failover without
+# replica acks may lose some of it (asynchronous replication): there, their violations
+# are the measured loss (campaign.Report.losses), reported rather than failed.
+ANSWER_RULES = frozenset({"no_internal_or_unknown", "blocked_calls_answer_in_time", "calls_answered_by_deadline",
+                          "server_logs_clean"})
+
 RULES: list[Callable[[Sequence[Event]], RuleResult]] = [
     no_internal_or_unknown,
     blocked_calls_answer_in_time,

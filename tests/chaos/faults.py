@@ -17,6 +17,11 @@ settings give the same schedule; ``Fleet`` + ``play`` then execute it in order:
                (past Sentinel's down-after, so a replica is promoted), then started
                again on its port from its append-only file, where Sentinel makes it a
                replica of the new primary;
+- primary_kill: (Redis Cluster with a replica per primary) the primary serving one
+               queue's slot SIGKILLed and kept down for ``duration`` (past the
+               cluster's node timeout, so its replica takes over), then started again
+               on its port, where the cluster makes it a replica of the promoted one.
+               ``target`` is the queue's index;
 - slot_move:   (Redis Cluster) the slot of one queue's hash tag migrates to another
                node: SETSLOT IMPORTING/MIGRATING, ``duration`` of streams consuming
                from it while it migrates (ASK, TRYAGAIN), then MIGRATE of its keys and
@@ -35,6 +40,8 @@ import random
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,19 +53,22 @@ from support import RedisCluster, RedisServer, ServerProcess, TcpProxy, backend_
 
 from .history import History
 
-KINDS = ("redis_kill", "redis_pause", "link_cut", "server_kill", "cpu_pressure", "slot_move", "failover")
+KINDS = ("redis_kill", "redis_pause", "link_cut", "server_kill", "cpu_pressure", "slot_move", "failover",
+         "primary_kill")
 SOCKET_TIMEOUT = 5.0  # how long the server waits for a Redis reply (redis_link.REPLY_TIMEOUT, was socket_timeout)
 LIVENESS = 5.0  # a server cut off this long counts as dead to the others (liveness_ms, waiters.py)
 # Seconds a fault costs on top of its duration (restarts), to size a schedule.
 OVERHEAD = {"redis_kill": 0.5, "redis_pause": 0.0, "link_cut": 0.0, "server_kill": 2.5, "cpu_pressure": 0.1,
-            "slot_move": 0.3, "failover": 1.0}
+            "slot_move": 0.3, "failover": 1.0, "primary_kill": 1.0}
 # How often each kind is drawn once the minimums are in, per topology: one Redis (kills,
 # pauses, cuts through the proxy) or a Redis Cluster (slot moves; no proxy in front).
 WEIGHTS = {
     "single": {"redis_kill": 4, "redis_pause": 2, "link_cut": 2, "server_kill": 1, "cpu_pressure": 1},
     "cluster": {"slot_move": 4, "cpu_pressure": 1, "server_kill": 1},
     "sentinel": {"failover": 4, "server_kill": 1, "cpu_pressure": 1},
+    "cluster-failover": {"primary_kill": 4, "server_kill": 1, "cpu_pressure": 1},
 }
+CLUSTER_NODE_TIMEOUT_MS = 1000  # cluster-failover: a primary silent this long is failed over
 CPU_HOGS = 2  # busy-loop processes a cpu_pressure fault (or Config.cpu_hogs) runs
 
 
@@ -71,7 +81,7 @@ class Fault:
 
     def describe(self) -> str:
         what = (f"{self.kind}(s{self.target})" if self.kind == "server_kill" else
-                f"{self.kind}(q{self.target})" if self.kind == "slot_move" else self.kind)
+                f"{self.kind}(q{self.target})" if self.kind in ("slot_move", "primary_kill") else self.kind)
         return f"{what} {self.duration:.2f}s +{self.gap:.2f}s"
 
 
@@ -90,7 +100,7 @@ def _duration(rng: random.Random, kind: str, long: bool, required_long: bool) ->
         return round(rng.uniform(2.0, 8.0) if long else rng.uniform(1.0, 4.0), 2)
     if kind == "slot_move":  # migrating (ASK, TRYAGAIN) this long before the keys move
         return round(rng.uniform(0.8, 3.0), 2)
-    if kind == "failover":  # down past Sentinel's down-after (1 s) and its election
+    if kind in ("failover", "primary_kill"):  # down past down-after / node timeout (1 s) and the election
         return round(rng.uniform(2.5, 5.0), 2)
     return round(rng.uniform(0.0, 1.0), 2)  # server_kill: down time before the restart
 
@@ -120,7 +130,7 @@ def plan(seed: int, seconds: float, *, servers: int, minimum: dict[str, int], lo
     rng.shuffle(faults)
     return [Fault(kind, duration, round(rng.uniform(0.5, 3.0) if long else rng.uniform(0.3, 1.5), 2),
                   rng.randrange(servers) if kind == "server_kill" else
-                  rng.randrange(queues) if kind == "slot_move" else 0)
+                  rng.randrange(queues) if kind in ("slot_move", "primary_kill") else 0)
             for kind, duration in faults]
 
 
@@ -179,8 +189,14 @@ class Fleet:
         self.sentinel: SentinelTopology | None = None
         self.replica_acks = replica_acks
         self.killed_primary: RedisServer | None = None  # a failover's, until it is started again
+        # (killed at, a new primary named at) per failover or primary_kill, time.monotonic()
+        self.promotions: list[tuple[float, float | None]] = []
+        self._timer: threading.Thread | None = None
         if topology == "cluster":
             self.cluster = RedisCluster(binary, workdir / "cluster")
+        elif topology == "cluster-failover":
+            self.cluster = RedisCluster(binary, workdir / "cluster", replicas=1,
+                                        node_timeout_ms=CLUSTER_NODE_TIMEOUT_MS)
         elif topology == "sentinel":
             self.sentinel = SentinelTopology(binary, workdir / "sentinel")
         else:
@@ -199,7 +215,7 @@ class Fleet:
             self.run_hogs.start()
         if self.cluster is not None:
             self.cluster.start()
-            url, extra = self.cluster.url, ("--redis-cluster",)
+            url, extra = self.cluster.url, ("--redis-cluster", "--redis-replica-acks", str(self.replica_acks))
         elif self.sentinel is not None:
             self.sentinel.start()
             url, extra = self.sentinel.url(), ("--redis-replica-acks", str(self.replica_acks))
@@ -265,13 +281,66 @@ class Fleet:
         primary = self.sentinel.primary()
         primary.kill()
         self.killed_primary = primary
+        sentinel = self.sentinel
+        self._time_promotion(lambda: (n := sentinel.named()) is not None and n != primary.port
+                             and sentinel.role(next(x for x in sentinel.nodes if x.port == n)) == "master")
         return {"primary": primary.port}
+
+    def primary_kill(self, queue: int) -> dict[str, int | str]:
+        """Kills the primary serving queue ``queue``'s slot (SIGKILL)."""
+        assert self.cluster is not None and len(self.cluster.nodes) > self.cluster.size, \
+            "primary_kill needs the cluster-failover topology"
+        name, slot = self._queue_slot(queue)
+        primary = self.cluster.slot_owner(slot)
+        assert primary is not None, f"slot {slot} not served"
+        primary.kill()
+        self.killed_primary = primary
+        cluster = self.cluster
+        self._time_promotion(lambda: (o := cluster.slot_owner(slot)) is not None and o is not primary)
+        return {"queue": name, "slot": slot, "primary": primary.port}
+
+    def _time_promotion(self, promoted) -> None:
+        """Notes when ``promoted()`` first holds (polled every 20 ms, at most 60 s): the
+        store's own failover time, beside which the campaign puts the servers'."""
+        killed_at = time.monotonic()
+        self.promotions.append((killed_at, None))
+        index = len(self.promotions) - 1
+
+        def watch() -> None:
+            while time.monotonic() - killed_at < 60:
+                try:
+                    if promoted():
+                        self.promotions[index] = (killed_at, time.monotonic())
+                        return
+                except Exception:  # noqa: BLE001 - a node mid-restart: asked again
+                    pass
+                time.sleep(0.02)
+
+        self._timer = threading.Thread(target=watch, daemon=True)
+        self._timer.start()
+
+    def primary_kill_heal(self) -> None:
+        """The killed primary started again once its replica took over (waited for), and
+        healed once it is a synced replica and every node says cluster_state:ok."""
+        if self.killed_primary is None or self.cluster is None or self.sentinel is not None:
+            return
+        node, self.killed_primary = self.killed_primary, None
+        cluster = self.cluster
+        if self._timer is not None:
+            self._timer.join(60)
+        wait_until(lambda: cluster.healthy(), timeout=60, interval=0.1,
+                   message="a replica to take over the killed primary's slots")
+        node.start()
+        wait_until(lambda: cluster.synced_replica(node) and cluster.healthy(), timeout=60, interval=0.1,
+                   message=f"the old primary on {node.port} to rejoin as a synced replica")
 
     def failover_heal(self) -> None:
         """The killed primary started again; a replica was promoted meanwhile (waited for)."""
         if self.killed_primary is None or self.sentinel is None:
             return
         node, self.killed_primary = self.killed_primary, None
+        if self._timer is not None:
+            self._timer.join(60)
         promoted = self.sentinel.primary(timeout=60)  # a live primary the Sentinels agree on
         assert promoted is not node
         node.start()
@@ -285,17 +354,20 @@ class Fleet:
         """Marks the slot of queue ``queue``'s keys migrating from its owner to the next
         node; returns what moves where (for the history)."""
         assert self.cluster is not None, "slot_move needs the cluster topology"
-        from concord_server.keys import KeySpace
-
-        name = self.queues[queue % len(self.queues)]
-        key = KeySpace("concord").queue(name).ready
-        slot = key_slot(key.encode())
-        source = self.cluster.owner(key)
+        name, slot = self._queue_slot(queue)
+        source = self.cluster.slot_owner(slot)
+        assert source is not None, f"slot {slot} not served"
         nodes = self.cluster.nodes
         target = nodes[(nodes.index(source) + 1) % len(nodes)]
         self.cluster.begin_move(slot, source, target)
         self.moving = (slot, source, target)
         return {"queue": name, "slot": slot, "from": source.port, "to": target.port}
+
+    def _queue_slot(self, queue: int) -> tuple[str, int]:
+        from concord_server.keys import KeySpace
+
+        name = self.queues[queue % len(self.queues)]
+        return name, key_slot(KeySpace("concord").queue(name).ready.encode())
 
     def slot_finish(self) -> None:
         """Moves the migrating slot's keys and gives the slot to its target everywhere."""
@@ -312,6 +384,7 @@ class Fleet:
         self.redis_restart()
         self.slot_finish()
         self.failover_heal()
+        self.primary_kill_heal()
         for i in range(len(self.servers)):
             self.server_restart(i)
 
@@ -375,6 +448,10 @@ async def play(schedule: list[Fault], fleet: Fleet, history: History, done: list
                 killed = await asyncio.to_thread(fleet.failover)
                 history.note("faults", "fault.failover", parent=ev.id, **killed)
                 await asyncio.sleep(f.duration)
+            elif f.kind == "primary_kill":
+                killed = await asyncio.to_thread(fleet.primary_kill, f.target)
+                history.note("faults", "fault.primary_kill", parent=ev.id, **killed)
+                await asyncio.sleep(f.duration)
             elif f.kind == "slot_move":
                 moving = await asyncio.to_thread(fleet.slot_begin, f.target)
                 history.note("faults", "fault.slot_move", parent=ev.id, **moving)
@@ -414,3 +491,5 @@ def _heal_one(fleet: Fleet, f: Fault) -> None:
         fleet.slot_finish()
     elif f.kind == "failover":
         fleet.failover_heal()
+    elif f.kind == "primary_kill":
+        fleet.primary_kill_heal()
