@@ -24,8 +24,9 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from concord_server.store import scripts
+from concord_server.errors import ReplicationTimeout, Unavailable
 from concord_server.store.autopipeline import AutoPipeline
-from concord_server.errors import Unavailable
+from concord_server.store.replica_acks import ReplicaAcks
 from concord_server.store.notifications import NotificationBus
 from concord_server.primitives import autocomplete, chat, files, lock, queue, semaphore  # noqa: F401 (declares scripts)
 from concord_server.store.link import Endpoint, Link
@@ -94,6 +95,25 @@ async def test_replies_stay_with_their_commands_across_redis_restarts(fresh_redi
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_caller_cancelled_while_its_batch_is_confirmed_leaves_the_others_their_answer(redis_server, name):
+    """With replica acks the changes of one batch share one WAIT's confirmation: a
+    caller cancelled while it waits must not cancel it for the rest (their calls
+    would end cancelled, and gRPC sends such a call no status: its client waited to
+    its deadline; the Sentinel campaign saw it). No replica here: the WAIT comes
+    back short, so each caller hears ReplicationTimeout."""
+    acks = ReplicaAcks(replicas=1, timeout_ms=300)
+    pipe = AutoPipeline(Endpoint.from_url(redis_server.url, replica_acks=acks))
+    try:
+        calls = [asyncio.ensure_future(pipe.execute_command("SET", f"{name}-{i}", "v")) for i in range(3)]
+        await asyncio.sleep(0.1)  # all three sent and replied to; their WAIT is out
+        calls[0].cancel()
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        assert isinstance(results[0], asyncio.CancelledError)
+        assert all(isinstance(r, ReplicationTimeout) for r in results[1:]), results
+    finally:
+        await pipe.aclose()
 
 
 async def test_a_paused_redis_fails_what_is_in_flight_within_the_reply_timeout(fresh_redis):

@@ -58,7 +58,9 @@ class AutoPipeline:
         confirmed = self._confirmations.after(link)
         result = await reply
         try:
-            await confirmed
+            # Shielded: the batch's callers share this future, and a caller cancelled while
+            # it waits (its call bound, its client gone) would otherwise cancel it for all.
+            await asyncio.shield(confirmed)
         except (ReplicationTimeout, RedisConnectionError, RedisTimeoutError) as exc:
             # The script ran (its reply is here) but is not confirmed: say what it answered.
             raise ReplicationTimeout(f"the change was made on the Redis primary but not confirmed: {exc}",
@@ -86,7 +88,7 @@ class AutoPipeline:
                      and any(changes(c) for c in commands) else None)
         results = list(await asyncio.gather(*futures))
         if confirmed is not None:
-            await confirmed
+            await asyncio.shield(confirmed)  # shared by the batch's callers (execute_command)
         return results
 
     def on_lost(self, callback: Callable[[BaseException], None]) -> None:
