@@ -146,3 +146,48 @@ async def test_an_error_after_the_client_cancelled_is_not_logged_as_an_error(cap
                 pass
     assert context.aborted is not None
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+async def test_a_call_ended_by_a_cancellation_nobody_asked_of_it_is_answered_unavailable():
+    """A handler that raises CancelledError while neither its client nor the server
+    cancelled it (a future it shared was cancelled by another caller) would end with
+    no status, and its client would wait to its deadline: it is answered UNAVAILABLE."""
+    import asyncio
+
+    import grpc
+
+    from concord_server.api.status import rpc
+
+    class Here:
+        def __init__(self) -> None:
+            self.aborted = None
+
+        def cancelled(self) -> bool:
+            return False
+
+        async def abort_with_status(self, status) -> None:
+            self.aborted = status
+            raise grpc.aio.AbortError()
+
+    shared = asyncio.get_running_loop().create_future()
+
+    class Servicer:
+        @rpc
+        async def Enqueue(self, request, context):
+            return await shared
+
+    context = Here()
+    call = asyncio.ensure_future(Servicer().Enqueue(object(), context))
+    await asyncio.sleep(0)
+    shared.cancel()  # by someone else: this call's task was never cancelled
+    with pytest.raises(grpc.aio.AbortError):
+        await call
+    assert context.aborted is not None and context.aborted.code == grpc.StatusCode.UNAVAILABLE
+    # A call its client cancelled still ends cancelled, with nothing sent.
+    context, shared = Here(), asyncio.get_running_loop().create_future()
+    call = asyncio.ensure_future(Servicer().Enqueue(object(), context))
+    await asyncio.sleep(0)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert context.aborted is None

@@ -8,6 +8,7 @@ the log, never to the client), so no call ends in UNKNOWN.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
@@ -21,7 +22,7 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from ..errors import ConcordError, InvalidArgument
+from ..errors import ConcordError, InvalidArgument, Unavailable
 from .decoding import Undecodable
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,12 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str)
     await context.abort_with_status(to_status(as_concord_error(exc, method)))
 
 
+def _being_cancelled() -> bool:
+    """Whether this task was asked to stop (the call cancelled, the server stopping)."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
 def _cancelled(context: grpc.aio.ServicerContext) -> bool:
     try:
         return bool(context.cancelled())
@@ -110,6 +117,12 @@ class _Call:
         _in_progress -= 1
         if isinstance(exc, Exception) and not isinstance(exc, grpc.aio.AbortError):
             await _abort(self._context, exc, self._name)  # raises AbortError
+        if isinstance(exc, asyncio.CancelledError) and not _cancelled(self._context) and not _being_cancelled():
+            # A cancellation nobody asked of this call (a future it shared was cancelled
+            # by another caller): gRPC would send it no status and its client would wait
+            # to its deadline. It is answered UNAVAILABLE (outcome unknown, as for any).
+            log.warning("%s ended by a stray cancellation; answered UNAVAILABLE", self._name)
+            await _abort(self._context, Unavailable("the call was interrupted; retry"), self._name)
 
 
 def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
