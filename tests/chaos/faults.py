@@ -17,6 +17,10 @@ settings give the same schedule; ``Fleet`` + ``play`` then execute it in order:
                (past Sentinel's down-after, so a replica is promoted), then started
                again on its port from its append-only file, where Sentinel makes it a
                replica of the new primary;
+- primary_pause: (Redis Sentinel) the primary SIGSTOPped for ``duration`` (past
+               Sentinel's down-after, so a replica is promoted while the old primary
+               still holds the servers' connections), then SIGCONT: it comes back a
+               primary with nobody replicating it until Sentinel demotes it;
 - primary_kill: (Redis Cluster with a replica per primary) the primary serving one
                queue's slot SIGKILLed and kept down for ``duration`` (past the
                cluster's node timeout, so its replica takes over), then started again
@@ -54,18 +58,19 @@ from support import RedisCluster, RedisServer, ServerProcess, TcpProxy, backend_
 from .history import History
 
 KINDS = ("redis_kill", "redis_pause", "link_cut", "server_kill", "cpu_pressure", "slot_move", "failover",
-         "primary_kill")
+         "primary_kill", "primary_pause")
 SOCKET_TIMEOUT = 5.0  # how long the server waits for a Redis reply (redis_link.REPLY_TIMEOUT, was socket_timeout)
 LIVENESS = 5.0  # a server cut off this long counts as dead to the others (liveness_ms, waiters.py)
 # Seconds a fault costs on top of its duration (restarts), to size a schedule.
 OVERHEAD = {"redis_kill": 0.5, "redis_pause": 0.0, "link_cut": 0.0, "server_kill": 2.5, "cpu_pressure": 0.1,
-            "slot_move": 0.3, "failover": 1.0, "primary_kill": 1.0}
+            "slot_move": 0.3, "failover": 1.0, "primary_kill": 1.0,
+            "primary_pause": 1.0}
 # How often each kind is drawn once the minimums are in, per topology: one Redis (kills,
 # pauses, cuts through the proxy) or a Redis Cluster (slot moves; no proxy in front).
 WEIGHTS = {
     "single": {"redis_kill": 4, "redis_pause": 2, "link_cut": 2, "server_kill": 1, "cpu_pressure": 1},
     "cluster": {"slot_move": 4, "cpu_pressure": 1, "server_kill": 1},
-    "sentinel": {"failover": 4, "server_kill": 1, "cpu_pressure": 1},
+    "sentinel": {"failover": 4, "primary_pause": 2, "server_kill": 1, "cpu_pressure": 1},
     "cluster-failover": {"primary_kill": 4, "server_kill": 1, "cpu_pressure": 1},
 }
 CLUSTER_NODE_TIMEOUT_MS = 1000  # cluster-failover: a primary silent this long is failed over
@@ -100,7 +105,7 @@ def _duration(rng: random.Random, kind: str, long: bool, required_long: bool) ->
         return round(rng.uniform(2.0, 8.0) if long else rng.uniform(1.0, 4.0), 2)
     if kind == "slot_move":  # migrating (ASK, TRYAGAIN) this long before the keys move
         return round(rng.uniform(0.8, 3.0), 2)
-    if kind in ("failover", "primary_kill"):  # down past down-after / node timeout (1 s) and the election
+    if kind in ("failover", "primary_kill", "primary_pause"):  # down past down-after / node timeout (1 s) and the election
         return round(rng.uniform(2.5, 5.0), 2)
     return round(rng.uniform(0.0, 1.0), 2)  # server_kill: down time before the restart
 
@@ -189,9 +194,11 @@ class Fleet:
         self.sentinel: SentinelTopology | None = None
         self.replica_acks = replica_acks
         self.killed_primary: RedisServer | None = None  # a failover's, until it is started again
+        self.paused_primary: RedisServer | None = None  # a primary_pause's, until SIGCONT
         # (killed at, a new primary named at) per failover or primary_kill, time.monotonic()
         self.promotions: list[tuple[float, float | None]] = []
         self._timer: threading.Thread | None = None
+        self._timer_stop = threading.Event()
         if topology == "cluster":
             self.cluster = RedisCluster(binary, workdir / "cluster")
         elif topology == "cluster-failover":
@@ -299,15 +306,43 @@ class Fleet:
         self._time_promotion(lambda: (o := cluster.slot_owner(slot)) is not None and o is not primary)
         return {"queue": name, "slot": slot, "primary": primary.port}
 
+    def primary_pause(self) -> dict[str, int]:
+        """SIGSTOPs the primary the Sentinels name; returns its port."""
+        assert self.sentinel is not None, "primary_pause needs the sentinel topology"
+        primary = self.sentinel.primary()
+        assert primary.proc is not None
+        os.kill(primary.proc.pid, signal.SIGSTOP)
+        self.paused_primary = primary
+        sentinel = self.sentinel
+        self._time_promotion(lambda: (n := sentinel.named()) is not None and n != primary.port
+                             and sentinel.role(next(x for x in sentinel.nodes if x.port == n)) == "master")
+        return {"primary": primary.port}
+
+    def primary_pause_heal(self) -> None:
+        """SIGCONT; healed once the Sentinels agree on a live primary and the paused node
+        is it or a synced replica of it (Sentinel demotes a primary it replaced)."""
+        if self.paused_primary is None or self.sentinel is None:
+            return
+        node, self.paused_primary = self.paused_primary, None
+        self._timer_stop.set()  # a pause shorter than the failover promotes nobody
+        if self._timer is not None:
+            self._timer.join(60)
+        if node.proc is not None and node.proc.poll() is None:
+            os.kill(node.proc.pid, signal.SIGCONT)
+        wait_until(lambda: self.sentinel.rejoined(node), timeout=60, interval=0.1,
+                   message=f"the paused primary on {node.port} to be the primary or a synced replica")
+
     def _time_promotion(self, promoted) -> None:
-        """Notes when ``promoted()`` first holds (polled every 20 ms, at most 60 s): the
-        store's own failover time, beside which the campaign puts the servers'."""
+        """Notes when ``promoted()`` first holds (polled every 20 ms, at most 60 s or
+        until a heal stops it): the store's own failover time, beside which the
+        campaign puts the servers'."""
         killed_at = time.monotonic()
         self.promotions.append((killed_at, None))
         index = len(self.promotions) - 1
+        self._timer_stop = stop = threading.Event()
 
         def watch() -> None:
-            while time.monotonic() - killed_at < 60:
+            while time.monotonic() - killed_at < 60 and not stop.is_set():
                 try:
                     if promoted():
                         self.promotions[index] = (killed_at, time.monotonic())
@@ -384,6 +419,7 @@ class Fleet:
         self.redis_restart()
         self.slot_finish()
         self.failover_heal()
+        self.primary_pause_heal()
         self.primary_kill_heal()
         for i in range(len(self.servers)):
             self.server_restart(i)
@@ -397,6 +433,9 @@ class Fleet:
                 self.run_hogs.stop()
             self.redis_resume()
             self.resume()
+            if self.paused_primary is not None and self.paused_primary.proc is not None \
+                    and self.paused_primary.proc.poll() is None:
+                os.kill(self.paused_primary.proc.pid, signal.SIGCONT)
             for i, s in enumerate(self.servers):
                 try:
                     codes[f"server{i}"] = s.stop(timeout=15)
@@ -448,6 +487,10 @@ async def play(schedule: list[Fault], fleet: Fleet, history: History, done: list
                 killed = await asyncio.to_thread(fleet.failover)
                 history.note("faults", "fault.failover", parent=ev.id, **killed)
                 await asyncio.sleep(f.duration)
+            elif f.kind == "primary_pause":
+                paused = await asyncio.to_thread(fleet.primary_pause)
+                history.note("faults", "fault.primary_pause", parent=ev.id, **paused)
+                await asyncio.sleep(f.duration)
             elif f.kind == "primary_kill":
                 killed = await asyncio.to_thread(fleet.primary_kill, f.target)
                 history.note("faults", "fault.primary_kill", parent=ev.id, **killed)
@@ -493,3 +536,5 @@ def _heal_one(fleet: Fleet, f: Fault) -> None:
         fleet.failover_heal()
     elif f.kind == "primary_kill":
         fleet.primary_kill_heal()
+    elif f.kind == "primary_pause":
+        fleet.primary_pause_heal()
