@@ -37,8 +37,10 @@ test: $(STAMP) lint tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 ## chaos: the long fault campaign (tests/chaos/), several minutes per topology, >= 20 Redis
-## kills each; CHAOS_SEED=<seed> replays a run's fault schedule, CHAOS_SECONDS sets its length
-## (default 180 per topology). The short form runs in `make test`.
+## kills each, >= 12 failovers under Sentinel and on a Cluster with replicas (with and without
+## replica acks), and the short failover runs on Debian's Redis; CHAOS_SEED=<seed> replays a
+## run's fault schedule, CHAOS_SECONDS sets its length (default 180 per topology). The short
+## form runs in `make test`.
 chaos: $(STAMP)
 	$(PY) -m pytest tests/test_chaos.py -m chaos -p no:cacheprovider -s $(PYTEST_ARGS)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import redis
 
 from concord_server.store.embedded_valkey import free_port
-from support import RedisServer, wait_until
+from support import RedisServer, TcpProxy, wait_until
 
 SERVICE = "concord"
 DOWN_AFTER_MS = 1000
@@ -69,22 +69,41 @@ sentinel parallel-syncs {SERVICE} 1
 
 
 class SentinelTopology:
-    """One primary, ``replicas`` replicas and three Sentinels (quorum 2)."""
+    """One primary, ``replicas`` replicas and three Sentinels (quorum 2). With
+    ``proxied`` every node is reached through its own TcpProxy by everyone (Sentinels,
+    replicas, servers: each node announces its proxy's port), so cutting a node's proxy
+    cuts it off from all of them while it runs on (a partition, not a crash)."""
 
-    def __init__(self, binary: str, root: Path, replicas: int = 2) -> None:
+    def __init__(self, binary: str, root: Path, replicas: int = 2, proxied: bool = False) -> None:
         self.binary, self.root = binary, root
-        self.nodes = [RedisServer(binary, root / "node-0")]
-        self.nodes += [RedisServer(binary, root / f"node-{i}", extra_args=["--replicaof", "127.0.0.1",
-                                                                           str(self.nodes[0].port)])
-                       for i in range(1, replicas + 1)]
+        self.nodes = [RedisServer(binary, root / f"node-{i}") for i in range(replicas + 1)]
+        self.proxies = [TcpProxy(n.port) for n in self.nodes] if proxied else []
+        for node in self.nodes[1:]:
+            node.extra_args += ["--replicaof", "127.0.0.1", str(self.public_port(self.nodes[0]))]
+            if proxied:
+                node.extra_args += ["--replica-announce-ip", "127.0.0.1",
+                                    "--replica-announce-port", str(self.public_port(node))]
         self.sentinels: list[Sentinel] = []
 
+    def public_port(self, node: RedisServer) -> int:
+        """The port everyone reaches node on (its proxy's, when proxied)."""
+        return self.proxies[self.nodes.index(node)].port if self.proxies else node.port
+
+    def node_at(self, port: int) -> RedisServer:
+        """The node reached on a public port (as Sentinel names it)."""
+        return next(n for n in self.nodes if self.public_port(n) == port)
+
+    def proxy_of(self, node: RedisServer) -> TcpProxy:
+        return self.proxies[self.nodes.index(node)]
+
     def start(self) -> SentinelTopology:
+        for proxy in self.proxies:
+            proxy.start()
         for node in self.nodes:
             node.start()
         wait_until(lambda: self.nodes[0].client().info("replication")["connected_slaves"] == len(self.nodes) - 1,
                    timeout=20, message="the replicas to connect")
-        self.sentinels = [Sentinel(self.binary, self.root / f"sentinel-{i}", self.nodes[0].port).start()
+        self.sentinels = [Sentinel(self.binary, self.root / f"sentinel-{i}", self.public_port(self.nodes[0])).start()
                           for i in range(3)]
         wait_until(lambda: all(self.known_by_sentinels(s) for s in self.sentinels), timeout=20,
                    message="the Sentinels to know each other and the replicas")
@@ -117,8 +136,7 @@ class SentinelTopology:
             named = {s._primary() for s in self.sentinels}
             if len(named) != 1 or None in named:
                 return False
-            port = named.pop()[1]
-            node = next(n for n in self.nodes if n.port == port)
+            node = self.node_at(named.pop()[1])
             if node.proc is None or node.proc.poll() is not None or self.role(node) != "master":
                 return False
             agreed[:] = [node]
@@ -148,7 +166,7 @@ class SentinelTopology:
                 info = c.info("replication")
         except redis.RedisError:
             return False
-        if node.port == port:
+        if self.public_port(node) == port:
             return info.get("role") == "master"
         return (info.get("role") == "slave" and int(info.get("master_port", 0)) == port
                 and info.get("master_link_status") == "up" and int(info.get("master_sync_in_progress", 1)) == 0)
@@ -158,3 +176,5 @@ class SentinelTopology:
             s.stop()
         for n in self.nodes:
             n.stop()
+        for p in self.proxies:
+            p.stop()

@@ -178,7 +178,7 @@ class Report:
             f"  INTERNAL made up by the client's gRPC library (not violations): "
             f"{s['grpc_client_transport_errors'] or 'none'}",
             f"  other ERROR lines in server logs (not violations): {s['other_server_log_errors'] or 'none'}",
-            *([f"  failovers (seconds from the primary's SIGKILL or SIGSTOP, p50 / p99 / max): {s['failover_seconds']}"]
+            *([f"  failovers (seconds from the primary's kill, pause or cut, p50 / p99 / max): {s['failover_seconds']}"]
               if s["failover_seconds"] else []),
             *([f"  lost without replica acks (measured, not failed): {s['loss_without_replica_acks']}"]
               if s["loss_without_replica_acks"] else []),
@@ -290,14 +290,15 @@ async def _campaign(cfg: Config, schedule: list[Fault], fleet: Fleet, history: H
 
 
 def failover_seconds(events: list[Any], promotions: list[tuple[float, float | None]]) -> dict[str, Any] | None:
-    """For each failover (a Sentinel primary killed or paused, a cluster primary_kill): how long the store took to name a new
+    """For each failover (a Sentinel primary killed, paused or cut off, a cluster primary_kill): how long the store took to name a new
     primary (``store``: Sentinel's or the cluster's own failover time) and how long until
     the first call invoked after the kill succeeded (``first_success``; on a cluster,
     only calls on the killed primary's queue alone, not Consume streams over several),
     as p50 / p99 / max over the run."""
     if not promotions:
         return None
-    notes = [e for e in events if e.op in ("fault.failover", "fault.primary_kill", "fault.primary_pause")]
+    notes = [e for e in events if e.op in ("fault.failover", "fault.primary_kill", "fault.primary_pause",
+                                                 "fault.primary_cut")]
     store, served = [], []
     for i, (killed_at, promoted_at) in enumerate(promotions):
         if promoted_at is not None:

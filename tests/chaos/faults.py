@@ -21,6 +21,10 @@ settings give the same schedule; ``Fleet`` + ``play`` then execute it in order:
                Sentinel's down-after, so a replica is promoted while the old primary
                still holds the servers' connections), then SIGCONT: it comes back a
                primary with nobody replicating it until Sentinel demotes it;
+- primary_cut: (Redis Sentinel) the primary cut off from everyone (its replicas, the
+               Sentinels and the servers: each node sits behind its own TcpProxy) for
+               ``duration``, so a replica is promoted while the old primary runs on;
+               then the cut heals and Sentinel demotes it;
 - primary_kill: (Redis Cluster with a replica per primary) the primary serving one
                queue's slot SIGKILLed and kept down for ``duration`` (past the
                cluster's node timeout, so its replica takes over), then started again
@@ -58,19 +62,19 @@ from support import RedisCluster, RedisServer, ServerProcess, TcpProxy, backend_
 from .history import History
 
 KINDS = ("redis_kill", "redis_pause", "link_cut", "server_kill", "cpu_pressure", "slot_move", "failover",
-         "primary_kill", "primary_pause")
+         "primary_kill", "primary_pause", "primary_cut")
 SOCKET_TIMEOUT = 5.0  # how long the server waits for a Redis reply (redis_link.REPLY_TIMEOUT, was socket_timeout)
 LIVENESS = 5.0  # a server cut off this long counts as dead to the others (liveness_ms, waiters.py)
 # Seconds a fault costs on top of its duration (restarts), to size a schedule.
 OVERHEAD = {"redis_kill": 0.5, "redis_pause": 0.0, "link_cut": 0.0, "server_kill": 2.5, "cpu_pressure": 0.1,
             "slot_move": 0.3, "failover": 1.0, "primary_kill": 1.0,
-            "primary_pause": 1.0}
+            "primary_pause": 1.0, "primary_cut": 1.0}
 # How often each kind is drawn once the minimums are in, per topology: one Redis (kills,
 # pauses, cuts through the proxy) or a Redis Cluster (slot moves; no proxy in front).
 WEIGHTS = {
     "single": {"redis_kill": 4, "redis_pause": 2, "link_cut": 2, "server_kill": 1, "cpu_pressure": 1},
     "cluster": {"slot_move": 4, "cpu_pressure": 1, "server_kill": 1},
-    "sentinel": {"failover": 4, "primary_pause": 2, "server_kill": 1, "cpu_pressure": 1},
+    "sentinel": {"failover": 4, "primary_pause": 2, "primary_cut": 2, "server_kill": 1, "cpu_pressure": 1},
     "cluster-failover": {"primary_kill": 4, "server_kill": 1, "cpu_pressure": 1},
 }
 CLUSTER_NODE_TIMEOUT_MS = 1000  # cluster-failover: a primary silent this long is failed over
@@ -105,7 +109,7 @@ def _duration(rng: random.Random, kind: str, long: bool, required_long: bool) ->
         return round(rng.uniform(2.0, 8.0) if long else rng.uniform(1.0, 4.0), 2)
     if kind == "slot_move":  # migrating (ASK, TRYAGAIN) this long before the keys move
         return round(rng.uniform(0.8, 3.0), 2)
-    if kind in ("failover", "primary_kill", "primary_pause"):  # down past down-after / node timeout (1 s) and the election
+    if kind in ("failover", "primary_kill", "primary_pause", "primary_cut"):  # down past down-after / node timeout (1 s) and the election
         return round(rng.uniform(2.5, 5.0), 2)
     return round(rng.uniform(0.0, 1.0), 2)  # server_kill: down time before the restart
 
@@ -195,6 +199,7 @@ class Fleet:
         self.replica_acks = replica_acks
         self.killed_primary: RedisServer | None = None  # a failover's, until it is started again
         self.paused_primary: RedisServer | None = None  # a primary_pause's, until SIGCONT
+        self.cut_primary: RedisServer | None = None  # a primary_cut's, until its proxy resumes
         # (killed at, a new primary named at) per failover or primary_kill, time.monotonic()
         self.promotions: list[tuple[float, float | None]] = []
         self._timer: threading.Thread | None = None
@@ -205,7 +210,7 @@ class Fleet:
             self.cluster = RedisCluster(binary, workdir / "cluster", replicas=1,
                                         node_timeout_ms=CLUSTER_NODE_TIMEOUT_MS)
         elif topology == "sentinel":
-            self.sentinel = SentinelTopology(binary, workdir / "sentinel")
+            self.sentinel = SentinelTopology(binary, workdir / "sentinel", proxied=True)
         else:
             self.redis = RedisServer(binary, workdir / "redis")
         self.proxy: TcpProxy | None = None
@@ -289,8 +294,8 @@ class Fleet:
         primary.kill()
         self.killed_primary = primary
         sentinel = self.sentinel
-        self._time_promotion(lambda: (n := sentinel.named()) is not None and n != primary.port
-                             and sentinel.role(next(x for x in sentinel.nodes if x.port == n)) == "master")
+        self._time_promotion(lambda: (n := sentinel.named()) is not None and n != sentinel.public_port(primary)
+                             and sentinel.role(sentinel.node_at(n)) == "master")
         return {"primary": primary.port}
 
     def primary_kill(self, queue: int) -> dict[str, int | str]:
@@ -314,9 +319,33 @@ class Fleet:
         os.kill(primary.proc.pid, signal.SIGSTOP)
         self.paused_primary = primary
         sentinel = self.sentinel
-        self._time_promotion(lambda: (n := sentinel.named()) is not None and n != primary.port
-                             and sentinel.role(next(x for x in sentinel.nodes if x.port == n)) == "master")
+        self._time_promotion(lambda: (n := sentinel.named()) is not None and n != sentinel.public_port(primary)
+                             and sentinel.role(sentinel.node_at(n)) == "master")
         return {"primary": primary.port}
+
+    def primary_cut(self) -> dict[str, int]:
+        """Cuts the primary the Sentinels name off from everyone; returns its port."""
+        assert self.sentinel is not None and self.sentinel.proxies, "primary_cut needs the sentinel topology"
+        primary = self.sentinel.primary()
+        self.sentinel.proxy_of(primary).cut()
+        self.cut_primary = primary
+        sentinel = self.sentinel
+        self._time_promotion(lambda: (n := sentinel.named()) is not None and n != sentinel.public_port(primary)
+                             and sentinel.role(sentinel.node_at(n)) == "master")
+        return {"primary": primary.port}
+
+    def primary_cut_heal(self) -> None:
+        """The cut healed; healed once the Sentinels agree on a live primary and the cut
+        node is it or a synced replica of it."""
+        if self.cut_primary is None or self.sentinel is None:
+            return
+        node, self.cut_primary = self.cut_primary, None
+        self._timer_stop.set()
+        if self._timer is not None:
+            self._timer.join(60)
+        self.sentinel.proxy_of(node).resume()
+        wait_until(lambda: self.sentinel.rejoined(node), timeout=60, interval=0.1,
+                   message=f"the cut-off primary on {node.port} to be the primary or a synced replica")
 
     def primary_pause_heal(self) -> None:
         """SIGCONT; healed once the Sentinels agree on a live primary and the paused node
@@ -420,6 +449,7 @@ class Fleet:
         self.slot_finish()
         self.failover_heal()
         self.primary_pause_heal()
+        self.primary_cut_heal()
         self.primary_kill_heal()
         for i in range(len(self.servers)):
             self.server_restart(i)
@@ -491,6 +521,10 @@ async def play(schedule: list[Fault], fleet: Fleet, history: History, done: list
                 paused = await asyncio.to_thread(fleet.primary_pause)
                 history.note("faults", "fault.primary_pause", parent=ev.id, **paused)
                 await asyncio.sleep(f.duration)
+            elif f.kind == "primary_cut":
+                cut = await asyncio.to_thread(fleet.primary_cut)
+                history.note("faults", "fault.primary_cut", parent=ev.id, **cut)
+                await asyncio.sleep(f.duration)
             elif f.kind == "primary_kill":
                 killed = await asyncio.to_thread(fleet.primary_kill, f.target)
                 history.note("faults", "fault.primary_kill", parent=ev.id, **killed)
@@ -538,3 +572,5 @@ def _heal_one(fleet: Fleet, f: Fault) -> None:
         fleet.primary_kill_heal()
     elif f.kind == "primary_pause":
         fleet.primary_pause_heal()
+    elif f.kind == "primary_cut":
+        fleet.primary_cut_heal()
