@@ -77,7 +77,7 @@ SETUP = "source .venv/bin/activate"  # the set-up block: later shell blocks run 
 SERVICES = [f"concord.{s}.v1.{n}Service" for s, n in [("lock", "Lock"), ("semaphore", "Semaphore"), ("queue", "Queue"),
                                                       ("chat", "Chat"), ("autocomplete", "Autocomplete"),
                                                       ("files", "File"), ("rwlock", "ReadWriteLock"),
-                                                      ("election", "Election")]]
+                                                      ("election", "Election"), ("ratelimit", "RateLimit")]]
 EXIT_STATUS_BASE = 64  # grpcurl exits with 64 + the status code of a failed call
 SHOWN_LINES = re.compile(r'^(Code:|Message:|"reason":|"domain":)')
 METHOD = re.compile(r"concord\.\w+\.v1\.\w+/\w+")

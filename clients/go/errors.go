@@ -176,6 +176,8 @@ var (
 	ErrStorageFull            = reasonError(errorv1.Reason_REASON_STORAGE_FULL)
 	ErrStorageQuotaExceeded   = reasonError(errorv1.Reason_REASON_STORAGE_QUOTA_EXCEEDED)
 	ErrReplicationTimeout     = reasonError(errorv1.Reason_REASON_REPLICATION_TIMEOUT)
+	ErrRateLimitMismatch      = reasonError(errorv1.Reason_REASON_RATE_LIMIT_MISMATCH)
+	ErrRateLimitNotFound      = reasonError(errorv1.Reason_REASON_RATE_LIMIT_NOT_FOUND)
 )
 
 // sentinels holds the sentinel of each reason, by wire name.

@@ -20,6 +20,7 @@ from concord.election.v1 import election_pb2_grpc
 from concord.files.v1 import files_pb2_grpc
 from concord.lock.v1 import lock_pb2_grpc
 from concord.queue.v1 import queue_pb2_grpc
+from concord.ratelimit.v1 import ratelimit_pb2_grpc
 from concord.rwlock.v1 import rwlock_pb2_grpc
 from concord.semaphore.v1 import semaphore_pb2_grpc
 
@@ -31,6 +32,7 @@ from .api.election import ElectionServicer
 from .api.files import FileServicer
 from .api.lock import LockServicer
 from .api.queue import QueueServicer
+from .api.ratelimit import RateLimitServicer
 from .api.rwlock import ReadWriteLockServicer
 from .api.semaphore import SemaphoreServicer
 from . import quotas, tenants
@@ -49,8 +51,8 @@ from .edge.methods import SERVICES
 from .edge.rpc_metrics import RpcMetrics
 from .metrics import Metrics
 from .store.notifications import NotificationBus
-from .primitives import (autocomplete, chat, chat_feeds, deadlocks, election, files, lock, queue, rwlock, schedules,
-                         semaphore)
+from .primitives import (autocomplete, chat, chat_feeds, deadlocks, election, files, lock, queue, ratelimit, rwlock,
+                         schedules, semaphore)
 from .primitives.schedule_ticker import Ticker
 from .store.health import RedisHealth
 from .store.client import connect_cluster
@@ -109,6 +111,7 @@ class Primitives:
     files: files.Files
     elections: election.Elections
     rwlocks: rwlock.RWLocks
+    ratelimits: ratelimit.RateLimits
 
 
 @dataclass
@@ -218,14 +221,17 @@ async def start(settings: Settings) -> Server:
                               max_line=settings.max_message_size // 2)
         elections = election.Elections(commands, keyspace, waiters, chat_bells, process_id=process_id)
         rwlocks = rwlock.RWLocks(commands, keyspace, waiters, process_id=process_id)
-        return Primitives(locks, semaphores, queues, ticks, chats, feeds, completer, shipper, elections, rwlocks)
+        limits = ratelimit.RateLimits(commands, keyspace, cluster=settings.redis_cluster)
+        return Primitives(locks, semaphores, queues, ticks, chats, feeds, completer, shipper, elections, rwlocks,
+                          limits)
 
     p = tenants.route(keyspace, build, tenanted=bool(settings.auth_tokens))
     locks, semaphores, queues, chats, feeds = p.locks, p.semaphores, p.queues, p.chats, p.feeds
     completer, shipper = p.autocomplete, p.files
     try:  # load scripts up front; a Redis that is down now is retried on first use
         for s in (*lock.SCRIPTS, *semaphore.SCRIPTS, *queue.SCRIPTS, *schedules.SCRIPTS, *chat.SCRIPTS,
-                  *autocomplete.SCRIPTS, *files.SCRIPTS, *election.SCRIPTS, *deadlocks.SCRIPTS, *rwlock.SCRIPTS):
+                  *autocomplete.SCRIPTS, *files.SCRIPTS, *election.SCRIPTS, *deadlocks.SCRIPTS, *rwlock.SCRIPTS,
+                  *ratelimit.SCRIPTS):
             await s.load(commands)
     except Exception as exc:
         log.warning("Redis not reachable at start-up (%s); serving UNAVAILABLE until it is", exc)
@@ -252,6 +258,7 @@ async def start(settings: Settings) -> Server:
     add_servicer(server, election_pb2_grpc.add_ElectionServiceServicer_to_server, ElectionServicer(p.elections, settings))
     add_servicer(server, rwlock_pb2_grpc.add_ReadWriteLockServiceServicer_to_server,
                  ReadWriteLockServicer(p.rwlocks, settings))
+    add_servicer(server, ratelimit_pb2_grpc.add_RateLimitServiceServicer_to_server, RateLimitServicer(p.ratelimits))
     health_servicer = health.aio.HealthServicer()
     add_servicer(server, health_pb2_grpc.add_HealthServicer_to_server, health_servicer, wrap=undecodable.reject)
     add_servicer(server, reflection_pb2_grpc.add_ServerReflectionServicer_to_server, reflection.aio.ReflectionServicer(

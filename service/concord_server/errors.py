@@ -49,6 +49,8 @@ from concord.error.v1.error_pb2 import (
     REASON_SEMAPHORE_WAIT_TIMEOUT,
     REASON_STORAGE_FULL,
     REASON_STORAGE_QUOTA_EXCEEDED,
+    REASON_RATE_LIMIT_MISMATCH,
+    REASON_RATE_LIMIT_NOT_FOUND,
     REASON_REPLICATION_TIMEOUT,
     REASON_TASK_LEASE_NOT_HELD,
     REASON_TASK_LEASED,
@@ -190,6 +192,18 @@ class SemaphoreLimitMismatch(FailedPrecondition):
     """An Acquire's limit is not the stored one, which only SetLimit changes."""
 
     reason = reason_name(REASON_SEMAPHORE_LIMIT_MISMATCH)
+
+
+class RateLimitMismatch(FailedPrecondition):
+    """A call's rate limit is not the one SetLimit stored for the key."""
+
+    reason = reason_name(REASON_RATE_LIMIT_MISMATCH)
+
+
+class RateLimitNotFound(NotFound):
+    """The call gave no rate limit and none is stored for the key."""
+
+    reason = reason_name(REASON_RATE_LIMIT_NOT_FOUND)
 
 
 class NotLeader(FailedPrecondition):

@@ -87,6 +87,28 @@ class RWLockKeys(NamedTuple):
         return [self.holders, self.info, self.queue, self.waiters, self.procs, self.fence]
 
 
+class RateLimitKeys(NamedTuple):
+    """KEYS of one check of every rate-limit script, in this order
+    (lua/include/ratelimit_common.lua): the stored limit and one state key per
+    algorithm, so a key's algorithm is read from its limit inside the script."""
+
+    limit: str  # hash: a r p b d = algorithm, rate, period ms, burst, drain; no expiry
+    gcra: str  # string: the theoretical arrival time (ms), expiring when the key is full again
+    bucket: str  # hash: t tokens, at ms
+    log: str  # zset: one member per hit, score = its time (ms)
+    window: str  # hash: w period index, c this period's count, p the last period's
+    fixed: str  # hash: w period index, c count
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self)
+
+    @property
+    def state(self) -> list[str]:
+        """What Reset deletes: everything but the stored limit."""
+        return [self.gcra, self.bucket, self.log, self.window, self.fixed]
+
+
 class SemaphoreKeys(NamedTuple):
     """KEYS of every semaphore script, in this order, plus the wake-up channel."""
 
@@ -231,6 +253,10 @@ class KeySpace:
         t = self.tag("rw", name)
         return RWLockKeys(f"{t}:holders", f"{t}:info", f"{t}:queue", f"{t}:waiters", f"{t}:procs", f"{t}:fence",
                           f"{t}:wake")
+
+    def ratelimit(self, key: str) -> RateLimitKeys:
+        t = self.tag("rl", key)
+        return RateLimitKeys(f"{t}:limit", f"{t}:gcra", f"{t}:bucket", f"{t}:log", f"{t}:window", f"{t}:fixed")
 
     def semaphore(self, name: str) -> SemaphoreKeys:
         t = self.tag("sem", name)

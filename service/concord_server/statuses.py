@@ -100,7 +100,14 @@ class DONE(Family):
     NOT_COMPLETE = -2  # not announced yet
 
 
-FAMILIES: tuple[type[Family], ...] = (ACQUIRE, HELD, WITHDRAW, LIMIT, CANCEL, SCHEDULE, CREATE, CHAT, UPLOAD, DONE)
+class RATE(Family):
+    """ratelimit_check: each check's first item (else LIMIT.MISMATCH or LIMIT.UNSET)."""
+    ALLOWED = 1  # the hits were taken (peeked: would be)
+    REFUSED = 0  # not now: nothing taken (unless the limit drains over limit)
+
+
+FAMILIES: tuple[type[Family], ...] = (ACQUIRE, HELD, WITHDRAW, LIMIT, CANCEL, SCHEDULE, CREATE, CHAT, UPLOAD, DONE,
+                                      RATE)
 
 
 def lua_source() -> str:

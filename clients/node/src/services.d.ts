@@ -51,7 +51,9 @@ export type Reason =
   | 'REQUEST_TOO_LARGE'
   | 'STORAGE_FULL'
   | 'STORAGE_QUOTA_EXCEEDED'
-  | 'REPLICATION_TIMEOUT';
+  | 'REPLICATION_TIMEOUT'
+  | 'RATE_LIMIT_MISMATCH'
+  | 'RATE_LIMIT_NOT_FOUND';
 
 /** The Client's per-service clients. */
 export interface Services {

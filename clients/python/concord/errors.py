@@ -35,6 +35,8 @@ from .error.v1.error_pb2 import (
     REASON_OFFSET_OUT_OF_RANGE,
     REASON_PERMIT_NOT_HELD,
     REASON_PERMITS_EXCEED_LIMIT,
+    REASON_RATE_LIMIT_MISMATCH,
+    REASON_RATE_LIMIT_NOT_FOUND,
     REASON_SCHEDULE_EXISTS,
     REASON_SCHEDULE_NOT_FOUND,
     REASON_SEMAPHORE_LIMIT_MISMATCH,
@@ -169,6 +171,18 @@ class SemaphoreLimitMismatch(FailedPrecondition):
     """The limit asked for is not the semaphore's, which only set_limit changes."""
 
     reason = reason_name(REASON_SEMAPHORE_LIMIT_MISMATCH)
+
+
+class RateLimitMismatch(FailedPrecondition):
+    """The limit asked for is not the one set_limit stored for the key."""
+
+    reason = reason_name(REASON_RATE_LIMIT_MISMATCH)
+
+
+class RateLimitNotFound(NotFound):
+    """No limit was given and none is stored for the key."""
+
+    reason = reason_name(REASON_RATE_LIMIT_NOT_FOUND)
 
 
 class NotLeader(FailedPrecondition):

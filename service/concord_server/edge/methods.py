@@ -15,6 +15,7 @@ from concord.election.v1 import election_pb2
 from concord.files.v1 import files_pb2
 from concord.lock.v1 import lock_pb2
 from concord.queue.v1 import queue_pb2
+from concord.ratelimit.v1 import ratelimit_pb2
 from concord.rwlock.v1 import rwlock_pb2
 from concord.semaphore.v1 import semaphore_pb2
 
@@ -37,7 +38,7 @@ def blocking_methods(files: Iterable[FileDescriptor]) -> frozenset[str]:
 
 
 _FILES = tuple(pb2.DESCRIPTOR for pb2 in (lock_pb2, semaphore_pb2, queue_pb2, chat_pb2, autocomplete_pb2, files_pb2,
-                                          election_pb2, rwlock_pb2))
+                                          election_pb2, rwlock_pb2, ratelimit_pb2))
 
 # Short name (the proto package's: "lock" for concord.lock.v1) -> full service name.
 SERVICES = {file.package.split(".")[1]: service.full_name
@@ -67,11 +68,13 @@ METHOD_ROLES: dict[str, dict[str, tuple[str, ...]]] = {
         "files": ("Download", "ListFiles"),
         "election": ("Leader", "Observe"),
         "rwlock": ("Describe",),
+        "ratelimit": ("GetLimit",),
     },
     "admin": {
         "lock": ("ForceRelease",),
         "semaphore": ("SetLimit",),
         "queue": ("Purge", "RetryDead", "SetQueuePolicy", "PauseQueue", "ResumeQueue"),
+        "ratelimit": ("SetLimit", "Reset"),
     },
 }
 

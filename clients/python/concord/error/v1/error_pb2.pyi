@@ -74,6 +74,8 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_STORAGE_FULL: _ClassVar[Reason]
     REASON_STORAGE_QUOTA_EXCEEDED: _ClassVar[Reason]
     REASON_REPLICATION_TIMEOUT: _ClassVar[Reason]
+    REASON_RATE_LIMIT_MISMATCH: _ClassVar[Reason]
+    REASON_RATE_LIMIT_NOT_FOUND: _ClassVar[Reason]
 CODE_UNSPECIFIED: Code
 CODE_CANCELLED: Code
 CODE_UNKNOWN: Code
@@ -135,6 +137,8 @@ REASON_REQUEST_TOO_LARGE: Reason
 REASON_STORAGE_FULL: Reason
 REASON_STORAGE_QUOTA_EXCEEDED: Reason
 REASON_REPLICATION_TIMEOUT: Reason
+REASON_RATE_LIMIT_MISMATCH: Reason
+REASON_RATE_LIMIT_NOT_FOUND: Reason
 STATUS_FIELD_NUMBER: _ClassVar[int]
 status: _descriptor.FieldDescriptor
 

@@ -255,6 +255,11 @@ const (
 	// repeat settles it; a grant in this state must not be relied on (release it, or
 	// let its TTL run out).
 	Reason_REASON_REPLICATION_TIMEOUT Reason = 60
+	// A call's limit is not the one SetLimit stored for the key (metadata: key, and the
+	// stored algorithm, rate, period_ms, burst); nothing was taken or changed.
+	Reason_REASON_RATE_LIMIT_MISMATCH Reason = 61
+	// The call gave no limit and none is stored for the key (metadata: key).
+	Reason_REASON_RATE_LIMIT_NOT_FOUND Reason = 62
 )
 
 // Enum value maps for Reason.
@@ -304,6 +309,8 @@ var (
 		50: "REASON_STORAGE_FULL",
 		51: "REASON_STORAGE_QUOTA_EXCEEDED",
 		60: "REASON_REPLICATION_TIMEOUT",
+		61: "REASON_RATE_LIMIT_MISMATCH",
+		62: "REASON_RATE_LIMIT_NOT_FOUND",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":              0,
@@ -350,6 +357,8 @@ var (
 		"REASON_STORAGE_FULL":             50,
 		"REASON_STORAGE_QUOTA_EXCEEDED":   51,
 		"REASON_REPLICATION_TIMEOUT":      60,
+		"REASON_RATE_LIMIT_MISMATCH":      61,
+		"REASON_RATE_LIMIT_NOT_FOUND":     62,
 	}
 )
 
@@ -502,7 +511,7 @@ const file_concord_error_v1_error_proto_rawDesc = "" +
 	"\rCODE_INTERNAL\x10\r\x12\x14\n" +
 	"\x10CODE_UNAVAILABLE\x10\x0e\x12\x12\n" +
 	"\x0eCODE_DATA_LOSS\x10\x0f\x12\x18\n" +
-	"\x14CODE_UNAUTHENTICATED\x10\x10*\xe2\v\n" +
+	"\x14CODE_UNAUTHENTICATED\x10\x10*\xaf\f\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x0fREASON_INTERNAL\x10\x01\x1a\x04\x88\xbf\x18\r\x12!\n" +
@@ -549,7 +558,9 @@ const file_concord_error_v1_error_proto_rawDesc = "" +
 	"\x18REASON_REQUEST_TOO_LARGE\x10!\x1a\x04\x88\xbf\x18\b\x12\x1d\n" +
 	"\x13REASON_STORAGE_FULL\x102\x1a\x04\x88\xbf\x18\b\x12'\n" +
 	"\x1dREASON_STORAGE_QUOTA_EXCEEDED\x103\x1a\x04\x88\xbf\x18\b\x12$\n" +
-	"\x1aREASON_REPLICATION_TIMEOUT\x10<\x1a\x04\x88\xbf\x18\x0e:S\n" +
+	"\x1aREASON_REPLICATION_TIMEOUT\x10<\x1a\x04\x88\xbf\x18\x0e\x12$\n" +
+	"\x1aREASON_RATE_LIMIT_MISMATCH\x10=\x1a\x04\x88\xbf\x18\t\x12%\n" +
+	"\x1bREASON_RATE_LIMIT_NOT_FOUND\x10>\x1a\x04\x88\xbf\x18\x05:S\n" +
 	"\x06status\x12!.google.protobuf.EnumValueOptions\x18\xf1\x87\x03 \x01(\x0e2\x16.concord.error.v1.CodeR\x06statusB\xbb\x01\n" +
 	"\x14com.concord.error.v1B\n" +
 	"ErrorProtoP\x01Z3go.concord.dev/concord/gen/concord/error/v1;errorv1\xa2\x02\x03CEX\xaa\x02\x10Concord.Error.V1\xca\x02\x11Concord\\Error_\\V1\xe2\x02\x1dConcord\\Error_\\V1\\GPBMetadata\xea\x02\x12Concord::Error::V1b\x06proto3"

@@ -1,0 +1,80 @@
+"""concord.ratelimit.v1.RateLimitService: validates requests, calls
+primitives.ratelimit, maps its decisions to replies."""
+
+from __future__ import annotations
+
+from concord.ratelimit.v1 import ratelimit_pb2 as pb
+from concord.ratelimit.v1 import ratelimit_pb2_grpc
+
+from ..errors import InvalidArgument, RateLimitNotFound
+from ..primitives.ratelimit import MAX_CHECKS, MAX_PERIOD_MS, MAX_RATE, Check, Decision, Limit, RateLimits
+from . import validation as v
+from .convert import duration
+from .status import rpc
+
+
+def limit_of(message: pb.Limit, field: str = "limit") -> Limit:
+    period = v.duration_ms(message, "period", minimum_ms=1, maximum_ms=MAX_PERIOD_MS, required=True,
+                           label=f"{field}.period")
+    return Limit.of(message.algorithm, message.rate, period, message.burst, message.drain_over_limit)
+
+
+def limit_message(limit: Limit) -> pb.Limit:
+    return pb.Limit(algorithm=int(limit.algorithm), rate=limit.rate, period=duration(limit.period_ms),
+                    burst=limit.burst, drain_over_limit=limit.drain)
+
+
+def _check(request: pb.CheckRequest, field: str = "") -> Check:
+    key = v.name(request.key, f"{field}key")
+    if request.hits > MAX_RATE:
+        raise InvalidArgument(f"{field}hits must be at most {MAX_RATE:,} (got {request.hits})", field=f"{field}hits")
+    limit = limit_of(request.limit, f"{field}limit") if request.HasField("limit") else None
+    return Check(key, limit, request.hits)
+
+
+def _reply(d: Decision) -> pb.CheckResponse:
+    reply = pb.CheckResponse(allowed=d.allowed, remaining=d.remaining, limit=d.rate, burst=d.burst,
+                             reset_after=duration(max(d.reset_ms, 0)))
+    if d.retry_ms >= 0:
+        reply.retry_after.CopyFrom(duration(d.retry_ms))
+    return reply
+
+
+class RateLimitServicer(ratelimit_pb2_grpc.RateLimitServiceServicer):
+    def __init__(self, limits: RateLimits) -> None:
+        self._limits = limits
+
+    @rpc
+    async def Check(self, request: pb.CheckRequest, context) -> pb.CheckResponse:
+        c = _check(request)
+        return _reply(await self._limits.check(c.key, c.limit, c.hits))
+
+    @rpc
+    async def CheckMany(self, request: pb.CheckManyRequest, context) -> pb.CheckManyResponse:
+        if not 1 <= len(request.checks) <= MAX_CHECKS:
+            raise InvalidArgument(f"checks must hold 1 to {MAX_CHECKS} checks (got {len(request.checks)})",
+                                  field="checks")
+        checks = [_check(c, f"checks[{i}].") for i, c in enumerate(request.checks)]
+        allowed, decisions = await self._limits.check_many(checks, request.all_or_none)
+        return pb.CheckManyResponse(allowed=allowed, results=[_reply(d) for d in decisions])
+
+    @rpc
+    async def SetLimit(self, request: pb.SetLimitRequest, context) -> pb.SetLimitResponse:
+        key = v.name(request.key, "key")
+        if not request.HasField("limit"):
+            raise InvalidArgument("limit is required", field="limit")
+        before = await self._limits.set_limit(key, limit_of(request.limit))
+        return pb.SetLimitResponse(previous=limit_message(before) if before else None)
+
+    @rpc
+    async def GetLimit(self, request: pb.GetLimitRequest, context) -> pb.GetLimitResponse:
+        key = v.name(request.key, "key")
+        limit = await self._limits.get_limit(key)
+        if limit is None:
+            raise RateLimitNotFound(f"key {key!r} has no stored rate limit", key=key)
+        return pb.GetLimitResponse(limit=limit_message(limit))
+
+    @rpc
+    async def Reset(self, request: pb.ResetRequest, context) -> pb.ResetResponse:
+        await self._limits.reset(v.name(request.key, "key"))
+        return pb.ResetResponse()

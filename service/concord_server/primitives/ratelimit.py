@@ -1,0 +1,209 @@
+"""Rate limits: whether ``hits`` units may pass under a key's limit, decided by one
+Lua script on the Redis clock (lua/ratelimit_check.lua), so every server agrees
+exactly and no host clock is read.
+
+Five limiters share the script (lua/include/ratelimit_common.lua): GCRA (the
+default; one timestamp per key), token bucket, sliding log (exact, one entry per
+hit), sliding window (two counters, approximate) and fixed window. A key's limit
+travels with the call or is stored by ``set_limit`` and then changed only there: a
+call whose limit disagrees is refused (RateLimitMismatch) and changes nothing, the
+rule semaphores follow. A key's counting state expires by itself once it would be
+full again; the stored limit stays until deleted.
+
+``check_many`` decides several keys in one script when they share a Redis (one
+node, or one hash slot of a cluster); on a cluster the checks are grouped by slot
+and decided slot after slot, and with ``all_or_none`` a slot's hits are given back
+(lua/ratelimit_refund.lua) when a later slot refuses.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from redis.crc import key_slot
+
+from ..errors import InvalidArgument, RateLimitMismatch, RateLimitNotFound
+from ..keys import KeySpace, RateLimitKeys
+from ..statuses import LIMIT, RATE
+from ..store.reply_shapes import INT, Seq, Tup, Either
+from ..store.scripts import Commands, script
+
+MAX_RATE = 1_000_000_000
+MAX_LOG_RATE = 100_000  # the sliding log keeps one entry per hit
+MAX_PERIOD_MS = 86_400_000
+MAX_CHECKS = 1000  # per CheckMany
+
+
+class Algorithm(enum.IntEnum):  # ratelimit.proto's Algorithm; lua's ALGO
+    GCRA = 1
+    TOKEN_BUCKET = 2
+    SLIDING_LOG = 3
+    SLIDING_WINDOW = 4
+    FIXED_WINDOW = 5
+
+
+BURSTY = (Algorithm.GCRA, Algorithm.TOKEN_BUCKET)  # the ones with a burst
+
+
+@dataclass(frozen=True)
+class Limit:
+    algorithm: Algorithm
+    rate: int  # units per period
+    period_ms: int
+    burst: int  # GCRA, token bucket: units at once from idle (0 given: rate); else 0
+    drain: bool = False  # a refused check takes what room is left
+
+    @classmethod
+    def of(cls, algorithm: int, rate: int, period_ms: int, burst: int, drain: bool) -> Limit:
+        """A checked limit (InvalidArgument says what is wrong), burst 0 meaning rate."""
+        try:
+            algo = Algorithm(algorithm or Algorithm.GCRA)
+        except ValueError:
+            raise InvalidArgument(f"unknown rate limit algorithm {algorithm}", field="algorithm") from None
+        if not 1 <= rate <= (MAX_LOG_RATE if algo is Algorithm.SLIDING_LOG else MAX_RATE):
+            top = MAX_LOG_RATE if algo is Algorithm.SLIDING_LOG else MAX_RATE
+            raise InvalidArgument(f"rate must be 1 to {top:,} units per period (got {rate})", field="rate")
+        if not 1 <= period_ms <= MAX_PERIOD_MS:
+            raise InvalidArgument(f"period must be 1ms to 1 day (got {period_ms} ms)", field="period")
+        if algo in BURSTY:
+            if burst > MAX_RATE:
+                raise InvalidArgument(f"burst must be at most {MAX_RATE:,} (got {burst})", field="burst")
+            burst = burst or rate
+        elif burst:
+            raise InvalidArgument(f"burst applies to GCRA and TOKEN_BUCKET only, not {algo.name}", field="burst")
+        return cls(algo, rate, period_ms, burst, drain)
+
+    def args(self) -> list[int]:
+        return [int(self.algorithm), self.rate, self.period_ms, self.burst, int(self.drain)]
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    remaining: int
+    rate: int
+    burst: int
+    reset_ms: int
+    retry_ms: int  # 0 when allowed; -1: the hits exceed what ever passes at once
+
+
+class Check(NamedTuple):
+    key: str
+    limit: Limit | None  # None: the stored one
+    hits: int
+
+
+_CHECK = script("ratelimit_check.lua", Seq(INT, each=(INT, INT, INT, INT, INT, INT)))
+_SET_LIMIT = script("ratelimit_set_limit.lua", Either(Tup(), Tup(INT, INT, INT, INT, INT)))
+_REFUND = script("ratelimit_refund.lua", INT)
+
+SCRIPTS = (_CHECK, _SET_LIMIT, _REFUND)
+
+
+def _stored(r: list[Any]) -> Limit:
+    return Limit(Algorithm(int(r[0])), int(r[1]), int(r[2]), int(r[3]), bool(int(r[4])))
+
+
+class RateLimits:
+    """The rate-limit primitive of one server process. ``cluster``: the checks of one
+    call are grouped by hash slot (a script touches one slot)."""
+
+    def __init__(self, redis: Commands, keyspace: KeySpace, *, cluster: bool = False,
+                 clock_us: Callable[[], int] | None = None) -> None:
+        self._redis = redis
+        self._keys = keyspace
+        self._cluster = cluster
+        self._clock_us = clock_us  # tests only: decide at this time instead of the Redis clock
+
+    def keys(self, key: str) -> RateLimitKeys:
+        return self._keys.ratelimit(key)
+
+    async def check(self, key: str, limit: Limit | None, hits: int) -> Decision:
+        return (await self.check_many([Check(key, limit, hits)], all_or_none=False))[1][0]
+
+    async def check_many(self, checks: list[Check], all_or_none: bool) -> tuple[bool, list[Decision]]:
+        """Every check decided (in order); whether all were allowed. A limit mismatch or
+        a missing one raises (for the first such check) and takes nothing."""
+        groups = self._groups(checks)
+        decisions: list[Decision | None] = [None] * len(checks)
+        taken: list[list[int]] = []  # groups that took hits, for a refund
+        every = True
+        for group in groups:
+            allowed, got = await self._decide([checks[i] for i in group], all_or_none)
+            for i, d in zip(group, got):
+                decisions[i] = d
+            if allowed and all_or_none:
+                taken.append(group)
+            every = every and allowed
+            if all_or_none and not allowed:
+                break
+        if all_or_none and not every:
+            for group in taken:
+                await self._refund([checks[i] for i in group], [decisions[i] for i in group])
+            for group in groups:  # the slots not reached: nothing taken, decided as refused
+                for i in group:
+                    if decisions[i] is None:
+                        decisions[i] = await self._peek(checks[i])
+        return every, [d for d in decisions if d is not None]
+
+    def _groups(self, checks: list[Check]) -> list[list[int]]:
+        if not self._cluster:
+            return [list(range(len(checks)))]
+        by_slot: dict[int, list[int]] = {}
+        for i, c in enumerate(checks):
+            by_slot.setdefault(key_slot(self.keys(c.key).limit.encode()), []).append(i)
+        return list(by_slot.values())
+
+    async def _decide(self, checks: list[Check], all_or_none: bool) -> tuple[bool, list[Decision]]:
+        keys: list[str] = []
+        args: list[Any] = [int(all_or_none), str(self._clock_us()) if self._clock_us else ""]
+        for c in checks:
+            keys += self.keys(c.key).keys
+            args += [c.hits, *([1, *c.limit.args()] if c.limit else [0, 0, 0, 0, 0, 0])]
+        reply = await _CHECK.run(self._redis, keys, args)
+        out = []
+        for c, at in zip(checks, range(1, len(reply), 6)):
+            status, a, b, d, e, f = reply[at:at + 6]
+            if status == LIMIT.MISMATCH:
+                stored = _stored([a, b, d, e, f])
+                raise RateLimitMismatch(
+                    f"rate limit of key {c.key!r} is {stored.algorithm.name} {stored.rate} per {stored.period_ms} ms "
+                    f"(burst {stored.burst}), set by SetLimit; this call asked for another",
+                    key=c.key, algorithm=stored.algorithm.name, rate=str(stored.rate),
+                    period_ms=str(stored.period_ms), burst=str(stored.burst))
+            if status == LIMIT.UNSET:
+                raise RateLimitNotFound(f"key {c.key!r} has no stored rate limit and the call gave none", key=c.key)
+            out.append(Decision(status == RATE.ALLOWED, a, b, d, e, f))
+        return reply[0] == RATE.ALLOWED, out
+
+    async def _refund(self, checks: list[Check], decisions: list[Decision | None]) -> None:
+        keys: list[str] = []
+        args: list[int] = []
+        for c, d in zip(checks, decisions):
+            limit = c.limit or await self.get_limit(c.key)
+            if limit is None or d is None or not d.allowed:
+                continue
+            keys += self.keys(c.key).keys
+            args += [c.hits, int(limit.algorithm), limit.rate, limit.period_ms, limit.burst]
+        if keys:
+            await _REFUND.run(self._redis, keys, args)
+
+    async def _peek(self, c: Check) -> Decision:
+        _, (d,) = await self._decide([Check(c.key, c.limit, 0)], all_or_none=False)
+        return Decision(False, d.remaining, d.rate, d.burst, d.reset_ms, d.retry_ms)
+
+    async def set_limit(self, key: str, limit: Limit) -> Limit | None:
+        """Stores the key's limit; the one before (None: none)."""
+        before = await _SET_LIMIT.run(self._redis, self.keys(key).keys, limit.args())
+        return _stored(before) if before else None
+
+    async def get_limit(self, key: str) -> Limit | None:
+        got = await self._redis.execute_command("HMGET", self.keys(key).limit, "a", "r", "p", "b", "d")
+        return _stored(got) if got and got[0] is not None else None
+
+    async def reset(self, key: str) -> None:
+        """Forgets what the key counted; its stored limit stays."""
+        await self._redis.execute_command("DEL", *self.keys(key).state)

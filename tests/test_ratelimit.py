@@ -1,0 +1,349 @@
+"""Rate limits (primitives/ratelimit.py, lua/ratelimit_check.lua): each limiter's
+decisions on a controlled clock, first as a table of cases (redis-cell's style), then
+against a reference model over random traffic (hypothesis), then GCRA's bound over
+every window; and the service end to end through a real server: stored limits and
+mismatches, CheckMany's all or none, peeks, drains, resets, idle keys expiring, bad
+input, and CheckMany across the slots of a Redis Cluster."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import grpc
+import pytest
+from google.protobuf import duration_pb2
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from concord.ratelimit.v1 import ratelimit_pb2 as pb
+from concord.ratelimit.v1 import ratelimit_pb2_grpc
+from concord_server.keys import KeySpace
+from concord_server.primitives.ratelimit import Algorithm, Limit, RateLimits
+from concord_server.store.autopipeline import AutoPipeline
+from concord_server.store.link import Endpoint
+from support import error_info
+
+GCRA, BUCKET, LOG, WINDOW, FIXED = (Algorithm.GCRA, Algorithm.TOKEN_BUCKET, Algorithm.SLIDING_LOG,
+                                    Algorithm.SLIDING_WINDOW, Algorithm.FIXED_WINDOW)
+T0 = 1_000_000_000_000  # us: a controlled clock, at a whole period of every limit below
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.us = T0
+
+    def __call__(self) -> int:
+        return self.us
+
+    def at(self, ms: float) -> None:
+        self.us = T0 + int(ms * 1000)
+
+
+@pytest.fixture
+async def limits(redis_server):
+    pipe = AutoPipeline(Endpoint.from_url(redis_server.url))
+    clock = Clock()
+    yield RateLimits(pipe, KeySpace("rltest"), clock_us=clock), clock
+    await pipe.aclose()
+
+
+# ------------------------------------------------------------------ table of cases
+
+# (ms since T0, hits, allowed, remaining, retry_after ms): rate 3 per 1000 ms, burst 3.
+CASES = {
+    GCRA: [(0, 1, True, 2, 0), (0, 2, True, 0, 0), (0, 1, False, 0, 334), (333, 0, True, 0, 0),
+           (334, 1, True, 0, 0), (334, 1, False, 0, 333), (1000, 2, True, 0, 0), (2000, 3, True, 0, 0),
+           (2000, 4, False, 0, -1)],
+    BUCKET: [(0, 1, True, 2, 0), (0, 2, True, 0, 0), (0, 1, False, 0, 334), (334, 1, True, 0, 0),
+             (334, 1, False, 0, 333), (2000, 3, True, 0, 0), (2000, 4, False, 0, -1)],
+    LOG: [(0, 1, True, 2, 0), (100, 2, True, 0, 0), (500, 1, False, 0, 500), (1000, 1, True, 0, 0),
+          (1050, 2, False, 0, 50), (1100, 2, True, 0, 0), (1100, 4, False, 0, -1)],
+    # Last period's count weighted by the share of it the window still covers.
+    WINDOW: [(0, 3, True, 0, 0), (500, 1, False, 0, 834), (1000, 1, False, 0, 334), (1500, 1, True, 0, 0),
+             (1500, 1, False, 0, 167), (1500, 4, False, 0, -1)],
+    FIXED: [(0, 2, True, 1, 0), (999, 1, True, 0, 0), (999, 1, False, 0, 1), (1000, 3, True, 0, 0),
+            (1500, 1, False, 0, 500), (1500, 4, False, 0, -1)],
+}
+
+
+@pytest.mark.parametrize("algorithm", list(CASES), ids=[a.name for a in CASES])
+async def test_each_limiter_decides_its_table_of_cases(limits, name, algorithm):
+    rl, clock = limits
+    limit = Limit.of(algorithm, 3, 1000, 0, False)
+    for at, hits, allowed, remaining, retry in CASES[algorithm]:
+        clock.at(at)
+        d = await rl.check(name, limit, hits)
+        assert (d.allowed, d.remaining, d.retry_ms) == (allowed, remaining, retry), (at, hits, d)
+
+
+async def test_drain_over_limit_takes_what_is_left_when_refused(limits, name):
+    rl, clock = limits
+    limit = Limit.of(GCRA, 10, 1000, 0, drain=True)
+    assert (await rl.check(name, limit, 6)).remaining == 4
+    refused = await rl.check(name, limit, 5)
+    assert not refused.allowed and refused.remaining == 0
+    clock.at(100)  # one unit back, not the four a plain refusal would have left
+    d = await rl.check(name, limit, 2)
+    assert not d.allowed and d.retry_ms == 100
+
+
+async def test_a_peek_takes_nothing_and_reset_makes_a_key_full(limits, name):
+    rl, _ = limits
+    limit = Limit.of(FIXED, 5, 1000, 0, False)
+    assert (await rl.check(name, limit, 4)).remaining == 1
+    for _ in range(3):
+        assert (await rl.check(name, limit, 0)).remaining == 1
+    await rl.reset(name)
+    assert (await rl.check(name, limit, 0)).remaining == 5
+
+
+# ------------------------------------------------------------------ reference model
+
+
+@dataclass
+class Model:
+    """Each limiter as the docs state it, in Python floats (the script's doubles)."""
+
+    limit: Limit
+    tat: float = 0.0
+    tokens: float | None = None
+    at: float = 0.0
+    log: list[float] = field(default_factory=list)
+    w: int | None = None
+    c: int = 0
+    p: int = 0
+
+    def check(self, now: float, hits: int) -> tuple[bool, int, int]:
+        L = self.limit
+        if L.algorithm in (GCRA, BUCKET):
+            per = L.period_ms / L.rate
+            if L.algorithm is GCRA:
+                tat = max(self.tat, now)
+                if hits > L.burst:
+                    return False, -1, math.floor((per * L.burst - (tat - now)) / per + 1e-9)
+                if tat + hits * per - per * L.burst <= now:
+                    if hits:
+                        self.tat = float("%.3f" % (tat + hits * per))
+                    return True, 0, math.floor((per * L.burst - (tat + hits * per - now)) / per + 1e-9)
+                return False, math.ceil(tat + hits * per - per * L.burst - now), \
+                    math.floor((per * L.burst - (tat - now)) / per + 1e-9)
+            rate = L.rate / L.period_ms
+            tokens = L.burst if self.tokens is None else min(L.burst, self.tokens + (now - self.at) * rate)
+            if hits > L.burst:
+                return False, -1, math.floor(tokens + 1e-9)
+            if tokens >= hits:
+                if hits:
+                    self.tokens, self.at = float("%.6f" % (tokens - hits)), float("%.3f" % now)
+                return True, 0, math.floor(tokens - hits + 1e-9)
+            return False, math.ceil((hits - tokens) / rate), math.floor(tokens + 1e-9)
+        if L.algorithm is LOG:
+            live = sorted(t for t in self.log if t > now - L.period_ms)
+            if hits > L.rate:
+                return False, -1, L.rate - len(live)
+            if len(live) + hits <= L.rate:
+                self.log = live + [now] * hits
+                return True, 0, L.rate - len(live) - hits
+            return False, math.ceil(live[len(live) + hits - L.rate - 1] + L.period_ms - now), L.rate - len(live)
+        index = math.floor(now / L.period_ms)
+        c, p = (self.c, self.p) if self.w == index else (self.c, 0) if False else (0, 0)
+        if self.w == index:
+            c, p = self.c, self.p
+        elif self.w == index - 1:
+            c, p = 0, self.c
+        if L.algorithm is FIXED:
+            if hits > L.rate:
+                return False, -1, L.rate - c
+            if c + hits <= L.rate:
+                if hits:
+                    self.w, self.c = index, c + hits
+                return True, 0, L.rate - c - hits
+            return False, math.ceil((index + 1) * L.period_ms - now), L.rate - c
+        elapsed = now - index * L.period_ms
+        estimate = p * ((L.period_ms - elapsed) / L.period_ms) + c
+        if hits > L.rate:
+            return False, -1, max(0, math.floor(L.rate - estimate + 1e-9))
+        if estimate + hits <= L.rate + 1e-9:
+            if hits:
+                self.w, self.c, self.p = index, c + hits, p
+            return True, 0, max(0, math.floor(L.rate - estimate - hits + 1e-9))
+        if c + hits <= L.rate and p > 0:
+            retry = L.period_ms * (1 - (L.rate - c - hits) / p) - elapsed
+        else:
+            into = L.period_ms * (1 - (L.rate - hits) / c) if c > 0 else 0
+            retry = (L.period_ms - elapsed) + max(0, into)
+        return False, math.ceil(retry), max(0, math.floor(L.rate - estimate + 1e-9))
+
+
+TRAFFIC = st.lists(st.tuples(st.integers(0, 700), st.integers(0, 4)), min_size=1, max_size=40)
+
+
+@pytest.mark.parametrize("algorithm", list(CASES), ids=[a.name for a in CASES])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(traffic=TRAFFIC, rate=st.integers(1, 6), period=st.sampled_from([100, 250, 1000]), burst=st.integers(0, 6))
+async def test_each_limiter_matches_its_model_through_random_traffic(limits, algorithm, traffic, rate, period, burst):
+    rl, clock = limits
+    limit = Limit.of(algorithm, rate, period, burst if algorithm in (GCRA, BUCKET) else 0, False)
+    key = f"model-{algorithm.name}-{rate}-{period}-{burst}-{hash(tuple(traffic))}"
+    await rl.reset(key)
+    model = Model(limit)
+    now = 0
+    for step, hits in traffic:
+        now += step
+        clock.at(now)
+        d = await rl.check(key, limit, hits)
+        allowed, retry, remaining = model.check(T0 / 1000 + now, hits)
+        assert (d.allowed, d.retry_ms, d.remaining) == (allowed, retry, remaining), (now, hits, d)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(traffic=st.lists(st.tuples(st.integers(0, 300), st.integers(1, 3)), min_size=5, max_size=60),
+       rate=st.integers(1, 20), burst=st.integers(0, 10))
+async def test_gcra_lets_at_most_burst_plus_rate_times_the_window_pass_in_any_window(limits, traffic, rate, burst):
+    rl, clock = limits
+    limit = Limit.of(GCRA, rate, 1000, burst, False)
+    key = f"bound-{rate}-{burst}-{hash(tuple(traffic))}"
+    await rl.reset(key)
+    passed: list[tuple[float, int]] = []
+    now = 0
+    for step, hits in traffic:
+        now += step
+        clock.at(now)
+        if (await rl.check(key, limit, hits)).allowed:
+            passed.append((now, hits))
+    for i, (start, _) in enumerate(passed):
+        for end, _ in passed[i:]:
+            inside = sum(h for t, h in passed if start <= t <= end)
+            assert inside <= limit.burst + rate * (end - start) / 1000 + 1e-6, (start, end, inside)
+
+
+# ------------------------------------------------------------------ the service
+
+
+def _d(ms: int) -> duration_pb2.Duration:
+    return duration_pb2.Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def _limit(algorithm: int = 0, rate: int = 5, period_ms: int = 1000, burst: int = 0, drain: bool = False) -> pb.Limit:
+    return pb.Limit(algorithm=algorithm, rate=rate, period=_d(period_ms), burst=burst, drain_over_limit=drain)
+
+
+@pytest.fixture
+def stub(concord_server):
+    with grpc.insecure_channel(concord_server.target) as channel:
+        yield ratelimit_pb2_grpc.RateLimitServiceStub(channel)
+
+
+def _fails(call, code: grpc.StatusCode, reason: str) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as err:
+        call()
+    assert err.value.code() == code, err.value.details()
+    assert error_info(err.value).reason == reason, err.value.details()
+    return err.value
+
+
+def test_check_takes_hits_and_says_how_long_to_wait(stub, name):
+    got = [stub.Check(pb.CheckRequest(key=name, limit=_limit(rate=2, period_ms=60_000), hits=1), timeout=10)
+           for _ in range(3)]
+    assert [g.allowed for g in got] == [True, True, False]
+    assert (got[0].remaining, got[1].remaining, got[0].limit, got[0].burst) == (1, 0, 2, 2)
+    assert 29_000 <= got[2].retry_after.seconds * 1000 + got[2].retry_after.nanos // 1_000_000 <= 30_000
+    assert got[2].reset_after.seconds >= 59
+
+
+def test_a_stored_limit_is_changed_only_by_set_limit(stub, name):
+    _fails(lambda: stub.Check(pb.CheckRequest(key=name, hits=1), timeout=10), grpc.StatusCode.NOT_FOUND,
+           "RATE_LIMIT_NOT_FOUND")
+    _fails(lambda: stub.GetLimit(pb.GetLimitRequest(key=name), timeout=10), grpc.StatusCode.NOT_FOUND,
+           "RATE_LIMIT_NOT_FOUND")
+    first = stub.SetLimit(pb.SetLimitRequest(key=name, limit=_limit(rate=3)), timeout=10)
+    assert not first.HasField("previous")
+    assert stub.GetLimit(pb.GetLimitRequest(key=name), timeout=10).limit.rate == 3
+    assert stub.Check(pb.CheckRequest(key=name, hits=1), timeout=10).remaining == 2  # the stored limit
+    assert stub.Check(pb.CheckRequest(key=name, limit=_limit(rate=3), hits=1), timeout=10).remaining == 1
+    err = _fails(lambda: stub.Check(pb.CheckRequest(key=name, limit=_limit(rate=4), hits=1), timeout=10),
+                 grpc.StatusCode.FAILED_PRECONDITION, "RATE_LIMIT_MISMATCH")
+    assert error_info(err).metadata["rate"] == "3"
+    assert stub.Check(pb.CheckRequest(key=name, hits=0), timeout=10).remaining == 1  # the mismatch took nothing
+    again = stub.SetLimit(pb.SetLimitRequest(key=name, limit=_limit(rate=4)), timeout=10)
+    assert again.previous.rate == 3
+    assert stub.Check(pb.CheckRequest(key=name, limit=_limit(rate=4), hits=1), timeout=10).allowed
+
+
+def test_check_many_all_or_none_charges_nothing_when_one_refuses(stub, name):
+    tight, loose = f"{name}-tight", f"{name}-loose"
+    both = [pb.CheckRequest(key=loose, limit=_limit(rate=10, period_ms=60_000), hits=2),
+            pb.CheckRequest(key=tight, limit=_limit(rate=1, period_ms=60_000), hits=1)]
+    first = stub.CheckMany(pb.CheckManyRequest(checks=both, all_or_none=True), timeout=10)
+    assert first.allowed and [r.remaining for r in first.results] == [8, 0]
+    second = stub.CheckMany(pb.CheckManyRequest(checks=both, all_or_none=True), timeout=10)
+    assert not second.allowed and [r.allowed for r in second.results] == [True, False]
+    assert stub.Check(pb.CheckRequest(key=loose, limit=_limit(rate=10, period_ms=60_000)), timeout=10).remaining == 8
+    each = stub.CheckMany(pb.CheckManyRequest(checks=both), timeout=10)
+    assert not each.allowed and [r.allowed for r in each.results] == [True, False]
+    assert each.results[0].remaining == 6
+
+
+def test_a_key_s_state_expires_once_it_is_full_again(stub, name, redis_sync):
+    stub.Check(pb.CheckRequest(key=name, limit=_limit(rate=10, period_ms=2000), hits=4), timeout=10)
+    keys = KeySpace("concord").ratelimit(name)
+    assert 700 <= redis_sync.pttl(keys.gcra) <= 800  # 4 units back at 5 a second
+    stub.Reset(pb.ResetRequest(key=name), timeout=10)
+    assert not redis_sync.exists(keys.gcra)
+
+
+@pytest.mark.parametrize("limit,field", [
+    (_limit(rate=0), "limit.rate"),
+    (_limit(rate=10**10), "limit.rate"),
+    (_limit(period_ms=0), "limit.period"),
+    (_limit(period_ms=90_000_000), "limit.period"),
+    (_limit(burst=10**10), "limit.burst"),
+    (_limit(algorithm=9), "limit.algorithm"),
+    (_limit(algorithm=5, burst=2), "limit.burst"),
+    (_limit(algorithm=3, rate=200_000), "limit.rate"),
+])
+def test_bad_limits_are_invalid_argument_and_change_nothing(stub, name, limit, field):
+    err = _fails(lambda: stub.Check(pb.CheckRequest(key=name, limit=limit, hits=1), timeout=10),
+                 grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")
+    assert error_info(err).metadata.get("field", "").split(".")[-1] == field.split(".")[-1], err.details()
+    _fails(lambda: stub.GetLimit(pb.GetLimitRequest(key=name), timeout=10), grpc.StatusCode.NOT_FOUND,
+           "RATE_LIMIT_NOT_FOUND")
+
+
+def test_bad_requests_are_invalid_argument(stub, name):
+    _fails(lambda: stub.Check(pb.CheckRequest(key="", limit=_limit(), hits=1), timeout=10),
+           grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")
+    _fails(lambda: stub.Check(pb.CheckRequest(key=name, limit=_limit(), hits=2 * 10**9), timeout=10),
+           grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")
+    _fails(lambda: stub.CheckMany(pb.CheckManyRequest(), timeout=10), grpc.StatusCode.INVALID_ARGUMENT,
+           "INVALID_ARGUMENT")
+    _fails(lambda: stub.SetLimit(pb.SetLimitRequest(key=name), timeout=10), grpc.StatusCode.INVALID_ARGUMENT,
+           "INVALID_ARGUMENT")
+
+
+async def test_check_many_across_cluster_slots_gives_back_what_an_earlier_slot_took(redis_cluster, name):
+    """On a Redis Cluster a script touches one slot, so CheckMany decides slot after
+    slot; with all_or_none a later slot's refusal gives the earlier slots' hits back."""
+    from concord_server.primitives.ratelimit import Check
+    from concord_server.store.client import connect_cluster
+    from concord_server.store.cluster import ClusterCommands
+
+    slot_map = connect_cluster(redis_cluster.url, 4)
+    commands = ClusterCommands(slot_map, Endpoint.from_url(redis_cluster.url))
+    try:
+        rl = RateLimits(commands, KeySpace("rltest"), cluster=True)
+        keys = [f"{name}-{i}" for i in range(12)]  # several slots among them
+        assert len({slot_map.keyslot(rl.keys(k).limit) for k in keys}) > 1
+        roomy, tight = Limit.of(GCRA, 100, 60_000, 0, False), Limit.of(GCRA, 1, 60_000, 0, False)
+
+        await rl.check(keys[-1], tight, 1)  # the last key has no room left
+        checks = [Check(k, roomy, 5) for k in keys[:-1]] + [Check(keys[-1], tight, 1)]
+        allowed, decisions = await rl.check_many(checks, all_or_none=True)
+        assert not allowed and not decisions[-1].allowed
+        for k in keys[:-1]:
+            assert (await rl.check(k, roomy, 0)).remaining == 100, k  # every slot's hits given back
+        allowed, _ = await rl.check_many(checks[:-1], all_or_none=True)
+        assert allowed and (await rl.check(keys[0], roomy, 0)).remaining == 95
+    finally:
+        await commands.aclose()
+        await slot_map.aclose()
