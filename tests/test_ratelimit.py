@@ -8,6 +8,7 @@ input, and CheckMany across the slots of a Redis Cluster."""
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import grpc
@@ -347,3 +348,55 @@ async def test_check_many_across_cluster_slots_gives_back_what_an_earlier_slot_t
     finally:
         await commands.aclose()
         await slot_map.aclose()
+
+
+# ------------------------------------------------------------------ the Python client
+
+
+def test_the_client_checks_waits_and_decorates(client, name):
+    import concord
+
+    api = client.rate_limit(name, rate=4, per=0.4, burst=2)
+    assert [api.check().allowed for _ in range(3)] == [True, True, False]
+    refused = api.check()
+    assert not refused.allowed and 0 < refused.retry_after <= 0.1
+    started = time.monotonic()
+    with api as d:  # waits exactly retry_after, not a polling interval
+        assert d.allowed
+    assert time.monotonic() - started < 1.0
+    calls = []
+
+    @api
+    def work(i):
+        calls.append(i)
+        return i
+
+    assert [work(i) for i in range(4)] == [0, 1, 2, 3] and calls == [0, 1, 2, 3]
+    with pytest.raises(concord.RateLimitTimeout):
+        client.rate_limit(name, rate=4, per=0.4, burst=2).wait(2, timeout=0.01)
+    with pytest.raises(ValueError):
+        api.wait(3)  # more than the burst never passes at once
+    stored = client.rate_limit(f"{name}-stored")
+    with pytest.raises(concord.RateLimitNotFound):
+        stored.check()
+    assert stored.set_limit(concord.Limit(rate=1, per=60, algorithm="fixed_window")) is None
+    assert stored.get_limit() == concord.Limit(1, 60.0, 0, "fixed_window", False)
+    assert stored.check().allowed and not stored.check().allowed
+    with pytest.raises(concord.RateLimitMismatch):
+        client.rate_limit(f"{name}-stored", rate=2, per=60, algorithm="fixed_window").check()
+    stored.reset()
+    assert stored.check(0).remaining == 1
+
+
+async def test_the_async_client_checks_waits_and_decorates(aclient, name):
+    api = aclient.rate_limit(name, rate=10, per=1.0, burst=1)
+    assert (await api.check()).allowed
+    async with api as d:
+        assert d.allowed
+
+    @api
+    async def work():
+        return "done"
+
+    assert await work() == "done"
+    assert (await api.check(0)).remaining == 0

@@ -62,6 +62,8 @@ from .errors import (
     PermitLost,
     PermitNotHeld,
     PermitsExceedLimit,
+    RateLimitMismatch,
+    RateLimitNotFound,
     ResourceExhausted,
     ScheduleExists,
     ScheduleNotFound,
@@ -93,6 +95,7 @@ from .queues import (
     TaskHandle,
     Watch,
 )
+from .ratelimits import AsyncRateLimit, Decision, Limit, RateLimit, RateLimitTimeout
 from .rwlocks import AsyncRWLock, AsyncRWLockHold, RWHolder, RWLease, RWLock, RWLockHold, RWLockInfo, RWWaiter
 from .semaphores import AsyncSemaphore, Permit, Semaphore, SemaphoreInfo
 from .tasks import Progress, TaskFailed
@@ -111,6 +114,7 @@ __all__ = [
     "AsyncMultiLock",
     "AsyncQueue",
     "AsyncRWLock",
+    "AsyncRateLimit",
     "AsyncRWLockHold",
     "AsyncSemaphore",
     "AsyncSubscription",
@@ -174,6 +178,10 @@ __all__ = [
     "RWHolder",
     "RWLease",
     "RWLock",
+    "RateLimit",
+    "RateLimitTimeout",
+    "Decision",
+    "Limit",
     "RWLockHold",
     "RWLockInfo",
     "RWWaiter",
@@ -186,6 +194,8 @@ __all__ = [
     "Semaphore",
     "SemaphoreInfo",
     "SemaphoreLimitMismatch",
+    "RateLimitMismatch",
+    "RateLimitNotFound",
     "SemaphoreTimeout",
     "Subscription",
     "Suggestion",

@@ -26,6 +26,8 @@ from .lock.v1 import lock_pb2_grpc
 from .locks import AsyncLock, AsyncMultiLock, Lock, MultiLock
 from .queue.v1 import queue_pb2_grpc
 from .queues import AsyncQueue, Queue, Task, dequeue_async, dequeue_sync
+from .ratelimit.v1 import ratelimit_pb2_grpc
+from .ratelimits import AsyncRateLimit, Limit, RateLimit
 from .rwlock.v1 import rwlock_pb2_grpc
 from .rwlocks import AsyncRWLock, RWLock
 from .semaphore.v1 import semaphore_pb2_grpc
@@ -127,6 +129,7 @@ class _Connection:
             ("autocomplete", autocomplete_pb2_grpc.AutocompleteServiceStub),
             ("files", files_pb2_grpc.FileServiceStub),
             ("rwlock", rwlock_pb2_grpc.ReadWriteLockServiceStub),
+            ("ratelimit", ratelimit_pb2_grpc.RateLimitServiceStub),
             ("election", election_pb2_grpc.ElectionServiceStub))}
         self._enqueuers: dict[str, Any] = {}  # queue name -> the Coalescer its puts share (queues.py)
 
@@ -210,6 +213,15 @@ class Client(_Connection):
         ttl, timeout, owner: as for lock() (see concord.rwlocks).
         """
         return RWLock(self, name, ttl=ttl, timeout=timeout, owner=owner)
+
+    def rate_limit(self, key: str, rate: int | None = None, per: float = 1.0, *, burst: int = 0,
+                   algorithm: str = "gcra", drain: bool = False, timeout: float | None = None) -> RateLimit:
+        """The rate limit of ``key``: ``rate`` units per ``per`` seconds, up to ``burst``
+        at once (0: rate); ``with`` it or decorate with it to wait for one unit (up to
+        ``timeout`` seconds, None: as long as it takes), or call check/wait (see
+        concord.ratelimits). Leave ``rate`` out to use the limit stored by set_limit."""
+        limit = None if rate is None else Limit(rate, per, burst, algorithm, drain)
+        return RateLimit(self, key, limit, timeout)
 
     def election(self, name: str, *, ttl: float = 10.0, candidate: str = "") -> Election:
         """The election ``name``: ``with election.campaign(value) as leadership``,
@@ -321,6 +333,12 @@ class AsyncClient(_Connection):
     def rwlock(self, name: str, *, ttl: float = 30.0, timeout: float | None = None, owner: str = "") -> AsyncRWLock:
         """A handle on the read-write lock ``name``: ``async with rw.read()`` / ``rw.write()``."""
         return AsyncRWLock(self, name, ttl=ttl, timeout=timeout, owner=owner)
+
+    def rate_limit(self, key: str, rate: int | None = None, per: float = 1.0, *, burst: int = 0,
+                   algorithm: str = "gcra", drain: bool = False, timeout: float | None = None) -> AsyncRateLimit:
+        """As Client.rate_limit, awaited: ``async with`` it, or await check/wait."""
+        limit = None if rate is None else Limit(rate, per, burst, algorithm, drain)
+        return AsyncRateLimit(self, key, limit, timeout)
 
     def election(self, name: str, *, ttl: float = 10.0, candidate: str = "") -> AsyncElection:
         return AsyncElection(self, name, ttl=ttl, candidate=candidate)
