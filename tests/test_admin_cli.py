@@ -536,3 +536,19 @@ def test_schedule_refuses_bad_usage(concord_server, unique):
     invalid = run(target, "queue", "schedule", name, "s", "--cron", "61 * * * *")
     assert invalid.returncode == 1 and invalid.stderr.count("\n") == 1 and "bad cron expression" in invalid.stderr, invalid
     assert run_json(target, "queue", "schedules", name) == []
+
+
+def test_limit_set_show_check_and_reset(concord_server, unique):
+    t = concord_server.target
+    done = run(t, "limit", "show", unique)
+    assert done.returncode != 0 and "has no stored rate limit" in done.stderr
+    set_out = run(t, "limit", "set", unique, "2", "--per", "1m", "--algorithm", "fixed_window")
+    assert set_out.returncode == 0, set_out.stderr
+    assert "2 per 1m" in set_out.stdout and "fixed_window" in set_out.stdout and "was none" in set_out.stdout
+    assert run_json(t, "limit", "show", unique)["rate"] == 2
+    took = run(t, "limit", "check", unique, "--hits", "2")
+    assert took.returncode == 0 and "2 allowed; 0 left" in took.stdout, took.stdout
+    refused = run_json(t, "limit", "check", unique, "--hits", "1")
+    assert refused.get("allowed", False) is False and "retry_after" in refused
+    assert run(t, "limit", "reset", unique).returncode == 0
+    assert "0 allowed; 2 left" in run(t, "limit", "check", unique).stdout
