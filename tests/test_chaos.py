@@ -124,7 +124,7 @@ def test_chaos_short_sentinel(acks, store, tmp_path, request):
 
 @pytest.mark.chaos
 @pytest.mark.parametrize("acks", [1, 0], ids=["replica-acks", "no-acks"])
-@pytest.mark.timeout(int(LONG_SECONDS) + 600)
+@pytest.mark.timeout(int(LONG_SECONDS) + 1800)  # each failover heals once the old primary has resynced
 def test_chaos_long_sentinel(acks, tmp_path, request):
     _skip_without_backend()
     seed = seed_from_env()

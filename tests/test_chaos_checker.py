@@ -523,6 +523,10 @@ def test_queue_dead_tasks_delivered():
                             target=0),
                    h.record("c1", "queue.consume", 0.5, 2.0, code="UNAVAILABLE", reason="REDIS_UNAVAILABLE",
                             queue="q", queues=["q"], lease_ttl=1.0, prefetch=1)),
+        lambda h: (h.record("faults", "fault", 1.0, 1.5, ok={"healed": True}, kind="failover", duration=0.5, gap=1.0,
+                            target=0),  # the Sentinel primary killed mid-claim
+                   h.record("c1", "queue.consume", 0.5, 2.0, code="UNAVAILABLE", reason="REDIS_UNAVAILABLE",
+                            queue="q", queues=["q"], lease_ttl=1.0, prefetch=1)),
     ):
         ok = _one_task()
         blind(ok)

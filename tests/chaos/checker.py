@@ -738,7 +738,10 @@ def queue_leases_exclusive(events: Sequence[Event]) -> RuleResult:
     return found.result(len(ds))
 
 
-REDIS_FAULTS = {"redis_kill", "redis_pause", "link_cut"}
+# Faults that may lose a script's reply after it ran: on one Redis, and a primary
+# killed, paused or cut off under Sentinel or on a cluster (the claim may have reached
+# the replica that is promoted while its reply, or its WAIT's, never came back).
+REDIS_FAULTS = {"redis_kill", "redis_pause", "link_cut", "failover", "primary_pause", "primary_cut", "primary_kill"}
 REPLY_LOST_WINDOW = 6.0  # after a Redis fault heals, a reply lost in it is surely given up on (socket timeout 5 s)
 
 
