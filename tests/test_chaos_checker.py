@@ -698,6 +698,7 @@ def test_without_replica_acks_a_failover_s_state_violations_are_measured_loss_no
     assert not report(0, "single").ok  # one Redis with AOF loses nothing: a failure too
     without = report(0)
     assert without.ok and [v.rule for v in without.losses] == ["lock_mutual_exclusion"]
-    assert without.loss_window() == {"violations": {"lock_mutual_exclusion": 1}, "longest_seconds_before_kill": 0.8}
+    assert without.loss_window() == {"violations": {"lock_mutual_exclusion": 1}, "seconds_before_kill_p50": 0.8,
+                                     "longest_seconds_before_kill": 0.8}
     results[1].violations.append(checker.Violation("calls_answered_by_deadline", "hung", []))
     assert not report(0).ok  # answering rules hold in every deployment

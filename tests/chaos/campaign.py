@@ -108,9 +108,9 @@ class Report:
 
     def loss_window(self) -> dict[str, Any] | None:
         """What the failovers lost without replica acks: how many state-rule violations,
-        by rule, and the window: for each, from the earliest acknowledgement among its
-        events to the next primary kill (the longest such gap is how far back an
-        acknowledged change was lost)."""
+        by rule, and the window: for each, how long before a primary's kill its latest
+        call answered before that kill was answered (the lost change is among them); the
+        longest such gap is how far back an acknowledged change was lost."""
         if not self.loses_state:
             return None
         index = {e.id: e for e in self.history.events}
@@ -118,11 +118,13 @@ class Report:
         gaps = []
         for v in self.losses:
             acked = [index[i].complete for i in v.events if i in index and index[i].complete is not None]
-            after = [k for k in kills if acked and k >= min(acked)]
-            if after:
-                gaps.append(after[0] - min(acked))
+            before = [k - max(c for c in acked if c <= k) for k in kills if any(c <= k for c in acked)]
+            if before:
+                gaps.append(min(before))
+        gaps.sort()
         return {"violations": dict(Counter(v.rule for v in self.losses)),
-                "longest_seconds_before_kill": round(max(gaps), 3) if gaps else None}
+                "seconds_before_kill_p50": round(gaps[len(gaps) // 2], 3) if gaps else None,
+                "longest_seconds_before_kill": round(gaps[-1], 3) if gaps else None}
 
     @property
     def ok(self) -> bool:
