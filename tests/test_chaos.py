@@ -111,32 +111,16 @@ def test_chaos_short_sentinel(acks, store, tmp_path, request):
     three Sentinels), while the primary is killed and a replica promoted. With
     --redis-replica-acks 1 nothing acknowledged is lost and every rule holds; without,
     what the promoted replica had not received is counted as the measured loss."""
-    _skip_without_backend(store)
-    seed = seed_from_env()
-    cfg = Config(seed=seed, servers=2, seconds=SHORT_SENTINEL_SECONDS, minimum=SHORT_SENTINEL_MINIMUM,
-                 backend=store, topology="sentinel", replica_acks=acks,
-                 rerun=f"CHAOS_SEED={seed} .venv/bin/pytest 'tests/test_chaos.py::{request.node.name}'")
-    report = run(cfg, tmp_path)
-    assert report.summary()["faults_done"]["failover"] >= 2 or not report.ok, report.summary()["faults_done"]
-    assert report.ok, report.failure()
-    _drop_data(tmp_path)
+    _failover_run("sentinel", "failover", store, acks, SHORT_SENTINEL_SECONDS, SHORT_SENTINEL_MINIMUM, tmp_path,
+                  request)
 
 
 @pytest.mark.chaos
 @pytest.mark.parametrize("acks", [1, 0], ids=["replica-acks", "no-acks"])
 @pytest.mark.timeout(int(LONG_SECONDS) + 1800)  # each failover heals once the old primary has resynced
 def test_chaos_long_sentinel(acks, tmp_path, request):
-    _skip_without_backend()
-    seed = seed_from_env()
-    cfg = Config(seed=seed, servers=3, seconds=LONG_SECONDS, minimum=LONG_SENTINEL_MINIMUM, long=True,
-                 backend=BACKEND, topology="sentinel", replica_acks=acks,
-                 rerun=f"CHAOS_SEED={seed} CHAOS_SECONDS={LONG_SECONDS:g} make chaos "
-                       f"PYTEST_ARGS=\"-k 'long_sentinel and {request.node.callspec.id}'\"")
-    report = run(cfg, tmp_path)
-    faults = report.summary()["faults_done"]
-    assert faults["failover"] >= 12 or not report.ok, faults
-    assert report.ok, report.failure()
-    _drop_data(tmp_path)
+    _failover_run("sentinel", "failover", BACKEND, acks, LONG_SECONDS, LONG_SENTINEL_MINIMUM, tmp_path, request,
+                  long=True)
 
 
 SHORT_CLUSTER_FAILOVER_SECONDS = float(os.environ.get("CHAOS_SHORT_CLUSTER_FAILOVER_SECONDS", "12"))
@@ -147,32 +131,35 @@ LONG_CLUSTER_FAILOVER_MINIMUM = {"primary_kill": 12, "server_kill": 2, "cpu_pres
 @pytest.mark.parametrize("acks", [1, pytest.param(0, marks=pytest.mark.chaos)], ids=["replica-acks", "no-acks"])
 @pytest.mark.timeout(150)
 def test_chaos_short_cluster_failover(acks, tmp_path, request):
-    """The queue workloads on a Redis Cluster of three primaries with a replica each,
-    while the primary serving a queue's slot is SIGKILLed and its replica takes over."""
-    _skip_without_backend()
-    seed = seed_from_env()
-    cfg = Config(seed=seed, servers=2, seconds=SHORT_CLUSTER_FAILOVER_SECONDS, minimum=SHORT_CLUSTER_FAILOVER_MINIMUM,
-                 backend=BACKEND, topology="cluster-failover", replica_acks=acks,
-                 rerun=f"CHAOS_SEED={seed} .venv/bin/pytest 'tests/test_chaos.py::{request.node.name}'")
-    report = run(cfg, tmp_path)
-    assert report.summary()["faults_done"]["primary_kill"] >= 2 or not report.ok, report.summary()["faults_done"]
-    assert report.ok, report.failure()
-    _drop_data(tmp_path)
+    """Every service on a Redis Cluster of three primaries with a replica each, while the
+    primary serving a queue's slot is SIGKILLed and its replica takes over."""
+    _failover_run("cluster-failover", "primary_kill", BACKEND, acks, SHORT_CLUSTER_FAILOVER_SECONDS,
+                  SHORT_CLUSTER_FAILOVER_MINIMUM, tmp_path, request)
 
 
 @pytest.mark.chaos
 @pytest.mark.parametrize("acks", [1, 0], ids=["replica-acks", "no-acks"])
 @pytest.mark.timeout(int(LONG_SECONDS) + 600)
 def test_chaos_long_cluster_failover(acks, tmp_path, request):
-    _skip_without_backend()
+    _failover_run("cluster-failover", "primary_kill", BACKEND, acks, LONG_SECONDS, LONG_CLUSTER_FAILOVER_MINIMUM,
+                  tmp_path, request, long=True)
+
+
+def _failover_run(topology: str, kind: str, backend: str, acks: int, seconds: float, minimum: dict[str, int],
+                  tmp_path, request, long: bool = False) -> None:
+    """One failover campaign (Sentinel, or a cluster with replicas): at least
+    minimum[kind] failovers done, and every rule holding (without replica acks, the
+    state rules' violations are the measured loss: campaign.Report.losses)."""
+    _skip_without_backend(backend)
     seed = seed_from_env()
-    cfg = Config(seed=seed, servers=3, seconds=LONG_SECONDS, minimum=LONG_CLUSTER_FAILOVER_MINIMUM, long=True,
-                 backend=BACKEND, topology="cluster-failover", replica_acks=acks,
-                 rerun=f"CHAOS_SEED={seed} CHAOS_SECONDS={LONG_SECONDS:g} make chaos "
-                       f"PYTEST_ARGS=\"-k 'cluster_failover and {request.node.callspec.id}'\"")
+    test = request.node.name
+    rerun = (f"CHAOS_SEED={seed} CHAOS_SECONDS={seconds:g} make chaos PYTEST_ARGS=\"-k '{test}'\"" if long
+             else f"CHAOS_SEED={seed} .venv/bin/pytest 'tests/test_chaos.py::{test}'")
+    cfg = Config(seed=seed, servers=3 if long else 2, seconds=seconds, minimum=minimum, long=long, backend=backend,
+                 topology=topology, replica_acks=acks, rerun=rerun)
     report = run(cfg, tmp_path)
     faults = report.summary()["faults_done"]
-    assert faults["primary_kill"] >= 12 or not report.ok, faults
+    assert faults[kind] >= minimum[kind] or not report.ok, faults
     assert report.ok, report.failure()
     _drop_data(tmp_path)
 

@@ -51,6 +51,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -287,16 +288,54 @@ class Fleet:
     def cpu_off(self) -> None:
         self.hogs.stop()
 
-    def failover(self) -> dict[str, int]:
-        """Kills the primary the Sentinels name (SIGKILL); returns its port."""
-        assert self.sentinel is not None, "failover needs the sentinel topology"
-        primary = self.sentinel.primary()
-        primary.kill()
-        self.killed_primary = primary
-        sentinel = self.sentinel
+    def _strike_primary(self, strike: Callable[[RedisServer], object]) -> RedisServer:
+        """Applies ``strike`` to the primary the Sentinels name and times Sentinel's
+        promotion of another (a failover, primary_pause, primary_cut)."""
+        assert self.sentinel is not None, "a failover needs the sentinel topology"
+        sentinel, primary = self.sentinel, self.sentinel.primary()
+        strike(primary)
         self._time_promotion(lambda: (n := sentinel.named()) is not None and n != sentinel.public_port(primary)
                              and sentinel.role(sentinel.node_at(n)) == "master")
-        return {"primary": primary.port}
+        return primary
+
+    def failover(self) -> dict[str, int]:
+        """Kills the primary the Sentinels name (SIGKILL); returns its port."""
+        self.killed_primary = self._strike_primary(RedisServer.kill)
+        return {"primary": self.killed_primary.port}
+
+    def primary_pause(self) -> dict[str, int]:
+        """SIGSTOPs the primary the Sentinels name; returns its port."""
+        self.paused_primary = self._strike_primary(lambda node: os.kill(node.proc.pid, signal.SIGSTOP))
+        return {"primary": self.paused_primary.port}
+
+    def primary_cut(self) -> dict[str, int]:
+        """Cuts the primary the Sentinels name off from everyone; returns its port."""
+        assert self.sentinel is not None and self.sentinel.proxies, "primary_cut needs the proxied sentinel topology"
+        self.cut_primary = self._strike_primary(lambda node: self.sentinel.proxy_of(node).cut())
+        return {"primary": self.cut_primary.port}
+
+    def _let_primary_back(self, node: RedisServer, undo: Callable[[RedisServer], object]) -> None:
+        """Undoes a pause or cut (a short one promotes nobody: the timing stops here);
+        healed once the Sentinels agree on a live primary and node is it or a synced
+        replica of it (Sentinel demotes a primary it replaced)."""
+        assert self.sentinel is not None
+        self._timer_stop.set()
+        if self._timer is not None:
+            self._timer.join(60)
+        undo(node)
+        wait_until(lambda: self.sentinel.rejoined(node), timeout=60, interval=0.1,
+                   message=f"the primary on {node.port} to be the primary or a synced replica again")
+
+    def primary_pause_heal(self) -> None:
+        if self.paused_primary is not None:
+            node, self.paused_primary = self.paused_primary, None
+            self._let_primary_back(node, lambda n: n.proc is not None and n.proc.poll() is None
+                                   and os.kill(n.proc.pid, signal.SIGCONT))
+
+    def primary_cut_heal(self) -> None:
+        if self.cut_primary is not None:
+            node, self.cut_primary = self.cut_primary, None
+            self._let_primary_back(node, lambda n: self.sentinel.proxy_of(n).resume())
 
     def primary_kill(self, queue: int) -> dict[str, int | str]:
         """Kills the primary serving queue ``queue``'s slot (SIGKILL)."""
@@ -310,56 +349,6 @@ class Fleet:
         cluster = self.cluster
         self._time_promotion(lambda: (o := cluster.slot_owner(slot)) is not None and o is not primary)
         return {"queue": name, "slot": slot, "primary": primary.port}
-
-    def primary_pause(self) -> dict[str, int]:
-        """SIGSTOPs the primary the Sentinels name; returns its port."""
-        assert self.sentinel is not None, "primary_pause needs the sentinel topology"
-        primary = self.sentinel.primary()
-        assert primary.proc is not None
-        os.kill(primary.proc.pid, signal.SIGSTOP)
-        self.paused_primary = primary
-        sentinel = self.sentinel
-        self._time_promotion(lambda: (n := sentinel.named()) is not None and n != sentinel.public_port(primary)
-                             and sentinel.role(sentinel.node_at(n)) == "master")
-        return {"primary": primary.port}
-
-    def primary_cut(self) -> dict[str, int]:
-        """Cuts the primary the Sentinels name off from everyone; returns its port."""
-        assert self.sentinel is not None and self.sentinel.proxies, "primary_cut needs the sentinel topology"
-        primary = self.sentinel.primary()
-        self.sentinel.proxy_of(primary).cut()
-        self.cut_primary = primary
-        sentinel = self.sentinel
-        self._time_promotion(lambda: (n := sentinel.named()) is not None and n != sentinel.public_port(primary)
-                             and sentinel.role(sentinel.node_at(n)) == "master")
-        return {"primary": primary.port}
-
-    def primary_cut_heal(self) -> None:
-        """The cut healed; healed once the Sentinels agree on a live primary and the cut
-        node is it or a synced replica of it."""
-        if self.cut_primary is None or self.sentinel is None:
-            return
-        node, self.cut_primary = self.cut_primary, None
-        self._timer_stop.set()
-        if self._timer is not None:
-            self._timer.join(60)
-        self.sentinel.proxy_of(node).resume()
-        wait_until(lambda: self.sentinel.rejoined(node), timeout=60, interval=0.1,
-                   message=f"the cut-off primary on {node.port} to be the primary or a synced replica")
-
-    def primary_pause_heal(self) -> None:
-        """SIGCONT; healed once the Sentinels agree on a live primary and the paused node
-        is it or a synced replica of it (Sentinel demotes a primary it replaced)."""
-        if self.paused_primary is None or self.sentinel is None:
-            return
-        node, self.paused_primary = self.paused_primary, None
-        self._timer_stop.set()  # a pause shorter than the failover promotes nobody
-        if self._timer is not None:
-            self._timer.join(60)
-        if node.proc is not None and node.proc.poll() is None:
-            os.kill(node.proc.pid, signal.SIGCONT)
-        wait_until(lambda: self.sentinel.rejoined(node), timeout=60, interval=0.1,
-                   message=f"the paused primary on {node.port} to be the primary or a synced replica")
 
     def _time_promotion(self, promoted) -> None:
         """Notes when ``promoted()`` first holds (polled every 20 ms, at most 60 s or
