@@ -7,6 +7,7 @@ input, and CheckMany across the slots of a Redis Cluster."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from concord_server.keys import KeySpace
 from concord_server.primitives.ratelimit import Algorithm, Limit, RateLimits
 from concord_server.store.autopipeline import AutoPipeline
 from concord_server.store.link import Endpoint
-from support import error_info
+from support import async_wait_until, error_info
 
 GCRA, BUCKET, LOG, WINDOW, FIXED = (Algorithm.GCRA, Algorithm.TOKEN_BUCKET, Algorithm.SLIDING_LOG,
                                     Algorithm.SLIDING_WINDOW, Algorithm.FIXED_WINDOW)
@@ -400,3 +401,83 @@ async def test_the_async_client_checks_waits_and_decorates(aclient, name):
 
     assert await work() == "done"
     assert (await api.check(0)).remaining == 0
+
+
+# ------------------------------------------------------------------ Wait
+
+
+async def test_waiters_are_served_in_the_order_they_came(concord_server, redis_sync, name):
+    """Five waiters behind an empty key (2 a second, one at a time): each is woken when
+    the limit allows, in arrival order, the head at its exact time and the next when
+    the head tells it, not by polling."""
+    limit = _limit(rate=2, period_ms=1000, burst=1)
+    queue = KeySpace("concord").ratelimit(name).queue
+    async with grpc.aio.insecure_channel(concord_server.target) as channel:
+        stub = ratelimit_pb2_grpc.RateLimitServiceStub(channel)
+        assert (await stub.Check(pb.CheckRequest(key=name, limit=limit, hits=1), timeout=10)).allowed
+        done: list[int] = []
+
+        async def wait(i: int) -> pb.CheckResponse:
+            r = await stub.Wait(pb.WaitRequest(key=name, limit=limit, wait_timeout=_d(10_000)), timeout=20)
+            done.append(i)
+            return r
+
+        calls = []
+        for i in range(5):
+            calls.append(asyncio.ensure_future(wait(i)))
+            await async_wait_until(lambda n=i + 1: _async(redis_sync.zcard(queue) >= n or len(done) > 0),
+                                   message=f"waiter {i} to queue")
+        replies = await asyncio.gather(*calls)
+    assert all(r.allowed for r in replies) and done == sorted(done), done
+    assert redis_sync.zcard(queue) == 0
+
+
+async def test_a_wait_not_allowed_in_time_takes_nothing_and_a_vanished_waiter_holds_nobody_up(
+        concord_server, redis_sync, name):
+    slow = _limit(rate=1, period_ms=60_000)
+    queue = KeySpace("concord").ratelimit(name).queue
+    async with grpc.aio.insecure_channel(concord_server.target) as channel:
+        stub = ratelimit_pb2_grpc.RateLimitServiceStub(channel)
+        assert (await stub.Check(pb.CheckRequest(key=name, limit=slow, hits=1), timeout=10)).allowed
+        r = await stub.Wait(pb.WaitRequest(key=name, limit=slow, wait_timeout=_d(300)), timeout=10)
+        assert not r.allowed and r.retry_after.seconds >= 58
+        assert redis_sync.zcard(queue) == 0  # it left the queue
+        # A waiter whose client goes away leaves the queue: the next one is not held up.
+        gone = asyncio.ensure_future(stub.Wait(pb.WaitRequest(key=name, limit=slow, wait_timeout=_d(30_000)),
+                                               timeout=40))
+        await async_wait_until(lambda: _async(redis_sync.zcard(queue) == 1), message="the first waiter to queue")
+        gone.cancel()
+        await async_wait_until(lambda: _async(redis_sync.zcard(queue) == 0), message="the cancelled waiter to leave")
+    _fails(lambda: None or _sync_wait(concord_server, pb.WaitRequest(key=name, hits=1, wait_timeout=_d(100))),
+           grpc.StatusCode.NOT_FOUND, "RATE_LIMIT_NOT_FOUND")
+
+
+def _sync_wait(server, request):
+    with grpc.insecure_channel(server.target) as channel:
+        return ratelimit_pb2_grpc.RateLimitServiceStub(channel).Wait(request, timeout=10)
+
+
+async def _async(value):
+    return value
+
+
+async def test_only_the_head_of_the_queue_takes_when_the_limit_allows(limits, name):
+    """On a controlled clock: a later waiter that asks first when room comes back is
+    still refused (queued behind the head), the head then takes it, and the next in
+    line is told its retry time once it is the head."""
+    from concord_server.primitives.ratelimit import QUEUED
+
+    rl, clock = limits
+    limit = Limit.of(GCRA, 1, 1000, 1, False)
+    k = rl.keys(name)
+    assert (await rl.check(name, limit, 1)).allowed
+    first = await rl._wait_step(name, k, "first", limit, 1, 5000)
+    second = await rl._wait_step(name, k, "second", limit, 1, 5000)
+    assert (first.allowed, first.retry_ms) == (False, 1000) and (second.allowed, second.retry_ms) == (False, QUEUED)
+    clock.at(1000)
+    assert (await rl._wait_step(name, k, "second", limit, 1, 4000)).retry_ms == QUEUED  # room, but not its turn
+    assert (await rl._wait_step(name, k, "first", limit, 1, 4000)).allowed
+    assert (await rl._wait_step(name, k, "second", limit, 1, 4000)).retry_ms == 1000  # the head now
+    clock.at(7000)  # the second waiter's wait is over: whoever runs next drops it
+    third = await rl._wait_step(name, k, "third", limit, 1, 5000)
+    assert third.allowed

@@ -25,6 +25,7 @@ import (
 	filesv1 "go.concord.dev/concord/gen/concord/files/v1"
 	lockv1 "go.concord.dev/concord/gen/concord/lock/v1"
 	queuev1 "go.concord.dev/concord/gen/concord/queue/v1"
+	ratelimitv1 "go.concord.dev/concord/gen/concord/ratelimit/v1"
 	semaphorev1 "go.concord.dev/concord/gen/concord/semaphore/v1"
 )
 
@@ -38,6 +39,8 @@ type Client struct {
 	Autocomplete autocompletev1.AutocompleteServiceClient
 	Files        filesv1.FileServiceClient
 	Elections    electionv1.ElectionServiceClient
+	// RateLimits: Check, CheckMany and Wait (blocks in the server, FIFO among waiters).
+	RateLimits ratelimitv1.RateLimitServiceClient
 
 	conn *grpc.ClientConn
 }
@@ -170,6 +173,7 @@ func NewClient(target string, opts ...ClientOption) (*Client, error) {
 		Autocomplete: autocompletev1.NewAutocompleteServiceClient(conn),
 		Files:        filesv1.NewFileServiceClient(conn),
 		Elections:    electionv1.NewElectionServiceClient(conn),
+		RateLimits:   ratelimitv1.NewRateLimitServiceClient(conn),
 		conn:         conn,
 	}, nil
 }

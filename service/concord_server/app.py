@@ -128,7 +128,7 @@ class Server:
     waiters: Waiters
     listeners: tuple[Listeners, ...]  # doorbells and outcomes: closed at shutdown
     primitives: tuple[lock.Locks, semaphore.Semaphores, queue.Queues, chat_feeds.Feeds, autocomplete.Autocomplete,
-                      files.Files, election.Elections, rwlock.RWLocks]
+                      files.Files, election.Elections, rwlock.RWLocks, ratelimit.RateLimits]
     loop_monitor: LoopMonitor | None = None  # --loop-stall-report
     gc_policy: GcPolicy | None = None
     metrics: Metrics | None = None  # --metrics-listen
@@ -221,7 +221,7 @@ async def start(settings: Settings) -> Server:
                               max_line=settings.max_message_size // 2)
         elections = election.Elections(commands, keyspace, waiters, chat_bells, process_id=process_id)
         rwlocks = rwlock.RWLocks(commands, keyspace, waiters, process_id=process_id)
-        limits = ratelimit.RateLimits(commands, keyspace, cluster=settings.redis_cluster)
+        limits = ratelimit.RateLimits(commands, keyspace, doorbells, cluster=settings.redis_cluster)
         return Primitives(locks, semaphores, queues, ticks, chats, feeds, completer, shipper, elections, rwlocks,
                           limits)
 
@@ -258,7 +258,7 @@ async def start(settings: Settings) -> Server:
     add_servicer(server, election_pb2_grpc.add_ElectionServiceServicer_to_server, ElectionServicer(p.elections, settings))
     add_servicer(server, rwlock_pb2_grpc.add_ReadWriteLockServiceServicer_to_server,
                  ReadWriteLockServicer(p.rwlocks, settings))
-    add_servicer(server, ratelimit_pb2_grpc.add_RateLimitServiceServicer_to_server, RateLimitServicer(p.ratelimits))
+    add_servicer(server, ratelimit_pb2_grpc.add_RateLimitServiceServicer_to_server, RateLimitServicer(p.ratelimits, settings))
     health_servicer = health.aio.HealthServicer()
     add_servicer(server, health_pb2_grpc.add_HealthServicer_to_server, health_servicer, wrap=undecodable.reject)
     add_servicer(server, reflection_pb2_grpc.add_ServerReflectionServicer_to_server, reflection.aio.ReflectionServicer(
@@ -278,7 +278,7 @@ async def start(settings: Settings) -> Server:
     collector = GcPolicy(calls_in_progress)  # full collections stalled the loop for seconds under load
     collector.start()
     return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, (doorbells, chat_bells, outcomes),
-                  (locks, semaphores, queues, feeds, completer, shipper, p.elections, p.rwlocks),
+                  (locks, semaphores, queues, feeds, completer, shipper, p.elections, p.rwlocks, p.ratelimits),
                   monitor, collector, observer, auth=auth_interceptor, redis_health=redis_health, ticker=ticker,
                   sentinel_watch=sentinel_watch)
 

@@ -98,14 +98,23 @@ class RateLimitKeys(NamedTuple):
     log: str  # zset: one member per hit, score = its time (ms)
     window: str  # hash: w period index, c this period's count, p the last period's
     fixed: str  # hash: w period index, c count
+    queue: str  # zset: Wait's waiters, token -> arrival (us), FIFO; expiring with the last one's deadline
+    waiters: str  # hash: waiter token -> deadline (ms)
+    channel: str  # shard channel: "next" when the head of the queue took its hits or left
 
     @property
     def keys(self) -> list[str]:
-        return list(self)
+        """KEYS of one check (ratelimit_check.lua, ratelimit_set_limit.lua)."""
+        return list(self[:6])
+
+    @property
+    def wait_keys(self) -> list[str]:
+        """KEYS of ratelimit_wait.lua."""
+        return [*self.keys, self.queue, self.waiters]
 
     @property
     def state(self) -> list[str]:
-        """What Reset deletes: everything but the stored limit."""
+        """What Reset deletes: what the key counted (not its stored limit, nor its waiters)."""
         return [self.gcra, self.bucket, self.log, self.window, self.fixed]
 
 
@@ -256,7 +265,8 @@ class KeySpace:
 
     def ratelimit(self, key: str) -> RateLimitKeys:
         t = self.tag("rl", key)
-        return RateLimitKeys(f"{t}:limit", f"{t}:gcra", f"{t}:bucket", f"{t}:log", f"{t}:window", f"{t}:fixed")
+        return RateLimitKeys(f"{t}:limit", f"{t}:gcra", f"{t}:bucket", f"{t}:log", f"{t}:window", f"{t}:fixed",
+                             f"{t}:queue", f"{t}:waiters", f"{t}:wake")
 
     def semaphore(self, name: str) -> SemaphoreKeys:
         t = self.tag("sem", name)

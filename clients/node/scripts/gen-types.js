@@ -20,6 +20,7 @@ const SERVICES = {
   autocomplete: 'concord.autocomplete.v1.AutocompleteService',
   files: 'concord.files.v1.FileService',
   election: 'concord.election.v1.ElectionService',
+  ratelimit: 'concord.ratelimit.v1.RateLimitService',
 };
 
 const dir = protosDir();

@@ -46,6 +46,8 @@ export declare class Client implements Services {
   chat: Services['chat'];
   autocomplete: Services['autocomplete'];
   files: Services['files'];
+  /** Check, CheckMany, Wait (blocks in the server, FIFO among a key's waiters), SetLimit... */
+  ratelimit: Services['ratelimit'];
   /** `client.election(name)` is an Election (campaign, leader, observe...); its
    * properties are the ElectionService's methods, as for the other services. */
   election: ElectionClient;

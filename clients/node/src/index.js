@@ -68,6 +68,7 @@ const SERVICES = {
   autocomplete: 'concord.autocomplete.v1.AutocompleteService',
   files: 'concord.files.v1.FileService',
   election: 'concord.election.v1.ElectionService',
+  ratelimit: 'concord.ratelimit.v1.RateLimitService',
 };
 
 // Field names in camelCase (fencingToken), 64-bit integers as strings (a fencing

@@ -64,6 +64,7 @@ export interface Services {
   autocomplete: concord.autocomplete.v1.AutocompleteService;
   files: concord.files.v1.FileService;
   election: concord.election.v1.ElectionService;
+  ratelimit: concord.ratelimit.v1.RateLimitService;
 }
 
 export declare namespace concord.autocomplete.v1 {
@@ -3071,6 +3072,233 @@ export declare namespace concord.queue.v1 {
     progress: concord.queue.v1.Progress__Output | null;
     /** ENQUEUED by a schedule: its name. */
     schedule: string;
+  }
+}
+
+export declare namespace concord.ratelimit.v1 {
+  /**
+   * RateLimitService decides whether `hits` units may pass under a key's limit, exactly
+   * across every server: each decision is one Lua script on the Redis server clock, and
+   * all of a key's state shares one hash tag. Every duration in a reply is on the Redis
+   * clock, so a client that sleeps retry_after and asks again is allowed then (unless
+   * others took the room first).
+   *
+   * A key's limit travels with each call (Check's `limit`), or is stored for the key by
+   * SetLimit and then changed only by SetLimit: a call whose limit disagrees with the
+   * stored one fails FAILED_PRECONDITION / RATE_LIMIT_MISMATCH and changes nothing, and
+   * a call with no limit uses the stored one (NOT_FOUND / RATE_LIMIT_NOT_FOUND when there
+   * is none). A key's counting state expires by itself once it would be back to full.
+   */
+  interface RateLimitService {
+    /**
+     * Check decides for one key now: hits units taken when allowed, nothing taken when
+     * not (unless the limit says drain_over_limit). hits 0 peeks: nothing is taken.
+     */
+    check(request: concord.ratelimit.v1.CheckRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.CheckResponse__Output>;
+    /** check, by its name in the .proto file. */
+    Check(request: concord.ratelimit.v1.CheckRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.CheckResponse__Output>;
+    /**
+     * CheckMany decides for many keys in one call. With all_or_none, every key must
+     * allow its hits or none is charged; else each key is decided on its own. Atomic for
+     * keys in one hash slot (every key on one Redis); on a Redis Cluster, keys in
+     * different slots are decided slot by slot, and with all_or_none the hits a slot
+     * took are given back when a later slot refuses.
+     */
+    checkMany(request: concord.ratelimit.v1.CheckManyRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.CheckManyResponse__Output>;
+    /** checkMany, by its name in the .proto file. */
+    CheckMany(request: concord.ratelimit.v1.CheckManyRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.CheckManyResponse__Output>;
+    /**
+     * Wait blocks in the server until the hits are allowed, then takes them: callers
+     * waiting on a key are served in arrival order (a Check does not wait its turn),
+     * each woken at the time its limit allows (no polling), across every server. Not
+     * allowed within wait_timeout: allowed is false and nothing is taken. Hits above
+     * what the limit ever lets pass at once are refused at once (retry_after unset).
+     */
+    wait(request: concord.ratelimit.v1.WaitRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.CheckResponse__Output>;
+    /** wait, by its name in the .proto file. */
+    Wait(request: concord.ratelimit.v1.WaitRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.CheckResponse__Output>;
+    /** SetLimit stores the key's limit (kept with no expiry) and reports the one before. */
+    setLimit(request: concord.ratelimit.v1.SetLimitRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.SetLimitResponse__Output>;
+    /** setLimit, by its name in the .proto file. */
+    SetLimit(request: concord.ratelimit.v1.SetLimitRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.SetLimitResponse__Output>;
+    /** GetLimit reports the stored limit; NOT_FOUND / RATE_LIMIT_NOT_FOUND when none. */
+    getLimit(request: concord.ratelimit.v1.GetLimitRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.GetLimitResponse__Output>;
+    /** getLimit, by its name in the .proto file. */
+    GetLimit(request: concord.ratelimit.v1.GetLimitRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.GetLimitResponse__Output>;
+    /** Reset forgets what the key has counted (its stored limit stays): full again. */
+    reset(request: concord.ratelimit.v1.ResetRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.ResetResponse__Output>;
+    /** reset, by its name in the .proto file. */
+    Reset(request: concord.ratelimit.v1.ResetRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.ResetResponse__Output>;
+  }
+
+  type Algorithm = 'ALGORITHM_UNSPECIFIED' | 'ALGORITHM_GCRA' | 'ALGORITHM_TOKEN_BUCKET' | 'ALGORITHM_SLIDING_LOG' | 'ALGORITHM_SLIDING_WINDOW' | 'ALGORITHM_FIXED_WINDOW';
+
+  interface Limit {
+    algorithm?: concord.ratelimit.v1.Algorithm | number;
+    /** Units per period: 1 to 1,000,000,000 (SLIDING_LOG: at most 100,000). */
+    rate?: number | string;
+    /** 1ms to 1 day. */
+    period?: google.protobuf.Duration | null;
+    /**
+     * GCRA and TOKEN_BUCKET: units that may pass at once from idle; 0 means rate, at most
+     * 1,000,000,000. Must be 0 for the others.
+     */
+    burst?: number | string;
+    /**
+     * A refused call takes what room is left, so the key stays refused until the
+     * limit has fully recovered (Gubernator's DRAIN_OVER_LIMIT).
+     */
+    drainOverLimit?: boolean;
+  }
+  interface Limit__Output {
+    algorithm: concord.ratelimit.v1.Algorithm;
+    /** Units per period: 1 to 1,000,000,000 (SLIDING_LOG: at most 100,000). */
+    rate: string;
+    /** 1ms to 1 day. */
+    period: google.protobuf.Duration__Output | null;
+    /**
+     * GCRA and TOKEN_BUCKET: units that may pass at once from idle; 0 means rate, at most
+     * 1,000,000,000. Must be 0 for the others.
+     */
+    burst: string;
+    /**
+     * A refused call takes what room is left, so the key stays refused until the
+     * limit has fully recovered (Gubernator's DRAIN_OVER_LIMIT).
+     */
+    drainOverLimit: boolean;
+  }
+
+  interface CheckRequest {
+    /** 1-256 bytes of visible UTF-8 characters, no whitespace at either end. */
+    key?: string;
+    /** The key's limit; unset: the stored one. */
+    limit?: concord.ratelimit.v1.Limit | null;
+    /** Units to take (a call's cost); 0 peeks. At most 1,000,000,000. */
+    hits?: number | string;
+  }
+  interface CheckRequest__Output {
+    /** 1-256 bytes of visible UTF-8 characters, no whitespace at either end. */
+    key: string;
+    /** The key's limit; unset: the stored one. */
+    limit: concord.ratelimit.v1.Limit__Output | null;
+    /** Units to take (a call's cost); 0 peeks. At most 1,000,000,000. */
+    hits: string;
+  }
+
+  interface CheckResponse {
+    allowed?: boolean;
+    /** Units that could pass now after this decision. */
+    remaining?: number | string;
+    /** The limit's rate and, for GCRA and TOKEN_BUCKET, how many at once. */
+    limit?: number | string;
+    burst?: number | string;
+    /** Until the key is full again (every unit back). */
+    resetAfter?: google.protobuf.Duration | null;
+    /**
+     * Refused: until the same hits would be allowed (0 when allowed). Hits above what
+     * the limit ever lets pass at once are refused with retry_after unset.
+     */
+    retryAfter?: google.protobuf.Duration | null;
+  }
+  interface CheckResponse__Output {
+    allowed: boolean;
+    /** Units that could pass now after this decision. */
+    remaining: string;
+    /** The limit's rate and, for GCRA and TOKEN_BUCKET, how many at once. */
+    limit: string;
+    burst: string;
+    /** Until the key is full again (every unit back). */
+    resetAfter: google.protobuf.Duration__Output | null;
+    /**
+     * Refused: until the same hits would be allowed (0 when allowed). Hits above what
+     * the limit ever lets pass at once are refused with retry_after unset.
+     */
+    retryAfter: google.protobuf.Duration__Output | null;
+  }
+
+  interface WaitRequest {
+    key?: string;
+    /** The key's limit; unset: the stored one. */
+    limit?: concord.ratelimit.v1.Limit | null;
+    /** Units to take; unset or 0 means 1. */
+    hits?: number | string;
+    /** How long to wait (up to the server's max wait); 0 tries once, like Check. */
+    waitTimeout?: google.protobuf.Duration | null;
+  }
+  interface WaitRequest__Output {
+    key: string;
+    /** The key's limit; unset: the stored one. */
+    limit: concord.ratelimit.v1.Limit__Output | null;
+    /** Units to take; unset or 0 means 1. */
+    hits: string;
+    /** How long to wait (up to the server's max wait); 0 tries once, like Check. */
+    waitTimeout: google.protobuf.Duration__Output | null;
+  }
+
+  interface CheckManyRequest {
+    checks?: (concord.ratelimit.v1.CheckRequest)[];
+    allOrNone?: boolean;
+  }
+  interface CheckManyRequest__Output {
+    checks: (concord.ratelimit.v1.CheckRequest__Output)[];
+    allOrNone: boolean;
+  }
+
+  interface CheckManyResponse {
+    /** One per check, in order. */
+    results?: (concord.ratelimit.v1.CheckResponse)[];
+    /** Whether every check was allowed (with all_or_none: whether any hits were taken). */
+    allowed?: boolean;
+  }
+  interface CheckManyResponse__Output {
+    /** One per check, in order. */
+    results: (concord.ratelimit.v1.CheckResponse__Output)[];
+    /** Whether every check was allowed (with all_or_none: whether any hits were taken). */
+    allowed: boolean;
+  }
+
+  interface SetLimitRequest {
+    key?: string;
+    limit?: concord.ratelimit.v1.Limit | null;
+  }
+  interface SetLimitRequest__Output {
+    key: string;
+    limit: concord.ratelimit.v1.Limit__Output | null;
+  }
+
+  interface SetLimitResponse {
+    /** The stored limit before this call; unset when there was none. */
+    previous?: concord.ratelimit.v1.Limit | null;
+  }
+  interface SetLimitResponse__Output {
+    /** The stored limit before this call; unset when there was none. */
+    previous: concord.ratelimit.v1.Limit__Output | null;
+  }
+
+  interface GetLimitRequest {
+    key?: string;
+  }
+  interface GetLimitRequest__Output {
+    key: string;
+  }
+
+  interface GetLimitResponse {
+    limit?: concord.ratelimit.v1.Limit | null;
+  }
+  interface GetLimitResponse__Output {
+    limit: concord.ratelimit.v1.Limit__Output | null;
+  }
+
+  interface ResetRequest {
+    key?: string;
+  }
+  interface ResetRequest__Output {
+    key: string;
+  }
+
+  interface ResetResponse {
+  }
+  interface ResetResponse__Output {
   }
 }
 

@@ -11,9 +11,12 @@
 
 The server decides on the Redis clock (concord.ratelimit.v1.RateLimitService), so
 every process sharing the key shares the limit exactly. A refused check says how
-long until the same units would pass (``retry_after``); ``wait()`` sleeps exactly that
-long and asks again (no polling), so waiters in several processes each take the room
-as it comes back. ``algorithm``: "gcra" (the default), "token_bucket",
+long until the same units would pass (``retry_after``). ``wait()`` waits in the
+server (RateLimitService.Wait): a key's waiters, in every process, are served in
+the order they came, each woken at the time its limit allows (no polling). A wait
+whose reply was lost (the server or Redis failed) is asked again: it may have taken
+its units the first time, so a retry can spend them twice, never more than the
+limit allows. ``algorithm``: "gcra" (the default), "token_bucket",
 "sliding_log", "sliding_window" or "fixed_window" (see the README's Rate limit API).
 
 Leave ``rate`` out to use the limit ``set_limit`` stored for the key (only
@@ -26,11 +29,10 @@ it is a peek).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
-import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, TypeVar
 
 from ._convert import duration, seconds
@@ -45,8 +47,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class RateLimitTimeout(DeadlineExceeded):
-    """wait() could not have its units within its timeout (decided by the client: the
-    next retry_after would end past it, so it does not sleep in vain)."""
+    """wait() could not have its units within its timeout."""
 
 
 @dataclass(frozen=True)
@@ -95,15 +96,22 @@ class _Base:
     def _request(self, hits: int) -> pb.CheckRequest:
         return pb.CheckRequest(key=self.key, hits=hits, limit=_limit_message(self.limit) if self.limit else None)
 
-    def _next(self, d: Decision, hits: int, deadline: float | None) -> float:
-        """How long to sleep before asking again; RateLimitTimeout when past the deadline."""
-        if d.retry_after is None:
-            raise ValueError(f"{hits} units never pass {self.key!r} at once (its burst is {d.burst or d.limit})")
-        pause = max(d.retry_after, 0.001)
-        if deadline is not None and time.monotonic() + pause > deadline:
-            raise RateLimitTimeout(f"rate limit {self.key!r}: {hits} units not allowed within the timeout "
-                                   f"(next in {d.retry_after:.3f}s)")
-        return pause
+    def _wait_request(self, hits: int, wait: float) -> pb.WaitRequest:
+        return pb.WaitRequest(key=self.key, hits=hits, wait_timeout=duration(wait),
+                              limit=_limit_message(self.limit) if self.limit else None)
+
+    @staticmethod
+    def _allowed(r: pb.CheckResponse) -> Decision | None:
+        """A Wait's answer: the decision once allowed; None to wait on (or time out)."""
+        d = _decision(r)
+        if not d.allowed and d.retry_after is None:
+            raise ValueError(f"the units never pass at once (the burst is {d.burst or d.limit})")
+        return d if d.allowed else None
+
+    def _taken(self, d: Decision | None, hits: int) -> Decision:
+        if d is None:
+            raise RateLimitTimeout(f"rate limit {self.key!r}: {hits} units not allowed within the timeout")
+        return d
 
 
 class RateLimit(_Base):
@@ -115,14 +123,11 @@ class RateLimit(_Base):
         return _decision(call("Check", self._request(hits)))
 
     def wait(self, hits: int = 1, timeout: float | None = None) -> Decision:
-        """Blocks until ``hits`` units are taken (sleeping each refusal's retry_after);
-        RateLimitTimeout when they cannot be within ``timeout`` seconds (None: no bound)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            d = self.check(hits)
-            if d.allowed:
-                return d
-            time.sleep(self._next(d, hits, deadline))
+        """Blocks until ``hits`` units are taken, served in turn with the key's other
+        waiters; RateLimitTimeout when they are not within ``timeout`` seconds (None:
+        no bound); ValueError when they never pass at once (more than the burst)."""
+        return self._taken(self._rpc.wait_for("Wait", partial(self._wait_request, hits), timeout, self._allowed),
+                           hits)
 
     def set_limit(self, limit: Limit) -> Limit | None:
         """Stores the key's limit (admin role); the one before, or None."""
@@ -162,12 +167,8 @@ class AsyncRateLimit(_Base):
         return _decision(await call("Check", self._request(hits)))
 
     async def wait(self, hits: int = 1, timeout: float | None = None) -> Decision:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            d = await self.check(hits)
-            if d.allowed:
-                return d
-            await asyncio.sleep(self._next(d, hits, deadline))
+        return self._taken(await self._rpc.wait_for("Wait", partial(self._wait_request, hits), timeout,
+                                                    self._allowed), hits)
 
     async def set_limit(self, limit: Limit) -> Limit | None:
         r = await self._rpc.call_safe("SetLimit", pb.SetLimitRequest(key=self.key, limit=_limit_message(limit)))

@@ -9,7 +9,8 @@ from concord.ratelimit.v1 import ratelimit_pb2_grpc
 from ..errors import InvalidArgument, RateLimitNotFound
 from ..primitives.ratelimit import MAX_CHECKS, MAX_PERIOD_MS, MAX_RATE, Check, Decision, Limit, RateLimits
 from . import validation as v
-from .convert import duration
+from ..config import Settings
+from .convert import duration, wait_budget_ms
 from .status import rpc
 
 
@@ -41,8 +42,16 @@ def _reply(d: Decision) -> pb.CheckResponse:
 
 
 class RateLimitServicer(ratelimit_pb2_grpc.RateLimitServiceServicer):
-    def __init__(self, limits: RateLimits) -> None:
+    def __init__(self, limits: RateLimits, settings: Settings) -> None:
         self._limits = limits
+        self._durations = v.Durations(settings.max_ttl, settings.max_wait)
+
+    @rpc
+    async def Wait(self, request: pb.WaitRequest, context) -> pb.CheckResponse:
+        c = _check(pb.CheckRequest(key=request.key, limit=request.limit if request.HasField("limit") else None,
+                                   hits=request.hits or 1))
+        wait = wait_budget_ms(self._durations.wait(request), context)
+        return _reply(await self._limits.wait(c.key, c.limit, c.hits, wait))
 
     @rpc
     async def Check(self, request: pb.CheckRequest, context) -> pb.CheckResponse:

@@ -18,7 +18,9 @@ and decided slot after slot, and with ``all_or_none`` a slot's hits are given ba
 
 from __future__ import annotations
 
+import asyncio
 import enum
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -30,6 +32,8 @@ from ..keys import KeySpace, RateLimitKeys
 from ..statuses import LIMIT, RATE
 from ..store.reply_shapes import INT, Seq, Tup, Either
 from ..store.scripts import Commands, script
+from ..wakeups.doorbells import Doorbells
+from .letting_go import LATE, Releaser, answer_within
 
 MAX_RATE = 1_000_000_000
 MAX_LOG_RATE = 100_000  # the sliding log keeps one entry per hit
@@ -99,8 +103,12 @@ class Check(NamedTuple):
 _CHECK = script("ratelimit_check.lua", Seq(INT, each=(INT, INT, INT, INT, INT, INT)))
 _SET_LIMIT = script("ratelimit_set_limit.lua", Either(Tup(), Tup(INT, INT, INT, INT, INT)))
 _REFUND = script("ratelimit_refund.lua", INT)
+_WAIT = script("ratelimit_wait.lua", Tup(INT, INT, INT, INT, INT, INT))
 
-SCRIPTS = (_CHECK, _SET_LIMIT, _REFUND)
+SCRIPTS = (_CHECK, _SET_LIMIT, _REFUND, _WAIT)
+
+QUEUED = -2  # ratelimit_wait.lua's retry ms for a waiter behind another: told when its turn comes
+NEVER = -1  # the hits exceed what ever passes at once
 
 
 def _stored(r: list[Any]) -> Limit:
@@ -111,10 +119,12 @@ class RateLimits:
     """The rate-limit primitive of one server process. ``cluster``: the checks of one
     call are grouped by hash slot (a script touches one slot)."""
 
-    def __init__(self, redis: Commands, keyspace: KeySpace, *, cluster: bool = False,
-                 clock_us: Callable[[], int] | None = None) -> None:
+    def __init__(self, redis: Commands, keyspace: KeySpace, doorbells: Doorbells | None = None, *,
+                 cluster: bool = False, clock_us: Callable[[], int] | None = None) -> None:
         self._redis = redis
         self._keys = keyspace
+        self._doorbells = doorbells  # Wait's wake-ups: a key's channel says "next"
+        self._releaser = Releaser()
         self._cluster = cluster
         self._clock_us = clock_us  # tests only: decide at this time instead of the Redis clock
 
@@ -167,17 +177,22 @@ class RateLimits:
         out = []
         for c, at in zip(checks, range(1, len(reply), 6)):
             status, a, b, d, e, f = reply[at:at + 6]
-            if status == LIMIT.MISMATCH:
-                stored = _stored([a, b, d, e, f])
-                raise RateLimitMismatch(
-                    f"rate limit of key {c.key!r} is {stored.algorithm.name} {stored.rate} per {stored.period_ms} ms "
-                    f"(burst {stored.burst}), set by SetLimit; this call asked for another",
-                    key=c.key, algorithm=stored.algorithm.name, rate=str(stored.rate),
-                    period_ms=str(stored.period_ms), burst=str(stored.burst))
-            if status == LIMIT.UNSET:
-                raise RateLimitNotFound(f"key {c.key!r} has no stored rate limit and the call gave none", key=c.key)
+            if status in (LIMIT.MISMATCH, LIMIT.UNSET):
+                self._refuse(status, c.key, [a, b, d, e, f])
             out.append(Decision(status == RATE.ALLOWED, a, b, d, e, f))
         return reply[0] == RATE.ALLOWED, out
+
+    @staticmethod
+    def _refuse(status: int, key: str, stored: list[Any]) -> None:
+        """A script's LIMIT.MISMATCH (with the stored limit) or LIMIT.UNSET, raised."""
+        if status == LIMIT.UNSET:
+            raise RateLimitNotFound(f"key {key!r} has no stored rate limit and the call gave none", key=key)
+        limit = _stored(stored)
+        raise RateLimitMismatch(
+            f"rate limit of key {key!r} is {limit.algorithm.name} {limit.rate} per {limit.period_ms} ms "
+            f"(burst {limit.burst}), set by SetLimit; this call asked for another",
+            key=key, algorithm=limit.algorithm.name, rate=str(limit.rate), period_ms=str(limit.period_ms),
+            burst=str(limit.burst))
 
     async def _refund(self, checks: list[Check], decisions: list[Decision | None]) -> None:
         keys: list[str] = []
@@ -194,6 +209,54 @@ class RateLimits:
     async def _peek(self, c: Check) -> Decision:
         _, (d,) = await self._decide([Check(c.key, c.limit, 0)], all_or_none=False)
         return Decision(False, d.remaining, d.rate, d.burst, d.reset_ms, d.retry_ms)
+
+    async def wait(self, key: str, limit: Limit | None, hits: int, wait_ms: int) -> Decision:
+        """Takes ``hits`` once the limit allows, waiting up to wait_ms behind the key's
+        earlier waiters (FIFO across servers, lua/ratelimit_wait.lua). The head of the
+        queue sleeps exactly until its limit allows; the others until the head tells
+        them it is done (or the doorbell's safety beat). Not allowed in time: refused,
+        nothing taken. The call is bounded by wait_ms + LATE like every blocking call;
+        a waiter cut short leaves the queue in the background."""
+        if wait_ms <= 0:
+            return await self.check(key, limit, hits)
+        assert self._doorbells is not None, "Wait needs the process's doorbells"
+        k, token = self.keys(key), secrets.token_hex(12)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_ms / 1000
+        async with answer_within(wait_ms, lambda: self._leave_later(k, token, wait_ms)) as bound, \
+                self._doorbells.watch([k.channel]) as watch:
+            while True:
+                watch.arm()
+                left_ms = max(1, int((deadline - loop.time()) * 1000))
+                d = await self._wait_step(key, k, token, limit, hits, left_ms)
+                if d.allowed or d.retry_ms == NEVER:
+                    return d
+                left = deadline - loop.time()
+                if left <= 0:
+                    break
+                bound.reschedule(deadline + LATE)
+                await watch.wait(left if d.retry_ms == QUEUED else min(left, d.retry_ms / 1000))
+            await self._wait_step(key, k, token, limit, hits, 0)  # leave the queue
+            return Decision(False, d.remaining, d.rate, d.burst, d.reset_ms, max(d.retry_ms, 0))
+
+    async def _wait_step(self, key: str, k: RateLimitKeys, token: str, limit: Limit | None, hits: int,
+                         left_ms: int) -> Decision:
+        args = [token, str(self._clock_us()) if self._clock_us else "", left_ms, k.channel, hits,
+                *([1, *limit.args()] if limit else [0, 0, 0, 0, 0, 0])]
+        status, a, b, c, d, e = await _WAIT.run(self._redis, k.wait_keys, args)
+        if status in (LIMIT.MISMATCH, LIMIT.UNSET):
+            self._refuse(status, key, [a, b, c, d, e])
+        return Decision(status == RATE.ALLOWED, a, b, c, d, e)
+
+    def _leave_later(self, k: RateLimitKeys, token: str, wait_ms: int) -> None:
+        async def leave() -> None:
+            await _WAIT.run(self._redis, k.wait_keys, [token, "", 0, k.channel, 0, 0, 0, 0, 0, 0, 0])
+
+        self._releaser.let_go(leave, wait_ms, f"the rate limit wait queue {k.queue}")
+
+    async def drain(self, timeout: float) -> None:
+        """Waits (up to timeout) for background leaves to reach Redis; used at shutdown."""
+        await self._releaser.drain(timeout)
 
     async def set_limit(self, key: str, limit: Limit) -> Limit | None:
         """Stores the key's limit; the one before (None: none)."""

@@ -65,6 +65,18 @@ class CheckResponse(_message.Message):
     retry_after: _duration_pb2.Duration
     def __init__(self, allowed: _Optional[bool] = ..., remaining: _Optional[int] = ..., limit: _Optional[int] = ..., burst: _Optional[int] = ..., reset_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
+class WaitRequest(_message.Message):
+    __slots__ = ("key", "limit", "hits", "wait_timeout")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    limit: Limit
+    hits: int
+    wait_timeout: _duration_pb2.Duration
+    def __init__(self, key: _Optional[str] = ..., limit: _Optional[_Union[Limit, _Mapping]] = ..., hits: _Optional[int] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
 class CheckManyRequest(_message.Message):
     __slots__ = ("checks", "all_or_none")
     CHECKS_FIELD_NUMBER: _ClassVar[int]

@@ -55,6 +55,11 @@ class RateLimitServiceStub:
                 request_serializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.CheckManyRequest.SerializeToString,
                 response_deserializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.CheckManyResponse.FromString,
                 _registered_method=True)
+        self.Wait = channel.unary_unary(
+                '/concord.ratelimit.v1.RateLimitService/Wait',
+                request_serializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.WaitRequest.SerializeToString,
+                response_deserializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.CheckResponse.FromString,
+                _registered_method=True)
         self.SetLimit = channel.unary_unary(
                 '/concord.ratelimit.v1.RateLimitService/SetLimit',
                 request_serializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.SetLimitRequest.SerializeToString,
@@ -105,6 +110,17 @@ class RateLimitServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Wait(self, request, context):
+        """Wait blocks in the server until the hits are allowed, then takes them: callers
+        waiting on a key are served in arrival order (a Check does not wait its turn),
+        each woken at the time its limit allows (no polling), across every server. Not
+        allowed within wait_timeout: allowed is false and nothing is taken. Hits above
+        what the limit ever lets pass at once are refused at once (retry_after unset).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SetLimit(self, request, context):
         """SetLimit stores the key's limit (kept with no expiry) and reports the one before.
         """
@@ -138,6 +154,11 @@ def add_RateLimitServiceServicer_to_server(servicer, server):
                     servicer.CheckMany,
                     request_deserializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.CheckManyRequest.FromString,
                     response_serializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.CheckManyResponse.SerializeToString,
+            ),
+            'Wait': grpc.unary_unary_rpc_method_handler(
+                    servicer.Wait,
+                    request_deserializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.WaitRequest.FromString,
+                    response_serializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.CheckResponse.SerializeToString,
             ),
             'SetLimit': grpc.unary_unary_rpc_method_handler(
                     servicer.SetLimit,
@@ -220,6 +241,33 @@ class RateLimitService:
             '/concord.ratelimit.v1.RateLimitService/CheckMany',
             concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.CheckManyRequest.SerializeToString,
             concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.CheckManyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Wait(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.ratelimit.v1.RateLimitService/Wait',
+            concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.WaitRequest.SerializeToString,
+            concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.CheckResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -55,6 +55,13 @@ class RateLimitServiceStub:
     different slots are decided slot by slot, and with all_or_none the hits a slot
     took are given back when a later slot refuses.
     """
+    Wait: _grpc.UnaryUnaryMultiCallable[_ratelimit_pb2.WaitRequest, _ratelimit_pb2.CheckResponse]
+    """Wait blocks in the server until the hits are allowed, then takes them: callers
+    waiting on a key are served in arrival order (a Check does not wait its turn),
+    each woken at the time its limit allows (no polling), across every server. Not
+    allowed within wait_timeout: allowed is false and nothing is taken. Hits above
+    what the limit ever lets pass at once are refused at once (retry_after unset).
+    """
     SetLimit: _grpc.UnaryUnaryMultiCallable[_ratelimit_pb2.SetLimitRequest, _ratelimit_pb2.SetLimitResponse]
     """SetLimit stores the key's limit (kept with no expiry) and reports the one before."""
     GetLimit: _grpc.UnaryUnaryMultiCallable[_ratelimit_pb2.GetLimitRequest, _ratelimit_pb2.GetLimitResponse]
@@ -88,6 +95,13 @@ class RateLimitServiceAsyncStub(RateLimitServiceStub):
     keys in one hash slot (every key on one Redis); on a Redis Cluster, keys in
     different slots are decided slot by slot, and with all_or_none the hits a slot
     took are given back when a later slot refuses.
+    """
+    Wait: _aio.UnaryUnaryMultiCallable[_ratelimit_pb2.WaitRequest, _ratelimit_pb2.CheckResponse]  # type: ignore[assignment]
+    """Wait blocks in the server until the hits are allowed, then takes them: callers
+    waiting on a key are served in arrival order (a Check does not wait its turn),
+    each woken at the time its limit allows (no polling), across every server. Not
+    allowed within wait_timeout: allowed is false and nothing is taken. Hits above
+    what the limit ever lets pass at once are refused at once (retry_after unset).
     """
     SetLimit: _aio.UnaryUnaryMultiCallable[_ratelimit_pb2.SetLimitRequest, _ratelimit_pb2.SetLimitResponse]  # type: ignore[assignment]
     """SetLimit stores the key's limit (kept with no expiry) and reports the one before."""
@@ -131,6 +145,19 @@ class RateLimitServiceServicer(metaclass=_abc_1.ABCMeta):
         keys in one hash slot (every key on one Redis); on a Redis Cluster, keys in
         different slots are decided slot by slot, and with all_or_none the hits a slot
         took are given back when a later slot refuses.
+        """
+
+    @_abc_1.abstractmethod
+    def Wait(
+        self,
+        request: _ratelimit_pb2.WaitRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ratelimit_pb2.CheckResponse, _abc.Awaitable[_ratelimit_pb2.CheckResponse]]:
+        """Wait blocks in the server until the hits are allowed, then takes them: callers
+        waiting on a key are served in arrival order (a Check does not wait its turn),
+        each woken at the time its limit allows (no polling), across every server. Not
+        allowed within wait_timeout: allowed is false and nothing is taken. Hits above
+        what the limit ever lets pass at once are refused at once (retry_after unset).
         """
 
     @_abc_1.abstractmethod

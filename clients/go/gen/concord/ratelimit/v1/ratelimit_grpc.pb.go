@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	RateLimitService_Check_FullMethodName     = "/concord.ratelimit.v1.RateLimitService/Check"
 	RateLimitService_CheckMany_FullMethodName = "/concord.ratelimit.v1.RateLimitService/CheckMany"
+	RateLimitService_Wait_FullMethodName      = "/concord.ratelimit.v1.RateLimitService/Wait"
 	RateLimitService_SetLimit_FullMethodName  = "/concord.ratelimit.v1.RateLimitService/SetLimit"
 	RateLimitService_GetLimit_FullMethodName  = "/concord.ratelimit.v1.RateLimitService/GetLimit"
 	RateLimitService_Reset_FullMethodName     = "/concord.ratelimit.v1.RateLimitService/Reset"
@@ -51,6 +52,12 @@ type RateLimitServiceClient interface {
 	// different slots are decided slot by slot, and with all_or_none the hits a slot
 	// took are given back when a later slot refuses.
 	CheckMany(ctx context.Context, in *CheckManyRequest, opts ...grpc.CallOption) (*CheckManyResponse, error)
+	// Wait blocks in the server until the hits are allowed, then takes them: callers
+	// waiting on a key are served in arrival order (a Check does not wait its turn),
+	// each woken at the time its limit allows (no polling), across every server. Not
+	// allowed within wait_timeout: allowed is false and nothing is taken. Hits above
+	// what the limit ever lets pass at once are refused at once (retry_after unset).
+	Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*CheckResponse, error)
 	// SetLimit stores the key's limit (kept with no expiry) and reports the one before.
 	SetLimit(ctx context.Context, in *SetLimitRequest, opts ...grpc.CallOption) (*SetLimitResponse, error)
 	// GetLimit reports the stored limit; NOT_FOUND / RATE_LIMIT_NOT_FOUND when none.
@@ -81,6 +88,16 @@ func (c *rateLimitServiceClient) CheckMany(ctx context.Context, in *CheckManyReq
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CheckManyResponse)
 	err := c.cc.Invoke(ctx, RateLimitService_CheckMany_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimitServiceClient) Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*CheckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckResponse)
+	err := c.cc.Invoke(ctx, RateLimitService_Wait_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +159,12 @@ type RateLimitServiceServer interface {
 	// different slots are decided slot by slot, and with all_or_none the hits a slot
 	// took are given back when a later slot refuses.
 	CheckMany(context.Context, *CheckManyRequest) (*CheckManyResponse, error)
+	// Wait blocks in the server until the hits are allowed, then takes them: callers
+	// waiting on a key are served in arrival order (a Check does not wait its turn),
+	// each woken at the time its limit allows (no polling), across every server. Not
+	// allowed within wait_timeout: allowed is false and nothing is taken. Hits above
+	// what the limit ever lets pass at once are refused at once (retry_after unset).
+	Wait(context.Context, *WaitRequest) (*CheckResponse, error)
 	// SetLimit stores the key's limit (kept with no expiry) and reports the one before.
 	SetLimit(context.Context, *SetLimitRequest) (*SetLimitResponse, error)
 	// GetLimit reports the stored limit; NOT_FOUND / RATE_LIMIT_NOT_FOUND when none.
@@ -163,6 +186,9 @@ func (UnimplementedRateLimitServiceServer) Check(context.Context, *CheckRequest)
 }
 func (UnimplementedRateLimitServiceServer) CheckMany(context.Context, *CheckManyRequest) (*CheckManyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckMany not implemented")
+}
+func (UnimplementedRateLimitServiceServer) Wait(context.Context, *WaitRequest) (*CheckResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Wait not implemented")
 }
 func (UnimplementedRateLimitServiceServer) SetLimit(context.Context, *SetLimitRequest) (*SetLimitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetLimit not implemented")
@@ -226,6 +252,24 @@ func _RateLimitService_CheckMany_Handler(srv interface{}, ctx context.Context, d
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RateLimitServiceServer).CheckMany(ctx, req.(*CheckManyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RateLimitService_Wait_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WaitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimitServiceServer).Wait(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimitService_Wait_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimitServiceServer).Wait(ctx, req.(*WaitRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -298,6 +342,10 @@ var RateLimitService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckMany",
 			Handler:    _RateLimitService_CheckMany_Handler,
+		},
+		{
+			MethodName: "Wait",
+			Handler:    _RateLimitService_Wait_Handler,
 		},
 		{
 			MethodName: "SetLimit",
