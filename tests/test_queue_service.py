@@ -100,6 +100,39 @@ def test_dedupe_returns_the_first_task(queue):
     assert results[0] == concord.Enqueued(first, True) and not results[1].duplicate
 
 
+def test_throttle_accepts_one_task_per_key_each_period(queue):
+    first = queue.put("t", {"n": 1}, throttle_key="user-7", throttle_period=60)
+    assert queue.put("t", {"n": 2}, throttle_key="user-7", throttle_period=60) == first
+    results = queue.put_many([concord.NewTask("t", throttle_key="user-7", throttle_period=60),
+                              concord.NewTask("t", throttle_key="user-8", throttle_period=0.3)])
+    assert results[0] == concord.Enqueued(first, True) and not results[1].duplicate
+    queue.get(max_tasks=2, lease_ttl=30)[0].ack()  # the period runs from acceptance, whatever becomes of the task
+    # Within the period later ones name the first; after it, one is accepted again.
+    later = wait_until(lambda: (r := queue.put_many([concord.NewTask("t", throttle_key="user-8",
+                                                                     throttle_period=0.3)])[0]).duplicate is False
+                       and r, message="the throttle period to end")
+    assert later.task_id != results[1].task_id
+
+
+def test_debounce_replaces_a_pending_task_and_pushes_its_run_back(queue):
+    a = queue.put_many([concord.NewTask("t", {"v": 1}, delay=30, debounce_key="doc-1")])[0]
+    b = queue.put_many([concord.NewTask("t2", {"v": 2}, delay=600, debounce_key="doc-1")])[0]
+    assert (b.task_id, b.debounced, b.duplicate, a.debounced) == (a.task_id, True, False, False)
+    task = queue.get_task(a.task_id)
+    assert task.json() == {"v": 2} and task.type == "t2"
+    assert (task.ready_at - task.enqueued_at).total_seconds() > 500  # pushed back to the later put's delay
+    assert queue.stats().delayed == 1
+    # Once it is leased (no longer pending), the next put is a new task.
+    ready = queue.put_many([concord.NewTask("t", {"v": 3}, delay=0, debounce_key="doc-2")])[0]
+    assert [t.task_id for t in queue.get(max_tasks=5, lease_ttl=30)] == [ready.task_id]
+    fresh = queue.put_many([concord.NewTask("t", {"v": 4}, delay=0, debounce_key="doc-2")])[0]
+    assert fresh.task_id != ready.task_id and not fresh.debounced
+    with pytest.raises(concord.InvalidArgument):
+        queue.put("t", debounce_key="doc-3")  # needs a delay
+    with pytest.raises(concord.InvalidArgument):
+        queue.put("t", dedupe_key="x", throttle_key="y", throttle_period=1)
+
+
 def test_worker_runs_callbacks_concurrently_acks_nacks_and_dead_letters(client, queue, name):
     worker = concord.Worker(client, [name], concurrency=3, lease_ttl=5)
     seen, active, peak = [], [0], [0]

@@ -154,6 +154,8 @@ class QueueKeys(NamedTuple):
     task_prefix: str  # + task id: hash with the task's fields
     dedupe_prefix: str  # + dedupe key: string -> the task id holding that key
     schedule_prefix: str  # + schedule name: hash with the schedule's fields
+    throttle_prefix: str  # + throttle key: string -> the task id accepted this period (PX the period)
+    debounce_prefix: str  # + debounce key: string -> the task id that later ones replace while it is pending
 
     @property
     def keys(self) -> list[str]:
@@ -162,6 +164,12 @@ class QueueKeys(NamedTuple):
 
     def dedupe(self, key: str) -> str:
         return self.dedupe_prefix + key
+
+    def throttle(self, key: str) -> str:
+        return self.throttle_prefix + key
+
+    def debounce(self, key: str) -> str:
+        return self.debounce_prefix + key
 
 
 class ScheduleIndexKeys(NamedTuple):
@@ -313,7 +321,8 @@ class KeySpace:
         return QueueKeys(f"{t}:ready", f"{t}:since", f"{t}:delayed", f"{t}:leased", f"{t}:dead", f"{t}:seq",
                          f"{t}:paused", f"{t}:done", f"{t}:policy", f"{t}:schedules", f"{t}:events",
                          f"{t}:event-seq", f"{t}:wake",
-                         f"{t}:finished", f"{t}:task:", f"{t}:dedupe:", f"{t}:schedule:")
+                         f"{t}:finished", f"{t}:task:", f"{t}:dedupe:", f"{t}:schedule:", f"{t}:throttle:",
+                         f"{t}:debounce:")
 
     @property
     def schedule_index(self) -> ScheduleIndexKeys:

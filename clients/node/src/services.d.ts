@@ -1881,6 +1881,22 @@ export declare namespace concord.queue.v1 {
     maxAttempts?: number;
     /** This task's retry policy: fields set here override the queue's (QueuePolicy.retry). */
     retry?: concord.queue.v1.RetryPolicy | null;
+    /**
+     * Throttle: at most one task per throttle_key is accepted each throttle_period
+     * (counted from the accepted one's Enqueue, whatever becomes of it); the others are
+     * answered with its id and duplicate true. Exclusive with dedupe_key and debounce_key.
+     */
+    throttleKey?: string;
+    /** 1ms to a year; required with throttle_key. */
+    throttlePeriod?: google.protobuf.Duration | null;
+    /**
+     * Debounce: while a task with this key is still pending (delayed, or ready and not
+     * yet leased), a new one replaces its payload, type and priority and pushes its run
+     * time back to this task's delay (or run_at) from now; the answer names it with
+     * debounced true. Once it is leased or finished, the next one is a new task. Needs a
+     * delay or run_at; exclusive with dedupe_key and throttle_key.
+     */
+    debounceKey?: string;
   }
   /** NewTask is one task to enqueue. */
   interface NewTask__Output {
@@ -1907,6 +1923,22 @@ export declare namespace concord.queue.v1 {
     maxAttempts: number;
     /** This task's retry policy: fields set here override the queue's (QueuePolicy.retry). */
     retry: concord.queue.v1.RetryPolicy__Output | null;
+    /**
+     * Throttle: at most one task per throttle_key is accepted each throttle_period
+     * (counted from the accepted one's Enqueue, whatever becomes of it); the others are
+     * answered with its id and duplicate true. Exclusive with dedupe_key and debounce_key.
+     */
+    throttleKey: string;
+    /** 1ms to a year; required with throttle_key. */
+    throttlePeriod: google.protobuf.Duration__Output | null;
+    /**
+     * Debounce: while a task with this key is still pending (delayed, or ready and not
+     * yet leased), a new one replaces its payload, type and priority and pushes its run
+     * time back to this task's delay (or run_at) from now; the answer names it with
+     * debounced true. Once it is leased or finished, the next one is a new task. Needs a
+     * delay or run_at; exclusive with dedupe_key and throttle_key.
+     */
+    debounceKey: string;
   }
 
   /** Backoff is how the delay before a retry grows. */
@@ -1969,14 +2001,24 @@ export declare namespace concord.queue.v1 {
   /** EnqueueResult is one task's outcome, in request order. */
   interface EnqueueResult {
     taskId?: string;
-    /** True when dedupe_key matched: task_id is the first task's id. */
+    /** True when dedupe_key or throttle_key matched: task_id is the first task's id. */
     duplicate?: boolean;
+    /**
+     * True when debounce_key matched a pending task: task_id is that task, now with this
+     * one's payload and run time.
+     */
+    debounced?: boolean;
   }
   /** EnqueueResult is one task's outcome, in request order. */
   interface EnqueueResult__Output {
     taskId: string;
-    /** True when dedupe_key matched: task_id is the first task's id. */
+    /** True when dedupe_key or throttle_key matched: task_id is the first task's id. */
     duplicate: boolean;
+    /**
+     * True when debounce_key matched a pending task: task_id is that task, now with this
+     * one's payload and run time.
+     */
+    debounced: boolean;
   }
 
   interface EnqueueResponse {

@@ -64,10 +64,16 @@ class NewTask:
     dedupe_window: float | None = None
     max_attempts: int | None = None
     retry: RetryPolicy | None = None  # overrides the queue's retry policy, field by field
+    throttle_key: str = ""  # at most one task per key accepted each throttle_period (seconds)
+    throttle_period: float | None = None
+    debounce_key: str = ""  # a pending task with this key takes this one's payload and delay
 
     def message(self) -> pb.NewTask:
         m = pb.NewTask(type=self.type, payload=encode_payload(self.payload), priority=self.priority,
-                       dedupe_key=self.dedupe_key, max_attempts=self.max_attempts or 0)
+                       dedupe_key=self.dedupe_key, max_attempts=self.max_attempts or 0,
+                       throttle_key=self.throttle_key, debounce_key=self.debounce_key)
+        if self.throttle_period is not None:
+            m.throttle_period.CopyFrom(duration(self.throttle_period))
         if self.retry is not None:
             m.retry.CopyFrom(self.retry.message())
         if self.delay is not None:
@@ -82,7 +88,8 @@ class NewTask:
 @dataclass(frozen=True)
 class Enqueued:
     task_id: str
-    duplicate: bool  # the dedupe key matched: task_id is the first task's
+    duplicate: bool  # the dedupe or throttle key matched: task_id is the first task's
+    debounced: bool = False  # a pending task with the debounce key (task_id) took this one's place
 
 
 @dataclass(frozen=True)
@@ -326,9 +333,10 @@ class _QueueBase:
 
     def _enqueue(self, tasks: Iterable[NewTask]) -> tuple[Any, pb.EnqueueRequest]:
         """The request, and the client method to send it with: retried only when
-        every task has a dedupe key, so that a repeat cannot add a second task."""
+        every task has a dedupe, throttle or debounce key, so that a repeat cannot add
+        a second task (it names the first, or takes its place again)."""
         request = pb.EnqueueRequest(queue=self.name, tasks=[t.message() for t in tasks])
-        safe = all(t.dedupe_key for t in request.tasks)
+        safe = all(t.dedupe_key or t.throttle_key or t.debounce_key for t in request.tasks)
         return (self._rpc.call_safe if safe else self._rpc.call), request
 
     def _settle(self, task: Task) -> dict[str, str]:
@@ -399,8 +407,11 @@ class Queue(_QueueBase):
         """Enqueues one task and returns its id (the first task's id when its
         dedupe_key matched) as a TaskHandle: ``handle.result(timeout)`` waits for
         its outcome. Options: priority (-1000..1000, higher first), delay (seconds)
-        or run_at (datetime), dedupe_key, dedupe_window (seconds), max_attempts
-        (default: the queue's, 3), retry (a RetryPolicy). payload: bytes, str, or
+        or run_at (datetime), dedupe_key, dedupe_window (seconds), throttle_key with
+        throttle_period (seconds: at most one task per key accepted each period; the
+        others name it), debounce_key (with a delay: while the task with this key is
+        pending, a new put replaces its payload and pushes its run time back, and
+        names it), max_attempts (default: the queue's, 3), retry (a RetryPolicy). payload: bytes, str, or
         anything JSON can encode. Puts from many threads at once share Enqueue calls
         (concord._coalesce): each still gets its own id, or its own error."""
         enqueuer = self.client._enqueuers.get(self.name) or self.client._enqueuers.setdefault(
@@ -411,7 +422,7 @@ class Queue(_QueueBase):
         """Enqueues a batch atomically: all or none."""
         call, request = self._enqueue(tasks)
         resp = call("Enqueue", request)
-        return [Enqueued(r.task_id, r.duplicate) for r in resp.results]
+        return [Enqueued(r.task_id, r.duplicate, r.debounced) for r in resp.results]
 
     def get(self, max_tasks: int = 1, *, lease_ttl: float = 30.0, timeout: float | None = 0) -> list[Task]:
         """Leases up to max_tasks ready tasks, waiting up to timeout seconds for one
@@ -588,7 +599,7 @@ class AsyncQueue(_QueueBase):
     async def put_many(self, tasks: Iterable[NewTask]) -> list[Enqueued]:
         call, request = self._enqueue(tasks)
         resp = await call("Enqueue", request)
-        return [Enqueued(r.task_id, r.duplicate) for r in resp.results]
+        return [Enqueued(r.task_id, r.duplicate, r.debounced) for r in resp.results]
 
     async def get(self, max_tasks: int = 1, *, lease_ttl: float = 30.0, timeout: float | None = 0) -> list[Task]:
         return await self.client.dequeue([self.name], max_tasks, lease_ttl=lease_ttl, timeout=timeout)

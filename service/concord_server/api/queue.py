@@ -176,6 +176,17 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
                                label=f"{field}.dedupe_window")
         if window and not t.dedupe_key:
             raise InvalidArgument(f"{field}.dedupe_window needs a dedupe_key", field=f"{field}.dedupe_window")
+        keyed = [k for k in ("dedupe_key", "throttle_key", "debounce_key") if getattr(t, k)]
+        if len(keyed) > 1:
+            raise InvalidArgument(f"{field}: set one of dedupe_key, throttle_key and debounce_key, not "
+                                  f"{' and '.join(keyed)}", field=f"{field}.{keyed[1]}")
+        throttle = v.duration_ms(t, "throttle_period", minimum_ms=1, maximum_ms=MAX_DELAY_MS,
+                                 required=bool(t.throttle_key), label=f"{field}.throttle_period")
+        if throttle and not t.throttle_key:
+            raise InvalidArgument(f"{field}.throttle_period needs a throttle_key", field=f"{field}.throttle_period")
+        if t.debounce_key and not (t.HasField("delay") or t.HasField("run_at")):
+            raise InvalidArgument(f"{field}.debounce_key needs a delay or run_at: the time each later task "
+                                  "pushes the run back to", field=f"{field}.debounce_key")
         retry = self._retry(t.retry, f"{field}.retry") if t.HasField("retry") else None
         if t.max_attempts and retry is not None and retry.max_attempts:
             raise InvalidArgument(f"{field}.max_attempts and {field}.retry.max_attempts: set one, not both",
@@ -188,6 +199,8 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
             delay_ms=delay if t.HasField("delay") else None, run_at_ms=run_at,
             dedupe_key=v.label(t.dedupe_key, f"{field}.dedupe_key"), dedupe_window_ms=window,
             max_attempts=max_attempts, retry=retry,
+            throttle_key=v.label(t.throttle_key, f"{field}.throttle_key"), throttle_ms=throttle,
+            debounce_key=v.label(t.debounce_key, f"{field}.debounce_key"),
         )
 
     @staticmethod
@@ -326,7 +339,8 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
             raise InvalidArgument(f"tasks must hold 1 to {self._max_batch} tasks", field="tasks")
         tasks = [self._new_task(t, i) for i, t in enumerate(request.tasks)]
         results = await self._queues.enqueue(queue, tasks)
-        return pb.EnqueueResponse(results=[pb.EnqueueResult(task_id=r.task_id, duplicate=r.duplicate) for r in results])
+        return pb.EnqueueResponse(results=[pb.EnqueueResult(task_id=r.task_id, duplicate=r.duplicate,
+                                                            debounced=r.debounced) for r in results])
 
     @rpc
     async def Dequeue(self, request: pb.DequeueRequest, context) -> pb.DequeueResponse:

@@ -1,10 +1,13 @@
 -- queue_enqueue.lua: add a batch of tasks, all in one atomic step.
 -- KEYS: see queue_common.lua
--- ARGV[5] number of tasks, then 12 values per task:
+-- ARGV[5] number of tasks, then 15 values per task:
 --   type, payload, priority, delay ms (-1: none), run-at ms (-1: none),
 --   dedupe key (full key name; '' for none), dedupe window ms, max attempts (0: the queue's),
---   backoff kind (fixed | exp), initial ms, cap ms, jitter (1 | 0): each '' when the queue's applies
--- Returns {task id 1, duplicate 1 (0/1), task id 2, duplicate 2, ...}
+--   backoff kind (fixed | exp), initial ms, cap ms, jitter (1 | 0): each '' when the queue's applies,
+--   throttle key (full key name; '' for none), throttle period ms, debounce key (full key name; '')
+-- Returns {task id 1, how 1, task id 2, how 2, ...}: how is 0 (added), 1 (a duplicate:
+-- its dedupe or throttle key names the task id) or 2 (debounced: the pending task with
+-- its debounce key, the id, took this one's type, payload, priority and run time).
 --! include common.lua
 --! include queue_common.lua
 local now_ms = clock()
@@ -12,26 +15,59 @@ local ready = sweep(now_ms)
 local reply = {}
 local soonest = nil
 local n = tonumber(ARGV[5])
+-- A debounce key outlives its task's run time by this much (a pending task that nobody
+-- leases keeps taking later ones' place meanwhile; then the key frees itself).
+local DEBOUNCE_LINGER_MS = 3600000
 local queue_max = tonumber(redis.call('HGET', KEYS[9], 'ma') or DEFAULT_MAX_ATTEMPTS)
+-- A pending task with the debounce key takes the new one's place: true if there was one.
+local function debounce(id, ttype, payload, prio, at)
+  local state = redis.call('HGET', task_key(id), 'state')
+  if state ~= 'delayed' and state ~= 'ready' then
+    return false
+  end
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('ZREM', KEYS[2], id)
+  redis.call('ZREM', KEYS[3], id)
+  if at > now_ms then
+    redis.call('HSET', task_key(id), 'type', ttype, 'payload', payload, 'prio', prio, 'state', 'delayed',
+               'ready', fmt(at))
+    redis.call('ZADD', KEYS[3], fmt(at), id)
+    soonest = math.min(soonest or at, at)
+  else
+    redis.call('HSET', task_key(id), 'type', ttype, 'payload', payload, 'prio', prio, 'state', 'ready',
+               'ready', fmt(now_ms))
+    redis.call('ZADD', KEYS[1], fmt(now_ms - prio * WEIGHT), id)
+    redis.call('ZADD', KEYS[2], fmt(now_ms), id)
+    ready = ready + 1
+  end
+  return true
+end
+
 for i = 0, n - 1 do
-  local base = 6 + i * 12
+  local base = 6 + i * 15
   local ttype, payload, prio = ARGV[base], ARGV[base + 1], tonumber(ARGV[base + 2])
   local delay, run_at = tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4])
   local dk, dw, max = ARGV[base + 5], ARGV[base + 6], tonumber(ARGV[base + 7])
   if max == 0 then
     max = queue_max
   end
-  local first = dk ~= '' and redis.call('GET', dk)
+  local tk, tms, bk = ARGV[base + 12], tonumber(ARGV[base + 13]), ARGV[base + 14]
+  local at = now_ms
+  if delay >= 0 then
+    at = now_ms + delay
+  elseif run_at >= 0 then
+    at = run_at
+  end
+  local first = (dk ~= '' and redis.call('GET', dk)) or (tk ~= '' and redis.call('GET', tk))
+  local pending = bk ~= '' and redis.call('GET', bk)
   if first then
     reply[#reply + 1] = first
     reply[#reply + 1] = 1
+  elseif pending and debounce(pending, ttype, payload, prio, at) then
+    redis.call('PEXPIRE', bk, math.max(at - now_ms, 0) + DEBOUNCE_LINGER_MS)
+    reply[#reply + 1] = pending
+    reply[#reply + 1] = 2
   else
-    local at = now_ms
-    if delay >= 0 then
-      at = now_ms + delay
-    elseif run_at >= 0 then
-      at = run_at
-    end
     local more = {'dk', dk, 'dw', dw}
     for j, field in ipairs(RETRY_FIELDS) do
       if ARGV[base + 7 + j] ~= '' then
@@ -42,6 +78,12 @@ for i = 0, n - 1 do
     local id, now_ready = add_task(ttype, payload, prio, max, at, now_ms, '', more)
     if dk ~= '' then
       redis.call('SET', dk, id)
+    end
+    if tk ~= '' then
+      redis.call('SET', tk, id, 'PX', tms)
+    end
+    if bk ~= '' then
+      redis.call('SET', bk, id, 'PX', math.max(at - now_ms, 0) + DEBOUNCE_LINGER_MS)
     end
     if now_ready then
       ready = ready + 1

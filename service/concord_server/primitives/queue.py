@@ -45,7 +45,7 @@ TASK_DETAIL = Tup(STR, *[Maybe(STR)] * 25)
 
 
 class EnqueueReply(NamedTuple):
-    added: list[tuple[str, bool]]  # per task: (task id, True if its dedupe key named an existing one)
+    added: list[tuple[str, int]]  # per task: (task id, 0 added / 1 a duplicate / 2 debounced)
 
 
 class DequeueReply(NamedTuple):
@@ -119,8 +119,8 @@ def _policy_reply(r: list[Any]) -> PolicyReply:
     return PolicyReply(*r[:5], *(_text(x) for x in r[5:9]), r[9])
 
 
-_ENQUEUE = script("queue_enqueue.lua", Seq(each=(STR, Codes(0, 1))),
-                  decode=lambda r: EnqueueReply([(r[i], r[i + 1] == 1) for i in range(0, len(r), 2)]))
+_ENQUEUE = script("queue_enqueue.lua", Seq(each=(STR, Codes(0, 1, 2))),
+                  decode=lambda r: EnqueueReply([(r[i], r[i + 1]) for i in range(0, len(r), 2)]))
 _DEQUEUE = script("queue_dequeue.lua", Seq(INT, INT, INT, each=(TASK,)), raw=True,
                   decode=lambda r: DequeueReply(*r[:3], r[3:]))
 _SETTLE = script("queue_settle.lua", Seq(each=(Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(STR, INT)}),)),
@@ -169,12 +169,16 @@ class NewTask:
     dedupe_window_ms: int = 0
     max_attempts: int = 0  # 0: the queue's retry policy (3 unless set)
     retry: RetryPolicy | None = None  # overrides the queue's backoff, field by field
+    throttle_key: str = ""  # at most one task per key accepted each throttle_ms
+    throttle_ms: int = 0
+    debounce_key: str = ""  # a pending task with this key takes the new one's place
 
 
 @dataclass(frozen=True)
 class Enqueued:
     task_id: str
-    duplicate: bool
+    duplicate: bool  # the dedupe or throttle key named task_id
+    debounced: bool = False  # the pending task task_id took this one's place
 
 
 @dataclass(frozen=True)
@@ -389,14 +393,16 @@ class Queues:
         for t in tasks:
             args += [t.type, t.payload, t.priority, -1 if t.delay_ms is None else t.delay_ms,
                      -1 if t.run_at_ms is None else t.run_at_ms, k.dedupe(t.dedupe_key) if t.dedupe_key else "",
-                     t.dedupe_window_ms, t.max_attempts, *(t.retry or RetryPolicy()).fields()]
+                     t.dedupe_window_ms, t.max_attempts, *(t.retry or RetryPolicy()).fields(),
+                     k.throttle(t.throttle_key) if t.throttle_key else "", t.throttle_ms,
+                     k.debounce(t.debounce_key) if t.debounce_key else ""]
         charged = await quotas.admit(self._redis, self._keys, queue, sum(len(t.payload) + len(t.type) for t in tasks))
         try:
             reply = await noting(self._run(_ENQUEUE, k, *args), self._redis, self._keys, "queue", [queue])
         except BaseException:
             await quotas.refund(self._redis, self._keys, queue, charged)
             raise
-        return [Enqueued(task_id, duplicate) for task_id, duplicate in reply.added]
+        return [Enqueued(task_id, how == 1, how == 2) for task_id, how in reply.added]
 
     async def dequeue(self, queues: Sequence[str], max_tasks: int, lease_ms: int, wait_ms: int) -> list[TaskRecord]:
         """Leases up to max_tasks ready tasks, from the queues in the order given,

@@ -76,7 +76,7 @@ QUEUE_EVENT_KIND_GAP: QueueEventKind
 QUEUE_EVENT_KIND_CAUGHT_UP: QueueEventKind
 
 class NewTask(_message.Message):
-    __slots__ = ("type", "payload", "priority", "delay", "run_at", "dedupe_key", "dedupe_window", "max_attempts", "retry")
+    __slots__ = ("type", "payload", "priority", "delay", "run_at", "dedupe_key", "dedupe_window", "max_attempts", "retry", "throttle_key", "throttle_period", "debounce_key")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
@@ -86,6 +86,9 @@ class NewTask(_message.Message):
     DEDUPE_WINDOW_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     RETRY_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_KEY_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_PERIOD_FIELD_NUMBER: _ClassVar[int]
+    DEBOUNCE_KEY_FIELD_NUMBER: _ClassVar[int]
     type: str
     payload: bytes
     priority: int
@@ -95,7 +98,10 @@ class NewTask(_message.Message):
     dedupe_window: _duration_pb2.Duration
     max_attempts: int
     retry: RetryPolicy
-    def __init__(self, type: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dedupe_key: _Optional[str] = ..., dedupe_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_attempts: _Optional[int] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ...) -> None: ...
+    throttle_key: str
+    throttle_period: _duration_pb2.Duration
+    debounce_key: str
+    def __init__(self, type: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dedupe_key: _Optional[str] = ..., dedupe_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_attempts: _Optional[int] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., throttle_key: _Optional[str] = ..., throttle_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., debounce_key: _Optional[str] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
     __slots__ = ("max_attempts", "backoff", "initial_delay", "max_delay", "jitter")
@@ -120,12 +126,14 @@ class EnqueueRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[NewTask, _Mapping]]] = ...) -> None: ...
 
 class EnqueueResult(_message.Message):
-    __slots__ = ("task_id", "duplicate")
+    __slots__ = ("task_id", "duplicate", "debounced")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    DEBOUNCED_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     duplicate: bool
-    def __init__(self, task_id: _Optional[str] = ..., duplicate: _Optional[bool] = ...) -> None: ...
+    debounced: bool
+    def __init__(self, task_id: _Optional[str] = ..., duplicate: _Optional[bool] = ..., debounced: _Optional[bool] = ...) -> None: ...
 
 class EnqueueResponse(_message.Message):
     __slots__ = ("results",)

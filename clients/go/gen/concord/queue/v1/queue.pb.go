@@ -307,7 +307,19 @@ type NewTask struct {
 	// (retry.max_attempts, 3 by default). Exclusive with retry.max_attempts.
 	MaxAttempts uint32 `protobuf:"varint,8,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
 	// This task's retry policy: fields set here override the queue's (QueuePolicy.retry).
-	Retry         *RetryPolicy `protobuf:"bytes,9,opt,name=retry,proto3" json:"retry,omitempty"`
+	Retry *RetryPolicy `protobuf:"bytes,9,opt,name=retry,proto3" json:"retry,omitempty"`
+	// Throttle: at most one task per throttle_key is accepted each throttle_period
+	// (counted from the accepted one's Enqueue, whatever becomes of it); the others are
+	// answered with its id and duplicate true. Exclusive with dedupe_key and debounce_key.
+	ThrottleKey string `protobuf:"bytes,10,opt,name=throttle_key,json=throttleKey,proto3" json:"throttle_key,omitempty"`
+	// 1ms to a year; required with throttle_key.
+	ThrottlePeriod *durationpb.Duration `protobuf:"bytes,11,opt,name=throttle_period,json=throttlePeriod,proto3" json:"throttle_period,omitempty"`
+	// Debounce: while a task with this key is still pending (delayed, or ready and not
+	// yet leased), a new one replaces its payload, type and priority and pushes its run
+	// time back to this task's delay (or run_at) from now; the answer names it with
+	// debounced true. Once it is leased or finished, the next one is a new task. Needs a
+	// delay or run_at; exclusive with dedupe_key and throttle_key.
+	DebounceKey   string `protobuf:"bytes,12,opt,name=debounce_key,json=debounceKey,proto3" json:"debounce_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -403,6 +415,27 @@ func (x *NewTask) GetRetry() *RetryPolicy {
 		return x.Retry
 	}
 	return nil
+}
+
+func (x *NewTask) GetThrottleKey() string {
+	if x != nil {
+		return x.ThrottleKey
+	}
+	return ""
+}
+
+func (x *NewTask) GetThrottlePeriod() *durationpb.Duration {
+	if x != nil {
+		return x.ThrottlePeriod
+	}
+	return nil
+}
+
+func (x *NewTask) GetDebounceKey() string {
+	if x != nil {
+		return x.DebounceKey
+	}
+	return ""
 }
 
 // RetryPolicy says how a failed attempt is retried. Unset fields take the queue's
@@ -547,8 +580,11 @@ func (x *EnqueueRequest) GetTasks() []*NewTask {
 type EnqueueResult struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	// True when dedupe_key matched: task_id is the first task's id.
-	Duplicate     bool `protobuf:"varint,2,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// True when dedupe_key or throttle_key matched: task_id is the first task's id.
+	Duplicate bool `protobuf:"varint,2,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// True when debounce_key matched a pending task: task_id is that task, now with this
+	// one's payload and run time.
+	Debounced     bool `protobuf:"varint,3,opt,name=debounced,proto3" json:"debounced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -593,6 +629,13 @@ func (x *EnqueueResult) GetTaskId() string {
 func (x *EnqueueResult) GetDuplicate() bool {
 	if x != nil {
 		return x.Duplicate
+	}
+	return false
+}
+
+func (x *EnqueueResult) GetDebounced() bool {
+	if x != nil {
+		return x.Debounced
 	}
 	return false
 }
@@ -4986,7 +5029,7 @@ var File_concord_queue_v1_queue_proto protoreflect.FileDescriptor
 
 const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\n" +
-	"\x1cconcord/queue/v1/queue.proto\x12\x10concord.queue.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xee\x02\n" +
+	"\x1cconcord/queue/v1/queue.proto\x12\x10concord.queue.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf8\x03\n" +
 	"\aNewTask\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x1a\n" +
@@ -4997,7 +5040,11 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"dedupe_key\x18\x06 \x01(\tR\tdedupeKey\x12>\n" +
 	"\rdedupe_window\x18\a \x01(\v2\x19.google.protobuf.DurationR\fdedupeWindow\x12!\n" +
 	"\fmax_attempts\x18\b \x01(\rR\vmaxAttempts\x123\n" +
-	"\x05retry\x18\t \x01(\v2\x1d.concord.queue.v1.RetryPolicyR\x05retry\"\x85\x02\n" +
+	"\x05retry\x18\t \x01(\v2\x1d.concord.queue.v1.RetryPolicyR\x05retry\x12!\n" +
+	"\fthrottle_key\x18\n" +
+	" \x01(\tR\vthrottleKey\x12B\n" +
+	"\x0fthrottle_period\x18\v \x01(\v2\x19.google.protobuf.DurationR\x0ethrottlePeriod\x12!\n" +
+	"\fdebounce_key\x18\f \x01(\tR\vdebounceKey\"\x85\x02\n" +
 	"\vRetryPolicy\x12!\n" +
 	"\fmax_attempts\x18\x01 \x01(\rR\vmaxAttempts\x123\n" +
 	"\abackoff\x18\x02 \x01(\x0e2\x19.concord.queue.v1.BackoffR\abackoff\x12>\n" +
@@ -5007,10 +5054,11 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\a_jitter\"W\n" +
 	"\x0eEnqueueRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12/\n" +
-	"\x05tasks\x18\x02 \x03(\v2\x19.concord.queue.v1.NewTaskR\x05tasks\"F\n" +
+	"\x05tasks\x18\x02 \x03(\v2\x19.concord.queue.v1.NewTaskR\x05tasks\"d\n" +
 	"\rEnqueueResult\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
-	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"L\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12\x1c\n" +
+	"\tdebounced\x18\x03 \x01(\bR\tdebounced\"L\n" +
 	"\x0fEnqueueResponse\x129\n" +
 	"\aresults\x18\x01 \x03(\v2\x1f.concord.queue.v1.EnqueueResultR\aresults\"\xf6\x06\n" +
 	"\x04Task\x12\x14\n" +
@@ -5492,143 +5540,144 @@ var file_concord_queue_v1_queue_proto_depIdxs = []int32{
 	79,  // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
 	78,  // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
 	5,   // 3: concord.queue.v1.NewTask.retry:type_name -> concord.queue.v1.RetryPolicy
-	1,   // 4: concord.queue.v1.RetryPolicy.backoff:type_name -> concord.queue.v1.Backoff
-	78,  // 5: concord.queue.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
-	78,  // 6: concord.queue.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
-	4,   // 7: concord.queue.v1.EnqueueRequest.tasks:type_name -> concord.queue.v1.NewTask
-	7,   // 8: concord.queue.v1.EnqueueResponse.results:type_name -> concord.queue.v1.EnqueueResult
-	0,   // 9: concord.queue.v1.Task.state:type_name -> concord.queue.v1.TaskState
-	79,  // 10: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
-	79,  // 11: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
-	79,  // 12: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
-	10,  // 13: concord.queue.v1.Task.progress:type_name -> concord.queue.v1.Progress
-	79,  // 14: concord.queue.v1.Task.leased_at:type_name -> google.protobuf.Timestamp
-	79,  // 15: concord.queue.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
-	5,   // 16: concord.queue.v1.Task.retry:type_name -> concord.queue.v1.RetryPolicy
-	79,  // 17: concord.queue.v1.Task.scheduled_at:type_name -> google.protobuf.Timestamp
-	79,  // 18: concord.queue.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
-	78,  // 19: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
-	78,  // 20: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
-	9,   // 21: concord.queue.v1.DequeueResponse.tasks:type_name -> concord.queue.v1.Task
-	78,  // 22: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
-	0,   // 23: concord.queue.v1.NackResponse.state:type_name -> concord.queue.v1.TaskState
-	79,  // 24: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
-	78,  // 25: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
-	79,  // 26: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	78,  // 27: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
-	78,  // 28: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
-	21,  // 29: concord.queue.v1.ConsumeRequest.start:type_name -> concord.queue.v1.ConsumeStart
-	22,  // 30: concord.queue.v1.ConsumeRequest.settle:type_name -> concord.queue.v1.Settle
-	24,  // 31: concord.queue.v1.ConsumeRequest.settles:type_name -> concord.queue.v1.SettleBatch
-	22,  // 32: concord.queue.v1.SettleBatch.settles:type_name -> concord.queue.v1.Settle
-	9,   // 33: concord.queue.v1.TaskBatch.tasks:type_name -> concord.queue.v1.Task
-	27,  // 34: concord.queue.v1.SettledBatch.settled:type_name -> concord.queue.v1.Settled
-	9,   // 35: concord.queue.v1.ConsumeResponse.task:type_name -> concord.queue.v1.Task
-	27,  // 36: concord.queue.v1.ConsumeResponse.settled:type_name -> concord.queue.v1.Settled
-	25,  // 37: concord.queue.v1.ConsumeResponse.tasks:type_name -> concord.queue.v1.TaskBatch
-	26,  // 38: concord.queue.v1.ConsumeResponse.settled_batch:type_name -> concord.queue.v1.SettledBatch
-	78,  // 39: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
-	0,   // 40: concord.queue.v1.PeekRequest.state:type_name -> concord.queue.v1.TaskState
-	9,   // 41: concord.queue.v1.PeekResponse.tasks:type_name -> concord.queue.v1.Task
-	9,   // 42: concord.queue.v1.ListDeadResponse.tasks:type_name -> concord.queue.v1.Task
-	9,   // 43: concord.queue.v1.GetTaskResponse.task:type_name -> concord.queue.v1.Task
-	78,  // 44: concord.queue.v1.WaitTaskRequest.wait_timeout:type_name -> google.protobuf.Duration
-	9,   // 45: concord.queue.v1.WaitTaskResponse.task:type_name -> concord.queue.v1.Task
-	78,  // 46: concord.queue.v1.ReportProgressRequest.lease_ttl:type_name -> google.protobuf.Duration
-	79,  // 47: concord.queue.v1.ReportProgressResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	78,  // 48: concord.queue.v1.Retention.max_age:type_name -> google.protobuf.Duration
-	53,  // 49: concord.queue.v1.QueuePolicy.succeeded:type_name -> concord.queue.v1.Retention
-	53,  // 50: concord.queue.v1.QueuePolicy.dead:type_name -> concord.queue.v1.Retention
-	5,   // 51: concord.queue.v1.QueuePolicy.retry:type_name -> concord.queue.v1.RetryPolicy
-	54,  // 52: concord.queue.v1.SetQueuePolicyRequest.policy:type_name -> concord.queue.v1.QueuePolicy
-	54,  // 53: concord.queue.v1.SetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
-	54,  // 54: concord.queue.v1.GetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
-	78,  // 55: concord.queue.v1.ScheduleSpec.every:type_name -> google.protobuf.Duration
-	79,  // 56: concord.queue.v1.ScheduleSpec.start_at:type_name -> google.protobuf.Timestamp
-	2,   // 57: concord.queue.v1.ScheduleSpec.missed:type_name -> concord.queue.v1.MissedTicks
-	78,  // 58: concord.queue.v1.ScheduleSpec.grace:type_name -> google.protobuf.Duration
-	59,  // 59: concord.queue.v1.Schedule.spec:type_name -> concord.queue.v1.ScheduleSpec
-	79,  // 60: concord.queue.v1.Schedule.next_run_at:type_name -> google.protobuf.Timestamp
-	79,  // 61: concord.queue.v1.Schedule.last_run_at:type_name -> google.protobuf.Timestamp
-	79,  // 62: concord.queue.v1.Schedule.last_missed_at:type_name -> google.protobuf.Timestamp
-	79,  // 63: concord.queue.v1.Schedule.created_at:type_name -> google.protobuf.Timestamp
-	79,  // 64: concord.queue.v1.Schedule.updated_at:type_name -> google.protobuf.Timestamp
-	59,  // 65: concord.queue.v1.CreateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
-	60,  // 66: concord.queue.v1.CreateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	59,  // 67: concord.queue.v1.UpdateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
-	60,  // 68: concord.queue.v1.UpdateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	60,  // 69: concord.queue.v1.PauseScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	60,  // 70: concord.queue.v1.ResumeScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	60,  // 71: concord.queue.v1.GetScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	60,  // 72: concord.queue.v1.ListSchedulesResponse.schedules:type_name -> concord.queue.v1.Schedule
-	77,  // 73: concord.queue.v1.WatchQueueResponse.event:type_name -> concord.queue.v1.QueueEvent
-	3,   // 74: concord.queue.v1.QueueEvent.kind:type_name -> concord.queue.v1.QueueEventKind
-	79,  // 75: concord.queue.v1.QueueEvent.at:type_name -> google.protobuf.Timestamp
-	79,  // 76: concord.queue.v1.QueueEvent.ready_at:type_name -> google.protobuf.Timestamp
-	10,  // 77: concord.queue.v1.QueueEvent.progress:type_name -> concord.queue.v1.Progress
-	6,   // 78: concord.queue.v1.QueueService.Enqueue:input_type -> concord.queue.v1.EnqueueRequest
-	11,  // 79: concord.queue.v1.QueueService.Dequeue:input_type -> concord.queue.v1.DequeueRequest
-	13,  // 80: concord.queue.v1.QueueService.Ack:input_type -> concord.queue.v1.AckRequest
-	15,  // 81: concord.queue.v1.QueueService.Nack:input_type -> concord.queue.v1.NackRequest
-	17,  // 82: concord.queue.v1.QueueService.ExtendLease:input_type -> concord.queue.v1.ExtendLeaseRequest
-	19,  // 83: concord.queue.v1.QueueService.Release:input_type -> concord.queue.v1.ReleaseRequest
-	23,  // 84: concord.queue.v1.QueueService.Consume:input_type -> concord.queue.v1.ConsumeRequest
-	29,  // 85: concord.queue.v1.QueueService.Stats:input_type -> concord.queue.v1.StatsRequest
-	31,  // 86: concord.queue.v1.QueueService.Peek:input_type -> concord.queue.v1.PeekRequest
-	33,  // 87: concord.queue.v1.QueueService.Cancel:input_type -> concord.queue.v1.CancelRequest
-	35,  // 88: concord.queue.v1.QueueService.Purge:input_type -> concord.queue.v1.PurgeRequest
-	37,  // 89: concord.queue.v1.QueueService.ListDead:input_type -> concord.queue.v1.ListDeadRequest
-	39,  // 90: concord.queue.v1.QueueService.RetryDead:input_type -> concord.queue.v1.RetryDeadRequest
-	41,  // 91: concord.queue.v1.QueueService.ListQueues:input_type -> concord.queue.v1.ListQueuesRequest
-	43,  // 92: concord.queue.v1.QueueService.PauseQueue:input_type -> concord.queue.v1.PauseQueueRequest
-	45,  // 93: concord.queue.v1.QueueService.ResumeQueue:input_type -> concord.queue.v1.ResumeQueueRequest
-	47,  // 94: concord.queue.v1.QueueService.GetTask:input_type -> concord.queue.v1.GetTaskRequest
-	49,  // 95: concord.queue.v1.QueueService.WaitTask:input_type -> concord.queue.v1.WaitTaskRequest
-	51,  // 96: concord.queue.v1.QueueService.ReportProgress:input_type -> concord.queue.v1.ReportProgressRequest
-	55,  // 97: concord.queue.v1.QueueService.SetQueuePolicy:input_type -> concord.queue.v1.SetQueuePolicyRequest
-	57,  // 98: concord.queue.v1.QueueService.GetQueuePolicy:input_type -> concord.queue.v1.GetQueuePolicyRequest
-	61,  // 99: concord.queue.v1.QueueService.CreateSchedule:input_type -> concord.queue.v1.CreateScheduleRequest
-	63,  // 100: concord.queue.v1.QueueService.UpdateSchedule:input_type -> concord.queue.v1.UpdateScheduleRequest
-	65,  // 101: concord.queue.v1.QueueService.PauseSchedule:input_type -> concord.queue.v1.PauseScheduleRequest
-	67,  // 102: concord.queue.v1.QueueService.ResumeSchedule:input_type -> concord.queue.v1.ResumeScheduleRequest
-	69,  // 103: concord.queue.v1.QueueService.DeleteSchedule:input_type -> concord.queue.v1.DeleteScheduleRequest
-	71,  // 104: concord.queue.v1.QueueService.GetSchedule:input_type -> concord.queue.v1.GetScheduleRequest
-	73,  // 105: concord.queue.v1.QueueService.ListSchedules:input_type -> concord.queue.v1.ListSchedulesRequest
-	75,  // 106: concord.queue.v1.QueueService.WatchQueue:input_type -> concord.queue.v1.WatchQueueRequest
-	8,   // 107: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
-	12,  // 108: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
-	14,  // 109: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
-	16,  // 110: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
-	18,  // 111: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
-	20,  // 112: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
-	28,  // 113: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
-	30,  // 114: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
-	32,  // 115: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
-	34,  // 116: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
-	36,  // 117: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
-	38,  // 118: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
-	40,  // 119: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
-	42,  // 120: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
-	44,  // 121: concord.queue.v1.QueueService.PauseQueue:output_type -> concord.queue.v1.PauseQueueResponse
-	46,  // 122: concord.queue.v1.QueueService.ResumeQueue:output_type -> concord.queue.v1.ResumeQueueResponse
-	48,  // 123: concord.queue.v1.QueueService.GetTask:output_type -> concord.queue.v1.GetTaskResponse
-	50,  // 124: concord.queue.v1.QueueService.WaitTask:output_type -> concord.queue.v1.WaitTaskResponse
-	52,  // 125: concord.queue.v1.QueueService.ReportProgress:output_type -> concord.queue.v1.ReportProgressResponse
-	56,  // 126: concord.queue.v1.QueueService.SetQueuePolicy:output_type -> concord.queue.v1.SetQueuePolicyResponse
-	58,  // 127: concord.queue.v1.QueueService.GetQueuePolicy:output_type -> concord.queue.v1.GetQueuePolicyResponse
-	62,  // 128: concord.queue.v1.QueueService.CreateSchedule:output_type -> concord.queue.v1.CreateScheduleResponse
-	64,  // 129: concord.queue.v1.QueueService.UpdateSchedule:output_type -> concord.queue.v1.UpdateScheduleResponse
-	66,  // 130: concord.queue.v1.QueueService.PauseSchedule:output_type -> concord.queue.v1.PauseScheduleResponse
-	68,  // 131: concord.queue.v1.QueueService.ResumeSchedule:output_type -> concord.queue.v1.ResumeScheduleResponse
-	70,  // 132: concord.queue.v1.QueueService.DeleteSchedule:output_type -> concord.queue.v1.DeleteScheduleResponse
-	72,  // 133: concord.queue.v1.QueueService.GetSchedule:output_type -> concord.queue.v1.GetScheduleResponse
-	74,  // 134: concord.queue.v1.QueueService.ListSchedules:output_type -> concord.queue.v1.ListSchedulesResponse
-	76,  // 135: concord.queue.v1.QueueService.WatchQueue:output_type -> concord.queue.v1.WatchQueueResponse
-	107, // [107:136] is the sub-list for method output_type
-	78,  // [78:107] is the sub-list for method input_type
-	78,  // [78:78] is the sub-list for extension type_name
-	78,  // [78:78] is the sub-list for extension extendee
-	0,   // [0:78] is the sub-list for field type_name
+	78,  // 4: concord.queue.v1.NewTask.throttle_period:type_name -> google.protobuf.Duration
+	1,   // 5: concord.queue.v1.RetryPolicy.backoff:type_name -> concord.queue.v1.Backoff
+	78,  // 6: concord.queue.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
+	78,  // 7: concord.queue.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
+	4,   // 8: concord.queue.v1.EnqueueRequest.tasks:type_name -> concord.queue.v1.NewTask
+	7,   // 9: concord.queue.v1.EnqueueResponse.results:type_name -> concord.queue.v1.EnqueueResult
+	0,   // 10: concord.queue.v1.Task.state:type_name -> concord.queue.v1.TaskState
+	79,  // 11: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
+	79,  // 12: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
+	79,  // 13: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
+	10,  // 14: concord.queue.v1.Task.progress:type_name -> concord.queue.v1.Progress
+	79,  // 15: concord.queue.v1.Task.leased_at:type_name -> google.protobuf.Timestamp
+	79,  // 16: concord.queue.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
+	5,   // 17: concord.queue.v1.Task.retry:type_name -> concord.queue.v1.RetryPolicy
+	79,  // 18: concord.queue.v1.Task.scheduled_at:type_name -> google.protobuf.Timestamp
+	79,  // 19: concord.queue.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
+	78,  // 20: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
+	78,  // 21: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
+	9,   // 22: concord.queue.v1.DequeueResponse.tasks:type_name -> concord.queue.v1.Task
+	78,  // 23: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
+	0,   // 24: concord.queue.v1.NackResponse.state:type_name -> concord.queue.v1.TaskState
+	79,  // 25: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
+	78,  // 26: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
+	79,  // 27: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	78,  // 28: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
+	78,  // 29: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
+	21,  // 30: concord.queue.v1.ConsumeRequest.start:type_name -> concord.queue.v1.ConsumeStart
+	22,  // 31: concord.queue.v1.ConsumeRequest.settle:type_name -> concord.queue.v1.Settle
+	24,  // 32: concord.queue.v1.ConsumeRequest.settles:type_name -> concord.queue.v1.SettleBatch
+	22,  // 33: concord.queue.v1.SettleBatch.settles:type_name -> concord.queue.v1.Settle
+	9,   // 34: concord.queue.v1.TaskBatch.tasks:type_name -> concord.queue.v1.Task
+	27,  // 35: concord.queue.v1.SettledBatch.settled:type_name -> concord.queue.v1.Settled
+	9,   // 36: concord.queue.v1.ConsumeResponse.task:type_name -> concord.queue.v1.Task
+	27,  // 37: concord.queue.v1.ConsumeResponse.settled:type_name -> concord.queue.v1.Settled
+	25,  // 38: concord.queue.v1.ConsumeResponse.tasks:type_name -> concord.queue.v1.TaskBatch
+	26,  // 39: concord.queue.v1.ConsumeResponse.settled_batch:type_name -> concord.queue.v1.SettledBatch
+	78,  // 40: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
+	0,   // 41: concord.queue.v1.PeekRequest.state:type_name -> concord.queue.v1.TaskState
+	9,   // 42: concord.queue.v1.PeekResponse.tasks:type_name -> concord.queue.v1.Task
+	9,   // 43: concord.queue.v1.ListDeadResponse.tasks:type_name -> concord.queue.v1.Task
+	9,   // 44: concord.queue.v1.GetTaskResponse.task:type_name -> concord.queue.v1.Task
+	78,  // 45: concord.queue.v1.WaitTaskRequest.wait_timeout:type_name -> google.protobuf.Duration
+	9,   // 46: concord.queue.v1.WaitTaskResponse.task:type_name -> concord.queue.v1.Task
+	78,  // 47: concord.queue.v1.ReportProgressRequest.lease_ttl:type_name -> google.protobuf.Duration
+	79,  // 48: concord.queue.v1.ReportProgressResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	78,  // 49: concord.queue.v1.Retention.max_age:type_name -> google.protobuf.Duration
+	53,  // 50: concord.queue.v1.QueuePolicy.succeeded:type_name -> concord.queue.v1.Retention
+	53,  // 51: concord.queue.v1.QueuePolicy.dead:type_name -> concord.queue.v1.Retention
+	5,   // 52: concord.queue.v1.QueuePolicy.retry:type_name -> concord.queue.v1.RetryPolicy
+	54,  // 53: concord.queue.v1.SetQueuePolicyRequest.policy:type_name -> concord.queue.v1.QueuePolicy
+	54,  // 54: concord.queue.v1.SetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
+	54,  // 55: concord.queue.v1.GetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
+	78,  // 56: concord.queue.v1.ScheduleSpec.every:type_name -> google.protobuf.Duration
+	79,  // 57: concord.queue.v1.ScheduleSpec.start_at:type_name -> google.protobuf.Timestamp
+	2,   // 58: concord.queue.v1.ScheduleSpec.missed:type_name -> concord.queue.v1.MissedTicks
+	78,  // 59: concord.queue.v1.ScheduleSpec.grace:type_name -> google.protobuf.Duration
+	59,  // 60: concord.queue.v1.Schedule.spec:type_name -> concord.queue.v1.ScheduleSpec
+	79,  // 61: concord.queue.v1.Schedule.next_run_at:type_name -> google.protobuf.Timestamp
+	79,  // 62: concord.queue.v1.Schedule.last_run_at:type_name -> google.protobuf.Timestamp
+	79,  // 63: concord.queue.v1.Schedule.last_missed_at:type_name -> google.protobuf.Timestamp
+	79,  // 64: concord.queue.v1.Schedule.created_at:type_name -> google.protobuf.Timestamp
+	79,  // 65: concord.queue.v1.Schedule.updated_at:type_name -> google.protobuf.Timestamp
+	59,  // 66: concord.queue.v1.CreateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
+	60,  // 67: concord.queue.v1.CreateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	59,  // 68: concord.queue.v1.UpdateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
+	60,  // 69: concord.queue.v1.UpdateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	60,  // 70: concord.queue.v1.PauseScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	60,  // 71: concord.queue.v1.ResumeScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	60,  // 72: concord.queue.v1.GetScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	60,  // 73: concord.queue.v1.ListSchedulesResponse.schedules:type_name -> concord.queue.v1.Schedule
+	77,  // 74: concord.queue.v1.WatchQueueResponse.event:type_name -> concord.queue.v1.QueueEvent
+	3,   // 75: concord.queue.v1.QueueEvent.kind:type_name -> concord.queue.v1.QueueEventKind
+	79,  // 76: concord.queue.v1.QueueEvent.at:type_name -> google.protobuf.Timestamp
+	79,  // 77: concord.queue.v1.QueueEvent.ready_at:type_name -> google.protobuf.Timestamp
+	10,  // 78: concord.queue.v1.QueueEvent.progress:type_name -> concord.queue.v1.Progress
+	6,   // 79: concord.queue.v1.QueueService.Enqueue:input_type -> concord.queue.v1.EnqueueRequest
+	11,  // 80: concord.queue.v1.QueueService.Dequeue:input_type -> concord.queue.v1.DequeueRequest
+	13,  // 81: concord.queue.v1.QueueService.Ack:input_type -> concord.queue.v1.AckRequest
+	15,  // 82: concord.queue.v1.QueueService.Nack:input_type -> concord.queue.v1.NackRequest
+	17,  // 83: concord.queue.v1.QueueService.ExtendLease:input_type -> concord.queue.v1.ExtendLeaseRequest
+	19,  // 84: concord.queue.v1.QueueService.Release:input_type -> concord.queue.v1.ReleaseRequest
+	23,  // 85: concord.queue.v1.QueueService.Consume:input_type -> concord.queue.v1.ConsumeRequest
+	29,  // 86: concord.queue.v1.QueueService.Stats:input_type -> concord.queue.v1.StatsRequest
+	31,  // 87: concord.queue.v1.QueueService.Peek:input_type -> concord.queue.v1.PeekRequest
+	33,  // 88: concord.queue.v1.QueueService.Cancel:input_type -> concord.queue.v1.CancelRequest
+	35,  // 89: concord.queue.v1.QueueService.Purge:input_type -> concord.queue.v1.PurgeRequest
+	37,  // 90: concord.queue.v1.QueueService.ListDead:input_type -> concord.queue.v1.ListDeadRequest
+	39,  // 91: concord.queue.v1.QueueService.RetryDead:input_type -> concord.queue.v1.RetryDeadRequest
+	41,  // 92: concord.queue.v1.QueueService.ListQueues:input_type -> concord.queue.v1.ListQueuesRequest
+	43,  // 93: concord.queue.v1.QueueService.PauseQueue:input_type -> concord.queue.v1.PauseQueueRequest
+	45,  // 94: concord.queue.v1.QueueService.ResumeQueue:input_type -> concord.queue.v1.ResumeQueueRequest
+	47,  // 95: concord.queue.v1.QueueService.GetTask:input_type -> concord.queue.v1.GetTaskRequest
+	49,  // 96: concord.queue.v1.QueueService.WaitTask:input_type -> concord.queue.v1.WaitTaskRequest
+	51,  // 97: concord.queue.v1.QueueService.ReportProgress:input_type -> concord.queue.v1.ReportProgressRequest
+	55,  // 98: concord.queue.v1.QueueService.SetQueuePolicy:input_type -> concord.queue.v1.SetQueuePolicyRequest
+	57,  // 99: concord.queue.v1.QueueService.GetQueuePolicy:input_type -> concord.queue.v1.GetQueuePolicyRequest
+	61,  // 100: concord.queue.v1.QueueService.CreateSchedule:input_type -> concord.queue.v1.CreateScheduleRequest
+	63,  // 101: concord.queue.v1.QueueService.UpdateSchedule:input_type -> concord.queue.v1.UpdateScheduleRequest
+	65,  // 102: concord.queue.v1.QueueService.PauseSchedule:input_type -> concord.queue.v1.PauseScheduleRequest
+	67,  // 103: concord.queue.v1.QueueService.ResumeSchedule:input_type -> concord.queue.v1.ResumeScheduleRequest
+	69,  // 104: concord.queue.v1.QueueService.DeleteSchedule:input_type -> concord.queue.v1.DeleteScheduleRequest
+	71,  // 105: concord.queue.v1.QueueService.GetSchedule:input_type -> concord.queue.v1.GetScheduleRequest
+	73,  // 106: concord.queue.v1.QueueService.ListSchedules:input_type -> concord.queue.v1.ListSchedulesRequest
+	75,  // 107: concord.queue.v1.QueueService.WatchQueue:input_type -> concord.queue.v1.WatchQueueRequest
+	8,   // 108: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
+	12,  // 109: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
+	14,  // 110: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
+	16,  // 111: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
+	18,  // 112: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
+	20,  // 113: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
+	28,  // 114: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
+	30,  // 115: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
+	32,  // 116: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
+	34,  // 117: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
+	36,  // 118: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
+	38,  // 119: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
+	40,  // 120: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
+	42,  // 121: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
+	44,  // 122: concord.queue.v1.QueueService.PauseQueue:output_type -> concord.queue.v1.PauseQueueResponse
+	46,  // 123: concord.queue.v1.QueueService.ResumeQueue:output_type -> concord.queue.v1.ResumeQueueResponse
+	48,  // 124: concord.queue.v1.QueueService.GetTask:output_type -> concord.queue.v1.GetTaskResponse
+	50,  // 125: concord.queue.v1.QueueService.WaitTask:output_type -> concord.queue.v1.WaitTaskResponse
+	52,  // 126: concord.queue.v1.QueueService.ReportProgress:output_type -> concord.queue.v1.ReportProgressResponse
+	56,  // 127: concord.queue.v1.QueueService.SetQueuePolicy:output_type -> concord.queue.v1.SetQueuePolicyResponse
+	58,  // 128: concord.queue.v1.QueueService.GetQueuePolicy:output_type -> concord.queue.v1.GetQueuePolicyResponse
+	62,  // 129: concord.queue.v1.QueueService.CreateSchedule:output_type -> concord.queue.v1.CreateScheduleResponse
+	64,  // 130: concord.queue.v1.QueueService.UpdateSchedule:output_type -> concord.queue.v1.UpdateScheduleResponse
+	66,  // 131: concord.queue.v1.QueueService.PauseSchedule:output_type -> concord.queue.v1.PauseScheduleResponse
+	68,  // 132: concord.queue.v1.QueueService.ResumeSchedule:output_type -> concord.queue.v1.ResumeScheduleResponse
+	70,  // 133: concord.queue.v1.QueueService.DeleteSchedule:output_type -> concord.queue.v1.DeleteScheduleResponse
+	72,  // 134: concord.queue.v1.QueueService.GetSchedule:output_type -> concord.queue.v1.GetScheduleResponse
+	74,  // 135: concord.queue.v1.QueueService.ListSchedules:output_type -> concord.queue.v1.ListSchedulesResponse
+	76,  // 136: concord.queue.v1.QueueService.WatchQueue:output_type -> concord.queue.v1.WatchQueueResponse
+	108, // [108:137] is the sub-list for method output_type
+	79,  // [79:108] is the sub-list for method input_type
+	79,  // [79:79] is the sub-list for extension type_name
+	79,  // [79:79] is the sub-list for extension extendee
+	0,   // [0:79] is the sub-list for field type_name
 }
 
 func init() { file_concord_queue_v1_queue_proto_init() }
