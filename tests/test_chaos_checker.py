@@ -702,3 +702,19 @@ def test_without_replica_acks_a_failover_s_state_violations_are_measured_loss_no
                                      "longest_seconds_before_kill": 0.8}
     results[1].violations.append(checker.Violation("calls_answered_by_deadline", "hung", []))
     assert not report(0).ok  # answering rules hold in every deployment
+
+
+def test_ratelimit_within_limit():
+    h = History()
+    # burst 2 + 10 per second: 2 at once, then one each 0.1 s.
+    for i, t in enumerate([0.0, 0.0, 0.1, 0.2, 0.3, 0.4]):
+        h.record(f"l{i % 3}", "ratelimit.check", t, t + 0.01, ok={"allowed": True, "remaining": 0}, key="k", rate=10,
+                 per=1.0, burst=2, hits=1)
+    h.record("l0", "ratelimit.check", 0.05, 0.06, ok={"allowed": False, "remaining": 0}, key="k", rate=10, per=1.0,
+             burst=2, hits=1)
+    h.record("l1", "ratelimit.check", 0.0, 2.0, code="UNAVAILABLE", reason="REDIS_UNAVAILABLE", key="k", rate=10,
+             per=1.0, burst=2, hits=1)  # may have taken a unit: not counted
+    passes_all(h)
+    h.record("l2", "ratelimit.check", 0.12, 0.13, ok={"allowed": True, "remaining": 0}, key="k", rate=10, per=1.0,
+             burst=2, hits=2)
+    fails(checker.ratelimit_within_limit, h, "units allowed within", "burst 2 + 10 per 1.0s")

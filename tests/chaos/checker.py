@@ -1080,6 +1080,39 @@ def server_logs_clean(logs: dict[str, str]) -> RuleResult:
     return found.result(len(logs))
 
 
+def ratelimit_within_limit(events: Sequence[Event]) -> RuleResult:
+    """GCRA never lets more than burst + rate x w / per units pass in any window of
+    length w, counted over every server's checks of a key: the units of allowed checks
+    whose whole call lies inside the window (a call's decision is somewhere in its span;
+    ones that straddle the window's edges are left out, so the count is a floor and a
+    violation is certain). Windows run from each allowed call's invoke to each later
+    one's complete."""
+    found = _Found("ratelimit_within_limit")
+    by_key: dict[str, list[Event]] = defaultdict(list)
+    for e in events:
+        if e.op == "ratelimit.check" and e.ok and e.result.get("allowed"):
+            by_key[e.args["key"]].append(e)
+    checked = 0
+    for key, allowed in by_key.items():
+        by_end = sorted(allowed, key=lambda e: e.complete)
+        for first in sorted(allowed, key=lambda e: e.invoke):
+            rate, per, burst = first.args["rate"], first.args["per"], first.args["burst"]
+            units, inside = 0, []
+            for last in by_end:  # growing windows [first.invoke, last.complete]
+                if last.invoke < first.invoke:
+                    continue
+                units += last.args["hits"]
+                inside.append(last)
+                checked += 1
+                bound = burst + rate * (last.complete - first.invoke) / per
+                if units > bound + 1e-6:
+                    found.add(f"rate limit {key!r}: {units} units allowed within {last.complete - first.invoke:.3f}s, "
+                              f"where at most {bound:.1f} may pass (burst {burst} + {rate} per {per}s)",
+                              *inside[:3], *inside[-2:])
+                    return found.result(checked)
+    return found.result(checked)
+
+
 # Rules about answering (every call answered, in time, never INTERNAL): they hold in
 # every deployment. The others check the state Redis keeps, and a failover without
 # replica acks may lose some of it (asynchronous replication): there, their violations
@@ -1109,6 +1142,7 @@ RULES: list[Callable[[Sequence[Event]], RuleResult]] = [
     chat_bodies_match,
     chat_delivery_order,
     autocomplete_reads,
+    ratelimit_within_limit,
 ]
 
 

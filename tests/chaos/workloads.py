@@ -72,6 +72,7 @@ CHANNEL_OPTIONS = [  # reconnect quickly to a restarted server
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
 SEM_LIMIT = 3
+RATE_LIMIT = (40, 1.0, 8)  # the limiters' GCRA key: 40 units a second, up to 8 at once
 NAMES_CAP = 300  # names per index: a Suggest with limit 1000 returns all of them
 LETTERS = "abcd"
 QUEUES = ["queue-a", "queue-b", "queue-c"]
@@ -218,6 +219,7 @@ class Workloads:
         out += [self.subscriber(u, "auto") for u in self.auto]
         out += [self.recent_writer(u) for u in self.ac_users] + [self.recent_reader(u) for u in self.ac_users]
         out += [self.names_writer(ix) for ix in self.indexes] + [self.names_reader(ix) for ix in self.indexes]
+        out += [self.limiter(k) for k in range(3 * s)]
         return out
 
     async def setup(self, deadline: float = 30.0) -> None:
@@ -697,6 +699,20 @@ class Workloads:
         while not self.stop.is_set():
             ev = await self._read_recent(proc, srv, c, user, rng.choice(["", *LETTERS]))
             await (self._think(rng, 0.02, 0.1) if ev.ok else self._backoff(rng))
+
+    async def limiter(self, k: int) -> None:
+        """Checks on one shared GCRA key from every server (RATE_LIMIT below): the
+        checker counts what was allowed in every window (ratelimit_within_limit)."""
+        proc, rng = f"limiter{k}", self._rng(f"limiter{k}")
+        srv, c = self._pick()
+        key, (rate, per, burst) = "rl-a", RATE_LIMIT
+        limit = c.rate_limit(key, rate, per, burst=burst)
+        while not self.stop.is_set():
+            hits = rng.choice([1, 1, 1, 2])
+            ev = await self.call(proc, "ratelimit.check", lambda: limit.check(hits), srv,
+                                 summary=lambda d: {"allowed": d.allowed, "remaining": d.remaining},
+                                 key=key, rate=rate, per=per, burst=burst, hits=hits)
+            await (self._think(rng, 0.005, 0.03) if ev.ok else self._backoff(rng))
 
     async def names_writer(self, index: str) -> None:
         proc, rng = f"namesw-{index}", self._rng(f"namesw-{index}")
