@@ -89,7 +89,7 @@ def test_chaos_short_cluster(tmp_path, request):
     _drop_data(tmp_path)
 
 
-SHORT_SENTINEL_SECONDS = float(os.environ.get("CHAOS_SHORT_SENTINEL_SECONDS", "12"))
+SHORT_SENTINEL_SECONDS = float(os.environ.get("CHAOS_SHORT_SENTINEL_SECONDS", "10"))
 SHORT_SENTINEL_MINIMUM = {"failover": 2}
 LONG_SENTINEL_MINIMUM = {"failover": 12, "primary_pause": 3, "primary_cut": 3, "server_kill": 2, "cpu_pressure": 2}
 
@@ -123,7 +123,7 @@ def test_chaos_long_sentinel(acks, tmp_path, request):
                   long=True)
 
 
-SHORT_CLUSTER_FAILOVER_SECONDS = float(os.environ.get("CHAOS_SHORT_CLUSTER_FAILOVER_SECONDS", "12"))
+SHORT_CLUSTER_FAILOVER_SECONDS = float(os.environ.get("CHAOS_SHORT_CLUSTER_FAILOVER_SECONDS", "8"))
 SHORT_CLUSTER_FAILOVER_MINIMUM = {"primary_kill": 2}
 LONG_CLUSTER_FAILOVER_MINIMUM = {"primary_kill": 12, "server_kill": 2, "cpu_pressure": 2}
 
