@@ -87,6 +87,21 @@ describe('concord over grpc-js', { skip }, () => {
     for (const { permitId } of [first, second]) await client.semaphore.release({ name, permitId }, soon());
   });
 
+  test('a rate limit takes units, says how long to wait, and Wait blocks until they pass', async () => {
+    const key = unique('ratelimit');
+    const limit = { rate: 5, period: duration(1000), burst: 1 };
+    assert.equal((await client.ratelimit.check({ key, limit, hits: 1 }, soon())).allowed, true);
+    const refused = await client.ratelimit.check({ key, limit, hits: 1 }, soon());
+    assert.equal(refused.allowed, false);
+    assert.ok(refused.retryAfter && Number(refused.retryAfter.nanos) + Number(refused.retryAfter.seconds) * 1e9 > 0);
+    const waited = await client.ratelimit.wait({ key, limit, hits: 1, waitTimeout: duration(5000) }, soon());
+    assert.equal(waited.allowed, true);
+    await client.ratelimit.setLimit({ key, limit }, soon());
+    const err = await client.ratelimit.check({ key, limit: { ...limit, rate: 6 }, hits: 1 }, soon())
+      .then(() => null, (e) => e);
+    assert.ok(err?.is('RATE_LIMIT_MISMATCH') && err.code === grpc.status.FAILED_PRECONDITION, String(err));
+  });
+
   test("a stream's failure is a ConcordError too", async () => {
     const err = await drain(client.lock.hold({ name: '' }, soon())).then(() => null, (e) => e);
     assert.ok(ConcordError.isReason(err, 'INVALID_ARGUMENT'), String(err));
