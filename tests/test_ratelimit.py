@@ -122,14 +122,17 @@ class Model:
             per = L.period_ms / L.rate
             if L.algorithm is GCRA:
                 tat = max(self.tat, now)
+
+                def left(after: float) -> int:
+                    return max(0, math.floor((per * L.burst - (after - now)) / per + 1e-9))
+
                 if hits > L.burst:
-                    return False, -1, math.floor((per * L.burst - (tat - now)) / per + 1e-9)
+                    return False, -1, left(tat)
                 if tat + hits * per - per * L.burst <= now:
                     if hits:
                         self.tat = float("%.3f" % (tat + hits * per))
-                    return True, 0, math.floor((per * L.burst - (tat + hits * per - now)) / per + 1e-9)
-                return False, math.ceil(tat + hits * per - per * L.burst - now), \
-                    math.floor((per * L.burst - (tat - now)) / per + 1e-9)
+                    return True, 0, left(tat + hits * per)
+                return False, math.ceil(tat + hits * per - per * L.burst - now), left(tat)
             rate = L.rate / L.period_ms
             tokens = L.burst if self.tokens is None else min(L.burst, self.tokens + (now - self.at) * rate)
             if hits > L.burst:
