@@ -3156,9 +3156,9 @@ export declare namespace concord.ratelimit.v1 {
      * allowed within wait_timeout: allowed is false and nothing is taken. Hits above
      * what the limit ever lets pass at once are refused at once (retry_after unset).
      */
-    wait(request: concord.ratelimit.v1.WaitRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.CheckResponse__Output>;
+    wait(request: concord.ratelimit.v1.WaitRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.WaitResponse__Output>;
     /** wait, by its name in the .proto file. */
-    Wait(request: concord.ratelimit.v1.WaitRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.CheckResponse__Output>;
+    Wait(request: concord.ratelimit.v1.WaitRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.WaitResponse__Output>;
     /** SetLimit stores the key's limit (kept with no expiry) and reports the one before. */
     setLimit(request: concord.ratelimit.v1.SetLimitRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.SetLimitResponse__Output>;
     /** setLimit, by its name in the .proto file. */
@@ -3275,6 +3275,33 @@ export declare namespace concord.ratelimit.v1 {
     hits: string;
     /** How long to wait (up to the server's max wait); 0 tries once, like Check. */
     waitTimeout: google.protobuf.Duration__Output | null;
+  }
+
+  /** As CheckResponse: the decision once the hits were taken, or when the wait ended. */
+  interface WaitResponse {
+    allowed?: boolean;
+    remaining?: number | string;
+    limit?: number | string;
+    burst?: number | string;
+    resetAfter?: google.protobuf.Duration | null;
+    /**
+     * Not allowed in time: until the same hits would be allowed if this caller was first
+     * in line, else 0; unset when the hits never pass at once.
+     */
+    retryAfter?: google.protobuf.Duration | null;
+  }
+  /** As CheckResponse: the decision once the hits were taken, or when the wait ended. */
+  interface WaitResponse__Output {
+    allowed: boolean;
+    remaining: string;
+    limit: string;
+    burst: string;
+    resetAfter: google.protobuf.Duration__Output | null;
+    /**
+     * Not allowed in time: until the same hits would be allowed if this caller was first
+     * in line, else 0; unset when the hits never pass at once.
+     */
+    retryAfter: google.protobuf.Duration__Output | null;
   }
 
   interface CheckManyRequest {

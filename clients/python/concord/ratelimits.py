@@ -80,7 +80,7 @@ def _limit(m: pb.Limit) -> Limit:
     return Limit(m.rate, seconds(m.period), m.burst, _NAMES.get(m.algorithm, "gcra"), m.drain_over_limit)
 
 
-def _decision(r: pb.CheckResponse) -> Decision:
+def _decision(r: pb.CheckResponse | pb.WaitResponse) -> Decision:
     return Decision(r.allowed, r.remaining, r.limit, r.burst, seconds(r.reset_after),
                     seconds(r.retry_after) if r.HasField("retry_after") or r.allowed else None)
 
@@ -101,7 +101,7 @@ class _Base:
                               limit=_limit_message(self.limit) if self.limit else None)
 
     @staticmethod
-    def _allowed(r: pb.CheckResponse) -> Decision | None:
+    def _allowed(r: pb.WaitResponse) -> Decision | None:
         """A Wait's answer: the decision once allowed; None to wait on (or time out)."""
         d = _decision(r)
         if not d.allowed and d.retry_after is None:

@@ -3,6 +3,8 @@ primitives.ratelimit, maps its decisions to replies."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from concord.ratelimit.v1 import ratelimit_pb2 as pb
 from concord.ratelimit.v1 import ratelimit_pb2_grpc
 
@@ -33,9 +35,10 @@ def _check(request: pb.CheckRequest, field: str = "") -> Check:
     return Check(key, limit, request.hits)
 
 
-def _reply(d: Decision) -> pb.CheckResponse:
-    reply = pb.CheckResponse(allowed=d.allowed, remaining=d.remaining, limit=d.rate, burst=d.burst,
-                             reset_after=duration(max(d.reset_ms, 0)))
+def _reply(d: Decision, kind: type = pb.CheckResponse) -> Any:
+    """A CheckResponse (or WaitResponse: the same fields) for a decision."""
+    reply = kind(allowed=d.allowed, remaining=d.remaining, limit=d.rate, burst=d.burst,
+                 reset_after=duration(max(d.reset_ms, 0)))
     if d.retry_ms >= 0:
         reply.retry_after.CopyFrom(duration(d.retry_ms))
     return reply
@@ -47,11 +50,11 @@ class RateLimitServicer(ratelimit_pb2_grpc.RateLimitServiceServicer):
         self._durations = v.Durations(settings.max_ttl, settings.max_wait)
 
     @rpc
-    async def Wait(self, request: pb.WaitRequest, context) -> pb.CheckResponse:
+    async def Wait(self, request: pb.WaitRequest, context) -> pb.WaitResponse:
         c = _check(pb.CheckRequest(key=request.key, limit=request.limit if request.HasField("limit") else None,
                                    hits=request.hits or 1))
         wait = wait_budget_ms(self._durations.wait(request), context)
-        return _reply(await self._limits.wait(c.key, c.limit, c.hits, wait))
+        return _reply(await self._limits.wait(c.key, c.limit, c.hits, wait), pb.WaitResponse)
 
     @rpc
     async def Check(self, request: pb.CheckRequest, context) -> pb.CheckResponse:

@@ -77,6 +77,22 @@ class WaitRequest(_message.Message):
     wait_timeout: _duration_pb2.Duration
     def __init__(self, key: _Optional[str] = ..., limit: _Optional[_Union[Limit, _Mapping]] = ..., hits: _Optional[int] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
+class WaitResponse(_message.Message):
+    __slots__ = ("allowed", "remaining", "limit", "burst", "reset_after", "retry_after")
+    ALLOWED_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    BURST_FIELD_NUMBER: _ClassVar[int]
+    RESET_AFTER_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
+    allowed: bool
+    remaining: int
+    limit: int
+    burst: int
+    reset_after: _duration_pb2.Duration
+    retry_after: _duration_pb2.Duration
+    def __init__(self, allowed: _Optional[bool] = ..., remaining: _Optional[int] = ..., limit: _Optional[int] = ..., burst: _Optional[int] = ..., reset_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
 class CheckManyRequest(_message.Message):
     __slots__ = ("checks", "all_or_none")
     CHECKS_FIELD_NUMBER: _ClassVar[int]

@@ -58,7 +58,7 @@ class RateLimitServiceStub:
         self.Wait = channel.unary_unary(
                 '/concord.ratelimit.v1.RateLimitService/Wait',
                 request_serializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.WaitRequest.SerializeToString,
-                response_deserializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.CheckResponse.FromString,
+                response_deserializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.WaitResponse.FromString,
                 _registered_method=True)
         self.SetLimit = channel.unary_unary(
                 '/concord.ratelimit.v1.RateLimitService/SetLimit',
@@ -158,7 +158,7 @@ def add_RateLimitServiceServicer_to_server(servicer, server):
             'Wait': grpc.unary_unary_rpc_method_handler(
                     servicer.Wait,
                     request_deserializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.WaitRequest.FromString,
-                    response_serializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.CheckResponse.SerializeToString,
+                    response_serializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.WaitResponse.SerializeToString,
             ),
             'SetLimit': grpc.unary_unary_rpc_method_handler(
                     servicer.SetLimit,
@@ -267,7 +267,7 @@ class RateLimitService:
             target,
             '/concord.ratelimit.v1.RateLimitService/Wait',
             concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.WaitRequest.SerializeToString,
-            concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.CheckResponse.FromString,
+            concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.WaitResponse.FromString,
             options,
             channel_credentials,
             insecure,

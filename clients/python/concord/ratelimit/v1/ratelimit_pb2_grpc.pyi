@@ -55,7 +55,7 @@ class RateLimitServiceStub:
     different slots are decided slot by slot, and with all_or_none the hits a slot
     took are given back when a later slot refuses.
     """
-    Wait: _grpc.UnaryUnaryMultiCallable[_ratelimit_pb2.WaitRequest, _ratelimit_pb2.CheckResponse]
+    Wait: _grpc.UnaryUnaryMultiCallable[_ratelimit_pb2.WaitRequest, _ratelimit_pb2.WaitResponse]
     """Wait blocks in the server until the hits are allowed, then takes them: callers
     waiting on a key are served in arrival order (a Check does not wait its turn),
     each woken at the time its limit allows (no polling), across every server. Not
@@ -96,7 +96,7 @@ class RateLimitServiceAsyncStub(RateLimitServiceStub):
     different slots are decided slot by slot, and with all_or_none the hits a slot
     took are given back when a later slot refuses.
     """
-    Wait: _aio.UnaryUnaryMultiCallable[_ratelimit_pb2.WaitRequest, _ratelimit_pb2.CheckResponse]  # type: ignore[assignment]
+    Wait: _aio.UnaryUnaryMultiCallable[_ratelimit_pb2.WaitRequest, _ratelimit_pb2.WaitResponse]  # type: ignore[assignment]
     """Wait blocks in the server until the hits are allowed, then takes them: callers
     waiting on a key are served in arrival order (a Check does not wait its turn),
     each woken at the time its limit allows (no polling), across every server. Not
@@ -152,7 +152,7 @@ class RateLimitServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _ratelimit_pb2.WaitRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_ratelimit_pb2.CheckResponse, _abc.Awaitable[_ratelimit_pb2.CheckResponse]]:
+    ) -> _typing.Union[_ratelimit_pb2.WaitResponse, _abc.Awaitable[_ratelimit_pb2.WaitResponse]]:
         """Wait blocks in the server until the hits are allowed, then takes them: callers
         waiting on a key are served in arrival order (a Check does not wait its turn),
         each woken at the time its limit allows (no polling), across every server. Not

@@ -399,6 +399,93 @@ func (x *WaitRequest) GetWaitTimeout() *durationpb.Duration {
 	return nil
 }
 
+// As CheckResponse: the decision once the hits were taken, or when the wait ended.
+type WaitResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Allowed    bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	Remaining  uint64                 `protobuf:"varint,2,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	Limit      uint64                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	Burst      uint64                 `protobuf:"varint,4,opt,name=burst,proto3" json:"burst,omitempty"`
+	ResetAfter *durationpb.Duration   `protobuf:"bytes,5,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
+	// Not allowed in time: until the same hits would be allowed if this caller was first
+	// in line, else 0; unset when the hits never pass at once.
+	RetryAfter    *durationpb.Duration `protobuf:"bytes,6,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitResponse) Reset() {
+	*x = WaitResponse{}
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitResponse) ProtoMessage() {}
+
+func (x *WaitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
+func (*WaitResponse) Descriptor() ([]byte, []int) {
+	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *WaitResponse) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *WaitResponse) GetRemaining() uint64 {
+	if x != nil {
+		return x.Remaining
+	}
+	return 0
+}
+
+func (x *WaitResponse) GetLimit() uint64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *WaitResponse) GetBurst() uint64 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+func (x *WaitResponse) GetResetAfter() *durationpb.Duration {
+	if x != nil {
+		return x.ResetAfter
+	}
+	return nil
+}
+
+func (x *WaitResponse) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
 type CheckManyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Checks        []*CheckRequest        `protobuf:"bytes,1,rep,name=checks,proto3" json:"checks,omitempty"`
@@ -409,7 +496,7 @@ type CheckManyRequest struct {
 
 func (x *CheckManyRequest) Reset() {
 	*x = CheckManyRequest{}
-	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[4]
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -421,7 +508,7 @@ func (x *CheckManyRequest) String() string {
 func (*CheckManyRequest) ProtoMessage() {}
 
 func (x *CheckManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[4]
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -434,7 +521,7 @@ func (x *CheckManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckManyRequest.ProtoReflect.Descriptor instead.
 func (*CheckManyRequest) Descriptor() ([]byte, []int) {
-	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{4}
+	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CheckManyRequest) GetChecks() []*CheckRequest {
@@ -463,7 +550,7 @@ type CheckManyResponse struct {
 
 func (x *CheckManyResponse) Reset() {
 	*x = CheckManyResponse{}
-	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[5]
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -475,7 +562,7 @@ func (x *CheckManyResponse) String() string {
 func (*CheckManyResponse) ProtoMessage() {}
 
 func (x *CheckManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[5]
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -488,7 +575,7 @@ func (x *CheckManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckManyResponse.ProtoReflect.Descriptor instead.
 func (*CheckManyResponse) Descriptor() ([]byte, []int) {
-	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{5}
+	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CheckManyResponse) GetResults() []*CheckResponse {
@@ -515,7 +602,7 @@ type SetLimitRequest struct {
 
 func (x *SetLimitRequest) Reset() {
 	*x = SetLimitRequest{}
-	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[6]
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +614,7 @@ func (x *SetLimitRequest) String() string {
 func (*SetLimitRequest) ProtoMessage() {}
 
 func (x *SetLimitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[6]
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +627,7 @@ func (x *SetLimitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLimitRequest.ProtoReflect.Descriptor instead.
 func (*SetLimitRequest) Descriptor() ([]byte, []int) {
-	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{6}
+	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SetLimitRequest) GetKey() string {
@@ -567,7 +654,7 @@ type SetLimitResponse struct {
 
 func (x *SetLimitResponse) Reset() {
 	*x = SetLimitResponse{}
-	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[7]
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +666,7 @@ func (x *SetLimitResponse) String() string {
 func (*SetLimitResponse) ProtoMessage() {}
 
 func (x *SetLimitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[7]
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +679,7 @@ func (x *SetLimitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLimitResponse.ProtoReflect.Descriptor instead.
 func (*SetLimitResponse) Descriptor() ([]byte, []int) {
-	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{7}
+	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SetLimitResponse) GetPrevious() *Limit {
@@ -611,7 +698,7 @@ type GetLimitRequest struct {
 
 func (x *GetLimitRequest) Reset() {
 	*x = GetLimitRequest{}
-	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[8]
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +710,7 @@ func (x *GetLimitRequest) String() string {
 func (*GetLimitRequest) ProtoMessage() {}
 
 func (x *GetLimitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[8]
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +723,7 @@ func (x *GetLimitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLimitRequest.ProtoReflect.Descriptor instead.
 func (*GetLimitRequest) Descriptor() ([]byte, []int) {
-	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{8}
+	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetLimitRequest) GetKey() string {
@@ -655,7 +742,7 @@ type GetLimitResponse struct {
 
 func (x *GetLimitResponse) Reset() {
 	*x = GetLimitResponse{}
-	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[9]
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +754,7 @@ func (x *GetLimitResponse) String() string {
 func (*GetLimitResponse) ProtoMessage() {}
 
 func (x *GetLimitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[9]
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +767,7 @@ func (x *GetLimitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLimitResponse.ProtoReflect.Descriptor instead.
 func (*GetLimitResponse) Descriptor() ([]byte, []int) {
-	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{9}
+	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetLimitResponse) GetLimit() *Limit {
@@ -699,7 +786,7 @@ type ResetRequest struct {
 
 func (x *ResetRequest) Reset() {
 	*x = ResetRequest{}
-	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[10]
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +798,7 @@ func (x *ResetRequest) String() string {
 func (*ResetRequest) ProtoMessage() {}
 
 func (x *ResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[10]
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +811,7 @@ func (x *ResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
 func (*ResetRequest) Descriptor() ([]byte, []int) {
-	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{10}
+	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ResetRequest) GetKey() string {
@@ -742,7 +829,7 @@ type ResetResponse struct {
 
 func (x *ResetResponse) Reset() {
 	*x = ResetResponse{}
-	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[11]
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +841,7 @@ func (x *ResetResponse) String() string {
 func (*ResetResponse) ProtoMessage() {}
 
 func (x *ResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[11]
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +854,7 @@ func (x *ResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
 func (*ResetResponse) Descriptor() ([]byte, []int) {
-	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{11}
+	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{12}
 }
 
 var File_concord_ratelimit_v1_ratelimit_proto protoreflect.FileDescriptor
@@ -798,7 +885,16 @@ const file_concord_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
 	"\x05limit\x18\x02 \x01(\v2\x1b.concord.ratelimit.v1.LimitR\x05limit\x12\x12\n" +
 	"\x04hits\x18\x03 \x01(\x04R\x04hits\x12<\n" +
-	"\fwait_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\"n\n" +
+	"\fwait_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\"\xea\x01\n" +
+	"\fWaitResponse\x12\x18\n" +
+	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1c\n" +
+	"\tremaining\x18\x02 \x01(\x04R\tremaining\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x04R\x05limit\x12\x14\n" +
+	"\x05burst\x18\x04 \x01(\x04R\x05burst\x12:\n" +
+	"\vreset_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"resetAfter\x12:\n" +
+	"\vretry_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\"n\n" +
 	"\x10CheckManyRequest\x12:\n" +
 	"\x06checks\x18\x01 \x03(\v2\".concord.ratelimit.v1.CheckRequestR\x06checks\x12\x1e\n" +
 	"\vall_or_none\x18\x02 \x01(\bR\tallOrNone\"l\n" +
@@ -823,11 +919,11 @@ const file_concord_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\x16ALGORITHM_TOKEN_BUCKET\x10\x02\x12\x19\n" +
 	"\x15ALGORITHM_SLIDING_LOG\x10\x03\x12\x1c\n" +
 	"\x18ALGORITHM_SLIDING_WINDOW\x10\x04\x12\x1a\n" +
-	"\x16ALGORITHM_FIXED_WINDOW\x10\x052\x9a\x04\n" +
+	"\x16ALGORITHM_FIXED_WINDOW\x10\x052\x99\x04\n" +
 	"\x10RateLimitService\x12P\n" +
 	"\x05Check\x12\".concord.ratelimit.v1.CheckRequest\x1a#.concord.ratelimit.v1.CheckResponse\x12\\\n" +
-	"\tCheckMany\x12&.concord.ratelimit.v1.CheckManyRequest\x1a'.concord.ratelimit.v1.CheckManyResponse\x12N\n" +
-	"\x04Wait\x12!.concord.ratelimit.v1.WaitRequest\x1a#.concord.ratelimit.v1.CheckResponse\x12Y\n" +
+	"\tCheckMany\x12&.concord.ratelimit.v1.CheckManyRequest\x1a'.concord.ratelimit.v1.CheckManyResponse\x12M\n" +
+	"\x04Wait\x12!.concord.ratelimit.v1.WaitRequest\x1a\".concord.ratelimit.v1.WaitResponse\x12Y\n" +
 	"\bSetLimit\x12%.concord.ratelimit.v1.SetLimitRequest\x1a&.concord.ratelimit.v1.SetLimitResponse\x12Y\n" +
 	"\bGetLimit\x12%.concord.ratelimit.v1.GetLimitRequest\x1a&.concord.ratelimit.v1.GetLimitResponse\x12P\n" +
 	"\x05Reset\x12\".concord.ratelimit.v1.ResetRequest\x1a#.concord.ratelimit.v1.ResetResponseB\xd9\x01\n" +
@@ -846,53 +942,56 @@ func file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_ratelimit_v1_ratelimit_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_concord_ratelimit_v1_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_concord_ratelimit_v1_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_concord_ratelimit_v1_ratelimit_proto_goTypes = []any{
 	(Algorithm)(0),              // 0: concord.ratelimit.v1.Algorithm
 	(*Limit)(nil),               // 1: concord.ratelimit.v1.Limit
 	(*CheckRequest)(nil),        // 2: concord.ratelimit.v1.CheckRequest
 	(*CheckResponse)(nil),       // 3: concord.ratelimit.v1.CheckResponse
 	(*WaitRequest)(nil),         // 4: concord.ratelimit.v1.WaitRequest
-	(*CheckManyRequest)(nil),    // 5: concord.ratelimit.v1.CheckManyRequest
-	(*CheckManyResponse)(nil),   // 6: concord.ratelimit.v1.CheckManyResponse
-	(*SetLimitRequest)(nil),     // 7: concord.ratelimit.v1.SetLimitRequest
-	(*SetLimitResponse)(nil),    // 8: concord.ratelimit.v1.SetLimitResponse
-	(*GetLimitRequest)(nil),     // 9: concord.ratelimit.v1.GetLimitRequest
-	(*GetLimitResponse)(nil),    // 10: concord.ratelimit.v1.GetLimitResponse
-	(*ResetRequest)(nil),        // 11: concord.ratelimit.v1.ResetRequest
-	(*ResetResponse)(nil),       // 12: concord.ratelimit.v1.ResetResponse
-	(*durationpb.Duration)(nil), // 13: google.protobuf.Duration
+	(*WaitResponse)(nil),        // 5: concord.ratelimit.v1.WaitResponse
+	(*CheckManyRequest)(nil),    // 6: concord.ratelimit.v1.CheckManyRequest
+	(*CheckManyResponse)(nil),   // 7: concord.ratelimit.v1.CheckManyResponse
+	(*SetLimitRequest)(nil),     // 8: concord.ratelimit.v1.SetLimitRequest
+	(*SetLimitResponse)(nil),    // 9: concord.ratelimit.v1.SetLimitResponse
+	(*GetLimitRequest)(nil),     // 10: concord.ratelimit.v1.GetLimitRequest
+	(*GetLimitResponse)(nil),    // 11: concord.ratelimit.v1.GetLimitResponse
+	(*ResetRequest)(nil),        // 12: concord.ratelimit.v1.ResetRequest
+	(*ResetResponse)(nil),       // 13: concord.ratelimit.v1.ResetResponse
+	(*durationpb.Duration)(nil), // 14: google.protobuf.Duration
 }
 var file_concord_ratelimit_v1_ratelimit_proto_depIdxs = []int32{
 	0,  // 0: concord.ratelimit.v1.Limit.algorithm:type_name -> concord.ratelimit.v1.Algorithm
-	13, // 1: concord.ratelimit.v1.Limit.period:type_name -> google.protobuf.Duration
+	14, // 1: concord.ratelimit.v1.Limit.period:type_name -> google.protobuf.Duration
 	1,  // 2: concord.ratelimit.v1.CheckRequest.limit:type_name -> concord.ratelimit.v1.Limit
-	13, // 3: concord.ratelimit.v1.CheckResponse.reset_after:type_name -> google.protobuf.Duration
-	13, // 4: concord.ratelimit.v1.CheckResponse.retry_after:type_name -> google.protobuf.Duration
+	14, // 3: concord.ratelimit.v1.CheckResponse.reset_after:type_name -> google.protobuf.Duration
+	14, // 4: concord.ratelimit.v1.CheckResponse.retry_after:type_name -> google.protobuf.Duration
 	1,  // 5: concord.ratelimit.v1.WaitRequest.limit:type_name -> concord.ratelimit.v1.Limit
-	13, // 6: concord.ratelimit.v1.WaitRequest.wait_timeout:type_name -> google.protobuf.Duration
-	2,  // 7: concord.ratelimit.v1.CheckManyRequest.checks:type_name -> concord.ratelimit.v1.CheckRequest
-	3,  // 8: concord.ratelimit.v1.CheckManyResponse.results:type_name -> concord.ratelimit.v1.CheckResponse
-	1,  // 9: concord.ratelimit.v1.SetLimitRequest.limit:type_name -> concord.ratelimit.v1.Limit
-	1,  // 10: concord.ratelimit.v1.SetLimitResponse.previous:type_name -> concord.ratelimit.v1.Limit
-	1,  // 11: concord.ratelimit.v1.GetLimitResponse.limit:type_name -> concord.ratelimit.v1.Limit
-	2,  // 12: concord.ratelimit.v1.RateLimitService.Check:input_type -> concord.ratelimit.v1.CheckRequest
-	5,  // 13: concord.ratelimit.v1.RateLimitService.CheckMany:input_type -> concord.ratelimit.v1.CheckManyRequest
-	4,  // 14: concord.ratelimit.v1.RateLimitService.Wait:input_type -> concord.ratelimit.v1.WaitRequest
-	7,  // 15: concord.ratelimit.v1.RateLimitService.SetLimit:input_type -> concord.ratelimit.v1.SetLimitRequest
-	9,  // 16: concord.ratelimit.v1.RateLimitService.GetLimit:input_type -> concord.ratelimit.v1.GetLimitRequest
-	11, // 17: concord.ratelimit.v1.RateLimitService.Reset:input_type -> concord.ratelimit.v1.ResetRequest
-	3,  // 18: concord.ratelimit.v1.RateLimitService.Check:output_type -> concord.ratelimit.v1.CheckResponse
-	6,  // 19: concord.ratelimit.v1.RateLimitService.CheckMany:output_type -> concord.ratelimit.v1.CheckManyResponse
-	3,  // 20: concord.ratelimit.v1.RateLimitService.Wait:output_type -> concord.ratelimit.v1.CheckResponse
-	8,  // 21: concord.ratelimit.v1.RateLimitService.SetLimit:output_type -> concord.ratelimit.v1.SetLimitResponse
-	10, // 22: concord.ratelimit.v1.RateLimitService.GetLimit:output_type -> concord.ratelimit.v1.GetLimitResponse
-	12, // 23: concord.ratelimit.v1.RateLimitService.Reset:output_type -> concord.ratelimit.v1.ResetResponse
-	18, // [18:24] is the sub-list for method output_type
-	12, // [12:18] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	14, // 6: concord.ratelimit.v1.WaitRequest.wait_timeout:type_name -> google.protobuf.Duration
+	14, // 7: concord.ratelimit.v1.WaitResponse.reset_after:type_name -> google.protobuf.Duration
+	14, // 8: concord.ratelimit.v1.WaitResponse.retry_after:type_name -> google.protobuf.Duration
+	2,  // 9: concord.ratelimit.v1.CheckManyRequest.checks:type_name -> concord.ratelimit.v1.CheckRequest
+	3,  // 10: concord.ratelimit.v1.CheckManyResponse.results:type_name -> concord.ratelimit.v1.CheckResponse
+	1,  // 11: concord.ratelimit.v1.SetLimitRequest.limit:type_name -> concord.ratelimit.v1.Limit
+	1,  // 12: concord.ratelimit.v1.SetLimitResponse.previous:type_name -> concord.ratelimit.v1.Limit
+	1,  // 13: concord.ratelimit.v1.GetLimitResponse.limit:type_name -> concord.ratelimit.v1.Limit
+	2,  // 14: concord.ratelimit.v1.RateLimitService.Check:input_type -> concord.ratelimit.v1.CheckRequest
+	6,  // 15: concord.ratelimit.v1.RateLimitService.CheckMany:input_type -> concord.ratelimit.v1.CheckManyRequest
+	4,  // 16: concord.ratelimit.v1.RateLimitService.Wait:input_type -> concord.ratelimit.v1.WaitRequest
+	8,  // 17: concord.ratelimit.v1.RateLimitService.SetLimit:input_type -> concord.ratelimit.v1.SetLimitRequest
+	10, // 18: concord.ratelimit.v1.RateLimitService.GetLimit:input_type -> concord.ratelimit.v1.GetLimitRequest
+	12, // 19: concord.ratelimit.v1.RateLimitService.Reset:input_type -> concord.ratelimit.v1.ResetRequest
+	3,  // 20: concord.ratelimit.v1.RateLimitService.Check:output_type -> concord.ratelimit.v1.CheckResponse
+	7,  // 21: concord.ratelimit.v1.RateLimitService.CheckMany:output_type -> concord.ratelimit.v1.CheckManyResponse
+	5,  // 22: concord.ratelimit.v1.RateLimitService.Wait:output_type -> concord.ratelimit.v1.WaitResponse
+	9,  // 23: concord.ratelimit.v1.RateLimitService.SetLimit:output_type -> concord.ratelimit.v1.SetLimitResponse
+	11, // 24: concord.ratelimit.v1.RateLimitService.GetLimit:output_type -> concord.ratelimit.v1.GetLimitResponse
+	13, // 25: concord.ratelimit.v1.RateLimitService.Reset:output_type -> concord.ratelimit.v1.ResetResponse
+	20, // [20:26] is the sub-list for method output_type
+	14, // [14:20] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_concord_ratelimit_v1_ratelimit_proto_init() }
@@ -906,7 +1005,7 @@ func file_concord_ratelimit_v1_ratelimit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_ratelimit_v1_ratelimit_proto_rawDesc), len(file_concord_ratelimit_v1_ratelimit_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -57,7 +57,7 @@ type RateLimitServiceClient interface {
 	// each woken at the time its limit allows (no polling), across every server. Not
 	// allowed within wait_timeout: allowed is false and nothing is taken. Hits above
 	// what the limit ever lets pass at once are refused at once (retry_after unset).
-	Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*CheckResponse, error)
+	Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*WaitResponse, error)
 	// SetLimit stores the key's limit (kept with no expiry) and reports the one before.
 	SetLimit(ctx context.Context, in *SetLimitRequest, opts ...grpc.CallOption) (*SetLimitResponse, error)
 	// GetLimit reports the stored limit; NOT_FOUND / RATE_LIMIT_NOT_FOUND when none.
@@ -94,9 +94,9 @@ func (c *rateLimitServiceClient) CheckMany(ctx context.Context, in *CheckManyReq
 	return out, nil
 }
 
-func (c *rateLimitServiceClient) Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*CheckResponse, error) {
+func (c *rateLimitServiceClient) Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*WaitResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(CheckResponse)
+	out := new(WaitResponse)
 	err := c.cc.Invoke(ctx, RateLimitService_Wait_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -164,7 +164,7 @@ type RateLimitServiceServer interface {
 	// each woken at the time its limit allows (no polling), across every server. Not
 	// allowed within wait_timeout: allowed is false and nothing is taken. Hits above
 	// what the limit ever lets pass at once are refused at once (retry_after unset).
-	Wait(context.Context, *WaitRequest) (*CheckResponse, error)
+	Wait(context.Context, *WaitRequest) (*WaitResponse, error)
 	// SetLimit stores the key's limit (kept with no expiry) and reports the one before.
 	SetLimit(context.Context, *SetLimitRequest) (*SetLimitResponse, error)
 	// GetLimit reports the stored limit; NOT_FOUND / RATE_LIMIT_NOT_FOUND when none.
@@ -187,7 +187,7 @@ func (UnimplementedRateLimitServiceServer) Check(context.Context, *CheckRequest)
 func (UnimplementedRateLimitServiceServer) CheckMany(context.Context, *CheckManyRequest) (*CheckManyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckMany not implemented")
 }
-func (UnimplementedRateLimitServiceServer) Wait(context.Context, *WaitRequest) (*CheckResponse, error) {
+func (UnimplementedRateLimitServiceServer) Wait(context.Context, *WaitRequest) (*WaitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Wait not implemented")
 }
 func (UnimplementedRateLimitServiceServer) SetLimit(context.Context, *SetLimitRequest) (*SetLimitResponse, error) {
