@@ -150,9 +150,15 @@ class RedisServer:
         return self
 
     def stop(self) -> None:
+        """SIGTERM, and SIGKILL if it has not exited in 10 s (a loaded machine: Redis
+        fsyncs its append-only file and may wait for replicas before it exits)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
-            self.proc.wait(10)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
