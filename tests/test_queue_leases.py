@@ -122,13 +122,13 @@ async def test_tasks_leased_for_a_stream_but_never_sent_go_back_uncounted(redis_
 
 
 async def test_a_claim_that_fails_on_a_later_queue_hands_over_what_it_leased(redis_server, name):
-    """Queue b's script fails (here its ready set is the wrong type; on a cluster, a
+    """Queue b's script fails (here its lanes set is the wrong type; on a cluster, a
     slot moving answers TRYAGAIN): queue a's task, already leased, is returned to the
     caller instead of being dropped to expire with an attempt counted."""
     a, b = f"{name}-a", f"{name}-b"
     async with queue_primitive(redis_server.url) as queues:
         (added,) = await queues.enqueue(a, [NewTask("t", max_attempts=1)])
-        ready_b = queues._keys.queue(b).ready
+        ready_b = queues._keys.queue(b).lanes
         with redis.Redis.from_url(redis_server.url) as r:
             r.set(ready_b, "not a sorted set")
             try:

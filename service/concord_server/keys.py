@@ -137,8 +137,8 @@ class SemaphoreKeys(NamedTuple):
 class QueueKeys(NamedTuple):
     """KEYS of every queue script, in this order, plus the channel and key prefixes."""
 
-    ready: str  # zset: task id -> order score (ready_ms - priority * weight)
-    since: str  # zset: task id -> ms it became ready (the oldest-ready age)
+    ready: str  # zset: ungrouped ready task id -> order score (ready_ms - priority * weight)
+    since: str  # zset: every ready task id -> ms it became ready (the oldest-ready age)
     delayed: str  # zset: task id -> ready-at ms
     leased: str  # zset: task id -> lease expiry ms
     dead: str  # zset: task id -> died-at ms
@@ -149,6 +149,9 @@ class QueueKeys(NamedTuple):
     schedules: str  # zset: schedule name -> its next tick (ms), +inf while paused
     events: str  # stream "<n>-0" -> task event (WatchQueue); also the shard channel rung with n
     event_seq: str  # string: the last event's n
+    lanes: str  # zset: lane ('' the queue's own, else a group) -> pass: the lanes that may lease now
+    held: str  # zset: group -> ms it may lease again (its rate limit is spent)
+    groups: str  # zset: group -> 0, the groups with ready or leased tasks or rules of their own
     channel: str  # shard channel: "<n>" when n tasks became ready
     finished: str  # shard channel: "<task id>" when that task finished, "*" when many did
     task_prefix: str  # + task id: hash with the task's fields
@@ -156,11 +159,13 @@ class QueueKeys(NamedTuple):
     schedule_prefix: str  # + schedule name: hash with the schedule's fields
     throttle_prefix: str  # + throttle key: string -> the task id accepted this period (PX the period)
     debounce_prefix: str  # + debounce key: string -> the task id that later ones replace while it is pending
+    group_prefix: str  # + group: hash with the group's rules and counts (queue_common.lua)
+    group_ready_prefix: str  # + group: zset of its ready tasks, task id -> order score (as ready)
 
     @property
     def keys(self) -> list[str]:
         return [self.ready, self.since, self.delayed, self.leased, self.dead, self.seq, self.paused, self.done,
-                self.policy, self.schedules, self.events, self.event_seq]
+                self.policy, self.schedules, self.events, self.event_seq, self.lanes, self.held, self.groups]
 
     def dedupe(self, key: str) -> str:
         return self.dedupe_prefix + key
@@ -320,9 +325,9 @@ class KeySpace:
         t = self.tag("queue", name)
         return QueueKeys(f"{t}:ready", f"{t}:since", f"{t}:delayed", f"{t}:leased", f"{t}:dead", f"{t}:seq",
                          f"{t}:paused", f"{t}:done", f"{t}:policy", f"{t}:schedules", f"{t}:events",
-                         f"{t}:event-seq", f"{t}:wake",
+                         f"{t}:event-seq", f"{t}:lanes", f"{t}:held", f"{t}:groups", f"{t}:wake",
                          f"{t}:finished", f"{t}:task:", f"{t}:dedupe:", f"{t}:schedule:", f"{t}:throttle:",
-                         f"{t}:debounce:")
+                         f"{t}:debounce:", f"{t}:group:", f"{t}:group-ready:")
 
     @property
     def schedule_index(self) -> ScheduleIndexKeys:

@@ -1649,6 +1649,15 @@ export declare namespace concord.queue.v1 {
    * a server started with --queue-priority-aging lets a task's priority grow with
    * the time it waits, so low priorities cannot starve. A Dequeue that lists several
    * queues takes from them strictly in the order given.
+   *
+   * Flow control: a queue may cap how many of its tasks are leased at once and how
+   * many are leased per period (QueuePolicy). A task may belong to a group: ready tasks
+   * of different groups are leased in turns (stride scheduling, by each group's weight),
+   * so a burst in one group delays another group's task by at most one lease per other
+   * busy group; priorities order tasks within a group. Each group may have its own cap
+   * and rate, and may be paused. A ready task held back by any of these rules says
+   * which (Task.wait_reason), and WatchQueue reports each group or queue that starts
+   * holding tasks back (QUEUE_EVENT_KIND_HELD).
    */
   interface QueueService {
     /**
@@ -1755,7 +1764,8 @@ export declare namespace concord.queue.v1 {
     /**
      * PauseQueue stops leasing: Dequeue and Consume get no task from the queue (blocked
      * ones keep waiting) while tasks keep arriving; leased tasks are settled as usual.
-     * Stats says paused. Pausing a paused queue changes nothing.
+     * Stats says paused. Pausing a paused queue changes nothing. With `group`, only
+     * that group's tasks stop; the others go on.
      */
     pauseQueue(request: concord.queue.v1.PauseQueueRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.PauseQueueResponse__Output>;
     /** pauseQueue, by its name in the .proto file. */
@@ -1764,6 +1774,24 @@ export declare namespace concord.queue.v1 {
     resumeQueue(request: concord.queue.v1.ResumeQueueRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.ResumeQueueResponse__Output>;
     /** resumeQueue, by its name in the .proto file. */
     ResumeQueue(request: concord.queue.v1.ResumeQueueRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.ResumeQueueResponse__Output>;
+    /**
+     * SetGroupRules replaces a group's own rules (cap, weight, rate); unset ones take
+     * the queue's defaults for every group (QueuePolicy.group_max_leased, group_rate).
+     */
+    setGroupRules(request: concord.queue.v1.SetGroupRulesRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.SetGroupRulesResponse__Output>;
+    /** setGroupRules, by its name in the .proto file. */
+    SetGroupRules(request: concord.queue.v1.SetGroupRulesRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.SetGroupRulesResponse__Output>;
+    /** GetGroup reports a group: its ready and leased tasks, rules and what holds it back. */
+    getGroup(request: concord.queue.v1.GetGroupRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.GetGroupResponse__Output>;
+    /** getGroup, by its name in the .proto file. */
+    GetGroup(request: concord.queue.v1.GetGroupRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.GetGroupResponse__Output>;
+    /**
+     * ListGroups pages through the queue's groups by name: those with ready or leased
+     * tasks, and those with rules of their own or paused.
+     */
+    listGroups(request: concord.queue.v1.ListGroupsRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.ListGroupsResponse__Output>;
+    /** listGroups, by its name in the .proto file. */
+    ListGroups(request: concord.queue.v1.ListGroupsRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.ListGroupsResponse__Output>;
     /**
      * GetTask reports a task in any state: pending ones, and finished ones (succeeded,
      * dead, cancelled) while the queue's retention keeps them, with their result or
@@ -1893,10 +1921,16 @@ export declare namespace concord.queue.v1 {
      * Debounce: while a task with this key is still pending (delayed, or ready and not
      * yet leased), a new one replaces its payload, type and priority and pushes its run
      * time back to this task's delay (or run_at) from now; the answer names it with
-     * debounced true. Once it is leased or finished, the next one is a new task. Needs a
-     * delay or run_at; exclusive with dedupe_key and throttle_key.
+     * debounced true (it stays in its own group). Once it is leased or finished, the
+     * next one is a new task. Needs a delay or run_at; exclusive with dedupe_key and
+     * throttle_key.
      */
     debounceKey?: string;
+    /**
+     * The group the task belongs to (like a name; empty: none): groups take turns, and
+     * each has its cap, rate and pause (see QueueService).
+     */
+    group?: string;
   }
   /** NewTask is one task to enqueue. */
   interface NewTask__Output {
@@ -1935,10 +1969,44 @@ export declare namespace concord.queue.v1 {
      * Debounce: while a task with this key is still pending (delayed, or ready and not
      * yet leased), a new one replaces its payload, type and priority and pushes its run
      * time back to this task's delay (or run_at) from now; the answer names it with
-     * debounced true. Once it is leased or finished, the next one is a new task. Needs a
-     * delay or run_at; exclusive with dedupe_key and throttle_key.
+     * debounced true (it stays in its own group). Once it is leased or finished, the
+     * next one is a new task. Needs a delay or run_at; exclusive with dedupe_key and
+     * throttle_key.
      */
     debounceKey: string;
+    /**
+     * The group the task belongs to (like a name; empty: none): groups take turns, and
+     * each has its cap, rate and pause (see QueueService).
+     */
+    group: string;
+  }
+
+  /** WaitReason is the rule holding a ready task back. */
+  type WaitReason = 'WAIT_REASON_UNSPECIFIED' | 'WAIT_REASON_QUEUE_PAUSED' | 'WAIT_REASON_QUEUE_AT_CAP' | 'WAIT_REASON_QUEUE_RATE_LIMITED' | 'WAIT_REASON_GROUP_PAUSED' | 'WAIT_REASON_GROUP_AT_CAP' | 'WAIT_REASON_GROUP_RATE_LIMITED';
+
+  /**
+   * LeaseRate allows `limit` leases per `period`, up to `burst` of them at once (GCRA:
+   * exact, with no window edges).
+   */
+  interface LeaseRate {
+    /** 1 to 1,000,000. */
+    limit?: number;
+    /** 1ms to a day. */
+    period?: google.protobuf.Duration | null;
+    /** 1 to 1,000,000; unset or 0 means `limit`. */
+    burst?: number;
+  }
+  /**
+   * LeaseRate allows `limit` leases per `period`, up to `burst` of them at once (GCRA:
+   * exact, with no window edges).
+   */
+  interface LeaseRate__Output {
+    /** 1 to 1,000,000. */
+    limit: number;
+    /** 1ms to a day. */
+    period: google.protobuf.Duration__Output | null;
+    /** 1 to 1,000,000; unset or 0 means `limit`. */
+    burst: number;
   }
 
   /** Backoff is how the delay before a retry grows. */
@@ -2070,6 +2138,10 @@ export declare namespace concord.queue.v1 {
      */
     schedule?: string;
     scheduledAt?: google.protobuf.Timestamp | null;
+    /** The task's group (empty: none). */
+    group?: string;
+    /** READY: the rule holding it back, if any (GetTask and WaitTask only). */
+    waitReason?: concord.queue.v1.WaitReason | number;
   }
   /** Task is a task as stored, and as handed to a worker. */
   interface Task__Output {
@@ -2113,6 +2185,10 @@ export declare namespace concord.queue.v1 {
      */
     schedule: string;
     scheduledAt: google.protobuf.Timestamp__Output | null;
+    /** The task's group (empty: none). */
+    group: string;
+    /** READY: the rule holding it back, if any (GetTask and WaitTask only). */
+    waitReason: concord.queue.v1.WaitReason;
   }
 
   /** Progress is a leased task's report of how far it got. */
@@ -2584,9 +2660,13 @@ export declare namespace concord.queue.v1 {
 
   interface PauseQueueRequest {
     queue?: string;
+    /** Pause only this group (empty: the whole queue). */
+    group?: string;
   }
   interface PauseQueueRequest__Output {
     queue: string;
+    /** Pause only this group (empty: the whole queue). */
+    group: string;
   }
 
   interface PauseQueueResponse {
@@ -2600,9 +2680,13 @@ export declare namespace concord.queue.v1 {
 
   interface ResumeQueueRequest {
     queue?: string;
+    /** Resume only this group (empty: the whole queue). */
+    group?: string;
   }
   interface ResumeQueueRequest__Output {
     queue: string;
+    /** Resume only this group (empty: the whole queue). */
+    group: string;
   }
 
   interface ResumeQueueResponse {
@@ -2733,6 +2817,16 @@ export declare namespace concord.queue.v1 {
      * and watchers see nothing). Default 1000, at most 1,000,000.
      */
     keepEvents?: number;
+    /**
+     * At most this many of the queue's tasks leased at once, across all workers
+     * (1 to 1,000,000; unset: no cap).
+     */
+    maxLeased?: number;
+    /** At most this many leases per period, for the whole queue (unset: no limit). */
+    rate?: concord.queue.v1.LeaseRate | null;
+    /** Each group's cap and rate, unless the group sets its own (SetGroupRules). */
+    groupMaxLeased?: number;
+    groupRate?: concord.queue.v1.LeaseRate | null;
   }
   /** QueuePolicy is a queue's settings, kept in Redis with its tasks. */
   interface QueuePolicy__Output {
@@ -2754,8 +2848,130 @@ export declare namespace concord.queue.v1 {
      * and watchers see nothing). Default 1000, at most 1,000,000.
      */
     keepEvents?: number;
+    /**
+     * At most this many of the queue's tasks leased at once, across all workers
+     * (1 to 1,000,000; unset: no cap).
+     */
+    maxLeased?: number;
+    /** At most this many leases per period, for the whole queue (unset: no limit). */
+    rate: concord.queue.v1.LeaseRate__Output | null;
+    /** Each group's cap and rate, unless the group sets its own (SetGroupRules). */
+    groupMaxLeased?: number;
+    groupRate: concord.queue.v1.LeaseRate__Output | null;
     /** Which of the oneof's fields is set. */
     _keepEvents?: 'keepEvents';
+    /** Which of the oneof's fields is set. */
+    _maxLeased?: 'maxLeased';
+    /** Which of the oneof's fields is set. */
+    _groupMaxLeased?: 'groupMaxLeased';
+  }
+
+  /** GroupRules are a group's own rules; unset ones take the queue's. */
+  interface GroupRules {
+    /** 0 to 1,000,000 (0: none of its tasks is leased, like a pause that keeps counting). */
+    maxLeased?: number;
+    /** Its share of turns against the other busy groups, 1 to 1000; default 1. */
+    weight?: number;
+    rate?: concord.queue.v1.LeaseRate | null;
+  }
+  /** GroupRules are a group's own rules; unset ones take the queue's. */
+  interface GroupRules__Output {
+    /** 0 to 1,000,000 (0: none of its tasks is leased, like a pause that keeps counting). */
+    maxLeased?: number;
+    /** Its share of turns against the other busy groups, 1 to 1000; default 1. */
+    weight?: number;
+    rate: concord.queue.v1.LeaseRate__Output | null;
+    /** Which of the oneof's fields is set. */
+    _maxLeased?: 'maxLeased';
+    /** Which of the oneof's fields is set. */
+    _weight?: 'weight';
+  }
+
+  interface Group {
+    queue?: string;
+    name?: string;
+    ready?: number | string;
+    leased?: number | string;
+    paused?: boolean;
+    /** What the group set for itself. */
+    own?: concord.queue.v1.GroupRules | null;
+    /** In force (its own, else the queue's); unset max_leased / rate: none. */
+    effective?: concord.queue.v1.GroupRules | null;
+    /** GROUP_*: what holds its ready tasks back now, if anything does. */
+    waitReason?: concord.queue.v1.WaitReason | number;
+  }
+  interface Group__Output {
+    queue: string;
+    name: string;
+    ready: string;
+    leased: string;
+    paused: boolean;
+    /** What the group set for itself. */
+    own: concord.queue.v1.GroupRules__Output | null;
+    /** In force (its own, else the queue's); unset max_leased / rate: none. */
+    effective: concord.queue.v1.GroupRules__Output | null;
+    /** GROUP_*: what holds its ready tasks back now, if anything does. */
+    waitReason: concord.queue.v1.WaitReason;
+  }
+
+  interface SetGroupRulesRequest {
+    queue?: string;
+    group?: string;
+    rules?: concord.queue.v1.GroupRules | null;
+  }
+  interface SetGroupRulesRequest__Output {
+    queue: string;
+    group: string;
+    rules: concord.queue.v1.GroupRules__Output | null;
+  }
+
+  interface SetGroupRulesResponse {
+    group?: concord.queue.v1.Group | null;
+  }
+  interface SetGroupRulesResponse__Output {
+    group: concord.queue.v1.Group__Output | null;
+  }
+
+  interface GetGroupRequest {
+    queue?: string;
+    group?: string;
+  }
+  interface GetGroupRequest__Output {
+    queue: string;
+    group: string;
+  }
+
+  interface GetGroupResponse {
+    group?: concord.queue.v1.Group | null;
+  }
+  interface GetGroupResponse__Output {
+    group: concord.queue.v1.Group__Output | null;
+  }
+
+  interface ListGroupsRequest {
+    queue?: string;
+    /** 1-1000; unset or 0 means 100. */
+    pageSize?: number;
+    /** From an earlier response: the next page. */
+    pageToken?: string;
+  }
+  interface ListGroupsRequest__Output {
+    queue: string;
+    /** 1-1000; unset or 0 means 100. */
+    pageSize: number;
+    /** From an earlier response: the next page. */
+    pageToken: string;
+  }
+
+  interface ListGroupsResponse {
+    groups?: (concord.queue.v1.Group)[];
+    /** Empty on the last page. */
+    nextPageToken?: string;
+  }
+  interface ListGroupsResponse__Output {
+    groups: (concord.queue.v1.Group__Output)[];
+    /** Empty on the last page. */
+    nextPageToken: string;
   }
 
   interface SetQueuePolicyRequest {
@@ -3063,7 +3279,7 @@ export declare namespace concord.queue.v1 {
   }
 
   /** QueueEventKind is what happened to a task. */
-  type QueueEventKind = 'QUEUE_EVENT_KIND_UNSPECIFIED' | 'QUEUE_EVENT_KIND_ENQUEUED' | 'QUEUE_EVENT_KIND_LEASED' | 'QUEUE_EVENT_KIND_PROGRESS' | 'QUEUE_EVENT_KIND_SUCCEEDED' | 'QUEUE_EVENT_KIND_FAILED' | 'QUEUE_EVENT_KIND_DEAD' | 'QUEUE_EVENT_KIND_CANCELLED' | 'QUEUE_EVENT_KIND_RELEASED' | 'QUEUE_EVENT_KIND_RETRIED' | 'QUEUE_EVENT_KIND_GAP' | 'QUEUE_EVENT_KIND_CAUGHT_UP';
+  type QueueEventKind = 'QUEUE_EVENT_KIND_UNSPECIFIED' | 'QUEUE_EVENT_KIND_ENQUEUED' | 'QUEUE_EVENT_KIND_LEASED' | 'QUEUE_EVENT_KIND_PROGRESS' | 'QUEUE_EVENT_KIND_SUCCEEDED' | 'QUEUE_EVENT_KIND_FAILED' | 'QUEUE_EVENT_KIND_DEAD' | 'QUEUE_EVENT_KIND_CANCELLED' | 'QUEUE_EVENT_KIND_RELEASED' | 'QUEUE_EVENT_KIND_RETRIED' | 'QUEUE_EVENT_KIND_GAP' | 'QUEUE_EVENT_KIND_CAUGHT_UP' | 'QUEUE_EVENT_KIND_HELD';
 
   interface QueueEvent {
     /**
@@ -3089,6 +3305,9 @@ export declare namespace concord.queue.v1 {
     progress?: concord.queue.v1.Progress | null;
     /** ENQUEUED by a schedule: its name. */
     schedule?: string;
+    /** HELD: the group (empty: the whole queue) and the rule. */
+    group?: string;
+    waitReason?: concord.queue.v1.WaitReason | number;
   }
   interface QueueEvent__Output {
     /**
@@ -3114,6 +3333,9 @@ export declare namespace concord.queue.v1 {
     progress: concord.queue.v1.Progress__Output | null;
     /** ENQUEUED by a schedule: its name. */
     schedule: string;
+    /** HELD: the group (empty: the whole queue) and the rule. */
+    group: string;
+    waitReason: concord.queue.v1.WaitReason;
   }
 }
 

@@ -38,7 +38,7 @@ from ._coalesce import AsyncCoalescer, Coalescer
 from ._convert import duration, seconds, when
 from .consume import AsyncConsumer, Consumer
 from .queue.v1 import queue_pb2 as pb
-from .tasks import (STATE_NAMES, STATE_VALUES, Progress, Task, _maybe_when, encode_result, task_from,
+from .tasks import (STATE_NAMES, STATE_VALUES, WAIT_REASONS, Progress, Task, _maybe_when, encode_result, task_from,
                     truncate_error)
 
 
@@ -67,11 +67,12 @@ class NewTask:
     throttle_key: str = ""  # at most one task per key accepted each throttle_period (seconds)
     throttle_period: float | None = None
     debounce_key: str = ""  # a pending task with this key takes this one's payload and delay
+    group: str = ""  # groups take turns, each under its own cap, rate and pause
 
     def message(self) -> pb.NewTask:
         m = pb.NewTask(type=self.type, payload=encode_payload(self.payload), priority=self.priority,
                        dedupe_key=self.dedupe_key, max_attempts=self.max_attempts or 0,
-                       throttle_key=self.throttle_key, debounce_key=self.debounce_key)
+                       throttle_key=self.throttle_key, debounce_key=self.debounce_key, group=self.group)
         if self.throttle_period is not None:
             m.throttle_period.CopyFrom(duration(self.throttle_period))
         if self.retry is not None:
@@ -162,16 +163,66 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True)
+class LeaseRate:
+    """At most ``limit`` leases each ``per`` seconds, ``burst`` (default: limit) at once."""
+
+    limit: int
+    per: float = 1.0
+    burst: int | None = None
+
+    def message(self) -> pb.LeaseRate:
+        return pb.LeaseRate(limit=self.limit, period=duration(self.per), burst=self.burst or 0)
+
+    @staticmethod
+    def of(parent: Any, name: str) -> LeaseRate | None:
+        if not parent.HasField(name):
+            return None
+        m = getattr(parent, name)
+        return LeaseRate(m.limit, seconds(m.period), m.burst)
+
+
+@dataclass(frozen=True)
 class QueuePolicy:
-    """A queue's settings (set_policy: None takes the server's default)."""
+    """A queue's settings (set_policy: None takes the server's default, or no limit)."""
 
     succeeded: Retention | None = None  # succeeded and cancelled tasks; default 1000 for 24 h
     dead: Retention | None = None  # default: all, until retried, cancelled or purged
     retry: RetryPolicy | None = None  # for tasks that do not set their own
+    max_leased: int | None = None  # tasks leased at once, across all workers
+    rate: LeaseRate | None = None  # leases of the whole queue
+    group_max_leased: int | None = None  # each group's, unless it sets its own (set_group)
+    group_rate: LeaseRate | None = None
 
     @staticmethod
     def of(m: pb.QueuePolicy) -> QueuePolicy:
-        return QueuePolicy(Retention.of(m.succeeded), Retention.of(m.dead), RetryPolicy.of(m.retry))
+        return QueuePolicy(Retention.of(m.succeeded), Retention.of(m.dead), RetryPolicy.of(m.retry),
+                           m.max_leased if m.HasField("max_leased") else None, LeaseRate.of(m, "rate"),
+                           m.group_max_leased if m.HasField("group_max_leased") else None,
+                           LeaseRate.of(m, "group_rate"))
+
+
+@dataclass(frozen=True)
+class Group:
+    """A group of a queue's tasks: its counts, its own rules (None: the queue's), the
+    rules in force, and what holds its ready tasks back ("" nothing)."""
+
+    name: str
+    ready: int
+    leased: int
+    paused: bool
+    max_leased: int | None  # in force (None: no cap)
+    weight: int
+    rate: LeaseRate | None  # in force
+    own_max_leased: int | None
+    own_rate: LeaseRate | None
+    wait_reason: str
+
+    @staticmethod
+    def of(m: pb.Group) -> Group:
+        e, own = m.effective, m.own
+        return Group(m.name, m.ready, m.leased, m.paused, e.max_leased if e.HasField("max_leased") else None,
+                     e.weight or 1, LeaseRate.of(e, "rate"), own.max_leased if own.HasField("max_leased") else None,
+                     LeaseRate.of(own, "rate"), WAIT_REASONS.get(m.wait_reason, ""))
 
 
 SCHEDULES_PAGE = 1000  # schedules() reads them this many at a time
@@ -366,16 +417,21 @@ class _QueueBase:
 
         return "WaitTask", request, timeout, lambda r: task_from(r.task, None) if r.finished else None
 
-    def _policy_request(self, succeeded: Retention | None, dead: Retention | None,
-                        retry: RetryPolicy | None) -> pb.SetQueuePolicyRequest:
-        policy = pb.QueuePolicy()
-        if succeeded is not None:
-            policy.succeeded.CopyFrom(succeeded.message())
-        if dead is not None:
-            policy.dead.CopyFrom(dead.message())
-        if retry is not None:
-            policy.retry.CopyFrom(retry.message())
+    def _policy_request(self, succeeded: Retention | None, dead: Retention | None, retry: RetryPolicy | None,
+                        max_leased: int | None = None, rate: LeaseRate | None = None,
+                        group_max_leased: int | None = None,
+                        group_rate: LeaseRate | None = None) -> pb.SetQueuePolicyRequest:
+        policy = pb.QueuePolicy(max_leased=max_leased, group_max_leased=group_max_leased)
+        for field, value in (("succeeded", succeeded), ("dead", dead), ("retry", retry), ("rate", rate),
+                             ("group_rate", group_rate)):
+            if value is not None:
+                getattr(policy, field).CopyFrom(value.message())
         return pb.SetQueuePolicyRequest(queue=self.name, policy=policy)
+
+    def _group_request(self, group: str, max_leased: int | None, weight: int | None,
+                       rate: LeaseRate | None) -> pb.SetGroupRulesRequest:
+        rules = pb.GroupRules(max_leased=max_leased, weight=weight, rate=None if rate is None else rate.message())
+        return pb.SetGroupRulesRequest(queue=self.name, group=group, rules=rules)
 
     def _peek_request(self, state: str, limit: int) -> pb.PeekRequest:
         return pb.PeekRequest(queue=self.name, state=STATE_VALUES[state], limit=limit)
@@ -458,12 +514,36 @@ class Queue(_QueueBase):
         return QueuePolicy.of(self._rpc.call_safe("GetQueuePolicy", pb.GetQueuePolicyRequest(queue=self.name)).policy)
 
     def set_policy(self, *, succeeded: Retention | None = None, dead: Retention | None = None,
-                   retry: RetryPolicy | None = None) -> QueuePolicy:
-        """Replaces the queue's policy (None: the default): retention for tasks that
-        finish from now on, max attempts for tasks put from now on, backoff for
-        every retry from now on."""
-        return QueuePolicy.of(self._rpc.call_safe("SetQueuePolicy",
-                                                  self._policy_request(succeeded, dead, retry)).policy)
+                   retry: RetryPolicy | None = None, max_leased: int | None = None, rate: LeaseRate | None = None,
+                   group_max_leased: int | None = None, group_rate: LeaseRate | None = None) -> QueuePolicy:
+        """Replaces the queue's policy (None: the default, or no limit): retention for
+        tasks that finish from now on, max attempts for tasks put from now on, backoff
+        for every retry from now on; flow control (max_leased at once, rate of leases,
+        and each group's, unless it sets its own) at once."""
+        request = self._policy_request(succeeded, dead, retry, max_leased, rate, group_max_leased, group_rate)
+        return QueuePolicy.of(self._rpc.call_safe("SetQueuePolicy", request).policy)
+
+    def set_group(self, group: str, *, max_leased: int | None = None, weight: int | None = None,
+                  rate: LeaseRate | None = None) -> Group:
+        """Replaces a group's own rules (None: the queue's group_max_leased and
+        group_rate, weight 1). A group of weight 3 gets three turns to another's one."""
+        return Group.of(self._rpc.call_safe("SetGroupRules", self._group_request(group, max_leased, weight,
+                                                                                  rate)).group)
+
+    def group(self, group: str) -> Group:
+        return Group.of(self._rpc.call_safe("GetGroup", pb.GetGroupRequest(queue=self.name, group=group)).group)
+
+    def groups(self) -> list[Group]:
+        """Every group with ready or leased tasks or rules of its own, by name."""
+        found: list[Group] = []
+        token = ""
+        while True:
+            r = self._rpc.call_safe("ListGroups", pb.ListGroupsRequest(queue=self.name, page_size=1000,
+                                                                       page_token=token))
+            found += [Group.of(g) for g in r.groups]
+            token = r.next_page_token
+            if not token:
+                return found
 
     def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None,
              retryable: bool = True) -> NackResult:
@@ -496,14 +576,15 @@ class Queue(_QueueBase):
     def stats(self) -> QueueStats:
         return self._stats(self._rpc.call_safe("Stats", pb.StatsRequest(queue=self.name)))
 
-    def pause(self) -> bool:
-        """Stops leasing: get() and consumers wait, put() goes on. Returns whether it
-        was paused already. Safe to repeat, so retried while UNAVAILABLE."""
-        return self._rpc.call_safe("PauseQueue", pb.PauseQueueRequest(queue=self.name)).was_paused
+    def pause(self, group: str = "") -> bool:
+        """Stops leasing (of one group's tasks, given a group): get() and consumers
+        wait, put() goes on. Returns whether it was paused already. Safe to repeat, so
+        retried while UNAVAILABLE."""
+        return self._rpc.call_safe("PauseQueue", pb.PauseQueueRequest(queue=self.name, group=group)).was_paused
 
-    def resume(self) -> bool:
+    def resume(self, group: str = "") -> bool:
         """Leases again, waking waiting workers at once; returns whether it was paused."""
-        return self._rpc.call_safe("ResumeQueue", pb.ResumeQueueRequest(queue=self.name)).was_paused
+        return self._rpc.call_safe("ResumeQueue", pb.ResumeQueueRequest(queue=self.name, group=group)).was_paused
 
     def peek(self, state: str = "ready", limit: int = 100) -> list[Task]:
         """Tasks in one state ("ready" in dequeue order, "delayed", "leased"), not leased to you."""
@@ -624,9 +705,31 @@ class AsyncQueue(_QueueBase):
         return QueuePolicy.of(r.policy)
 
     async def set_policy(self, *, succeeded: Retention | None = None, dead: Retention | None = None,
-                         retry: RetryPolicy | None = None) -> QueuePolicy:
-        return QueuePolicy.of((await self._rpc.call_safe("SetQueuePolicy",
-                                                         self._policy_request(succeeded, dead, retry))).policy)
+                         retry: RetryPolicy | None = None, max_leased: int | None = None,
+                         rate: LeaseRate | None = None, group_max_leased: int | None = None,
+                         group_rate: LeaseRate | None = None) -> QueuePolicy:
+        request = self._policy_request(succeeded, dead, retry, max_leased, rate, group_max_leased, group_rate)
+        return QueuePolicy.of((await self._rpc.call_safe("SetQueuePolicy", request)).policy)
+
+    async def set_group(self, group: str, *, max_leased: int | None = None, weight: int | None = None,
+                        rate: LeaseRate | None = None) -> Group:
+        r = await self._rpc.call_safe("SetGroupRules", self._group_request(group, max_leased, weight, rate))
+        return Group.of(r.group)
+
+    async def group(self, group: str) -> Group:
+        r = await self._rpc.call_safe("GetGroup", pb.GetGroupRequest(queue=self.name, group=group))
+        return Group.of(r.group)
+
+    async def groups(self) -> list[Group]:
+        found: list[Group] = []
+        token = ""
+        while True:
+            r = await self._rpc.call_safe("ListGroups", pb.ListGroupsRequest(queue=self.name, page_size=1000,
+                                                                             page_token=token))
+            found += [Group.of(g) for g in r.groups]
+            token = r.next_page_token
+            if not token:
+                return found
 
     async def nack(self, task: Task, error: str = "", *, retry_delay: float | None = None,
              retryable: bool = True) -> NackResult:
@@ -652,11 +755,13 @@ class AsyncQueue(_QueueBase):
     async def stats(self) -> QueueStats:
         return self._stats(await self._rpc.call_safe("Stats", pb.StatsRequest(queue=self.name)))
 
-    async def pause(self) -> bool:
-        return (await self._rpc.call_safe("PauseQueue", pb.PauseQueueRequest(queue=self.name))).was_paused
+    async def pause(self, group: str = "") -> bool:
+        r = await self._rpc.call_safe("PauseQueue", pb.PauseQueueRequest(queue=self.name, group=group))
+        return r.was_paused
 
-    async def resume(self) -> bool:
-        return (await self._rpc.call_safe("ResumeQueue", pb.ResumeQueueRequest(queue=self.name))).was_paused
+    async def resume(self, group: str = "") -> bool:
+        r = await self._rpc.call_safe("ResumeQueue", pb.ResumeQueueRequest(queue=self.name, group=group))
+        return r.was_paused
 
     async def peek(self, state: str = "ready", limit: int = 100) -> list[Task]:
         r = await self._rpc.call_safe("Peek", self._peek_request(state, limit))
@@ -742,15 +847,16 @@ EVENT_KINDS = {pb.QUEUE_EVENT_KIND_ENQUEUED: "enqueued", pb.QUEUE_EVENT_KIND_LEA
                pb.QUEUE_EVENT_KIND_FAILED: "failed", pb.QUEUE_EVENT_KIND_DEAD: "dead",
                pb.QUEUE_EVENT_KIND_CANCELLED: "cancelled", pb.QUEUE_EVENT_KIND_RELEASED: "released",
                pb.QUEUE_EVENT_KIND_RETRIED: "retried", pb.QUEUE_EVENT_KIND_GAP: "gap",
-               pb.QUEUE_EVENT_KIND_CAUGHT_UP: "caught_up"}
+               pb.QUEUE_EVENT_KIND_CAUGHT_UP: "caught_up", pb.QUEUE_EVENT_KIND_HELD: "held"}
 
 
 @dataclass(frozen=True)
 class QueueEvent:
     """One thing that happened to a task (``kind``: enqueued, leased, progress,
-    succeeded, failed, dead, cancelled, released, retried), or a marker: ``gap``
-    (events after the last one you saw were dropped; the next is the oldest kept)
-    or ``caught_up`` (every kept event so far has been sent)."""
+    succeeded, failed, dead, cancelled, released, retried), ``held`` (a group, or the
+    whole queue, started holding its ready tasks back: ``group``, ``wait_reason``), or
+    a marker: ``gap`` (events after the last one you saw were dropped; the next is the
+    oldest kept) or ``caught_up`` (every kept event so far has been sent)."""
 
     position: str  # pass as watch(after=...) to resume after this event
     kind: str
@@ -763,6 +869,8 @@ class QueueEvent:
     dead_reason: str = ""
     progress: Progress | None = None
     schedule: str = ""
+    group: str = ""  # held: the group ("" the whole queue) ...
+    wait_reason: str = ""  # ... and the rule now holding its ready tasks back (as Task.wait_reason)
 
     @classmethod
     def of(cls, m: pb.QueueEvent) -> QueueEvent:
@@ -772,7 +880,8 @@ class QueueEvent:
             progress = Progress(p.value if p.HasField("value") else None, json.loads(p.json) if p.json else None,
                                 when(p.reported_at))
         return cls(m.position, EVENT_KINDS.get(m.kind, "unknown"), m.task_id, _maybe_when(m, "at"), m.attempt, m.type,
-                   _maybe_when(m, "ready_at"), m.error, m.dead_reason, progress, m.schedule)
+                   _maybe_when(m, "ready_at"), m.error, m.dead_reason, progress, m.schedule, m.group,
+                   WAIT_REASONS.get(m.wait_reason, ""))
 
 
 def _watch_request(queue: str, after: str | None, from_oldest: bool) -> pb.WatchQueueRequest:

@@ -82,6 +82,10 @@ class Task:
     # and the tick's time (enqueued_at - scheduled_at is how late the tick ran).
     schedule: str = ""
     scheduled_at: datetime | None = None
+    group: str = ""  # its group ("" none): groups take turns, under their caps and rates
+    # get_task / wait_task, when ready: the rule holding it back ("" none): queue_paused,
+    # queue_at_cap, queue_rate_limited, group_paused, group_at_cap, group_rate_limited
+    wait_reason: str = ""
     _settler: Any = field(default=None, repr=False)
 
     @property
@@ -135,6 +139,11 @@ def _maybe_when(m: Any, name: str) -> datetime | None:
     return when(getattr(m, name)) if m.HasField(name) else None
 
 
+WAIT_REASONS = {pb.WAIT_REASON_QUEUE_PAUSED: "queue_paused", pb.WAIT_REASON_QUEUE_AT_CAP: "queue_at_cap",
+                pb.WAIT_REASON_QUEUE_RATE_LIMITED: "queue_rate_limited", pb.WAIT_REASON_GROUP_PAUSED: "group_paused",
+                pb.WAIT_REASON_GROUP_AT_CAP: "group_at_cap", pb.WAIT_REASON_GROUP_RATE_LIMITED: "group_rate_limited"}
+
+
 def task_from(m: pb.Task, settler: Any) -> Task:
     progress = None
     if m.HasField("progress"):
@@ -144,7 +153,8 @@ def task_from(m: pb.Task, settler: Any) -> Task:
     return Task(m.queue, m.task_id, m.type, m.payload, m.priority, STATE_NAMES.get(m.state, "unknown"), m.attempt,
                 m.max_attempts, m.lease, _maybe_when(m, "lease_expires_at"), when(m.enqueued_at), when(m.ready_at),
                 m.last_error, progress, m.result, m.result_type, _maybe_when(m, "leased_at"),
-                _maybe_when(m, "finished_at"), m.dead_reason, m.schedule, _maybe_when(m, "scheduled_at"), settler)
+                _maybe_when(m, "finished_at"), m.dead_reason, m.schedule, _maybe_when(m, "scheduled_at"), m.group,
+                WAIT_REASONS.get(m.wait_reason, ""), settler)
 
 
 def truncate_error(error: str, limit: int = 4096) -> str:

@@ -12,8 +12,8 @@ from concord.queue.v1 import queue_pb2_grpc
 
 from ..config import Settings
 from ..errors import InvalidArgument
-from ..primitives.queue import (MAX_PRIORITY, NewTask, Policy, QueueEvent, Queues, Retention, RetryPolicy, Settling,
-                                TaskRecord)
+from ..primitives.queue import (MAX_PRIORITY, GroupInfo, GroupRules, NewTask, Policy, QueueEvent, Queues, Rate,
+                                Retention, RetryPolicy, Settling, TaskRecord)
 from ..primitives.schedule_times import MAX_CRON_BYTES, BadTiming, Timing, off_loop
 from ..primitives.schedules import ScheduleRecord, Schedules, ScheduleSpec
 from . import validation as v
@@ -35,6 +35,10 @@ MAX_PROGRESS_JSON = 4096
 MAX_RETAIN_COUNT = 1_000_000
 MAX_RETAIN_AGE_MS = 366 * 86_400_000
 MAX_KEEP_EVENTS = 1_000_000
+MAX_LEASED = 1_000_000
+MAX_RATE = 1_000_000
+MAX_RATE_PERIOD_MS = 86_400_000
+MAX_WEIGHT = 1000
 MIN_EVERY_MS = 1000
 MAX_GRACE_MS = 3_600_000
 _MISSED = {pb.MISSED_TICKS_UNSPECIFIED: "once", pb.MISSED_TICKS_RUN_ONCE: "once", pb.MISSED_TICKS_SKIP: "skip"}
@@ -44,6 +48,9 @@ _STATES = {"ready": pb.TASK_STATE_READY, "delayed": pb.TASK_STATE_DELAYED, "leas
            "dead": pb.TASK_STATE_DEAD, "waiting": pb.TASK_STATE_WAITING, "succeeded": pb.TASK_STATE_SUCCEEDED,
            "cancelled": pb.TASK_STATE_CANCELLED}
 _STATE_NAMES = {v: k for k, v in _STATES.items()}
+_WAIT_REASONS = {"paused": pb.WAIT_REASON_QUEUE_PAUSED, "queue_capped": pb.WAIT_REASON_QUEUE_AT_CAP,
+                 "queue_limited": pb.WAIT_REASON_QUEUE_RATE_LIMITED, "group_paused": pb.WAIT_REASON_GROUP_PAUSED,
+                 "group_capped": pb.WAIT_REASON_GROUP_AT_CAP, "group_limited": pb.WAIT_REASON_GROUP_RATE_LIMITED}
 
 
 def task_message(t: TaskRecord) -> pb.Task:
@@ -51,7 +58,8 @@ def task_message(t: TaskRecord) -> pb.Task:
                 state=_STATES.get(t.state, pb.TASK_STATE_UNSPECIFIED), attempt=t.attempt,
                 max_attempts=t.max_attempts, lease=t.lease, enqueued_at=timestamp(t.enqueued_ms),
                 ready_at=timestamp(t.ready_ms), last_error=t.last_error, result=t.result,
-                result_type=t.result_type, dead_reason=t.dead_reason)
+                result_type=t.result_type, dead_reason=t.dead_reason, group=t.group,
+                wait_reason=_WAIT_REASONS.get(t.wait_reason, pb.WAIT_REASON_UNSPECIFIED))
     if t.retry is not None:
         m.retry.CopyFrom(_retry_message(t.retry))
     if t.lease_expires_ms is not None:
@@ -118,9 +126,23 @@ def _retry_message(r: RetryPolicy | None) -> pb.RetryPolicy:
     return m
 
 
+def _rate_message(r: Rate | None) -> pb.LeaseRate | None:
+    return None if r is None else pb.LeaseRate(limit=r.count, period=duration(r.period_ms), burst=r.burst)
+
+
 def _policy_message(p: Policy) -> pb.QueuePolicy:
     return pb.QueuePolicy(succeeded=_retention_message(p.succeeded), dead=_retention_message(p.dead),
-                          retry=_retry_message(p.retry), keep_events=p.keep_events)
+                          retry=_retry_message(p.retry), keep_events=p.keep_events, max_leased=p.max_leased,
+                          rate=_rate_message(p.rate), group_max_leased=p.group_max_leased,
+                          group_rate=_rate_message(p.group_rate))
+
+
+def group_message(queue: str, g: GroupInfo) -> pb.Group:
+    own = pb.GroupRules(max_leased=None if g.own.max_leased is None or g.own.max_leased < 0 else g.own.max_leased,
+                        weight=g.own.weight, rate=_rate_message(g.own.rate))
+    effective = pb.GroupRules(max_leased=g.max_leased, weight=g.own.weight or 1, rate=_rate_message(g.rate))
+    return pb.Group(queue=queue, name=g.name, ready=g.ready, leased=g.leased, paused=g.paused, own=own,
+                    effective=effective, wait_reason=_WAIT_REASONS.get(g.wait_reason, pb.WAIT_REASON_UNSPECIFIED))
 
 
 _EVENT_KINDS = {"enqueued": pb.QUEUE_EVENT_KIND_ENQUEUED, "leased": pb.QUEUE_EVENT_KIND_LEASED,
@@ -128,13 +150,14 @@ _EVENT_KINDS = {"enqueued": pb.QUEUE_EVENT_KIND_ENQUEUED, "leased": pb.QUEUE_EVE
                 "failed": pb.QUEUE_EVENT_KIND_FAILED, "dead": pb.QUEUE_EVENT_KIND_DEAD,
                 "cancelled": pb.QUEUE_EVENT_KIND_CANCELLED, "released": pb.QUEUE_EVENT_KIND_RELEASED,
                 "retried": pb.QUEUE_EVENT_KIND_RETRIED, "gap": pb.QUEUE_EVENT_KIND_GAP,
-                "caught_up": pb.QUEUE_EVENT_KIND_CAUGHT_UP}
+                "caught_up": pb.QUEUE_EVENT_KIND_CAUGHT_UP, "held": pb.QUEUE_EVENT_KIND_HELD}
 
 
 def event_message(e: QueueEvent) -> pb.QueueEvent:
     m = pb.QueueEvent(position=str(e.position), kind=_EVENT_KINDS.get(e.kind, pb.QUEUE_EVENT_KIND_UNSPECIFIED),
                       task_id=e.task_id, attempt=e.attempt, type=e.type, error=e.error, dead_reason=e.dead_reason,
-                      schedule=e.schedule)
+                      schedule=e.schedule, group=e.group,
+                      wait_reason=_WAIT_REASONS.get(e.wait_reason, pb.WAIT_REASON_UNSPECIFIED))
     if e.at_ms:
         m.at.CopyFrom(timestamp(e.at_ms))
     if e.ready_ms is not None:
@@ -201,6 +224,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
             max_attempts=max_attempts, retry=retry,
             throttle_key=v.label(t.throttle_key, f"{field}.throttle_key"), throttle_ms=throttle,
             debounce_key=v.label(t.debounce_key, f"{field}.debounce_key"),
+            group=v.name(t.group, f"{field}.group") if t.group else "",
         )
 
     @staticmethod
@@ -214,6 +238,21 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
                   if m.HasField(name) else None for name in ("initial_delay", "max_delay")]
         return RetryPolicy(m.max_attempts or None, _BACKOFF_NAMES.get(m.backoff), *delays,
                            m.jitter if m.HasField("jitter") else None)
+
+    @staticmethod
+    def _rate(m: pb.QueuePolicy | pb.GroupRules, name: str, field: str) -> Rate | None:
+        if not m.HasField(name):
+            return None
+        r = getattr(m, name)
+        limit = v.count(r.limit, f"{field}.limit", minimum=1, maximum=MAX_RATE)
+        period = v.duration_ms(r, "period", minimum_ms=1, maximum_ms=MAX_RATE_PERIOD_MS, required=True,
+                               label=f"{field}.period")
+        burst = v.count(r.burst or limit, f"{field}.burst", minimum=1, maximum=MAX_RATE)
+        return Rate(limit, period, burst)
+
+    @staticmethod
+    def _optional_count(m, name: str, field: str, minimum: int, maximum: int) -> int | None:
+        return v.count(getattr(m, name), field, minimum=minimum, maximum=maximum) if m.HasField(name) else None
 
     def _queues_field(self, names) -> list[str]:
         queues = [v.name(q, "queues") for q in names]
@@ -320,13 +359,42 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
 
     # -- RPCs -------------------------------------------------------------------
 
+    @staticmethod
+    def _group_args(request) -> tuple[str, str]:
+        return v.name(request.queue, "queue"), v.name(request.group, "group") if request.group else ""
+
     @rpc
     async def PauseQueue(self, request: pb.PauseQueueRequest, context) -> pb.PauseQueueResponse:
-        return pb.PauseQueueResponse(was_paused=await self._queues.pause(v.name(request.queue, "queue"), True))
+        queue, group = self._group_args(request)
+        return pb.PauseQueueResponse(was_paused=await self._queues.pause(queue, True, group))
 
     @rpc
     async def ResumeQueue(self, request: pb.ResumeQueueRequest, context) -> pb.ResumeQueueResponse:
-        return pb.ResumeQueueResponse(was_paused=await self._queues.pause(v.name(request.queue, "queue"), False))
+        queue, group = self._group_args(request)
+        return pb.ResumeQueueResponse(was_paused=await self._queues.pause(queue, False, group))
+
+    @rpc
+    async def SetGroupRules(self, request: pb.SetGroupRulesRequest, context) -> pb.SetGroupRulesResponse:
+        queue, group = v.name(request.queue, "queue"), v.name(request.group, "group")
+        r = request.rules
+        rules = GroupRules(self._optional_count(r, "max_leased", "rules.max_leased", 0, MAX_LEASED),
+                           self._optional_count(r, "weight", "rules.weight", 1, MAX_WEIGHT),
+                           self._rate(r, "rate", "rules.rate"))
+        return pb.SetGroupRulesResponse(group=group_message(queue, await self._queues.set_group(queue, group, rules)))
+
+    @rpc
+    async def GetGroup(self, request: pb.GetGroupRequest, context) -> pb.GetGroupResponse:
+        queue, group = v.name(request.queue, "queue"), v.name(request.group, "group")
+        return pb.GetGroupResponse(group=group_message(queue, await self._queues.get_group(queue, group)))
+
+    @rpc
+    async def ListGroups(self, request: pb.ListGroupsRequest, context) -> pb.ListGroupsResponse:
+        queue = v.name(request.queue, "queue")
+        size = v.count(request.page_size or DEFAULT_LIST, "page_size", minimum=1, maximum=MAX_LIST)
+        after = v.name(request.page_token, "page_token") if request.page_token else ""
+        groups = await self._queues.groups(queue, after, size)
+        return pb.ListGroupsResponse(groups=[group_message(queue, g) for g in groups],
+                                     next_page_token=groups[-1].name if len(groups) == size else "")
 
     @rpc
     async def ListQueues(self, request: pb.ListQueuesRequest, context) -> pb.ListQueuesResponse:
@@ -389,7 +457,11 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
         if p.HasField("keep_events"):
             keep = v.count(p.keep_events, "policy.keep_events", minimum=0, maximum=MAX_KEEP_EVENTS)
         policy = Policy(self._retention(p.succeeded, "policy.succeeded"), self._retention(p.dead, "policy.dead"),
-                        self._retry(p.retry, "policy.retry") if p.HasField("retry") else None, keep)
+                        self._retry(p.retry, "policy.retry") if p.HasField("retry") else None, keep,
+                        self._optional_count(p, "max_leased", "policy.max_leased", 1, MAX_LEASED),
+                        self._rate(p, "rate", "policy.rate"),
+                        self._optional_count(p, "group_max_leased", "policy.group_max_leased", 0, MAX_LEASED),
+                        self._rate(p, "group_rate", "policy.group_rate"))
         return pb.SetQueuePolicyResponse(policy=_policy_message(await self._queues.set_policy(queue, policy)))
 
     @rpc

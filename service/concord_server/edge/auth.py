@@ -19,7 +19,7 @@ A role decides which methods of its services a token may call (the table is
 methods.METHOD_ROLES): read-only, only methods that change nothing (Describe,
 Stats, Peek, List*, Get*, Suggest, WatchQueue, Observe...); read-write, all but the
 admin methods; admin, also ForceRelease, SetLimit, Purge, RetryDead, PauseQueue,
-ResumeQueue and SetQueuePolicy.
+ResumeQueue, SetQueuePolicy and SetGroupRules.
 
 Only SHA-256 digests of the tokens are kept in memory, and a presented token's
 digest is compared with every entry in constant time. ``reload()`` (on SIGHUP)

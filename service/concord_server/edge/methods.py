@@ -56,13 +56,13 @@ DEFAULT_ROLE = "read-write"
 # state, watching a queue or a leader). FetchPending and Subscribe are not among
 # them: they mark messages seen. admin: the methods that act on what others hold or
 # change a resource's policy for everyone: take a lock from its holder, change a
-# semaphore's limit, purge a queue, revive its dead tasks, pause it, set its policy.
+# semaphore's limit, purge a queue, revive its dead tasks, pause it, set its policy or a group's rules.
 METHOD_ROLES: dict[str, dict[str, tuple[str, ...]]] = {
     "read-only": {
         "lock": ("Describe", "ListLocks"),
         "semaphore": ("Describe", "ListSemaphores"),
         "queue": ("Stats", "Peek", "ListDead", "ListQueues", "GetTask", "WaitTask", "GetQueuePolicy", "GetSchedule",
-                  "ListSchedules", "WatchQueue"),
+                  "ListSchedules", "WatchQueue", "GetGroup", "ListGroups"),
         "chat": ("ListChats", "GetHistory", "ListAllChats"),
         "autocomplete": ("SuggestRecent", "Suggest", "Count"),
         "files": ("Download", "ListFiles"),
@@ -73,7 +73,7 @@ METHOD_ROLES: dict[str, dict[str, tuple[str, ...]]] = {
     "admin": {
         "lock": ("ForceRelease",),
         "semaphore": ("SetLimit",),
-        "queue": ("Purge", "RetryDead", "SetQueuePolicy", "PauseQueue", "ResumeQueue"),
+        "queue": ("Purge", "RetryDead", "SetQueuePolicy", "PauseQueue", "ResumeQueue", "SetGroupRules"),
         "ratelimit": ("SetLimit", "Reset"),
     },
 }

@@ -1,6 +1,6 @@
 -- queue_remove.lua: cancel one task, or delete tasks in bulk, that no worker holds.
 -- KEYS: see queue_common.lua
--- ARGV[5] what: cancel | purge | purge_with_dead   ARGV[6] task id (cancel) or batch size (purge)
+-- ARGV[7] what: cancel | purge | purge_with_dead   ARGV[8] task id (cancel) or batch size (purge)
 -- Returns for cancel CANCEL.CANCELLED (a ready or delayed task is now cancelled, kept under the
 -- retention; a dead one is deleted), or CANCEL.NO_SUCH_TASK, CANCEL.LEASED, CANCEL.FINISHED
 -- (nothing changed); for purge {deleted, 1 if more remain (call again) else 0}.
@@ -15,10 +15,10 @@
 --! include queue_common.lua
 local now_ms = clock()
 announce(sweep(now_ms))
-local what = ARGV[5]
-local from = {ready = {KEYS[1], KEYS[2]}, delayed = {KEYS[3]}, dead = {KEYS[5]}}
+local what = ARGV[7]
+local from = {ready = KEYS[2], delayed = KEYS[3], dead = KEYS[5], done = KEYS[8]}
 if what == 'cancel' then
-  local id = ARGV[6]
+  local id = ARGV[8]
   local state = redis.call('HGET', task_key(id), 'state')
   if not state then
     return CANCEL.NO_SUCH_TASK
@@ -27,8 +27,10 @@ if what == 'cancel' then
   elseif state == 'succeeded' or state == 'cancelled' then
     return CANCEL.FINISHED
   end
-  for _, key in ipairs(from[state]) do
-    redis.call('ZREM', key, id)
+  if state == 'ready' then
+    lane_remove(id, redis.call('HGET', task_key(id), 'grp') or '', now_ms)
+  else
+    redis.call('ZREM', from[state], id)
   end
   event(now_ms, 'cancelled', id)
   if state == 'dead' then
@@ -38,22 +40,23 @@ if what == 'cancel' then
   end
   return CANCEL.CANCELLED
 end
-local budget = tonumber(ARGV[6])
+local budget = tonumber(ARGV[8])
 local deleted = 0
 local states = {'ready', 'delayed'}
-from.done = {KEYS[8]}
 if what == 'purge_with_dead' then
   states[3] = 'dead'
   states[4] = 'done'
 end
 for _, state in ipairs(states) do
-  local keys = from[state]
-  local ids = redis.call('ZRANGE', keys[1], 0, budget - deleted - 1)
+  local key = from[state]
+  local ids = redis.call('ZRANGE', key, 0, budget - deleted - 1)
   for _, id in ipairs(ids) do
-    for _, key in ipairs(keys) do
+    local dk, g = unpack(redis.call('HMGET', task_key(id), 'dk', 'grp'))
+    if state == 'ready' then
+      lane_remove(id, g or '', now_ms)
+    else
       redis.call('ZREM', key, id)
     end
-    local dk = redis.call('HGET', task_key(id), 'dk')
     if dk and dk ~= '' and redis.call('GET', dk) == id then
       redis.call('DEL', dk)
     end
@@ -70,7 +73,7 @@ end
 local more = deleted >= budget
 if what == 'purge_with_dead' and not more then
   local left = 0
-  for i = 1, 5 do
+  for i = 2, 5 do
     left = left + redis.call('ZCARD', KEYS[i])
   end
   if left + redis.call('ZCARD', KEYS[8]) == 0 then

@@ -1,17 +1,17 @@
 -- queue_retry_dead.lua: make dead tasks ready again with a fresh set of attempts.
 -- KEYS: see queue_common.lua
--- ARGV[5] limit (used when no ids follow)   ARGV[6..] task ids (none: the oldest `limit`)
+-- ARGV[7] limit (used when no ids follow)   ARGV[8..] task ids (none: the oldest `limit`)
 -- Returns how many were retried (ids that are not dead are skipped).
 --! include common.lua
 --! include queue_common.lua
 local now_ms = clock()
 local ready = sweep(now_ms)
 local ids = {}
-for i = 6, #ARGV do
+for i = 8, #ARGV do
   ids[#ids + 1] = ARGV[i]
 end
 if #ids == 0 then
-  ids = redis.call('ZRANGE', KEYS[5], 0, tonumber(ARGV[5]) - 1)
+  ids = redis.call('ZRANGE', KEYS[5], 0, tonumber(ARGV[7]) - 1)
 end
 local retried = 0
 for _, id in ipairs(ids) do

@@ -1,24 +1,24 @@
 -- queue_schedules.lua: read a queue's schedules (changes nothing).
 -- KEYS: see queue_common.lua
--- ARGV[5] what: 'list' (by next tick, paused last), 'get' (one), 'due' (next tick at
+-- ARGV[7] what: 'list' (by next tick, paused last), 'get' (one), 'due' (next tick at
 --         or before now, at most 100)
--- ARGV[6] the schedules' hash key prefix (+ name)
--- ARGV[7] list: '' for the first page, else "<next tick> <name>" of the last one
+-- ARGV[8] the schedules' hash key prefix (+ name)
+-- ARGV[9] list: '' for the first page, else "<next tick> <name>" of the last one
 --         listed (a schedule that ticks meanwhile may be listed again; none is
 --         skipped unless changed to an earlier tick); get: the name
--- ARGV[8] list: count
+-- ARGV[10] list: count
 -- Returns {now ms, ms until the queue's next tick (-1: none), schedules in the queue,
 --   then per schedule {name, score (next tick, inf while paused), FIELDS...} ('' when unset)}
 --! include common.lua
 --! include queue_common.lua
 local FIELDS = {'type', 'payload', 'prio', 'max', 'cron', 'tz', 'every', 'anchor', 'missed', 'grace', 'paused',
   'ver', 'next', 'created', 'updated', 'last', 'lastid', 'runs', 'lastmiss'}
-local what, prefix = ARGV[5], ARGV[6]
+local what, prefix = ARGV[7], ARGV[8]
 local now_ms = clock()
 local names
 if what == 'list' then
-  local count = tonumber(ARGV[8])
-  local score, after = string.match(ARGV[7], '^(%S+) (.*)$')
+  local count = tonumber(ARGV[10])
+  local score, after = string.match(ARGV[9], '^(%S+) (.*)$')
   if not score then
     names = redis.call('ZRANGE', KEYS[10], 0, count - 1)
   else
@@ -36,8 +36,8 @@ if what == 'list' then
   end
 elseif what == 'get' then
   names = {}
-  if redis.call('ZSCORE', KEYS[10], ARGV[7]) then
-    names = {ARGV[7]}
+  if redis.call('ZSCORE', KEYS[10], ARGV[9]) then
+    names = {ARGV[9]}
   end
 else
   names = redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', now_ms, 'LIMIT', 0, 100)

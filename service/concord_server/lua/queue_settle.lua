@@ -1,8 +1,8 @@
 -- queue_settle.lua: act on leased attempts of one queue: ack, nack, release, extend them or record progress.
 -- A batch of settles is one call, so a consumer settling many tasks pays one sweep and one script.
 -- KEYS: see queue_common.lua
--- ARGV[5] backoff base ms   ARGV[6] backoff cap ms (the server's defaults, see backoff_ms)
--- ARGV[7] n, then n groups of 8 from ARGV[8]:
+-- ARGV[7] backoff base ms   ARGV[8] backoff cap ms (the server's defaults, see backoff_ms)
+-- ARGV[9] n, then n groups of 8 from ARGV[10]:
 --   task id, lease,
 --   action: ack | nack | release | abandon | extend | progress
 --   ms: nack: retry delay (-1: backoff); extend, progress: new lease length (-1: keep)
@@ -21,15 +21,15 @@
 --! include status.lua
 --! include common.lua
 --! include queue_common.lua
-local BASE_MS, CAP_MS = tonumber(ARGV[5]), tonumber(ARGV[6])
+local BASE_MS, CAP_MS = tonumber(ARGV[7]), tonumber(ARGV[8])
 local now_ms = clock()
 local ready = sweep(now_ms)
 local unleased = {}  -- taken out of the leased set together at the end: one call, not one a task
 
 local function settle(id, lease, action, ms, text, text2, rand, retryable)
   local k = task_key(id)
-  local state, held, att, max, prio, dk, dw = unpack(redis.call('HMGET', k, 'state', 'lease', 'att', 'max', 'prio',
-    'dk', 'dw'))
+  local state, held, att, max, prio, dk, dw, g = unpack(redis.call('HMGET', k, 'state', 'lease', 'att', 'max', 'prio',
+    'dk', 'dw', 'grp'))
   if state ~= 'leased' or held ~= lease then
     return {HELD.NOT_HELD}
   end
@@ -45,6 +45,8 @@ local function settle(id, lease, action, ms, text, text2, rand, retryable)
     reply = {HELD.HELD, 'leased', tonumber(redis.call('ZSCORE', KEYS[4], id))}
   else
     unleased[#unleased + 1] = id
+    ready = ready + lease_ended(g, now_ms)
+    g = g or ''
     att, max, prio = tonumber(att), tonumber(max), tonumber(prio)
     if action == 'ack' then
       event(now_ms, 'succeeded', id, 'a', att)
@@ -54,7 +56,7 @@ local function settle(id, lease, action, ms, text, text2, rand, retryable)
       redis.call('HSET', k, 'att', att - 1)
       redis.call('HDEL', k, 'lease')
       event(now_ms, 'released', id, 'a', att, 'r', fmt(now_ms))
-      make_ready(id, now_ms, prio)
+      make_ready(id, now_ms, prio, g)
       ready = ready + 1
       reply = {HELD.HELD, 'ready', now_ms}
     else
@@ -80,7 +82,7 @@ local function settle(id, lease, action, ms, text, text2, rand, retryable)
           announce_due(delay)
           reply = {HELD.HELD, 'delayed', now_ms + delay}
         else
-          make_ready(id, now_ms, prio)
+          make_ready(id, now_ms, prio, g)
           ready = ready + 1
           reply = {HELD.HELD, 'ready', now_ms}
         end
@@ -91,8 +93,8 @@ local function settle(id, lease, action, ms, text, text2, rand, retryable)
 end
 
 local replies = {}
-for i = 0, tonumber(ARGV[7]) - 1 do
-  local a = 8 + i * 8
+for i = 0, tonumber(ARGV[9]) - 1 do
+  local a = 10 + i * 8
   replies[i + 1] = settle(ARGV[a], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4], ARGV[a + 5],
                           tonumber(ARGV[a + 6]), ARGV[a + 7])
 end

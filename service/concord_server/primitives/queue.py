@@ -36,10 +36,11 @@ from .. import quotas
 from .listing import noting, scan_names
 
 TASK_OVERHEAD = 1024  # queue_common.lua's TASK_OVERHEAD: a task's reply bytes beyond its variable fields
-# One task as queue_common.lua's task_reply gives it: its id, then thirteen fields (nil if unset).
-TASK = Tup(STR, *[Maybe(STR)] * 13)
-# task_detail: TASK's fourteen, then lat prog pj pt res rct fin why bk bb bc bj ('' when unset).
-TASK_DETAIL = Tup(STR, *[Maybe(STR)] * 25)
+# One task as queue_common.lua's task_reply gives it: its id, then fourteen fields (nil if unset).
+TASK = Tup(STR, *[Maybe(STR)] * 14)
+# task_detail: TASK's fifteen, then lat prog pj pt res rct fin why bk bb bc bj ('' when unset),
+# then what holds it back (wait_reason).
+TASK_DETAIL = Tup(STR, *[Maybe(STR)] * 27)
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
 
@@ -99,6 +100,7 @@ class PolicyReply(NamedTuple):
     cap_ms: str
     jitter: str  # 1 | 0
     keep_events: int
+    flow: tuple[str, ...] = ()  # qc qr qp qb gc gr gp gb ('' when unset)
 
 
 class EventsReply(NamedTuple):
@@ -112,11 +114,13 @@ class PurgeReply(NamedTuple):
     more: int  # 1: call again
 
 
-POLICY = Tup(INT, INT, INT, INT, INT, STR, STR, STR, STR, INT)
+POLICY = Tup(INT, INT, INT, INT, INT, STR, STR, STR, STR, INT, *[STR] * 8)
+# One group as queue_group.lua describes it.
+GROUP = Tup(STR, INT, INT, Codes(0, 1), STR, STR, STR, STR, STR, INT, STR, STR, STR, STR)
 
 
 def _policy_reply(r: list[Any]) -> PolicyReply:
-    return PolicyReply(*r[:5], *(_text(x) for x in r[5:9]), r[9])
+    return PolicyReply(*r[:5], *(_text(x) for x in r[5:9]), r[9], tuple(_text(x) for x in r[10:18]))
 
 
 _ENQUEUE = script("queue_enqueue.lua", Seq(each=(STR, Codes(0, 1, 2))),
@@ -139,10 +143,11 @@ _RETRY_DEAD = script("queue_retry_dead.lua", INT)
 _PAUSE = script("queue_pause.lua", Codes(0, 1))  # 1: it was paused
 _POLICY = script("queue_policy.lua", POLICY, raw=True, decode=_policy_reply)
 
+_GROUP = script("queue_group.lua", Either(GROUP, Seq(each=(GROUP,))), raw=True)
 _EVENTS = script("queue_events.lua", Seq(INT, INT, each=(Seq(STR, STR, STR, STR, each=(STR,)),)),
                  decode=lambda r: EventsReply(r[0], r[1], r[2:]))
 
-SCRIPTS = (_ENQUEUE, _DEQUEUE, _SETTLE, _INSPECT, _REMOVE, _RETRY_DEAD, _PAUSE, _POLICY, _EVENTS)
+SCRIPTS = (_ENQUEUE, _DEQUEUE, _SETTLE, _INSPECT, _REMOVE, _RETRY_DEAD, _PAUSE, _POLICY, _GROUP, _EVENTS)
 
 # Strict priority: one priority step outweighs any difference in ready time (2^43 ms
 # is ~280 years), and scores stay exact in Lua's doubles for priorities up to 1000.
@@ -172,6 +177,7 @@ class NewTask:
     throttle_key: str = ""  # at most one task per key accepted each throttle_ms
     throttle_ms: int = 0
     debounce_key: str = ""  # a pending task with this key takes the new one's place
+    group: str = ""  # takes turns with the queue's other groups, under the group's rules
 
 
 @dataclass(frozen=True)
@@ -198,6 +204,7 @@ class TaskRecord:
     last_error: str
     schedule: str = ""  # the schedule that enqueued it
     scheduled_ms: int | None = None  # the tick it ran for
+    group: str = ""
     # get_task and wait_task only:
     leased_ms: int | None = None
     progress: Progress | None = None
@@ -211,6 +218,9 @@ class TaskRecord:
                 + len(self.schedule.encode()))
     dead_reason: str = ""  # attempts | lease | not_retryable
     retry: RetryPolicy | None = None  # the task's own, if it set one
+    # Ready but not leased now because of: paused queue_capped queue_limited group_paused
+    # group_capped group_limited ('' when no rule holds it back).
+    wait_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -253,6 +263,22 @@ class Retention:
 
 
 @dataclass(frozen=True)
+class Rate:
+    """At most `count` leases per `period_ms`, `burst` of them at once (GCRA)."""
+
+    count: int
+    period_ms: int
+    burst: int
+
+    def fields(self) -> list[object]:
+        return [self.count, self.period_ms, self.burst]
+
+    @staticmethod
+    def parse(count: str, period: str, burst: str) -> Rate | None:
+        return Rate(int(count), int(period), int(burst)) if count else None
+
+
+@dataclass(frozen=True)
 class Policy:
     """A queue's settings, kept with its tasks; None fields take the defaults."""
 
@@ -260,6 +286,38 @@ class Policy:
     dead: Retention | None = None
     retry: RetryPolicy | None = None
     keep_events: int | None = None  # task events kept for WatchQueue (0: none)
+    max_leased: int | None = None  # tasks leased at once, across all workers (None: no cap)
+    rate: Rate | None = None  # leases of the whole queue
+    group_max_leased: int | None = None  # each group's, unless it sets its own
+    group_rate: Rate | None = None  # each group's, unless it sets its own
+
+
+@dataclass(frozen=True)
+class GroupRules:
+    """A group's own rules; None takes the queue's (group_max_leased, group_rate), weight 1."""
+
+    max_leased: int | None = None  # -1: no cap, whatever the queue's default
+    weight: int | None = None  # its share of turns against the other busy groups
+    rate: Rate | None = None
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    name: str
+    ready: int
+    leased: int
+    paused: bool
+    own: GroupRules
+    max_leased: int | None  # in force
+    rate: Rate | None  # in force
+    wait_reason: str  # group_paused | group_capped | group_limited | ''
+
+
+def _group(r: list[Any]) -> GroupInfo:
+    name, ready, leased, paused, c, w, rr, rp, rb, cap, er, ep, eb, why = (_text(x) if isinstance(x, bytes) else x
+                                                                         for x in r)
+    own = GroupRules(int(c) if c else None, int(w) if w else None, Rate.parse(rr, rp, rb))
+    return GroupInfo(name, ready, leased, paused == 1, own, None if cap < 0 else cap, Rate.parse(er, ep, eb), why)
 
 
 @dataclass(frozen=True)
@@ -290,6 +348,8 @@ class QueueEvent:
     dead_reason: str = ""
     progress: Progress | None = None
     schedule: str = ""
+    group: str = ""  # held: the group ('' the whole queue)
+    wait_reason: str = ""  # held: the rule now holding its ready tasks back (as TaskRecord's)
 
 
 def _event(e: list[str]) -> QueueEvent:
@@ -298,7 +358,8 @@ def _event(e: list[str]) -> QueueEvent:
     if "pj" in f:
         progress = Progress(float(f["pv"]) if f.get("pv") else None, f["pj"], int(e[3]))
     return QueueEvent(int(e[0]), e[1], e[2], int(e[3]), int(f.get("a") or 0), f.get("ty", ""),
-                      int(f["r"]) if "r" in f else None, f.get("e", ""), f.get("w", ""), progress, f.get("s", ""))
+                      int(f["r"]) if "r" in f else None, f.get("e", ""), f.get("w", ""), progress, f.get("s", ""),
+                      f.get("g", ""), f.get("h", ""))
 
 
 @dataclass(frozen=True)
@@ -318,7 +379,7 @@ def _record(queue: str, f: list[Any]) -> TaskRecord:
         attempt=int(f[5]), max_attempts=int(f[6]), lease=_text(f[7]),
         lease_expires_ms=lease_expires if lease_expires >= 0 else None,
         enqueued_ms=int(f[9]), ready_ms=int(f[10]), last_error=_text(f[11]), schedule=_text(f[12]),
-        scheduled_ms=_ms(f[13]),
+        scheduled_ms=_ms(f[13]), group=_text(f[14]),
     )
 
 
@@ -329,12 +390,13 @@ def _ms(b: bytes) -> int | None:
 def _detail(queue: str, paused: bool, f: list[Any]) -> TaskRecord:
     """A TASK_DETAIL reply; a ready task of a paused queue is ``waiting``."""
     base = _record(queue, f)
-    leased, value, pj, reported, result, rtype, finished, why = f[14:22]
-    retry = RetryPolicy.parse(*f[22:26])
+    leased, value, pj, reported, result, rtype, finished, why = f[15:23]
+    retry = RetryPolicy.parse(*f[23:27])
     state = "waiting" if base.state == "ready" and paused else base.state
     progress = Progress(float(value) if value else None, _text(pj), int(reported)) if reported else None
     return replace(base, state=state, leased_ms=_ms(leased), progress=progress, result=bytes(result),
-                   result_type=_text(rtype), finished_ms=_ms(finished), dead_reason=_text(why), retry=retry)
+                   result_type=_text(rtype), finished_ms=_ms(finished), dead_reason=_text(why), retry=retry,
+                   wait_reason=_text(f[27]))
 
 
 def _retention_args(r: Retention | None) -> list[object]:
@@ -344,18 +406,27 @@ def _retention_args(r: Retention | None) -> list[object]:
     return [-1 if r.max_count is None else r.max_count, r.max_age_ms]
 
 
+def _opt(x: int | None) -> object:
+    return "" if x is None else x
+
+
+def _rate_args(r: Rate | None) -> list[object]:
+    return ["", "", ""] if r is None else r.fields()
+
+
 def _policy_args(p: Policy) -> list[object]:
     """ARGV for queue_policy.lua."""
     retry = p.retry or RetryPolicy()
-    return [*_retention_args(p.succeeded), *_retention_args(p.dead),
-            "" if retry.max_attempts is None else retry.max_attempts, *retry.fields(),
-            "" if p.keep_events is None else p.keep_events]
+    return [*_retention_args(p.succeeded), *_retention_args(p.dead), _opt(retry.max_attempts), *retry.fields(),
+            _opt(p.keep_events), _opt(p.max_leased), *_rate_args(p.rate), _opt(p.group_max_leased),
+            *_rate_args(p.group_rate)]
 
 
 def run(redis: Commands, s: Script, k: QueueKeys, weight: int, *args: object):
     """Runs a queue script: every one takes the queue's KEYS and the same first four ARGV
     (queue_common.lua), then its own."""
-    return s.run(redis, k.keys, [k.channel, k.finished, k.task_prefix, weight, *args])
+    return s.run(redis, k.keys, [k.channel, k.finished, k.task_prefix, weight, k.group_prefix, k.group_ready_prefix,
+                                 *args])
 
 
 class Queues:
@@ -395,7 +466,7 @@ class Queues:
                      -1 if t.run_at_ms is None else t.run_at_ms, k.dedupe(t.dedupe_key) if t.dedupe_key else "",
                      t.dedupe_window_ms, t.max_attempts, *(t.retry or RetryPolicy()).fields(),
                      k.throttle(t.throttle_key) if t.throttle_key else "", t.throttle_ms,
-                     k.debounce(t.debounce_key) if t.debounce_key else ""]
+                     k.debounce(t.debounce_key) if t.debounce_key else "", t.group]
         charged = await quotas.admit(self._redis, self._keys, queue, sum(len(t.payload) + len(t.type) for t in tasks))
         try:
             reply = await noting(self._run(_ENQUEUE, k, *args), self._redis, self._keys, "queue", [queue])
@@ -639,13 +710,29 @@ class Queues:
         """The reply with every default filled in, the server's backoff included."""
         retry = RetryPolicy(r.max_attempts, r.backoff or "exp", int(r.initial_ms or self._backoff_ms),
                             int(r.cap_ms or BACKOFF_CAP_MS), r.jitter == "1")
+        qc, qr, qp, qb, gc, gr, gp, gb = r.flow
         return Policy(Retention(None if r.succeeded_count < 0 else r.succeeded_count, r.succeeded_age_ms),
-                      Retention(None if r.dead_count < 0 else r.dead_count, r.dead_age_ms), retry, r.keep_events)
+                      Retention(None if r.dead_count < 0 else r.dead_count, r.dead_age_ms), retry, r.keep_events,
+                      int(qc) if qc else None, Rate.parse(qr, qp, qb), int(gc) if gc else None, Rate.parse(gr, gp, gb))
 
-    async def pause(self, queue: str, paused: bool) -> bool:
-        """Pauses (True) or resumes (False) leasing; returns whether it was paused.
-        Resuming wakes the blocked Dequeues and Consume streams at once."""
-        return await self._run(_PAUSE, self._keys.queue(queue), "1" if paused else "0") == 1
+    async def pause(self, queue: str, paused: bool, group: str = "") -> bool:
+        """Pauses (True) or resumes (False) leasing of the queue, or of one group of it;
+        returns whether it was paused. Resuming wakes the blocked Dequeues and Consume
+        streams at once."""
+        return await self._run(_PAUSE, self._keys.queue(queue), "1" if paused else "0", group) == 1
+
+    async def set_group(self, queue: str, group: str, own: GroupRules) -> GroupInfo:
+        """Replaces the group's own rules (None fields: the queue's for every group)."""
+        r = await self._run(_GROUP, self._keys.queue(queue), "set", group, _opt(own.max_leased), _opt(own.weight),
+                            *_rate_args(own.rate))
+        return _group(r)
+
+    async def get_group(self, queue: str, group: str) -> GroupInfo:
+        return _group(await self._run(_GROUP, self._keys.queue(queue), "get", group))
+
+    async def groups(self, queue: str, after: str, count: int) -> list[GroupInfo]:
+        """A page of the queue's groups by name, after the one named ("": from the first)."""
+        return [_group(r) for r in await self._run(_GROUP, self._keys.queue(queue), "list", after, count)]
 
     async def peek(self, queue: str, state: str, limit: int, offset: int = 0) -> list[TaskRecord]:
         """Up to limit tasks in one state, in that state's order (ready: Dequeue

@@ -22,6 +22,16 @@ class TaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TASK_STATE_SUCCEEDED: _ClassVar[TaskState]
     TASK_STATE_CANCELLED: _ClassVar[TaskState]
 
+class WaitReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WAIT_REASON_UNSPECIFIED: _ClassVar[WaitReason]
+    WAIT_REASON_QUEUE_PAUSED: _ClassVar[WaitReason]
+    WAIT_REASON_QUEUE_AT_CAP: _ClassVar[WaitReason]
+    WAIT_REASON_QUEUE_RATE_LIMITED: _ClassVar[WaitReason]
+    WAIT_REASON_GROUP_PAUSED: _ClassVar[WaitReason]
+    WAIT_REASON_GROUP_AT_CAP: _ClassVar[WaitReason]
+    WAIT_REASON_GROUP_RATE_LIMITED: _ClassVar[WaitReason]
+
 class Backoff(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     BACKOFF_UNSPECIFIED: _ClassVar[Backoff]
@@ -48,6 +58,7 @@ class QueueEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     QUEUE_EVENT_KIND_RETRIED: _ClassVar[QueueEventKind]
     QUEUE_EVENT_KIND_GAP: _ClassVar[QueueEventKind]
     QUEUE_EVENT_KIND_CAUGHT_UP: _ClassVar[QueueEventKind]
+    QUEUE_EVENT_KIND_HELD: _ClassVar[QueueEventKind]
 TASK_STATE_UNSPECIFIED: TaskState
 TASK_STATE_READY: TaskState
 TASK_STATE_DELAYED: TaskState
@@ -56,6 +67,13 @@ TASK_STATE_DEAD: TaskState
 TASK_STATE_WAITING: TaskState
 TASK_STATE_SUCCEEDED: TaskState
 TASK_STATE_CANCELLED: TaskState
+WAIT_REASON_UNSPECIFIED: WaitReason
+WAIT_REASON_QUEUE_PAUSED: WaitReason
+WAIT_REASON_QUEUE_AT_CAP: WaitReason
+WAIT_REASON_QUEUE_RATE_LIMITED: WaitReason
+WAIT_REASON_GROUP_PAUSED: WaitReason
+WAIT_REASON_GROUP_AT_CAP: WaitReason
+WAIT_REASON_GROUP_RATE_LIMITED: WaitReason
 BACKOFF_UNSPECIFIED: Backoff
 BACKOFF_FIXED: Backoff
 BACKOFF_EXPONENTIAL: Backoff
@@ -74,9 +92,10 @@ QUEUE_EVENT_KIND_RELEASED: QueueEventKind
 QUEUE_EVENT_KIND_RETRIED: QueueEventKind
 QUEUE_EVENT_KIND_GAP: QueueEventKind
 QUEUE_EVENT_KIND_CAUGHT_UP: QueueEventKind
+QUEUE_EVENT_KIND_HELD: QueueEventKind
 
 class NewTask(_message.Message):
-    __slots__ = ("type", "payload", "priority", "delay", "run_at", "dedupe_key", "dedupe_window", "max_attempts", "retry", "throttle_key", "throttle_period", "debounce_key")
+    __slots__ = ("type", "payload", "priority", "delay", "run_at", "dedupe_key", "dedupe_window", "max_attempts", "retry", "throttle_key", "throttle_period", "debounce_key", "group")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
@@ -89,6 +108,7 @@ class NewTask(_message.Message):
     THROTTLE_KEY_FIELD_NUMBER: _ClassVar[int]
     THROTTLE_PERIOD_FIELD_NUMBER: _ClassVar[int]
     DEBOUNCE_KEY_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
     type: str
     payload: bytes
     priority: int
@@ -101,7 +121,18 @@ class NewTask(_message.Message):
     throttle_key: str
     throttle_period: _duration_pb2.Duration
     debounce_key: str
-    def __init__(self, type: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dedupe_key: _Optional[str] = ..., dedupe_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_attempts: _Optional[int] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., throttle_key: _Optional[str] = ..., throttle_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., debounce_key: _Optional[str] = ...) -> None: ...
+    group: str
+    def __init__(self, type: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dedupe_key: _Optional[str] = ..., dedupe_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_attempts: _Optional[int] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., throttle_key: _Optional[str] = ..., throttle_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., debounce_key: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
+
+class LeaseRate(_message.Message):
+    __slots__ = ("limit", "period", "burst")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_FIELD_NUMBER: _ClassVar[int]
+    BURST_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    period: _duration_pb2.Duration
+    burst: int
+    def __init__(self, limit: _Optional[int] = ..., period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., burst: _Optional[int] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
     __slots__ = ("max_attempts", "backoff", "initial_delay", "max_delay", "jitter")
@@ -142,7 +173,7 @@ class EnqueueResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[EnqueueResult, _Mapping]]] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("queue", "task_id", "type", "payload", "priority", "state", "attempt", "max_attempts", "lease", "lease_expires_at", "enqueued_at", "ready_at", "last_error", "progress", "result", "result_type", "leased_at", "finished_at", "dead_reason", "retry", "schedule", "scheduled_at")
+    __slots__ = ("queue", "task_id", "type", "payload", "priority", "state", "attempt", "max_attempts", "lease", "lease_expires_at", "enqueued_at", "ready_at", "last_error", "progress", "result", "result_type", "leased_at", "finished_at", "dead_reason", "retry", "schedule", "scheduled_at", "group", "wait_reason")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -165,6 +196,8 @@ class Task(_message.Message):
     RETRY_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    WAIT_REASON_FIELD_NUMBER: _ClassVar[int]
     queue: str
     task_id: str
     type: str
@@ -187,7 +220,9 @@ class Task(_message.Message):
     retry: RetryPolicy
     schedule: str
     scheduled_at: _timestamp_pb2.Timestamp
-    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., lease: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., result: _Optional[bytes] = ..., result_type: _Optional[str] = ..., leased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dead_reason: _Optional[str] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., schedule: _Optional[str] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    group: str
+    wait_reason: WaitReason
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., lease: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., result: _Optional[bytes] = ..., result_type: _Optional[str] = ..., leased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dead_reason: _Optional[str] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., schedule: _Optional[str] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., group: _Optional[str] = ..., wait_reason: _Optional[_Union[WaitReason, str]] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("value", "json", "reported_at")
@@ -496,10 +531,12 @@ class ListQueuesResponse(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class PauseQueueRequest(_message.Message):
-    __slots__ = ("queue",)
+    __slots__ = ("queue", "group")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
     queue: str
-    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+    group: str
+    def __init__(self, queue: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
 
 class PauseQueueResponse(_message.Message):
     __slots__ = ("was_paused",)
@@ -508,10 +545,12 @@ class PauseQueueResponse(_message.Message):
     def __init__(self, was_paused: _Optional[bool] = ...) -> None: ...
 
 class ResumeQueueRequest(_message.Message):
-    __slots__ = ("queue",)
+    __slots__ = ("queue", "group")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
     queue: str
-    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+    group: str
+    def __init__(self, queue: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
 
 class ResumeQueueResponse(_message.Message):
     __slots__ = ("was_paused",)
@@ -582,16 +621,102 @@ class Retention(_message.Message):
     def __init__(self, max_count: _Optional[int] = ..., max_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class QueuePolicy(_message.Message):
-    __slots__ = ("succeeded", "dead", "retry", "keep_events")
+    __slots__ = ("succeeded", "dead", "retry", "keep_events", "max_leased", "rate", "group_max_leased", "group_rate")
     SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
     DEAD_FIELD_NUMBER: _ClassVar[int]
     RETRY_FIELD_NUMBER: _ClassVar[int]
     KEEP_EVENTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_LEASED_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_MAX_LEASED_FIELD_NUMBER: _ClassVar[int]
+    GROUP_RATE_FIELD_NUMBER: _ClassVar[int]
     succeeded: Retention
     dead: Retention
     retry: RetryPolicy
     keep_events: int
-    def __init__(self, succeeded: _Optional[_Union[Retention, _Mapping]] = ..., dead: _Optional[_Union[Retention, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., keep_events: _Optional[int] = ...) -> None: ...
+    max_leased: int
+    rate: LeaseRate
+    group_max_leased: int
+    group_rate: LeaseRate
+    def __init__(self, succeeded: _Optional[_Union[Retention, _Mapping]] = ..., dead: _Optional[_Union[Retention, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., keep_events: _Optional[int] = ..., max_leased: _Optional[int] = ..., rate: _Optional[_Union[LeaseRate, _Mapping]] = ..., group_max_leased: _Optional[int] = ..., group_rate: _Optional[_Union[LeaseRate, _Mapping]] = ...) -> None: ...
+
+class GroupRules(_message.Message):
+    __slots__ = ("max_leased", "weight", "rate")
+    MAX_LEASED_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    max_leased: int
+    weight: int
+    rate: LeaseRate
+    def __init__(self, max_leased: _Optional[int] = ..., weight: _Optional[int] = ..., rate: _Optional[_Union[LeaseRate, _Mapping]] = ...) -> None: ...
+
+class Group(_message.Message):
+    __slots__ = ("queue", "name", "ready", "leased", "paused", "own", "effective", "wait_reason")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    LEASED_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    OWN_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_FIELD_NUMBER: _ClassVar[int]
+    WAIT_REASON_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    name: str
+    ready: int
+    leased: int
+    paused: bool
+    own: GroupRules
+    effective: GroupRules
+    wait_reason: WaitReason
+    def __init__(self, queue: _Optional[str] = ..., name: _Optional[str] = ..., ready: _Optional[int] = ..., leased: _Optional[int] = ..., paused: _Optional[bool] = ..., own: _Optional[_Union[GroupRules, _Mapping]] = ..., effective: _Optional[_Union[GroupRules, _Mapping]] = ..., wait_reason: _Optional[_Union[WaitReason, str]] = ...) -> None: ...
+
+class SetGroupRulesRequest(_message.Message):
+    __slots__ = ("queue", "group", "rules")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    group: str
+    rules: GroupRules
+    def __init__(self, queue: _Optional[str] = ..., group: _Optional[str] = ..., rules: _Optional[_Union[GroupRules, _Mapping]] = ...) -> None: ...
+
+class SetGroupRulesResponse(_message.Message):
+    __slots__ = ("group",)
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    group: Group
+    def __init__(self, group: _Optional[_Union[Group, _Mapping]] = ...) -> None: ...
+
+class GetGroupRequest(_message.Message):
+    __slots__ = ("queue", "group")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    group: str
+    def __init__(self, queue: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
+
+class GetGroupResponse(_message.Message):
+    __slots__ = ("group",)
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    group: Group
+    def __init__(self, group: _Optional[_Union[Group, _Mapping]] = ...) -> None: ...
+
+class ListGroupsRequest(_message.Message):
+    __slots__ = ("queue", "page_size", "page_token")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    page_size: int
+    page_token: str
+    def __init__(self, queue: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListGroupsResponse(_message.Message):
+    __slots__ = ("groups", "next_page_token")
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[Group]
+    next_page_token: str
+    def __init__(self, groups: _Optional[_Iterable[_Union[Group, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class SetQueuePolicyRequest(_message.Message):
     __slots__ = ("queue", "policy")
@@ -796,7 +921,7 @@ class WatchQueueResponse(_message.Message):
     def __init__(self, event: _Optional[_Union[QueueEvent, _Mapping]] = ...) -> None: ...
 
 class QueueEvent(_message.Message):
-    __slots__ = ("position", "kind", "task_id", "at", "attempt", "type", "ready_at", "error", "dead_reason", "progress", "schedule")
+    __slots__ = ("position", "kind", "task_id", "at", "attempt", "type", "ready_at", "error", "dead_reason", "progress", "schedule", "group", "wait_reason")
     POSITION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
@@ -808,6 +933,8 @@ class QueueEvent(_message.Message):
     DEAD_REASON_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    WAIT_REASON_FIELD_NUMBER: _ClassVar[int]
     position: str
     kind: QueueEventKind
     task_id: str
@@ -819,4 +946,6 @@ class QueueEvent(_message.Message):
     dead_reason: str
     progress: Progress
     schedule: str
-    def __init__(self, position: _Optional[str] = ..., kind: _Optional[_Union[QueueEventKind, str]] = ..., task_id: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt: _Optional[int] = ..., type: _Optional[str] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., dead_reason: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., schedule: _Optional[str] = ...) -> None: ...
+    group: str
+    wait_reason: WaitReason
+    def __init__(self, position: _Optional[str] = ..., kind: _Optional[_Union[QueueEventKind, str]] = ..., task_id: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt: _Optional[int] = ..., type: _Optional[str] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., dead_reason: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., schedule: _Optional[str] = ..., group: _Optional[str] = ..., wait_reason: _Optional[_Union[WaitReason, str]] = ...) -> None: ...

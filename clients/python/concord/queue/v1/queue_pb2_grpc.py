@@ -36,6 +36,15 @@ class QueueServiceStub:
     a server started with --queue-priority-aging lets a task's priority grow with
     the time it waits, so low priorities cannot starve. A Dequeue that lists several
     queues takes from them strictly in the order given.
+
+    Flow control: a queue may cap how many of its tasks are leased at once and how
+    many are leased per period (QueuePolicy). A task may belong to a group: ready tasks
+    of different groups are leased in turns (stride scheduling, by each group's weight),
+    so a burst in one group delays another group's task by at most one lease per other
+    busy group; priorities order tasks within a group. Each group may have its own cap
+    and rate, and may be paused. A ready task held back by any of these rules says
+    which (Task.wait_reason), and WatchQueue reports each group or queue that starts
+    holding tasks back (QUEUE_EVENT_KIND_HELD).
     """
 
     def __init__(self, channel):
@@ -124,6 +133,21 @@ class QueueServiceStub:
                 request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ResumeQueueRequest.SerializeToString,
                 response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.ResumeQueueResponse.FromString,
                 _registered_method=True)
+        self.SetGroupRules = channel.unary_unary(
+                '/concord.queue.v1.QueueService/SetGroupRules',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.SetGroupRulesRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.SetGroupRulesResponse.FromString,
+                _registered_method=True)
+        self.GetGroup = channel.unary_unary(
+                '/concord.queue.v1.QueueService/GetGroup',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetGroupRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetGroupResponse.FromString,
+                _registered_method=True)
+        self.ListGroups = channel.unary_unary(
+                '/concord.queue.v1.QueueService/ListGroups',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ListGroupsRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.ListGroupsResponse.FromString,
+                _registered_method=True)
         self.GetTask = channel.unary_unary(
                 '/concord.queue.v1.QueueService/GetTask',
                 request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetTaskRequest.SerializeToString,
@@ -202,6 +226,15 @@ class QueueServiceServicer:
     a server started with --queue-priority-aging lets a task's priority grow with
     the time it waits, so low priorities cannot starve. A Dequeue that lists several
     queues takes from them strictly in the order given.
+
+    Flow control: a queue may cap how many of its tasks are leased at once and how
+    many are leased per period (QueuePolicy). A task may belong to a group: ready tasks
+    of different groups are leased in turns (stride scheduling, by each group's weight),
+    so a burst in one group delays another group's task by at most one lease per other
+    busy group; priorities order tasks within a group. Each group may have its own cap
+    and rate, and may be paused. A ready task held back by any of these rules says
+    which (Task.wait_reason), and WatchQueue reports each group or queue that starts
+    holding tasks back (QUEUE_EVENT_KIND_HELD).
     """
 
     def Enqueue(self, request, context):
@@ -328,7 +361,8 @@ class QueueServiceServicer:
     def PauseQueue(self, request, context):
         """PauseQueue stops leasing: Dequeue and Consume get no task from the queue (blocked
         ones keep waiting) while tasks keep arriving; leased tasks are settled as usual.
-        Stats says paused. Pausing a paused queue changes nothing.
+        Stats says paused. Pausing a paused queue changes nothing. With `group`, only
+        that group's tasks stop; the others go on.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -336,6 +370,29 @@ class QueueServiceServicer:
 
     def ResumeQueue(self, request, context):
         """ResumeQueue leases again, waking blocked Dequeues and Consume streams at once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetGroupRules(self, request, context):
+        """SetGroupRules replaces a group's own rules (cap, weight, rate); unset ones take
+        the queue's defaults for every group (QueuePolicy.group_max_leased, group_rate).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetGroup(self, request, context):
+        """GetGroup reports a group: its ready and leased tasks, rules and what holds it back.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGroups(self, request, context):
+        """ListGroups pages through the queue's groups by name: those with ready or leased
+        tasks, and those with rules of their own or paused.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -532,6 +589,21 @@ def add_QueueServiceServicer_to_server(servicer, server):
                     request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.ResumeQueueRequest.FromString,
                     response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ResumeQueueResponse.SerializeToString,
             ),
+            'SetGroupRules': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetGroupRules,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.SetGroupRulesRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.SetGroupRulesResponse.SerializeToString,
+            ),
+            'GetGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetGroup,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetGroupRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetGroupResponse.SerializeToString,
+            ),
+            'ListGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroups,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.ListGroupsRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ListGroupsResponse.SerializeToString,
+            ),
             'GetTask': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTask,
                     request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.GetTaskRequest.FromString,
@@ -616,6 +688,15 @@ class QueueService:
     a server started with --queue-priority-aging lets a task's priority grow with
     the time it waits, so low priorities cannot starve. A Dequeue that lists several
     queues takes from them strictly in the order given.
+
+    Flow control: a queue may cap how many of its tasks are leased at once and how
+    many are leased per period (QueuePolicy). A task may belong to a group: ready tasks
+    of different groups are leased in turns (stride scheduling, by each group's weight),
+    so a burst in one group delays another group's task by at most one lease per other
+    busy group; priorities order tasks within a group. Each group may have its own cap
+    and rate, and may be paused. A ready task held back by any of these rules says
+    which (Task.wait_reason), and WatchQueue reports each group or queue that starts
+    holding tasks back (QUEUE_EVENT_KIND_HELD).
     """
 
     @staticmethod
@@ -1040,6 +1121,87 @@ class QueueService:
             '/concord.queue.v1.QueueService/ResumeQueue',
             concord_dot_queue_dot_v1_dot_queue__pb2.ResumeQueueRequest.SerializeToString,
             concord_dot_queue_dot_v1_dot_queue__pb2.ResumeQueueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetGroupRules(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/SetGroupRules',
+            concord_dot_queue_dot_v1_dot_queue__pb2.SetGroupRulesRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.SetGroupRulesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/GetGroup',
+            concord_dot_queue_dot_v1_dot_queue__pb2.GetGroupRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.GetGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/ListGroups',
+            concord_dot_queue_dot_v1_dot_queue__pb2.ListGroupsRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.ListGroupsResponse.FromString,
             options,
             channel_credentials,
             insecure,

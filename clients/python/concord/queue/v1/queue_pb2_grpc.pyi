@@ -37,6 +37,15 @@ class QueueServiceStub:
     a server started with --queue-priority-aging lets a task's priority grow with
     the time it waits, so low priorities cannot starve. A Dequeue that lists several
     queues takes from them strictly in the order given.
+
+    Flow control: a queue may cap how many of its tasks are leased at once and how
+    many are leased per period (QueuePolicy). A task may belong to a group: ready tasks
+    of different groups are leased in turns (stride scheduling, by each group's weight),
+    so a burst in one group delays another group's task by at most one lease per other
+    busy group; priorities order tasks within a group. Each group may have its own cap
+    and rate, and may be paused. A ready task held back by any of these rules says
+    which (Task.wait_reason), and WatchQueue reports each group or queue that starts
+    holding tasks back (QUEUE_EVENT_KIND_HELD).
     """
 
     @_typing.overload
@@ -108,10 +117,21 @@ class QueueServiceStub:
     PauseQueue: _grpc.UnaryUnaryMultiCallable[_queue_pb2.PauseQueueRequest, _queue_pb2.PauseQueueResponse]
     """PauseQueue stops leasing: Dequeue and Consume get no task from the queue (blocked
     ones keep waiting) while tasks keep arriving; leased tasks are settled as usual.
-    Stats says paused. Pausing a paused queue changes nothing.
+    Stats says paused. Pausing a paused queue changes nothing. With `group`, only
+    that group's tasks stop; the others go on.
     """
     ResumeQueue: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ResumeQueueRequest, _queue_pb2.ResumeQueueResponse]
     """ResumeQueue leases again, waking blocked Dequeues and Consume streams at once."""
+    SetGroupRules: _grpc.UnaryUnaryMultiCallable[_queue_pb2.SetGroupRulesRequest, _queue_pb2.SetGroupRulesResponse]
+    """SetGroupRules replaces a group's own rules (cap, weight, rate); unset ones take
+    the queue's defaults for every group (QueuePolicy.group_max_leased, group_rate).
+    """
+    GetGroup: _grpc.UnaryUnaryMultiCallable[_queue_pb2.GetGroupRequest, _queue_pb2.GetGroupResponse]
+    """GetGroup reports a group: its ready and leased tasks, rules and what holds it back."""
+    ListGroups: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ListGroupsRequest, _queue_pb2.ListGroupsResponse]
+    """ListGroups pages through the queue's groups by name: those with ready or leased
+    tasks, and those with rules of their own or paused.
+    """
     GetTask: _grpc.UnaryUnaryMultiCallable[_queue_pb2.GetTaskRequest, _queue_pb2.GetTaskResponse]
     """GetTask reports a task in any state: pending ones, and finished ones (succeeded,
     dead, cancelled) while the queue's retention keeps them, with their result or
@@ -177,6 +197,15 @@ class QueueServiceAsyncStub(QueueServiceStub):
     a server started with --queue-priority-aging lets a task's priority grow with
     the time it waits, so low priorities cannot starve. A Dequeue that lists several
     queues takes from them strictly in the order given.
+
+    Flow control: a queue may cap how many of its tasks are leased at once and how
+    many are leased per period (QueuePolicy). A task may belong to a group: ready tasks
+    of different groups are leased in turns (stride scheduling, by each group's weight),
+    so a burst in one group delays another group's task by at most one lease per other
+    busy group; priorities order tasks within a group. Each group may have its own cap
+    and rate, and may be paused. A ready task held back by any of these rules says
+    which (Task.wait_reason), and WatchQueue reports each group or queue that starts
+    holding tasks back (QUEUE_EVENT_KIND_HELD).
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -245,10 +274,21 @@ class QueueServiceAsyncStub(QueueServiceStub):
     PauseQueue: _aio.UnaryUnaryMultiCallable[_queue_pb2.PauseQueueRequest, _queue_pb2.PauseQueueResponse]  # type: ignore[assignment]
     """PauseQueue stops leasing: Dequeue and Consume get no task from the queue (blocked
     ones keep waiting) while tasks keep arriving; leased tasks are settled as usual.
-    Stats says paused. Pausing a paused queue changes nothing.
+    Stats says paused. Pausing a paused queue changes nothing. With `group`, only
+    that group's tasks stop; the others go on.
     """
     ResumeQueue: _aio.UnaryUnaryMultiCallable[_queue_pb2.ResumeQueueRequest, _queue_pb2.ResumeQueueResponse]  # type: ignore[assignment]
     """ResumeQueue leases again, waking blocked Dequeues and Consume streams at once."""
+    SetGroupRules: _aio.UnaryUnaryMultiCallable[_queue_pb2.SetGroupRulesRequest, _queue_pb2.SetGroupRulesResponse]  # type: ignore[assignment]
+    """SetGroupRules replaces a group's own rules (cap, weight, rate); unset ones take
+    the queue's defaults for every group (QueuePolicy.group_max_leased, group_rate).
+    """
+    GetGroup: _aio.UnaryUnaryMultiCallable[_queue_pb2.GetGroupRequest, _queue_pb2.GetGroupResponse]  # type: ignore[assignment]
+    """GetGroup reports a group: its ready and leased tasks, rules and what holds it back."""
+    ListGroups: _aio.UnaryUnaryMultiCallable[_queue_pb2.ListGroupsRequest, _queue_pb2.ListGroupsResponse]  # type: ignore[assignment]
+    """ListGroups pages through the queue's groups by name: those with ready or leased
+    tasks, and those with rules of their own or paused.
+    """
     GetTask: _aio.UnaryUnaryMultiCallable[_queue_pb2.GetTaskRequest, _queue_pb2.GetTaskResponse]  # type: ignore[assignment]
     """GetTask reports a task in any state: pending ones, and finished ones (succeeded,
     dead, cancelled) while the queue's retention keeps them, with their result or
@@ -313,6 +353,15 @@ class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
     a server started with --queue-priority-aging lets a task's priority grow with
     the time it waits, so low priorities cannot starve. A Dequeue that lists several
     queues takes from them strictly in the order given.
+
+    Flow control: a queue may cap how many of its tasks are leased at once and how
+    many are leased per period (QueuePolicy). A task may belong to a group: ready tasks
+    of different groups are leased in turns (stride scheduling, by each group's weight),
+    so a burst in one group delays another group's task by at most one lease per other
+    busy group; priorities order tasks within a group. Each group may have its own cap
+    and rate, and may be paused. A ready task held back by any of these rules says
+    which (Task.wait_reason), and WatchQueue reports each group or queue that starts
+    holding tasks back (QUEUE_EVENT_KIND_HELD).
     """
 
     @_abc_1.abstractmethod
@@ -469,7 +518,8 @@ class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_queue_pb2.PauseQueueResponse, _abc.Awaitable[_queue_pb2.PauseQueueResponse]]:
         """PauseQueue stops leasing: Dequeue and Consume get no task from the queue (blocked
         ones keep waiting) while tasks keep arriving; leased tasks are settled as usual.
-        Stats says paused. Pausing a paused queue changes nothing.
+        Stats says paused. Pausing a paused queue changes nothing. With `group`, only
+        that group's tasks stop; the others go on.
         """
 
     @_abc_1.abstractmethod
@@ -479,6 +529,34 @@ class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_queue_pb2.ResumeQueueResponse, _abc.Awaitable[_queue_pb2.ResumeQueueResponse]]:
         """ResumeQueue leases again, waking blocked Dequeues and Consume streams at once."""
+
+    @_abc_1.abstractmethod
+    def SetGroupRules(
+        self,
+        request: _queue_pb2.SetGroupRulesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.SetGroupRulesResponse, _abc.Awaitable[_queue_pb2.SetGroupRulesResponse]]:
+        """SetGroupRules replaces a group's own rules (cap, weight, rate); unset ones take
+        the queue's defaults for every group (QueuePolicy.group_max_leased, group_rate).
+        """
+
+    @_abc_1.abstractmethod
+    def GetGroup(
+        self,
+        request: _queue_pb2.GetGroupRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.GetGroupResponse, _abc.Awaitable[_queue_pb2.GetGroupResponse]]:
+        """GetGroup reports a group: its ready and leased tasks, rules and what holds it back."""
+
+    @_abc_1.abstractmethod
+    def ListGroups(
+        self,
+        request: _queue_pb2.ListGroupsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.ListGroupsResponse, _abc.Awaitable[_queue_pb2.ListGroupsResponse]]:
+        """ListGroups pages through the queue's groups by name: those with ready or leased
+        tasks, and those with rules of their own or paused.
+        """
 
     @_abc_1.abstractmethod
     def GetTask(

@@ -91,6 +91,72 @@ func (TaskState) EnumDescriptor() ([]byte, []int) {
 	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{0}
 }
 
+// WaitReason is the rule holding a ready task back.
+type WaitReason int32
+
+const (
+	// None: the task is leased as soon as a worker asks.
+	WaitReason_WAIT_REASON_UNSPECIFIED WaitReason = 0
+	// The queue is paused (the task's state is WAITING).
+	WaitReason_WAIT_REASON_QUEUE_PAUSED WaitReason = 1
+	// The queue has max_leased tasks leased.
+	WaitReason_WAIT_REASON_QUEUE_AT_CAP WaitReason = 2
+	// The queue's rate is spent for now.
+	WaitReason_WAIT_REASON_QUEUE_RATE_LIMITED WaitReason = 3
+	WaitReason_WAIT_REASON_GROUP_PAUSED       WaitReason = 4
+	WaitReason_WAIT_REASON_GROUP_AT_CAP       WaitReason = 5
+	WaitReason_WAIT_REASON_GROUP_RATE_LIMITED WaitReason = 6
+)
+
+// Enum value maps for WaitReason.
+var (
+	WaitReason_name = map[int32]string{
+		0: "WAIT_REASON_UNSPECIFIED",
+		1: "WAIT_REASON_QUEUE_PAUSED",
+		2: "WAIT_REASON_QUEUE_AT_CAP",
+		3: "WAIT_REASON_QUEUE_RATE_LIMITED",
+		4: "WAIT_REASON_GROUP_PAUSED",
+		5: "WAIT_REASON_GROUP_AT_CAP",
+		6: "WAIT_REASON_GROUP_RATE_LIMITED",
+	}
+	WaitReason_value = map[string]int32{
+		"WAIT_REASON_UNSPECIFIED":        0,
+		"WAIT_REASON_QUEUE_PAUSED":       1,
+		"WAIT_REASON_QUEUE_AT_CAP":       2,
+		"WAIT_REASON_QUEUE_RATE_LIMITED": 3,
+		"WAIT_REASON_GROUP_PAUSED":       4,
+		"WAIT_REASON_GROUP_AT_CAP":       5,
+		"WAIT_REASON_GROUP_RATE_LIMITED": 6,
+	}
+)
+
+func (x WaitReason) Enum() *WaitReason {
+	p := new(WaitReason)
+	*p = x
+	return p
+}
+
+func (x WaitReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WaitReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_concord_queue_v1_queue_proto_enumTypes[1].Descriptor()
+}
+
+func (WaitReason) Type() protoreflect.EnumType {
+	return &file_concord_queue_v1_queue_proto_enumTypes[1]
+}
+
+func (x WaitReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WaitReason.Descriptor instead.
+func (WaitReason) EnumDescriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{1}
+}
+
 // Backoff is how the delay before a retry grows.
 type Backoff int32
 
@@ -127,11 +193,11 @@ func (x Backoff) String() string {
 }
 
 func (Backoff) Descriptor() protoreflect.EnumDescriptor {
-	return file_concord_queue_v1_queue_proto_enumTypes[1].Descriptor()
+	return file_concord_queue_v1_queue_proto_enumTypes[2].Descriptor()
 }
 
 func (Backoff) Type() protoreflect.EnumType {
-	return &file_concord_queue_v1_queue_proto_enumTypes[1]
+	return &file_concord_queue_v1_queue_proto_enumTypes[2]
 }
 
 func (x Backoff) Number() protoreflect.EnumNumber {
@@ -140,7 +206,7 @@ func (x Backoff) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Backoff.Descriptor instead.
 func (Backoff) EnumDescriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{1}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{2}
 }
 
 // MissedTicks says what becomes of ticks that came while no server could run them
@@ -181,11 +247,11 @@ func (x MissedTicks) String() string {
 }
 
 func (MissedTicks) Descriptor() protoreflect.EnumDescriptor {
-	return file_concord_queue_v1_queue_proto_enumTypes[2].Descriptor()
+	return file_concord_queue_v1_queue_proto_enumTypes[3].Descriptor()
 }
 
 func (MissedTicks) Type() protoreflect.EnumType {
-	return &file_concord_queue_v1_queue_proto_enumTypes[2]
+	return &file_concord_queue_v1_queue_proto_enumTypes[3]
 }
 
 func (x MissedTicks) Number() protoreflect.EnumNumber {
@@ -194,7 +260,7 @@ func (x MissedTicks) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MissedTicks.Descriptor instead.
 func (MissedTicks) EnumDescriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{2}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{3}
 }
 
 // QueueEventKind is what happened to a task.
@@ -225,6 +291,9 @@ const (
 	// starting from now): from here on events arrive as they happen. Its position is
 	// the last event's so far. No task_id.
 	QueueEventKind_QUEUE_EVENT_KIND_CAUGHT_UP QueueEventKind = 11
+	// A group (or the whole queue, group empty) started holding its ready tasks back:
+	// wait_reason says by which rule. No task_id.
+	QueueEventKind_QUEUE_EVENT_KIND_HELD QueueEventKind = 12
 )
 
 // Enum value maps for QueueEventKind.
@@ -242,6 +311,7 @@ var (
 		9:  "QUEUE_EVENT_KIND_RETRIED",
 		10: "QUEUE_EVENT_KIND_GAP",
 		11: "QUEUE_EVENT_KIND_CAUGHT_UP",
+		12: "QUEUE_EVENT_KIND_HELD",
 	}
 	QueueEventKind_value = map[string]int32{
 		"QUEUE_EVENT_KIND_UNSPECIFIED": 0,
@@ -256,6 +326,7 @@ var (
 		"QUEUE_EVENT_KIND_RETRIED":     9,
 		"QUEUE_EVENT_KIND_GAP":         10,
 		"QUEUE_EVENT_KIND_CAUGHT_UP":   11,
+		"QUEUE_EVENT_KIND_HELD":        12,
 	}
 )
 
@@ -270,11 +341,11 @@ func (x QueueEventKind) String() string {
 }
 
 func (QueueEventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_concord_queue_v1_queue_proto_enumTypes[3].Descriptor()
+	return file_concord_queue_v1_queue_proto_enumTypes[4].Descriptor()
 }
 
 func (QueueEventKind) Type() protoreflect.EnumType {
-	return &file_concord_queue_v1_queue_proto_enumTypes[3]
+	return &file_concord_queue_v1_queue_proto_enumTypes[4]
 }
 
 func (x QueueEventKind) Number() protoreflect.EnumNumber {
@@ -283,7 +354,7 @@ func (x QueueEventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use QueueEventKind.Descriptor instead.
 func (QueueEventKind) EnumDescriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{3}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{4}
 }
 
 // NewTask is one task to enqueue.
@@ -317,9 +388,13 @@ type NewTask struct {
 	// Debounce: while a task with this key is still pending (delayed, or ready and not
 	// yet leased), a new one replaces its payload, type and priority and pushes its run
 	// time back to this task's delay (or run_at) from now; the answer names it with
-	// debounced true. Once it is leased or finished, the next one is a new task. Needs a
-	// delay or run_at; exclusive with dedupe_key and throttle_key.
-	DebounceKey   string `protobuf:"bytes,12,opt,name=debounce_key,json=debounceKey,proto3" json:"debounce_key,omitempty"`
+	// debounced true (it stays in its own group). Once it is leased or finished, the
+	// next one is a new task. Needs a delay or run_at; exclusive with dedupe_key and
+	// throttle_key.
+	DebounceKey string `protobuf:"bytes,12,opt,name=debounce_key,json=debounceKey,proto3" json:"debounce_key,omitempty"`
+	// The group the task belongs to (like a name; empty: none): groups take turns, and
+	// each has its cap, rate and pause (see QueueService).
+	Group         string `protobuf:"bytes,13,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -438,6 +513,78 @@ func (x *NewTask) GetDebounceKey() string {
 	return ""
 }
 
+func (x *NewTask) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+// LeaseRate allows `limit` leases per `period`, up to `burst` of them at once (GCRA:
+// exact, with no window edges).
+type LeaseRate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 1,000,000.
+	Limit uint32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// 1ms to a day.
+	Period *durationpb.Duration `protobuf:"bytes,2,opt,name=period,proto3" json:"period,omitempty"`
+	// 1 to 1,000,000; unset or 0 means `limit`.
+	Burst         uint32 `protobuf:"varint,3,opt,name=burst,proto3" json:"burst,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseRate) Reset() {
+	*x = LeaseRate{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseRate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseRate) ProtoMessage() {}
+
+func (x *LeaseRate) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseRate.ProtoReflect.Descriptor instead.
+func (*LeaseRate) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LeaseRate) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *LeaseRate) GetPeriod() *durationpb.Duration {
+	if x != nil {
+		return x.Period
+	}
+	return nil
+}
+
+func (x *LeaseRate) GetBurst() uint32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
 // RetryPolicy says how a failed attempt is retried. Unset fields take the queue's
 // policy, then the defaults: 3 attempts, exponential from the server's
 // --queue-retry-backoff, at most one hour, no jitter.
@@ -459,7 +606,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[1]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -471,7 +618,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[1]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -484,7 +631,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{1}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RetryPolicy) GetMaxAttempts() uint32 {
@@ -534,7 +681,7 @@ type EnqueueRequest struct {
 
 func (x *EnqueueRequest) Reset() {
 	*x = EnqueueRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[2]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -546,7 +693,7 @@ func (x *EnqueueRequest) String() string {
 func (*EnqueueRequest) ProtoMessage() {}
 
 func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[2]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -559,7 +706,7 @@ func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{2}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *EnqueueRequest) GetQueue() string {
@@ -591,7 +738,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[3]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +750,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[3]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +763,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{3}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *EnqueueResult) GetTaskId() string {
@@ -649,7 +796,7 @@ type EnqueueResponse struct {
 
 func (x *EnqueueResponse) Reset() {
 	*x = EnqueueResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[4]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +808,7 @@ func (x *EnqueueResponse) String() string {
 func (*EnqueueResponse) ProtoMessage() {}
 
 func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[4]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +821,7 @@ func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{4}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *EnqueueResponse) GetResults() []*EnqueueResult {
@@ -721,15 +868,19 @@ type Task struct {
 	Retry *RetryPolicy `protobuf:"bytes,20,opt,name=retry,proto3" json:"retry,omitempty"`
 	// Set when a schedule enqueued the task: its name, and the tick's time (the
 	// task's enqueued_at minus this is how late the tick ran).
-	Schedule      string                 `protobuf:"bytes,21,opt,name=schedule,proto3" json:"schedule,omitempty"`
-	ScheduledAt   *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
+	Schedule    string                 `protobuf:"bytes,21,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	ScheduledAt *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
+	// The task's group (empty: none).
+	Group string `protobuf:"bytes,23,opt,name=group,proto3" json:"group,omitempty"`
+	// READY: the rule holding it back, if any (GetTask and WaitTask only).
+	WaitReason    WaitReason `protobuf:"varint,24,opt,name=wait_reason,json=waitReason,proto3,enum=concord.queue.v1.WaitReason" json:"wait_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[5]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +892,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[5]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +905,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{5}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Task) GetQueue() string {
@@ -911,6 +1062,20 @@ func (x *Task) GetScheduledAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Task) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *Task) GetWaitReason() WaitReason {
+	if x != nil {
+		return x.WaitReason
+	}
+	return WaitReason_WAIT_REASON_UNSPECIFIED
+}
+
 // Progress is a leased task's report of how far it got.
 type Progress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -925,7 +1090,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[6]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1102,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[6]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1115,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{6}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Progress) GetValue() float64 {
@@ -990,7 +1155,7 @@ type DequeueRequest struct {
 
 func (x *DequeueRequest) Reset() {
 	*x = DequeueRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[7]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1167,7 @@ func (x *DequeueRequest) String() string {
 func (*DequeueRequest) ProtoMessage() {}
 
 func (x *DequeueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[7]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1180,7 @@ func (x *DequeueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DequeueRequest.ProtoReflect.Descriptor instead.
 func (*DequeueRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{7}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DequeueRequest) GetQueues() []string {
@@ -1055,7 +1220,7 @@ type DequeueResponse struct {
 
 func (x *DequeueResponse) Reset() {
 	*x = DequeueResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[8]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1232,7 @@ func (x *DequeueResponse) String() string {
 func (*DequeueResponse) ProtoMessage() {}
 
 func (x *DequeueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[8]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1245,7 @@ func (x *DequeueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DequeueResponse.ProtoReflect.Descriptor instead.
 func (*DequeueResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{8}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DequeueResponse) GetTasks() []*Task {
@@ -1106,7 +1271,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[9]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1118,7 +1283,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[9]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1131,7 +1296,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{9}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AckRequest) GetQueue() string {
@@ -1177,7 +1342,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[10]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1354,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[10]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1367,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{10}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{11}
 }
 
 type NackRequest struct {
@@ -1224,7 +1389,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[11]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1401,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[11]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1414,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{11}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NackRequest) GetQueue() string {
@@ -1305,7 +1470,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[12]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1482,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[12]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1495,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{12}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NackResponse) GetState() TaskState {
@@ -1359,7 +1524,7 @@ type ExtendLeaseRequest struct {
 
 func (x *ExtendLeaseRequest) Reset() {
 	*x = ExtendLeaseRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[13]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1536,7 @@ func (x *ExtendLeaseRequest) String() string {
 func (*ExtendLeaseRequest) ProtoMessage() {}
 
 func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[13]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1549,7 @@ func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{13}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExtendLeaseRequest) GetQueue() string {
@@ -1424,7 +1589,7 @@ type ExtendLeaseResponse struct {
 
 func (x *ExtendLeaseResponse) Reset() {
 	*x = ExtendLeaseResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[14]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +1601,7 @@ func (x *ExtendLeaseResponse) String() string {
 func (*ExtendLeaseResponse) ProtoMessage() {}
 
 func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[14]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1449,7 +1614,7 @@ func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{14}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExtendLeaseResponse) GetLeaseExpiresAt() *timestamppb.Timestamp {
@@ -1470,7 +1635,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[15]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1482,7 +1647,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[15]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1495,7 +1660,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{15}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReleaseRequest) GetQueue() string {
@@ -1527,7 +1692,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[16]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1704,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[16]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1717,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{16}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{17}
 }
 
 // ConsumeStart opens a Consume stream.
@@ -1571,7 +1736,7 @@ type ConsumeStart struct {
 
 func (x *ConsumeStart) Reset() {
 	*x = ConsumeStart{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[17]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1748,7 @@ func (x *ConsumeStart) String() string {
 func (*ConsumeStart) ProtoMessage() {}
 
 func (x *ConsumeStart) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[17]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1761,7 @@ func (x *ConsumeStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeStart.ProtoReflect.Descriptor instead.
 func (*ConsumeStart) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{17}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ConsumeStart) GetQueues() []string {
@@ -1651,7 +1816,7 @@ type Settle struct {
 
 func (x *Settle) Reset() {
 	*x = Settle{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[18]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1828,7 @@ func (x *Settle) String() string {
 func (*Settle) ProtoMessage() {}
 
 func (x *Settle) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[18]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1841,7 @@ func (x *Settle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settle.ProtoReflect.Descriptor instead.
 func (*Settle) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{18}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Settle) GetQueue() string {
@@ -1764,7 +1929,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[19]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1941,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[19]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1954,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{19}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ConsumeRequest) GetKind() isConsumeRequest_Kind {
@@ -1878,7 +2043,7 @@ type SettleBatch struct {
 
 func (x *SettleBatch) Reset() {
 	*x = SettleBatch{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[20]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +2055,7 @@ func (x *SettleBatch) String() string {
 func (*SettleBatch) ProtoMessage() {}
 
 func (x *SettleBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[20]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +2068,7 @@ func (x *SettleBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleBatch.ProtoReflect.Descriptor instead.
 func (*SettleBatch) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{20}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SettleBatch) GetSettles() []*Settle {
@@ -1929,7 +2094,7 @@ type TaskBatch struct {
 
 func (x *TaskBatch) Reset() {
 	*x = TaskBatch{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[21]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1941,7 +2106,7 @@ func (x *TaskBatch) String() string {
 func (*TaskBatch) ProtoMessage() {}
 
 func (x *TaskBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[21]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1954,7 +2119,7 @@ func (x *TaskBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskBatch.ProtoReflect.Descriptor instead.
 func (*TaskBatch) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{21}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TaskBatch) GetTasks() []*Task {
@@ -1973,7 +2138,7 @@ type SettledBatch struct {
 
 func (x *SettledBatch) Reset() {
 	*x = SettledBatch{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[22]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2150,7 @@ func (x *SettledBatch) String() string {
 func (*SettledBatch) ProtoMessage() {}
 
 func (x *SettledBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[22]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2163,7 @@ func (x *SettledBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettledBatch.ProtoReflect.Descriptor instead.
 func (*SettledBatch) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{22}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SettledBatch) GetSettled() []*Settled {
@@ -2021,7 +2186,7 @@ type Settled struct {
 
 func (x *Settled) Reset() {
 	*x = Settled{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[23]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2198,7 @@ func (x *Settled) String() string {
 func (*Settled) ProtoMessage() {}
 
 func (x *Settled) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[23]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2211,7 @@ func (x *Settled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settled.ProtoReflect.Descriptor instead.
 func (*Settled) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{23}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Settled) GetTaskId() string {
@@ -2085,7 +2250,7 @@ type ConsumeResponse struct {
 
 func (x *ConsumeResponse) Reset() {
 	*x = ConsumeResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[24]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2097,7 +2262,7 @@ func (x *ConsumeResponse) String() string {
 func (*ConsumeResponse) ProtoMessage() {}
 
 func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[24]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2110,7 +2275,7 @@ func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{24}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ConsumeResponse) GetKind() isConsumeResponse_Kind {
@@ -2195,7 +2360,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[25]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2207,7 +2372,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[25]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2220,7 +2385,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{25}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StatsRequest) GetQueue() string {
@@ -2248,7 +2413,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[26]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2260,7 +2425,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[26]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2273,7 +2438,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{26}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StatsResponse) GetReady() uint64 {
@@ -2338,7 +2503,7 @@ type PeekRequest struct {
 
 func (x *PeekRequest) Reset() {
 	*x = PeekRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[27]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2350,7 +2515,7 @@ func (x *PeekRequest) String() string {
 func (*PeekRequest) ProtoMessage() {}
 
 func (x *PeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[27]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2363,7 +2528,7 @@ func (x *PeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
 func (*PeekRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{27}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PeekRequest) GetQueue() string {
@@ -2396,7 +2561,7 @@ type PeekResponse struct {
 
 func (x *PeekResponse) Reset() {
 	*x = PeekResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[28]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2408,7 +2573,7 @@ func (x *PeekResponse) String() string {
 func (*PeekResponse) ProtoMessage() {}
 
 func (x *PeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[28]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2421,7 +2586,7 @@ func (x *PeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekResponse.ProtoReflect.Descriptor instead.
 func (*PeekResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{28}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PeekResponse) GetTasks() []*Task {
@@ -2441,7 +2606,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[29]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2453,7 +2618,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[29]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2466,7 +2631,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{29}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CancelRequest) GetQueue() string {
@@ -2491,7 +2656,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[30]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2503,7 +2668,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[30]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2516,7 +2681,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{30}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{31}
 }
 
 type PurgeRequest struct {
@@ -2529,7 +2694,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[31]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2541,7 +2706,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[31]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2554,7 +2719,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{31}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PurgeRequest) GetQueue() string {
@@ -2580,7 +2745,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[32]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2592,7 +2757,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[32]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2605,7 +2770,7 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{32}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PurgeResponse) GetDeleted() uint64 {
@@ -2628,7 +2793,7 @@ type ListDeadRequest struct {
 
 func (x *ListDeadRequest) Reset() {
 	*x = ListDeadRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[33]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2640,7 +2805,7 @@ func (x *ListDeadRequest) String() string {
 func (*ListDeadRequest) ProtoMessage() {}
 
 func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[33]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2653,7 +2818,7 @@ func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{33}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListDeadRequest) GetQueue() string {
@@ -2686,7 +2851,7 @@ type ListDeadResponse struct {
 
 func (x *ListDeadResponse) Reset() {
 	*x = ListDeadResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[34]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2698,7 +2863,7 @@ func (x *ListDeadResponse) String() string {
 func (*ListDeadResponse) ProtoMessage() {}
 
 func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[34]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2711,7 +2876,7 @@ func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{34}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListDeadResponse) GetTasks() []*Task {
@@ -2734,7 +2899,7 @@ type RetryDeadRequest struct {
 
 func (x *RetryDeadRequest) Reset() {
 	*x = RetryDeadRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[35]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +2911,7 @@ func (x *RetryDeadRequest) String() string {
 func (*RetryDeadRequest) ProtoMessage() {}
 
 func (x *RetryDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[35]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +2924,7 @@ func (x *RetryDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDeadRequest.ProtoReflect.Descriptor instead.
 func (*RetryDeadRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{35}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RetryDeadRequest) GetQueue() string {
@@ -2792,7 +2957,7 @@ type RetryDeadResponse struct {
 
 func (x *RetryDeadResponse) Reset() {
 	*x = RetryDeadResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[36]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2804,7 +2969,7 @@ func (x *RetryDeadResponse) String() string {
 func (*RetryDeadResponse) ProtoMessage() {}
 
 func (x *RetryDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[36]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2817,7 +2982,7 @@ func (x *RetryDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryDeadResponse.ProtoReflect.Descriptor instead.
 func (*RetryDeadResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{36}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RetryDeadResponse) GetRetried() uint64 {
@@ -2839,7 +3004,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[37]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2851,7 +3016,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[37]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2864,7 +3029,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{37}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListQueuesRequest) GetPageToken() string {
@@ -2892,7 +3057,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[38]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +3069,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[38]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3082,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{38}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListQueuesResponse) GetNames() []string {
@@ -2935,15 +3100,17 @@ func (x *ListQueuesResponse) GetNextPageToken() string {
 }
 
 type PauseQueueRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Pause only this group (empty: the whole queue).
+	Group         string `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[39]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2955,7 +3122,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[39]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2968,12 +3135,19 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{39}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
 	if x != nil {
 		return x.Queue
+	}
+	return ""
+}
+
+func (x *PauseQueueRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
 	}
 	return ""
 }
@@ -2988,7 +3162,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[40]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3000,7 +3174,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[40]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3013,7 +3187,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{40}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PauseQueueResponse) GetWasPaused() bool {
@@ -3024,15 +3198,17 @@ func (x *PauseQueueResponse) GetWasPaused() bool {
 }
 
 type ResumeQueueRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Resume only this group (empty: the whole queue).
+	Group         string `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[41]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3044,7 +3220,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[41]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3057,12 +3233,19 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{41}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
 	if x != nil {
 		return x.Queue
+	}
+	return ""
+}
+
+func (x *ResumeQueueRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
 	}
 	return ""
 }
@@ -3077,7 +3260,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[42]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3089,7 +3272,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[42]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3102,7 +3285,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{42}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ResumeQueueResponse) GetWasPaused() bool {
@@ -3122,7 +3305,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[43]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3134,7 +3317,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[43]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3147,7 +3330,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{43}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetTaskRequest) GetQueue() string {
@@ -3173,7 +3356,7 @@ type GetTaskResponse struct {
 
 func (x *GetTaskResponse) Reset() {
 	*x = GetTaskResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[44]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3185,7 +3368,7 @@ func (x *GetTaskResponse) String() string {
 func (*GetTaskResponse) ProtoMessage() {}
 
 func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[44]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3198,7 +3381,7 @@ func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{44}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetTaskResponse) GetTask() *Task {
@@ -3220,7 +3403,7 @@ type WaitTaskRequest struct {
 
 func (x *WaitTaskRequest) Reset() {
 	*x = WaitTaskRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[45]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3232,7 +3415,7 @@ func (x *WaitTaskRequest) String() string {
 func (*WaitTaskRequest) ProtoMessage() {}
 
 func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[45]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3245,7 +3428,7 @@ func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitTaskRequest.ProtoReflect.Descriptor instead.
 func (*WaitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{45}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WaitTaskRequest) GetQueue() string {
@@ -3281,7 +3464,7 @@ type WaitTaskResponse struct {
 
 func (x *WaitTaskResponse) Reset() {
 	*x = WaitTaskResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[46]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3293,7 +3476,7 @@ func (x *WaitTaskResponse) String() string {
 func (*WaitTaskResponse) ProtoMessage() {}
 
 func (x *WaitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[46]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3306,7 +3489,7 @@ func (x *WaitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitTaskResponse.ProtoReflect.Descriptor instead.
 func (*WaitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{46}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *WaitTaskResponse) GetFinished() bool {
@@ -3339,7 +3522,7 @@ type ReportProgressRequest struct {
 
 func (x *ReportProgressRequest) Reset() {
 	*x = ReportProgressRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[47]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3351,7 +3534,7 @@ func (x *ReportProgressRequest) String() string {
 func (*ReportProgressRequest) ProtoMessage() {}
 
 func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[47]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3364,7 +3547,7 @@ func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportProgressRequest.ProtoReflect.Descriptor instead.
 func (*ReportProgressRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{47}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ReportProgressRequest) GetQueue() string {
@@ -3418,7 +3601,7 @@ type ReportProgressResponse struct {
 
 func (x *ReportProgressResponse) Reset() {
 	*x = ReportProgressResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[48]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3430,7 +3613,7 @@ func (x *ReportProgressResponse) String() string {
 func (*ReportProgressResponse) ProtoMessage() {}
 
 func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[48]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3443,7 +3626,7 @@ func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportProgressResponse.ProtoReflect.Descriptor instead.
 func (*ReportProgressResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{48}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ReportProgressResponse) GetLeaseExpiresAt() *timestamppb.Timestamp {
@@ -3467,7 +3650,7 @@ type Retention struct {
 
 func (x *Retention) Reset() {
 	*x = Retention{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[49]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3479,7 +3662,7 @@ func (x *Retention) String() string {
 func (*Retention) ProtoMessage() {}
 
 func (x *Retention) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[49]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3492,7 +3675,7 @@ func (x *Retention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retention.ProtoReflect.Descriptor instead.
 func (*Retention) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{49}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Retention) GetMaxCount() uint32 {
@@ -3523,14 +3706,22 @@ type QueuePolicy struct {
 	Retry *RetryPolicy `protobuf:"bytes,3,opt,name=retry,proto3" json:"retry,omitempty"`
 	// How many of the latest task events WatchQueue can replay (0: none are kept,
 	// and watchers see nothing). Default 1000, at most 1,000,000.
-	KeepEvents    *uint32 `protobuf:"varint,4,opt,name=keep_events,json=keepEvents,proto3,oneof" json:"keep_events,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	KeepEvents *uint32 `protobuf:"varint,4,opt,name=keep_events,json=keepEvents,proto3,oneof" json:"keep_events,omitempty"`
+	// At most this many of the queue's tasks leased at once, across all workers
+	// (1 to 1,000,000; unset: no cap).
+	MaxLeased *uint32 `protobuf:"varint,5,opt,name=max_leased,json=maxLeased,proto3,oneof" json:"max_leased,omitempty"`
+	// At most this many leases per period, for the whole queue (unset: no limit).
+	Rate *LeaseRate `protobuf:"bytes,6,opt,name=rate,proto3" json:"rate,omitempty"`
+	// Each group's cap and rate, unless the group sets its own (SetGroupRules).
+	GroupMaxLeased *uint32    `protobuf:"varint,7,opt,name=group_max_leased,json=groupMaxLeased,proto3,oneof" json:"group_max_leased,omitempty"`
+	GroupRate      *LeaseRate `protobuf:"bytes,8,opt,name=group_rate,json=groupRate,proto3" json:"group_rate,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *QueuePolicy) Reset() {
 	*x = QueuePolicy{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[50]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3542,7 +3733,7 @@ func (x *QueuePolicy) String() string {
 func (*QueuePolicy) ProtoMessage() {}
 
 func (x *QueuePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[50]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3555,7 +3746,7 @@ func (x *QueuePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePolicy.ProtoReflect.Descriptor instead.
 func (*QueuePolicy) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{50}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *QueuePolicy) GetSucceeded() *Retention {
@@ -3586,6 +3777,515 @@ func (x *QueuePolicy) GetKeepEvents() uint32 {
 	return 0
 }
 
+func (x *QueuePolicy) GetMaxLeased() uint32 {
+	if x != nil && x.MaxLeased != nil {
+		return *x.MaxLeased
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetRate() *LeaseRate {
+	if x != nil {
+		return x.Rate
+	}
+	return nil
+}
+
+func (x *QueuePolicy) GetGroupMaxLeased() uint32 {
+	if x != nil && x.GroupMaxLeased != nil {
+		return *x.GroupMaxLeased
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetGroupRate() *LeaseRate {
+	if x != nil {
+		return x.GroupRate
+	}
+	return nil
+}
+
+// GroupRules are a group's own rules; unset ones take the queue's.
+type GroupRules struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0 to 1,000,000 (0: none of its tasks is leased, like a pause that keeps counting).
+	MaxLeased *uint32 `protobuf:"varint,1,opt,name=max_leased,json=maxLeased,proto3,oneof" json:"max_leased,omitempty"`
+	// Its share of turns against the other busy groups, 1 to 1000; default 1.
+	Weight        *uint32    `protobuf:"varint,2,opt,name=weight,proto3,oneof" json:"weight,omitempty"`
+	Rate          *LeaseRate `protobuf:"bytes,3,opt,name=rate,proto3" json:"rate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupRules) Reset() {
+	*x = GroupRules{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupRules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupRules) ProtoMessage() {}
+
+func (x *GroupRules) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupRules.ProtoReflect.Descriptor instead.
+func (*GroupRules) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *GroupRules) GetMaxLeased() uint32 {
+	if x != nil && x.MaxLeased != nil {
+		return *x.MaxLeased
+	}
+	return 0
+}
+
+func (x *GroupRules) GetWeight() uint32 {
+	if x != nil && x.Weight != nil {
+		return *x.Weight
+	}
+	return 0
+}
+
+func (x *GroupRules) GetRate() *LeaseRate {
+	if x != nil {
+		return x.Rate
+	}
+	return nil
+}
+
+type Group struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Queue  string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Name   string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Ready  uint64                 `protobuf:"varint,3,opt,name=ready,proto3" json:"ready,omitempty"`
+	Leased uint64                 `protobuf:"varint,4,opt,name=leased,proto3" json:"leased,omitempty"`
+	Paused bool                   `protobuf:"varint,5,opt,name=paused,proto3" json:"paused,omitempty"`
+	// What the group set for itself.
+	Own *GroupRules `protobuf:"bytes,6,opt,name=own,proto3" json:"own,omitempty"`
+	// In force (its own, else the queue's); unset max_leased / rate: none.
+	Effective *GroupRules `protobuf:"bytes,7,opt,name=effective,proto3" json:"effective,omitempty"`
+	// GROUP_*: what holds its ready tasks back now, if anything does.
+	WaitReason    WaitReason `protobuf:"varint,8,opt,name=wait_reason,json=waitReason,proto3,enum=concord.queue.v1.WaitReason" json:"wait_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Group) Reset() {
+	*x = Group{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Group) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Group) ProtoMessage() {}
+
+func (x *Group) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Group.ProtoReflect.Descriptor instead.
+func (*Group) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *Group) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *Group) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Group) GetReady() uint64 {
+	if x != nil {
+		return x.Ready
+	}
+	return 0
+}
+
+func (x *Group) GetLeased() uint64 {
+	if x != nil {
+		return x.Leased
+	}
+	return 0
+}
+
+func (x *Group) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *Group) GetOwn() *GroupRules {
+	if x != nil {
+		return x.Own
+	}
+	return nil
+}
+
+func (x *Group) GetEffective() *GroupRules {
+	if x != nil {
+		return x.Effective
+	}
+	return nil
+}
+
+func (x *Group) GetWaitReason() WaitReason {
+	if x != nil {
+		return x.WaitReason
+	}
+	return WaitReason_WAIT_REASON_UNSPECIFIED
+}
+
+type SetGroupRulesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Rules         *GroupRules            `protobuf:"bytes,3,opt,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetGroupRulesRequest) Reset() {
+	*x = SetGroupRulesRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetGroupRulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetGroupRulesRequest) ProtoMessage() {}
+
+func (x *SetGroupRulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetGroupRulesRequest.ProtoReflect.Descriptor instead.
+func (*SetGroupRulesRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *SetGroupRulesRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetGroupRulesRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *SetGroupRulesRequest) GetRules() *GroupRules {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+type SetGroupRulesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         *Group                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetGroupRulesResponse) Reset() {
+	*x = SetGroupRulesResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetGroupRulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetGroupRulesResponse) ProtoMessage() {}
+
+func (x *SetGroupRulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetGroupRulesResponse.ProtoReflect.Descriptor instead.
+func (*SetGroupRulesResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *SetGroupRulesResponse) GetGroup() *Group {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
+type GetGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGroupRequest) Reset() {
+	*x = GetGroupRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGroupRequest) ProtoMessage() {}
+
+func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGroupRequest.ProtoReflect.Descriptor instead.
+func (*GetGroupRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *GetGroupRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *GetGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type GetGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         *Group                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGroupResponse) Reset() {
+	*x = GetGroupResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGroupResponse) ProtoMessage() {}
+
+func (x *GetGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGroupResponse.ProtoReflect.Descriptor instead.
+func (*GetGroupResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *GetGroupResponse) GetGroup() *Group {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
+type ListGroupsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// 1-1000; unset or 0 means 100.
+	PageSize uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From an earlier response: the next page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsRequest) Reset() {
+	*x = ListGroupsRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsRequest) ProtoMessage() {}
+
+func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
+func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *ListGroupsRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ListGroupsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListGroupsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListGroupsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Groups []*Group               `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsResponse) Reset() {
+	*x = ListGroupsResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsResponse) ProtoMessage() {}
+
+func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
+func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *ListGroupsResponse) GetGroups() []*Group {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *ListGroupsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 type SetQueuePolicyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -3596,7 +4296,7 @@ type SetQueuePolicyRequest struct {
 
 func (x *SetQueuePolicyRequest) Reset() {
 	*x = SetQueuePolicyRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[51]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3608,7 +4308,7 @@ func (x *SetQueuePolicyRequest) String() string {
 func (*SetQueuePolicyRequest) ProtoMessage() {}
 
 func (x *SetQueuePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[51]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3621,7 +4321,7 @@ func (x *SetQueuePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueuePolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetQueuePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{51}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SetQueuePolicyRequest) GetQueue() string {
@@ -3647,7 +4347,7 @@ type SetQueuePolicyResponse struct {
 
 func (x *SetQueuePolicyResponse) Reset() {
 	*x = SetQueuePolicyResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[52]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3659,7 +4359,7 @@ func (x *SetQueuePolicyResponse) String() string {
 func (*SetQueuePolicyResponse) ProtoMessage() {}
 
 func (x *SetQueuePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[52]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3672,7 +4372,7 @@ func (x *SetQueuePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueuePolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetQueuePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{52}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SetQueuePolicyResponse) GetPolicy() *QueuePolicy {
@@ -3691,7 +4391,7 @@ type GetQueuePolicyRequest struct {
 
 func (x *GetQueuePolicyRequest) Reset() {
 	*x = GetQueuePolicyRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[53]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3703,7 +4403,7 @@ func (x *GetQueuePolicyRequest) String() string {
 func (*GetQueuePolicyRequest) ProtoMessage() {}
 
 func (x *GetQueuePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[53]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3716,7 +4416,7 @@ func (x *GetQueuePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueuePolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetQueuePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{53}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetQueuePolicyRequest) GetQueue() string {
@@ -3735,7 +4435,7 @@ type GetQueuePolicyResponse struct {
 
 func (x *GetQueuePolicyResponse) Reset() {
 	*x = GetQueuePolicyResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[54]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3747,7 +4447,7 @@ func (x *GetQueuePolicyResponse) String() string {
 func (*GetQueuePolicyResponse) ProtoMessage() {}
 
 func (x *GetQueuePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[54]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3760,7 +4460,7 @@ func (x *GetQueuePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueuePolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetQueuePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{54}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetQueuePolicyResponse) GetPolicy() *QueuePolicy {
@@ -3802,7 +4502,7 @@ type ScheduleSpec struct {
 
 func (x *ScheduleSpec) Reset() {
 	*x = ScheduleSpec{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[55]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3814,7 +4514,7 @@ func (x *ScheduleSpec) String() string {
 func (*ScheduleSpec) ProtoMessage() {}
 
 func (x *ScheduleSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[55]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3827,7 +4527,7 @@ func (x *ScheduleSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleSpec.ProtoReflect.Descriptor instead.
 func (*ScheduleSpec) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{55}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ScheduleSpec) GetTiming() isScheduleSpec_Timing {
@@ -3955,7 +4655,7 @@ type Schedule struct {
 
 func (x *Schedule) Reset() {
 	*x = Schedule{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[56]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3967,7 +4667,7 @@ func (x *Schedule) String() string {
 func (*Schedule) ProtoMessage() {}
 
 func (x *Schedule) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[56]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3980,7 +4680,7 @@ func (x *Schedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Schedule.ProtoReflect.Descriptor instead.
 func (*Schedule) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{56}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *Schedule) GetQueue() string {
@@ -4081,7 +4781,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[57]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4093,7 +4793,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[57]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4106,7 +4806,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{57}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CreateScheduleRequest) GetQueue() string {
@@ -4146,7 +4846,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[58]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4158,7 +4858,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[58]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4171,7 +4871,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{58}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CreateScheduleResponse) GetSchedule() *Schedule {
@@ -4195,7 +4895,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[59]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4207,7 +4907,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[59]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4220,7 +4920,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{59}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *UpdateScheduleRequest) GetQueue() string {
@@ -4260,7 +4960,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[60]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4272,7 +4972,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[60]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4285,7 +4985,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{60}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *UpdateScheduleResponse) GetSchedule() *Schedule {
@@ -4305,7 +5005,7 @@ type PauseScheduleRequest struct {
 
 func (x *PauseScheduleRequest) Reset() {
 	*x = PauseScheduleRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[61]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4317,7 +5017,7 @@ func (x *PauseScheduleRequest) String() string {
 func (*PauseScheduleRequest) ProtoMessage() {}
 
 func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[61]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4330,7 +5030,7 @@ func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{61}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *PauseScheduleRequest) GetQueue() string {
@@ -4356,7 +5056,7 @@ type PauseScheduleResponse struct {
 
 func (x *PauseScheduleResponse) Reset() {
 	*x = PauseScheduleResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[62]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4368,7 +5068,7 @@ func (x *PauseScheduleResponse) String() string {
 func (*PauseScheduleResponse) ProtoMessage() {}
 
 func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[62]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4381,7 +5081,7 @@ func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{62}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *PauseScheduleResponse) GetSchedule() *Schedule {
@@ -4401,7 +5101,7 @@ type ResumeScheduleRequest struct {
 
 func (x *ResumeScheduleRequest) Reset() {
 	*x = ResumeScheduleRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[63]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4413,7 +5113,7 @@ func (x *ResumeScheduleRequest) String() string {
 func (*ResumeScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[63]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4426,7 +5126,7 @@ func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{63}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ResumeScheduleRequest) GetQueue() string {
@@ -4452,7 +5152,7 @@ type ResumeScheduleResponse struct {
 
 func (x *ResumeScheduleResponse) Reset() {
 	*x = ResumeScheduleResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[64]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4464,7 +5164,7 @@ func (x *ResumeScheduleResponse) String() string {
 func (*ResumeScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[64]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4477,7 +5177,7 @@ func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{64}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ResumeScheduleResponse) GetSchedule() *Schedule {
@@ -4497,7 +5197,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[65]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4509,7 +5209,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[65]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4522,7 +5222,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{65}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *DeleteScheduleRequest) GetQueue() string {
@@ -4547,7 +5247,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[66]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4559,7 +5259,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[66]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4572,7 +5272,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{66}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{75}
 }
 
 type GetScheduleRequest struct {
@@ -4585,7 +5285,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[67]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4597,7 +5297,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[67]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4610,7 +5310,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{67}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetScheduleRequest) GetQueue() string {
@@ -4636,7 +5336,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[68]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4648,7 +5348,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[68]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4661,7 +5361,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{68}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *Schedule {
@@ -4684,7 +5384,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[69]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4696,7 +5396,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[69]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4709,7 +5409,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{69}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListSchedulesRequest) GetQueue() string {
@@ -4743,7 +5443,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[70]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4755,7 +5455,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[70]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4768,7 +5468,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{70}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
@@ -4798,7 +5498,7 @@ type WatchQueueRequest struct {
 
 func (x *WatchQueueRequest) Reset() {
 	*x = WatchQueueRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[71]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4810,7 +5510,7 @@ func (x *WatchQueueRequest) String() string {
 func (*WatchQueueRequest) ProtoMessage() {}
 
 func (x *WatchQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[71]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4823,7 +5523,7 @@ func (x *WatchQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchQueueRequest.ProtoReflect.Descriptor instead.
 func (*WatchQueueRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{71}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *WatchQueueRequest) GetQueue() string {
@@ -4856,7 +5556,7 @@ type WatchQueueResponse struct {
 
 func (x *WatchQueueResponse) Reset() {
 	*x = WatchQueueResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[72]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4868,7 +5568,7 @@ func (x *WatchQueueResponse) String() string {
 func (*WatchQueueResponse) ProtoMessage() {}
 
 func (x *WatchQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[72]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4881,7 +5581,7 @@ func (x *WatchQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchQueueResponse.ProtoReflect.Descriptor instead.
 func (*WatchQueueResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{72}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *WatchQueueResponse) GetEvent() *QueueEvent {
@@ -4913,14 +5613,17 @@ type QueueEvent struct {
 	// PROGRESS: what was reported.
 	Progress *Progress `protobuf:"bytes,10,opt,name=progress,proto3" json:"progress,omitempty"`
 	// ENQUEUED by a schedule: its name.
-	Schedule      string `protobuf:"bytes,11,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	Schedule string `protobuf:"bytes,11,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	// HELD: the group (empty: the whole queue) and the rule.
+	Group         string     `protobuf:"bytes,12,opt,name=group,proto3" json:"group,omitempty"`
+	WaitReason    WaitReason `protobuf:"varint,13,opt,name=wait_reason,json=waitReason,proto3,enum=concord.queue.v1.WaitReason" json:"wait_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueEvent) Reset() {
 	*x = QueueEvent{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[73]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4932,7 +5635,7 @@ func (x *QueueEvent) String() string {
 func (*QueueEvent) ProtoMessage() {}
 
 func (x *QueueEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[73]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4945,7 +5648,7 @@ func (x *QueueEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueEvent.ProtoReflect.Descriptor instead.
 func (*QueueEvent) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{73}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *QueueEvent) GetPosition() string {
@@ -5025,11 +5728,25 @@ func (x *QueueEvent) GetSchedule() string {
 	return ""
 }
 
+func (x *QueueEvent) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *QueueEvent) GetWaitReason() WaitReason {
+	if x != nil {
+		return x.WaitReason
+	}
+	return WaitReason_WAIT_REASON_UNSPECIFIED
+}
+
 var File_concord_queue_v1_queue_proto protoreflect.FileDescriptor
 
 const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\n" +
-	"\x1cconcord/queue/v1/queue.proto\x12\x10concord.queue.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf8\x03\n" +
+	"\x1cconcord/queue/v1/queue.proto\x12\x10concord.queue.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x04\n" +
 	"\aNewTask\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x1a\n" +
@@ -5044,7 +5761,12 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\fthrottle_key\x18\n" +
 	" \x01(\tR\vthrottleKey\x12B\n" +
 	"\x0fthrottle_period\x18\v \x01(\v2\x19.google.protobuf.DurationR\x0ethrottlePeriod\x12!\n" +
-	"\fdebounce_key\x18\f \x01(\tR\vdebounceKey\"\x85\x02\n" +
+	"\fdebounce_key\x18\f \x01(\tR\vdebounceKey\x12\x14\n" +
+	"\x05group\x18\r \x01(\tR\x05group\"j\n" +
+	"\tLeaseRate\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit\x121\n" +
+	"\x06period\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12\x14\n" +
+	"\x05burst\x18\x03 \x01(\rR\x05burst\"\x85\x02\n" +
 	"\vRetryPolicy\x12!\n" +
 	"\fmax_attempts\x18\x01 \x01(\rR\vmaxAttempts\x123\n" +
 	"\abackoff\x18\x02 \x01(\x0e2\x19.concord.queue.v1.BackoffR\abackoff\x12>\n" +
@@ -5060,7 +5782,7 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12\x1c\n" +
 	"\tdebounced\x18\x03 \x01(\bR\tdebounced\"L\n" +
 	"\x0fEnqueueResponse\x129\n" +
-	"\aresults\x18\x01 \x03(\v2\x1f.concord.queue.v1.EnqueueResultR\aresults\"\xf6\x06\n" +
+	"\aresults\x18\x01 \x03(\v2\x1f.concord.queue.v1.EnqueueResultR\aresults\"\xcb\a\n" +
 	"\x04Task\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x12\n" +
@@ -5089,7 +5811,10 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"deadReason\x123\n" +
 	"\x05retry\x18\x14 \x01(\v2\x1d.concord.queue.v1.RetryPolicyR\x05retry\x12\x1a\n" +
 	"\bschedule\x18\x15 \x01(\tR\bschedule\x12=\n" +
-	"\fscheduled_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAt\"\x80\x01\n" +
+	"\fscheduled_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAt\x12\x14\n" +
+	"\x05group\x18\x17 \x01(\tR\x05group\x12=\n" +
+	"\vwait_reason\x18\x18 \x01(\x0e2\x1c.concord.queue.v1.WaitReasonR\n" +
+	"waitReason\"\x80\x01\n" +
 	"\bProgress\x12\x19\n" +
 	"\x05value\x18\x01 \x01(\x01H\x00R\x05value\x88\x01\x01\x12\x12\n" +
 	"\x04json\x18\x02 \x01(\tR\x04json\x12;\n" +
@@ -5224,14 +5949,16 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\"R\n" +
 	"\x12ListQueuesResponse\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\")\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"?\n" +
 	"\x11PauseQueueRequest\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\"3\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\"3\n" +
 	"\x12PauseQueueResponse\x12\x1d\n" +
 	"\n" +
-	"was_paused\x18\x01 \x01(\bR\twasPaused\"*\n" +
+	"was_paused\x18\x01 \x01(\bR\twasPaused\"@\n" +
 	"\x12ResumeQueueRequest\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\"4\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\"4\n" +
 	"\x13ResumeQueueResponse\x12\x1d\n" +
 	"\n" +
 	"was_paused\x18\x01 \x01(\bR\twasPaused\"?\n" +
@@ -5261,14 +5988,59 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\tmax_count\x18\x01 \x01(\rH\x00R\bmaxCount\x88\x01\x01\x122\n" +
 	"\amax_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06maxAgeB\f\n" +
 	"\n" +
-	"_max_count\"\xe4\x01\n" +
+	"_max_count\"\xc8\x03\n" +
 	"\vQueuePolicy\x129\n" +
 	"\tsucceeded\x18\x01 \x01(\v2\x1b.concord.queue.v1.RetentionR\tsucceeded\x12/\n" +
 	"\x04dead\x18\x02 \x01(\v2\x1b.concord.queue.v1.RetentionR\x04dead\x123\n" +
 	"\x05retry\x18\x03 \x01(\v2\x1d.concord.queue.v1.RetryPolicyR\x05retry\x12$\n" +
 	"\vkeep_events\x18\x04 \x01(\rH\x00R\n" +
-	"keepEvents\x88\x01\x01B\x0e\n" +
-	"\f_keep_events\"d\n" +
+	"keepEvents\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"max_leased\x18\x05 \x01(\rH\x01R\tmaxLeased\x88\x01\x01\x12/\n" +
+	"\x04rate\x18\x06 \x01(\v2\x1b.concord.queue.v1.LeaseRateR\x04rate\x12-\n" +
+	"\x10group_max_leased\x18\a \x01(\rH\x02R\x0egroupMaxLeased\x88\x01\x01\x12:\n" +
+	"\n" +
+	"group_rate\x18\b \x01(\v2\x1b.concord.queue.v1.LeaseRateR\tgroupRateB\x0e\n" +
+	"\f_keep_eventsB\r\n" +
+	"\v_max_leasedB\x13\n" +
+	"\x11_group_max_leased\"\x98\x01\n" +
+	"\n" +
+	"GroupRules\x12\"\n" +
+	"\n" +
+	"max_leased\x18\x01 \x01(\rH\x00R\tmaxLeased\x88\x01\x01\x12\x1b\n" +
+	"\x06weight\x18\x02 \x01(\rH\x01R\x06weight\x88\x01\x01\x12/\n" +
+	"\x04rate\x18\x03 \x01(\v2\x1b.concord.queue.v1.LeaseRateR\x04rateB\r\n" +
+	"\v_max_leasedB\t\n" +
+	"\a_weight\"\xa2\x02\n" +
+	"\x05Group\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05ready\x18\x03 \x01(\x04R\x05ready\x12\x16\n" +
+	"\x06leased\x18\x04 \x01(\x04R\x06leased\x12\x16\n" +
+	"\x06paused\x18\x05 \x01(\bR\x06paused\x12.\n" +
+	"\x03own\x18\x06 \x01(\v2\x1c.concord.queue.v1.GroupRulesR\x03own\x12:\n" +
+	"\teffective\x18\a \x01(\v2\x1c.concord.queue.v1.GroupRulesR\teffective\x12=\n" +
+	"\vwait_reason\x18\b \x01(\x0e2\x1c.concord.queue.v1.WaitReasonR\n" +
+	"waitReason\"v\n" +
+	"\x14SetGroupRulesRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x122\n" +
+	"\x05rules\x18\x03 \x01(\v2\x1c.concord.queue.v1.GroupRulesR\x05rules\"F\n" +
+	"\x15SetGroupRulesResponse\x12-\n" +
+	"\x05group\x18\x01 \x01(\v2\x17.concord.queue.v1.GroupR\x05group\"=\n" +
+	"\x0fGetGroupRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\"A\n" +
+	"\x10GetGroupResponse\x12-\n" +
+	"\x05group\x18\x01 \x01(\v2\x17.concord.queue.v1.GroupR\x05group\"e\n" +
+	"\x11ListGroupsRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"m\n" +
+	"\x12ListGroupsResponse\x12/\n" +
+	"\x06groups\x18\x01 \x03(\v2\x17.concord.queue.v1.GroupR\x06groups\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"d\n" +
 	"\x15SetQueuePolicyRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x125\n" +
 	"\x06policy\x18\x02 \x01(\v2\x1d.concord.queue.v1.QueuePolicyR\x06policy\"O\n" +
@@ -5356,7 +6128,7 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\vfrom_oldest\x18\x03 \x01(\bR\n" +
 	"fromOldest\"H\n" +
 	"\x12WatchQueueResponse\x122\n" +
-	"\x05event\x18\x01 \x01(\v2\x1c.concord.queue.v1.QueueEventR\x05event\"\x93\x03\n" +
+	"\x05event\x18\x01 \x01(\v2\x1c.concord.queue.v1.QueueEventR\x05event\"\xe8\x03\n" +
 	"\n" +
 	"QueueEvent\x12\x1a\n" +
 	"\bposition\x18\x01 \x01(\tR\bposition\x124\n" +
@@ -5371,7 +6143,10 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"deadReason\x126\n" +
 	"\bprogress\x18\n" +
 	" \x01(\v2\x1a.concord.queue.v1.ProgressR\bprogress\x12\x1a\n" +
-	"\bschedule\x18\v \x01(\tR\bschedule*\xcd\x01\n" +
+	"\bschedule\x18\v \x01(\tR\bschedule\x12\x14\n" +
+	"\x05group\x18\f \x01(\tR\x05group\x12=\n" +
+	"\vwait_reason\x18\r \x01(\x0e2\x1c.concord.queue.v1.WaitReasonR\n" +
+	"waitReason*\xcd\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10TASK_STATE_READY\x10\x01\x12\x16\n" +
@@ -5380,7 +6155,16 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\x0fTASK_STATE_DEAD\x10\x04\x12\x16\n" +
 	"\x12TASK_STATE_WAITING\x10\x05\x12\x18\n" +
 	"\x14TASK_STATE_SUCCEEDED\x10\x06\x12\x18\n" +
-	"\x14TASK_STATE_CANCELLED\x10\a*N\n" +
+	"\x14TASK_STATE_CANCELLED\x10\a*\xe9\x01\n" +
+	"\n" +
+	"WaitReason\x12\x1b\n" +
+	"\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18WAIT_REASON_QUEUE_PAUSED\x10\x01\x12\x1c\n" +
+	"\x18WAIT_REASON_QUEUE_AT_CAP\x10\x02\x12\"\n" +
+	"\x1eWAIT_REASON_QUEUE_RATE_LIMITED\x10\x03\x12\x1c\n" +
+	"\x18WAIT_REASON_GROUP_PAUSED\x10\x04\x12\x1c\n" +
+	"\x18WAIT_REASON_GROUP_AT_CAP\x10\x05\x12\"\n" +
+	"\x1eWAIT_REASON_GROUP_RATE_LIMITED\x10\x06*N\n" +
 	"\aBackoff\x12\x17\n" +
 	"\x13BACKOFF_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rBACKOFF_FIXED\x10\x01\x12\x17\n" +
@@ -5388,7 +6172,7 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\vMissedTicks\x12\x1c\n" +
 	"\x18MISSED_TICKS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15MISSED_TICKS_RUN_ONCE\x10\x01\x12\x15\n" +
-	"\x11MISSED_TICKS_SKIP\x10\x02*\xfc\x02\n" +
+	"\x11MISSED_TICKS_SKIP\x10\x02*\x97\x03\n" +
 	"\x0eQueueEventKind\x12 \n" +
 	"\x1cQUEUE_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19QUEUE_EVENT_KIND_ENQUEUED\x10\x01\x12\x1b\n" +
@@ -5402,7 +6186,8 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\x18QUEUE_EVENT_KIND_RETRIED\x10\t\x12\x18\n" +
 	"\x14QUEUE_EVENT_KIND_GAP\x10\n" +
 	"\x12\x1e\n" +
-	"\x1aQUEUE_EVENT_KIND_CAUGHT_UP\x10\v2\xf9\x13\n" +
+	"\x1aQUEUE_EVENT_KIND_CAUGHT_UP\x10\v\x12\x19\n" +
+	"\x15QUEUE_EVENT_KIND_HELD\x10\f2\x87\x16\n" +
 	"\fQueueService\x12N\n" +
 	"\aEnqueue\x12 .concord.queue.v1.EnqueueRequest\x1a!.concord.queue.v1.EnqueueResponse\x12N\n" +
 	"\aDequeue\x12 .concord.queue.v1.DequeueRequest\x1a!.concord.queue.v1.DequeueResponse\x12B\n" +
@@ -5421,7 +6206,11 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"ListQueues\x12#.concord.queue.v1.ListQueuesRequest\x1a$.concord.queue.v1.ListQueuesResponse\x12W\n" +
 	"\n" +
 	"PauseQueue\x12#.concord.queue.v1.PauseQueueRequest\x1a$.concord.queue.v1.PauseQueueResponse\x12Z\n" +
-	"\vResumeQueue\x12$.concord.queue.v1.ResumeQueueRequest\x1a%.concord.queue.v1.ResumeQueueResponse\x12N\n" +
+	"\vResumeQueue\x12$.concord.queue.v1.ResumeQueueRequest\x1a%.concord.queue.v1.ResumeQueueResponse\x12`\n" +
+	"\rSetGroupRules\x12&.concord.queue.v1.SetGroupRulesRequest\x1a'.concord.queue.v1.SetGroupRulesResponse\x12Q\n" +
+	"\bGetGroup\x12!.concord.queue.v1.GetGroupRequest\x1a\".concord.queue.v1.GetGroupResponse\x12W\n" +
+	"\n" +
+	"ListGroups\x12#.concord.queue.v1.ListGroupsRequest\x1a$.concord.queue.v1.ListGroupsResponse\x12N\n" +
 	"\aGetTask\x12 .concord.queue.v1.GetTaskRequest\x1a!.concord.queue.v1.GetTaskResponse\x12Q\n" +
 	"\bWaitTask\x12!.concord.queue.v1.WaitTaskRequest\x1a\".concord.queue.v1.WaitTaskResponse\x12c\n" +
 	"\x0eReportProgress\x12'.concord.queue.v1.ReportProgressRequest\x1a(.concord.queue.v1.ReportProgressResponse\x12c\n" +
@@ -5451,233 +6240,262 @@ func file_concord_queue_v1_queue_proto_rawDescGZIP() []byte {
 	return file_concord_queue_v1_queue_proto_rawDescData
 }
 
-var file_concord_queue_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_concord_queue_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_concord_queue_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_concord_queue_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
 var file_concord_queue_v1_queue_proto_goTypes = []any{
 	(TaskState)(0),                 // 0: concord.queue.v1.TaskState
-	(Backoff)(0),                   // 1: concord.queue.v1.Backoff
-	(MissedTicks)(0),               // 2: concord.queue.v1.MissedTicks
-	(QueueEventKind)(0),            // 3: concord.queue.v1.QueueEventKind
-	(*NewTask)(nil),                // 4: concord.queue.v1.NewTask
-	(*RetryPolicy)(nil),            // 5: concord.queue.v1.RetryPolicy
-	(*EnqueueRequest)(nil),         // 6: concord.queue.v1.EnqueueRequest
-	(*EnqueueResult)(nil),          // 7: concord.queue.v1.EnqueueResult
-	(*EnqueueResponse)(nil),        // 8: concord.queue.v1.EnqueueResponse
-	(*Task)(nil),                   // 9: concord.queue.v1.Task
-	(*Progress)(nil),               // 10: concord.queue.v1.Progress
-	(*DequeueRequest)(nil),         // 11: concord.queue.v1.DequeueRequest
-	(*DequeueResponse)(nil),        // 12: concord.queue.v1.DequeueResponse
-	(*AckRequest)(nil),             // 13: concord.queue.v1.AckRequest
-	(*AckResponse)(nil),            // 14: concord.queue.v1.AckResponse
-	(*NackRequest)(nil),            // 15: concord.queue.v1.NackRequest
-	(*NackResponse)(nil),           // 16: concord.queue.v1.NackResponse
-	(*ExtendLeaseRequest)(nil),     // 17: concord.queue.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),    // 18: concord.queue.v1.ExtendLeaseResponse
-	(*ReleaseRequest)(nil),         // 19: concord.queue.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),        // 20: concord.queue.v1.ReleaseResponse
-	(*ConsumeStart)(nil),           // 21: concord.queue.v1.ConsumeStart
-	(*Settle)(nil),                 // 22: concord.queue.v1.Settle
-	(*ConsumeRequest)(nil),         // 23: concord.queue.v1.ConsumeRequest
-	(*SettleBatch)(nil),            // 24: concord.queue.v1.SettleBatch
-	(*TaskBatch)(nil),              // 25: concord.queue.v1.TaskBatch
-	(*SettledBatch)(nil),           // 26: concord.queue.v1.SettledBatch
-	(*Settled)(nil),                // 27: concord.queue.v1.Settled
-	(*ConsumeResponse)(nil),        // 28: concord.queue.v1.ConsumeResponse
-	(*StatsRequest)(nil),           // 29: concord.queue.v1.StatsRequest
-	(*StatsResponse)(nil),          // 30: concord.queue.v1.StatsResponse
-	(*PeekRequest)(nil),            // 31: concord.queue.v1.PeekRequest
-	(*PeekResponse)(nil),           // 32: concord.queue.v1.PeekResponse
-	(*CancelRequest)(nil),          // 33: concord.queue.v1.CancelRequest
-	(*CancelResponse)(nil),         // 34: concord.queue.v1.CancelResponse
-	(*PurgeRequest)(nil),           // 35: concord.queue.v1.PurgeRequest
-	(*PurgeResponse)(nil),          // 36: concord.queue.v1.PurgeResponse
-	(*ListDeadRequest)(nil),        // 37: concord.queue.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),       // 38: concord.queue.v1.ListDeadResponse
-	(*RetryDeadRequest)(nil),       // 39: concord.queue.v1.RetryDeadRequest
-	(*RetryDeadResponse)(nil),      // 40: concord.queue.v1.RetryDeadResponse
-	(*ListQueuesRequest)(nil),      // 41: concord.queue.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),     // 42: concord.queue.v1.ListQueuesResponse
-	(*PauseQueueRequest)(nil),      // 43: concord.queue.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),     // 44: concord.queue.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),     // 45: concord.queue.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),    // 46: concord.queue.v1.ResumeQueueResponse
-	(*GetTaskRequest)(nil),         // 47: concord.queue.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),        // 48: concord.queue.v1.GetTaskResponse
-	(*WaitTaskRequest)(nil),        // 49: concord.queue.v1.WaitTaskRequest
-	(*WaitTaskResponse)(nil),       // 50: concord.queue.v1.WaitTaskResponse
-	(*ReportProgressRequest)(nil),  // 51: concord.queue.v1.ReportProgressRequest
-	(*ReportProgressResponse)(nil), // 52: concord.queue.v1.ReportProgressResponse
-	(*Retention)(nil),              // 53: concord.queue.v1.Retention
-	(*QueuePolicy)(nil),            // 54: concord.queue.v1.QueuePolicy
-	(*SetQueuePolicyRequest)(nil),  // 55: concord.queue.v1.SetQueuePolicyRequest
-	(*SetQueuePolicyResponse)(nil), // 56: concord.queue.v1.SetQueuePolicyResponse
-	(*GetQueuePolicyRequest)(nil),  // 57: concord.queue.v1.GetQueuePolicyRequest
-	(*GetQueuePolicyResponse)(nil), // 58: concord.queue.v1.GetQueuePolicyResponse
-	(*ScheduleSpec)(nil),           // 59: concord.queue.v1.ScheduleSpec
-	(*Schedule)(nil),               // 60: concord.queue.v1.Schedule
-	(*CreateScheduleRequest)(nil),  // 61: concord.queue.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil), // 62: concord.queue.v1.CreateScheduleResponse
-	(*UpdateScheduleRequest)(nil),  // 63: concord.queue.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil), // 64: concord.queue.v1.UpdateScheduleResponse
-	(*PauseScheduleRequest)(nil),   // 65: concord.queue.v1.PauseScheduleRequest
-	(*PauseScheduleResponse)(nil),  // 66: concord.queue.v1.PauseScheduleResponse
-	(*ResumeScheduleRequest)(nil),  // 67: concord.queue.v1.ResumeScheduleRequest
-	(*ResumeScheduleResponse)(nil), // 68: concord.queue.v1.ResumeScheduleResponse
-	(*DeleteScheduleRequest)(nil),  // 69: concord.queue.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 70: concord.queue.v1.DeleteScheduleResponse
-	(*GetScheduleRequest)(nil),     // 71: concord.queue.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),    // 72: concord.queue.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 73: concord.queue.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 74: concord.queue.v1.ListSchedulesResponse
-	(*WatchQueueRequest)(nil),      // 75: concord.queue.v1.WatchQueueRequest
-	(*WatchQueueResponse)(nil),     // 76: concord.queue.v1.WatchQueueResponse
-	(*QueueEvent)(nil),             // 77: concord.queue.v1.QueueEvent
-	(*durationpb.Duration)(nil),    // 78: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 79: google.protobuf.Timestamp
+	(WaitReason)(0),                // 1: concord.queue.v1.WaitReason
+	(Backoff)(0),                   // 2: concord.queue.v1.Backoff
+	(MissedTicks)(0),               // 3: concord.queue.v1.MissedTicks
+	(QueueEventKind)(0),            // 4: concord.queue.v1.QueueEventKind
+	(*NewTask)(nil),                // 5: concord.queue.v1.NewTask
+	(*LeaseRate)(nil),              // 6: concord.queue.v1.LeaseRate
+	(*RetryPolicy)(nil),            // 7: concord.queue.v1.RetryPolicy
+	(*EnqueueRequest)(nil),         // 8: concord.queue.v1.EnqueueRequest
+	(*EnqueueResult)(nil),          // 9: concord.queue.v1.EnqueueResult
+	(*EnqueueResponse)(nil),        // 10: concord.queue.v1.EnqueueResponse
+	(*Task)(nil),                   // 11: concord.queue.v1.Task
+	(*Progress)(nil),               // 12: concord.queue.v1.Progress
+	(*DequeueRequest)(nil),         // 13: concord.queue.v1.DequeueRequest
+	(*DequeueResponse)(nil),        // 14: concord.queue.v1.DequeueResponse
+	(*AckRequest)(nil),             // 15: concord.queue.v1.AckRequest
+	(*AckResponse)(nil),            // 16: concord.queue.v1.AckResponse
+	(*NackRequest)(nil),            // 17: concord.queue.v1.NackRequest
+	(*NackResponse)(nil),           // 18: concord.queue.v1.NackResponse
+	(*ExtendLeaseRequest)(nil),     // 19: concord.queue.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),    // 20: concord.queue.v1.ExtendLeaseResponse
+	(*ReleaseRequest)(nil),         // 21: concord.queue.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),        // 22: concord.queue.v1.ReleaseResponse
+	(*ConsumeStart)(nil),           // 23: concord.queue.v1.ConsumeStart
+	(*Settle)(nil),                 // 24: concord.queue.v1.Settle
+	(*ConsumeRequest)(nil),         // 25: concord.queue.v1.ConsumeRequest
+	(*SettleBatch)(nil),            // 26: concord.queue.v1.SettleBatch
+	(*TaskBatch)(nil),              // 27: concord.queue.v1.TaskBatch
+	(*SettledBatch)(nil),           // 28: concord.queue.v1.SettledBatch
+	(*Settled)(nil),                // 29: concord.queue.v1.Settled
+	(*ConsumeResponse)(nil),        // 30: concord.queue.v1.ConsumeResponse
+	(*StatsRequest)(nil),           // 31: concord.queue.v1.StatsRequest
+	(*StatsResponse)(nil),          // 32: concord.queue.v1.StatsResponse
+	(*PeekRequest)(nil),            // 33: concord.queue.v1.PeekRequest
+	(*PeekResponse)(nil),           // 34: concord.queue.v1.PeekResponse
+	(*CancelRequest)(nil),          // 35: concord.queue.v1.CancelRequest
+	(*CancelResponse)(nil),         // 36: concord.queue.v1.CancelResponse
+	(*PurgeRequest)(nil),           // 37: concord.queue.v1.PurgeRequest
+	(*PurgeResponse)(nil),          // 38: concord.queue.v1.PurgeResponse
+	(*ListDeadRequest)(nil),        // 39: concord.queue.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),       // 40: concord.queue.v1.ListDeadResponse
+	(*RetryDeadRequest)(nil),       // 41: concord.queue.v1.RetryDeadRequest
+	(*RetryDeadResponse)(nil),      // 42: concord.queue.v1.RetryDeadResponse
+	(*ListQueuesRequest)(nil),      // 43: concord.queue.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),     // 44: concord.queue.v1.ListQueuesResponse
+	(*PauseQueueRequest)(nil),      // 45: concord.queue.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),     // 46: concord.queue.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),     // 47: concord.queue.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),    // 48: concord.queue.v1.ResumeQueueResponse
+	(*GetTaskRequest)(nil),         // 49: concord.queue.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),        // 50: concord.queue.v1.GetTaskResponse
+	(*WaitTaskRequest)(nil),        // 51: concord.queue.v1.WaitTaskRequest
+	(*WaitTaskResponse)(nil),       // 52: concord.queue.v1.WaitTaskResponse
+	(*ReportProgressRequest)(nil),  // 53: concord.queue.v1.ReportProgressRequest
+	(*ReportProgressResponse)(nil), // 54: concord.queue.v1.ReportProgressResponse
+	(*Retention)(nil),              // 55: concord.queue.v1.Retention
+	(*QueuePolicy)(nil),            // 56: concord.queue.v1.QueuePolicy
+	(*GroupRules)(nil),             // 57: concord.queue.v1.GroupRules
+	(*Group)(nil),                  // 58: concord.queue.v1.Group
+	(*SetGroupRulesRequest)(nil),   // 59: concord.queue.v1.SetGroupRulesRequest
+	(*SetGroupRulesResponse)(nil),  // 60: concord.queue.v1.SetGroupRulesResponse
+	(*GetGroupRequest)(nil),        // 61: concord.queue.v1.GetGroupRequest
+	(*GetGroupResponse)(nil),       // 62: concord.queue.v1.GetGroupResponse
+	(*ListGroupsRequest)(nil),      // 63: concord.queue.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),     // 64: concord.queue.v1.ListGroupsResponse
+	(*SetQueuePolicyRequest)(nil),  // 65: concord.queue.v1.SetQueuePolicyRequest
+	(*SetQueuePolicyResponse)(nil), // 66: concord.queue.v1.SetQueuePolicyResponse
+	(*GetQueuePolicyRequest)(nil),  // 67: concord.queue.v1.GetQueuePolicyRequest
+	(*GetQueuePolicyResponse)(nil), // 68: concord.queue.v1.GetQueuePolicyResponse
+	(*ScheduleSpec)(nil),           // 69: concord.queue.v1.ScheduleSpec
+	(*Schedule)(nil),               // 70: concord.queue.v1.Schedule
+	(*CreateScheduleRequest)(nil),  // 71: concord.queue.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil), // 72: concord.queue.v1.CreateScheduleResponse
+	(*UpdateScheduleRequest)(nil),  // 73: concord.queue.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil), // 74: concord.queue.v1.UpdateScheduleResponse
+	(*PauseScheduleRequest)(nil),   // 75: concord.queue.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),  // 76: concord.queue.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),  // 77: concord.queue.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil), // 78: concord.queue.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),  // 79: concord.queue.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 80: concord.queue.v1.DeleteScheduleResponse
+	(*GetScheduleRequest)(nil),     // 81: concord.queue.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 82: concord.queue.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 83: concord.queue.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 84: concord.queue.v1.ListSchedulesResponse
+	(*WatchQueueRequest)(nil),      // 85: concord.queue.v1.WatchQueueRequest
+	(*WatchQueueResponse)(nil),     // 86: concord.queue.v1.WatchQueueResponse
+	(*QueueEvent)(nil),             // 87: concord.queue.v1.QueueEvent
+	(*durationpb.Duration)(nil),    // 88: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 89: google.protobuf.Timestamp
 }
 var file_concord_queue_v1_queue_proto_depIdxs = []int32{
-	78,  // 0: concord.queue.v1.NewTask.delay:type_name -> google.protobuf.Duration
-	79,  // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
-	78,  // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
-	5,   // 3: concord.queue.v1.NewTask.retry:type_name -> concord.queue.v1.RetryPolicy
-	78,  // 4: concord.queue.v1.NewTask.throttle_period:type_name -> google.protobuf.Duration
-	1,   // 5: concord.queue.v1.RetryPolicy.backoff:type_name -> concord.queue.v1.Backoff
-	78,  // 6: concord.queue.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
-	78,  // 7: concord.queue.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
-	4,   // 8: concord.queue.v1.EnqueueRequest.tasks:type_name -> concord.queue.v1.NewTask
-	7,   // 9: concord.queue.v1.EnqueueResponse.results:type_name -> concord.queue.v1.EnqueueResult
-	0,   // 10: concord.queue.v1.Task.state:type_name -> concord.queue.v1.TaskState
-	79,  // 11: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
-	79,  // 12: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
-	79,  // 13: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
-	10,  // 14: concord.queue.v1.Task.progress:type_name -> concord.queue.v1.Progress
-	79,  // 15: concord.queue.v1.Task.leased_at:type_name -> google.protobuf.Timestamp
-	79,  // 16: concord.queue.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
-	5,   // 17: concord.queue.v1.Task.retry:type_name -> concord.queue.v1.RetryPolicy
-	79,  // 18: concord.queue.v1.Task.scheduled_at:type_name -> google.protobuf.Timestamp
-	79,  // 19: concord.queue.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
-	78,  // 20: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
-	78,  // 21: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
-	9,   // 22: concord.queue.v1.DequeueResponse.tasks:type_name -> concord.queue.v1.Task
-	78,  // 23: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
-	0,   // 24: concord.queue.v1.NackResponse.state:type_name -> concord.queue.v1.TaskState
-	79,  // 25: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
-	78,  // 26: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
-	79,  // 27: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	78,  // 28: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
-	78,  // 29: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
-	21,  // 30: concord.queue.v1.ConsumeRequest.start:type_name -> concord.queue.v1.ConsumeStart
-	22,  // 31: concord.queue.v1.ConsumeRequest.settle:type_name -> concord.queue.v1.Settle
-	24,  // 32: concord.queue.v1.ConsumeRequest.settles:type_name -> concord.queue.v1.SettleBatch
-	22,  // 33: concord.queue.v1.SettleBatch.settles:type_name -> concord.queue.v1.Settle
-	9,   // 34: concord.queue.v1.TaskBatch.tasks:type_name -> concord.queue.v1.Task
-	27,  // 35: concord.queue.v1.SettledBatch.settled:type_name -> concord.queue.v1.Settled
-	9,   // 36: concord.queue.v1.ConsumeResponse.task:type_name -> concord.queue.v1.Task
-	27,  // 37: concord.queue.v1.ConsumeResponse.settled:type_name -> concord.queue.v1.Settled
-	25,  // 38: concord.queue.v1.ConsumeResponse.tasks:type_name -> concord.queue.v1.TaskBatch
-	26,  // 39: concord.queue.v1.ConsumeResponse.settled_batch:type_name -> concord.queue.v1.SettledBatch
-	78,  // 40: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
-	0,   // 41: concord.queue.v1.PeekRequest.state:type_name -> concord.queue.v1.TaskState
-	9,   // 42: concord.queue.v1.PeekResponse.tasks:type_name -> concord.queue.v1.Task
-	9,   // 43: concord.queue.v1.ListDeadResponse.tasks:type_name -> concord.queue.v1.Task
-	9,   // 44: concord.queue.v1.GetTaskResponse.task:type_name -> concord.queue.v1.Task
-	78,  // 45: concord.queue.v1.WaitTaskRequest.wait_timeout:type_name -> google.protobuf.Duration
-	9,   // 46: concord.queue.v1.WaitTaskResponse.task:type_name -> concord.queue.v1.Task
-	78,  // 47: concord.queue.v1.ReportProgressRequest.lease_ttl:type_name -> google.protobuf.Duration
-	79,  // 48: concord.queue.v1.ReportProgressResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	78,  // 49: concord.queue.v1.Retention.max_age:type_name -> google.protobuf.Duration
-	53,  // 50: concord.queue.v1.QueuePolicy.succeeded:type_name -> concord.queue.v1.Retention
-	53,  // 51: concord.queue.v1.QueuePolicy.dead:type_name -> concord.queue.v1.Retention
-	5,   // 52: concord.queue.v1.QueuePolicy.retry:type_name -> concord.queue.v1.RetryPolicy
-	54,  // 53: concord.queue.v1.SetQueuePolicyRequest.policy:type_name -> concord.queue.v1.QueuePolicy
-	54,  // 54: concord.queue.v1.SetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
-	54,  // 55: concord.queue.v1.GetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
-	78,  // 56: concord.queue.v1.ScheduleSpec.every:type_name -> google.protobuf.Duration
-	79,  // 57: concord.queue.v1.ScheduleSpec.start_at:type_name -> google.protobuf.Timestamp
-	2,   // 58: concord.queue.v1.ScheduleSpec.missed:type_name -> concord.queue.v1.MissedTicks
-	78,  // 59: concord.queue.v1.ScheduleSpec.grace:type_name -> google.protobuf.Duration
-	59,  // 60: concord.queue.v1.Schedule.spec:type_name -> concord.queue.v1.ScheduleSpec
-	79,  // 61: concord.queue.v1.Schedule.next_run_at:type_name -> google.protobuf.Timestamp
-	79,  // 62: concord.queue.v1.Schedule.last_run_at:type_name -> google.protobuf.Timestamp
-	79,  // 63: concord.queue.v1.Schedule.last_missed_at:type_name -> google.protobuf.Timestamp
-	79,  // 64: concord.queue.v1.Schedule.created_at:type_name -> google.protobuf.Timestamp
-	79,  // 65: concord.queue.v1.Schedule.updated_at:type_name -> google.protobuf.Timestamp
-	59,  // 66: concord.queue.v1.CreateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
-	60,  // 67: concord.queue.v1.CreateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	59,  // 68: concord.queue.v1.UpdateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
-	60,  // 69: concord.queue.v1.UpdateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	60,  // 70: concord.queue.v1.PauseScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	60,  // 71: concord.queue.v1.ResumeScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	60,  // 72: concord.queue.v1.GetScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	60,  // 73: concord.queue.v1.ListSchedulesResponse.schedules:type_name -> concord.queue.v1.Schedule
-	77,  // 74: concord.queue.v1.WatchQueueResponse.event:type_name -> concord.queue.v1.QueueEvent
-	3,   // 75: concord.queue.v1.QueueEvent.kind:type_name -> concord.queue.v1.QueueEventKind
-	79,  // 76: concord.queue.v1.QueueEvent.at:type_name -> google.protobuf.Timestamp
-	79,  // 77: concord.queue.v1.QueueEvent.ready_at:type_name -> google.protobuf.Timestamp
-	10,  // 78: concord.queue.v1.QueueEvent.progress:type_name -> concord.queue.v1.Progress
-	6,   // 79: concord.queue.v1.QueueService.Enqueue:input_type -> concord.queue.v1.EnqueueRequest
-	11,  // 80: concord.queue.v1.QueueService.Dequeue:input_type -> concord.queue.v1.DequeueRequest
-	13,  // 81: concord.queue.v1.QueueService.Ack:input_type -> concord.queue.v1.AckRequest
-	15,  // 82: concord.queue.v1.QueueService.Nack:input_type -> concord.queue.v1.NackRequest
-	17,  // 83: concord.queue.v1.QueueService.ExtendLease:input_type -> concord.queue.v1.ExtendLeaseRequest
-	19,  // 84: concord.queue.v1.QueueService.Release:input_type -> concord.queue.v1.ReleaseRequest
-	23,  // 85: concord.queue.v1.QueueService.Consume:input_type -> concord.queue.v1.ConsumeRequest
-	29,  // 86: concord.queue.v1.QueueService.Stats:input_type -> concord.queue.v1.StatsRequest
-	31,  // 87: concord.queue.v1.QueueService.Peek:input_type -> concord.queue.v1.PeekRequest
-	33,  // 88: concord.queue.v1.QueueService.Cancel:input_type -> concord.queue.v1.CancelRequest
-	35,  // 89: concord.queue.v1.QueueService.Purge:input_type -> concord.queue.v1.PurgeRequest
-	37,  // 90: concord.queue.v1.QueueService.ListDead:input_type -> concord.queue.v1.ListDeadRequest
-	39,  // 91: concord.queue.v1.QueueService.RetryDead:input_type -> concord.queue.v1.RetryDeadRequest
-	41,  // 92: concord.queue.v1.QueueService.ListQueues:input_type -> concord.queue.v1.ListQueuesRequest
-	43,  // 93: concord.queue.v1.QueueService.PauseQueue:input_type -> concord.queue.v1.PauseQueueRequest
-	45,  // 94: concord.queue.v1.QueueService.ResumeQueue:input_type -> concord.queue.v1.ResumeQueueRequest
-	47,  // 95: concord.queue.v1.QueueService.GetTask:input_type -> concord.queue.v1.GetTaskRequest
-	49,  // 96: concord.queue.v1.QueueService.WaitTask:input_type -> concord.queue.v1.WaitTaskRequest
-	51,  // 97: concord.queue.v1.QueueService.ReportProgress:input_type -> concord.queue.v1.ReportProgressRequest
-	55,  // 98: concord.queue.v1.QueueService.SetQueuePolicy:input_type -> concord.queue.v1.SetQueuePolicyRequest
-	57,  // 99: concord.queue.v1.QueueService.GetQueuePolicy:input_type -> concord.queue.v1.GetQueuePolicyRequest
-	61,  // 100: concord.queue.v1.QueueService.CreateSchedule:input_type -> concord.queue.v1.CreateScheduleRequest
-	63,  // 101: concord.queue.v1.QueueService.UpdateSchedule:input_type -> concord.queue.v1.UpdateScheduleRequest
-	65,  // 102: concord.queue.v1.QueueService.PauseSchedule:input_type -> concord.queue.v1.PauseScheduleRequest
-	67,  // 103: concord.queue.v1.QueueService.ResumeSchedule:input_type -> concord.queue.v1.ResumeScheduleRequest
-	69,  // 104: concord.queue.v1.QueueService.DeleteSchedule:input_type -> concord.queue.v1.DeleteScheduleRequest
-	71,  // 105: concord.queue.v1.QueueService.GetSchedule:input_type -> concord.queue.v1.GetScheduleRequest
-	73,  // 106: concord.queue.v1.QueueService.ListSchedules:input_type -> concord.queue.v1.ListSchedulesRequest
-	75,  // 107: concord.queue.v1.QueueService.WatchQueue:input_type -> concord.queue.v1.WatchQueueRequest
-	8,   // 108: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
-	12,  // 109: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
-	14,  // 110: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
-	16,  // 111: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
-	18,  // 112: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
-	20,  // 113: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
-	28,  // 114: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
-	30,  // 115: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
-	32,  // 116: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
-	34,  // 117: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
-	36,  // 118: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
-	38,  // 119: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
-	40,  // 120: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
-	42,  // 121: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
-	44,  // 122: concord.queue.v1.QueueService.PauseQueue:output_type -> concord.queue.v1.PauseQueueResponse
-	46,  // 123: concord.queue.v1.QueueService.ResumeQueue:output_type -> concord.queue.v1.ResumeQueueResponse
-	48,  // 124: concord.queue.v1.QueueService.GetTask:output_type -> concord.queue.v1.GetTaskResponse
-	50,  // 125: concord.queue.v1.QueueService.WaitTask:output_type -> concord.queue.v1.WaitTaskResponse
-	52,  // 126: concord.queue.v1.QueueService.ReportProgress:output_type -> concord.queue.v1.ReportProgressResponse
-	56,  // 127: concord.queue.v1.QueueService.SetQueuePolicy:output_type -> concord.queue.v1.SetQueuePolicyResponse
-	58,  // 128: concord.queue.v1.QueueService.GetQueuePolicy:output_type -> concord.queue.v1.GetQueuePolicyResponse
-	62,  // 129: concord.queue.v1.QueueService.CreateSchedule:output_type -> concord.queue.v1.CreateScheduleResponse
-	64,  // 130: concord.queue.v1.QueueService.UpdateSchedule:output_type -> concord.queue.v1.UpdateScheduleResponse
-	66,  // 131: concord.queue.v1.QueueService.PauseSchedule:output_type -> concord.queue.v1.PauseScheduleResponse
-	68,  // 132: concord.queue.v1.QueueService.ResumeSchedule:output_type -> concord.queue.v1.ResumeScheduleResponse
-	70,  // 133: concord.queue.v1.QueueService.DeleteSchedule:output_type -> concord.queue.v1.DeleteScheduleResponse
-	72,  // 134: concord.queue.v1.QueueService.GetSchedule:output_type -> concord.queue.v1.GetScheduleResponse
-	74,  // 135: concord.queue.v1.QueueService.ListSchedules:output_type -> concord.queue.v1.ListSchedulesResponse
-	76,  // 136: concord.queue.v1.QueueService.WatchQueue:output_type -> concord.queue.v1.WatchQueueResponse
-	108, // [108:137] is the sub-list for method output_type
-	79,  // [79:108] is the sub-list for method input_type
-	79,  // [79:79] is the sub-list for extension type_name
-	79,  // [79:79] is the sub-list for extension extendee
-	0,   // [0:79] is the sub-list for field type_name
+	88,  // 0: concord.queue.v1.NewTask.delay:type_name -> google.protobuf.Duration
+	89,  // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
+	88,  // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
+	7,   // 3: concord.queue.v1.NewTask.retry:type_name -> concord.queue.v1.RetryPolicy
+	88,  // 4: concord.queue.v1.NewTask.throttle_period:type_name -> google.protobuf.Duration
+	88,  // 5: concord.queue.v1.LeaseRate.period:type_name -> google.protobuf.Duration
+	2,   // 6: concord.queue.v1.RetryPolicy.backoff:type_name -> concord.queue.v1.Backoff
+	88,  // 7: concord.queue.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
+	88,  // 8: concord.queue.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
+	5,   // 9: concord.queue.v1.EnqueueRequest.tasks:type_name -> concord.queue.v1.NewTask
+	9,   // 10: concord.queue.v1.EnqueueResponse.results:type_name -> concord.queue.v1.EnqueueResult
+	0,   // 11: concord.queue.v1.Task.state:type_name -> concord.queue.v1.TaskState
+	89,  // 12: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
+	89,  // 13: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
+	89,  // 14: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
+	12,  // 15: concord.queue.v1.Task.progress:type_name -> concord.queue.v1.Progress
+	89,  // 16: concord.queue.v1.Task.leased_at:type_name -> google.protobuf.Timestamp
+	89,  // 17: concord.queue.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
+	7,   // 18: concord.queue.v1.Task.retry:type_name -> concord.queue.v1.RetryPolicy
+	89,  // 19: concord.queue.v1.Task.scheduled_at:type_name -> google.protobuf.Timestamp
+	1,   // 20: concord.queue.v1.Task.wait_reason:type_name -> concord.queue.v1.WaitReason
+	89,  // 21: concord.queue.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
+	88,  // 22: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
+	88,  // 23: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
+	11,  // 24: concord.queue.v1.DequeueResponse.tasks:type_name -> concord.queue.v1.Task
+	88,  // 25: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
+	0,   // 26: concord.queue.v1.NackResponse.state:type_name -> concord.queue.v1.TaskState
+	89,  // 27: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
+	88,  // 28: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
+	89,  // 29: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	88,  // 30: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
+	88,  // 31: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
+	23,  // 32: concord.queue.v1.ConsumeRequest.start:type_name -> concord.queue.v1.ConsumeStart
+	24,  // 33: concord.queue.v1.ConsumeRequest.settle:type_name -> concord.queue.v1.Settle
+	26,  // 34: concord.queue.v1.ConsumeRequest.settles:type_name -> concord.queue.v1.SettleBatch
+	24,  // 35: concord.queue.v1.SettleBatch.settles:type_name -> concord.queue.v1.Settle
+	11,  // 36: concord.queue.v1.TaskBatch.tasks:type_name -> concord.queue.v1.Task
+	29,  // 37: concord.queue.v1.SettledBatch.settled:type_name -> concord.queue.v1.Settled
+	11,  // 38: concord.queue.v1.ConsumeResponse.task:type_name -> concord.queue.v1.Task
+	29,  // 39: concord.queue.v1.ConsumeResponse.settled:type_name -> concord.queue.v1.Settled
+	27,  // 40: concord.queue.v1.ConsumeResponse.tasks:type_name -> concord.queue.v1.TaskBatch
+	28,  // 41: concord.queue.v1.ConsumeResponse.settled_batch:type_name -> concord.queue.v1.SettledBatch
+	88,  // 42: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
+	0,   // 43: concord.queue.v1.PeekRequest.state:type_name -> concord.queue.v1.TaskState
+	11,  // 44: concord.queue.v1.PeekResponse.tasks:type_name -> concord.queue.v1.Task
+	11,  // 45: concord.queue.v1.ListDeadResponse.tasks:type_name -> concord.queue.v1.Task
+	11,  // 46: concord.queue.v1.GetTaskResponse.task:type_name -> concord.queue.v1.Task
+	88,  // 47: concord.queue.v1.WaitTaskRequest.wait_timeout:type_name -> google.protobuf.Duration
+	11,  // 48: concord.queue.v1.WaitTaskResponse.task:type_name -> concord.queue.v1.Task
+	88,  // 49: concord.queue.v1.ReportProgressRequest.lease_ttl:type_name -> google.protobuf.Duration
+	89,  // 50: concord.queue.v1.ReportProgressResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	88,  // 51: concord.queue.v1.Retention.max_age:type_name -> google.protobuf.Duration
+	55,  // 52: concord.queue.v1.QueuePolicy.succeeded:type_name -> concord.queue.v1.Retention
+	55,  // 53: concord.queue.v1.QueuePolicy.dead:type_name -> concord.queue.v1.Retention
+	7,   // 54: concord.queue.v1.QueuePolicy.retry:type_name -> concord.queue.v1.RetryPolicy
+	6,   // 55: concord.queue.v1.QueuePolicy.rate:type_name -> concord.queue.v1.LeaseRate
+	6,   // 56: concord.queue.v1.QueuePolicy.group_rate:type_name -> concord.queue.v1.LeaseRate
+	6,   // 57: concord.queue.v1.GroupRules.rate:type_name -> concord.queue.v1.LeaseRate
+	57,  // 58: concord.queue.v1.Group.own:type_name -> concord.queue.v1.GroupRules
+	57,  // 59: concord.queue.v1.Group.effective:type_name -> concord.queue.v1.GroupRules
+	1,   // 60: concord.queue.v1.Group.wait_reason:type_name -> concord.queue.v1.WaitReason
+	57,  // 61: concord.queue.v1.SetGroupRulesRequest.rules:type_name -> concord.queue.v1.GroupRules
+	58,  // 62: concord.queue.v1.SetGroupRulesResponse.group:type_name -> concord.queue.v1.Group
+	58,  // 63: concord.queue.v1.GetGroupResponse.group:type_name -> concord.queue.v1.Group
+	58,  // 64: concord.queue.v1.ListGroupsResponse.groups:type_name -> concord.queue.v1.Group
+	56,  // 65: concord.queue.v1.SetQueuePolicyRequest.policy:type_name -> concord.queue.v1.QueuePolicy
+	56,  // 66: concord.queue.v1.SetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
+	56,  // 67: concord.queue.v1.GetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
+	88,  // 68: concord.queue.v1.ScheduleSpec.every:type_name -> google.protobuf.Duration
+	89,  // 69: concord.queue.v1.ScheduleSpec.start_at:type_name -> google.protobuf.Timestamp
+	3,   // 70: concord.queue.v1.ScheduleSpec.missed:type_name -> concord.queue.v1.MissedTicks
+	88,  // 71: concord.queue.v1.ScheduleSpec.grace:type_name -> google.protobuf.Duration
+	69,  // 72: concord.queue.v1.Schedule.spec:type_name -> concord.queue.v1.ScheduleSpec
+	89,  // 73: concord.queue.v1.Schedule.next_run_at:type_name -> google.protobuf.Timestamp
+	89,  // 74: concord.queue.v1.Schedule.last_run_at:type_name -> google.protobuf.Timestamp
+	89,  // 75: concord.queue.v1.Schedule.last_missed_at:type_name -> google.protobuf.Timestamp
+	89,  // 76: concord.queue.v1.Schedule.created_at:type_name -> google.protobuf.Timestamp
+	89,  // 77: concord.queue.v1.Schedule.updated_at:type_name -> google.protobuf.Timestamp
+	69,  // 78: concord.queue.v1.CreateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
+	70,  // 79: concord.queue.v1.CreateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	69,  // 80: concord.queue.v1.UpdateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
+	70,  // 81: concord.queue.v1.UpdateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	70,  // 82: concord.queue.v1.PauseScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	70,  // 83: concord.queue.v1.ResumeScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	70,  // 84: concord.queue.v1.GetScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	70,  // 85: concord.queue.v1.ListSchedulesResponse.schedules:type_name -> concord.queue.v1.Schedule
+	87,  // 86: concord.queue.v1.WatchQueueResponse.event:type_name -> concord.queue.v1.QueueEvent
+	4,   // 87: concord.queue.v1.QueueEvent.kind:type_name -> concord.queue.v1.QueueEventKind
+	89,  // 88: concord.queue.v1.QueueEvent.at:type_name -> google.protobuf.Timestamp
+	89,  // 89: concord.queue.v1.QueueEvent.ready_at:type_name -> google.protobuf.Timestamp
+	12,  // 90: concord.queue.v1.QueueEvent.progress:type_name -> concord.queue.v1.Progress
+	1,   // 91: concord.queue.v1.QueueEvent.wait_reason:type_name -> concord.queue.v1.WaitReason
+	8,   // 92: concord.queue.v1.QueueService.Enqueue:input_type -> concord.queue.v1.EnqueueRequest
+	13,  // 93: concord.queue.v1.QueueService.Dequeue:input_type -> concord.queue.v1.DequeueRequest
+	15,  // 94: concord.queue.v1.QueueService.Ack:input_type -> concord.queue.v1.AckRequest
+	17,  // 95: concord.queue.v1.QueueService.Nack:input_type -> concord.queue.v1.NackRequest
+	19,  // 96: concord.queue.v1.QueueService.ExtendLease:input_type -> concord.queue.v1.ExtendLeaseRequest
+	21,  // 97: concord.queue.v1.QueueService.Release:input_type -> concord.queue.v1.ReleaseRequest
+	25,  // 98: concord.queue.v1.QueueService.Consume:input_type -> concord.queue.v1.ConsumeRequest
+	31,  // 99: concord.queue.v1.QueueService.Stats:input_type -> concord.queue.v1.StatsRequest
+	33,  // 100: concord.queue.v1.QueueService.Peek:input_type -> concord.queue.v1.PeekRequest
+	35,  // 101: concord.queue.v1.QueueService.Cancel:input_type -> concord.queue.v1.CancelRequest
+	37,  // 102: concord.queue.v1.QueueService.Purge:input_type -> concord.queue.v1.PurgeRequest
+	39,  // 103: concord.queue.v1.QueueService.ListDead:input_type -> concord.queue.v1.ListDeadRequest
+	41,  // 104: concord.queue.v1.QueueService.RetryDead:input_type -> concord.queue.v1.RetryDeadRequest
+	43,  // 105: concord.queue.v1.QueueService.ListQueues:input_type -> concord.queue.v1.ListQueuesRequest
+	45,  // 106: concord.queue.v1.QueueService.PauseQueue:input_type -> concord.queue.v1.PauseQueueRequest
+	47,  // 107: concord.queue.v1.QueueService.ResumeQueue:input_type -> concord.queue.v1.ResumeQueueRequest
+	59,  // 108: concord.queue.v1.QueueService.SetGroupRules:input_type -> concord.queue.v1.SetGroupRulesRequest
+	61,  // 109: concord.queue.v1.QueueService.GetGroup:input_type -> concord.queue.v1.GetGroupRequest
+	63,  // 110: concord.queue.v1.QueueService.ListGroups:input_type -> concord.queue.v1.ListGroupsRequest
+	49,  // 111: concord.queue.v1.QueueService.GetTask:input_type -> concord.queue.v1.GetTaskRequest
+	51,  // 112: concord.queue.v1.QueueService.WaitTask:input_type -> concord.queue.v1.WaitTaskRequest
+	53,  // 113: concord.queue.v1.QueueService.ReportProgress:input_type -> concord.queue.v1.ReportProgressRequest
+	65,  // 114: concord.queue.v1.QueueService.SetQueuePolicy:input_type -> concord.queue.v1.SetQueuePolicyRequest
+	67,  // 115: concord.queue.v1.QueueService.GetQueuePolicy:input_type -> concord.queue.v1.GetQueuePolicyRequest
+	71,  // 116: concord.queue.v1.QueueService.CreateSchedule:input_type -> concord.queue.v1.CreateScheduleRequest
+	73,  // 117: concord.queue.v1.QueueService.UpdateSchedule:input_type -> concord.queue.v1.UpdateScheduleRequest
+	75,  // 118: concord.queue.v1.QueueService.PauseSchedule:input_type -> concord.queue.v1.PauseScheduleRequest
+	77,  // 119: concord.queue.v1.QueueService.ResumeSchedule:input_type -> concord.queue.v1.ResumeScheduleRequest
+	79,  // 120: concord.queue.v1.QueueService.DeleteSchedule:input_type -> concord.queue.v1.DeleteScheduleRequest
+	81,  // 121: concord.queue.v1.QueueService.GetSchedule:input_type -> concord.queue.v1.GetScheduleRequest
+	83,  // 122: concord.queue.v1.QueueService.ListSchedules:input_type -> concord.queue.v1.ListSchedulesRequest
+	85,  // 123: concord.queue.v1.QueueService.WatchQueue:input_type -> concord.queue.v1.WatchQueueRequest
+	10,  // 124: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
+	14,  // 125: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
+	16,  // 126: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
+	18,  // 127: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
+	20,  // 128: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
+	22,  // 129: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
+	30,  // 130: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
+	32,  // 131: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
+	34,  // 132: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
+	36,  // 133: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
+	38,  // 134: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
+	40,  // 135: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
+	42,  // 136: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
+	44,  // 137: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
+	46,  // 138: concord.queue.v1.QueueService.PauseQueue:output_type -> concord.queue.v1.PauseQueueResponse
+	48,  // 139: concord.queue.v1.QueueService.ResumeQueue:output_type -> concord.queue.v1.ResumeQueueResponse
+	60,  // 140: concord.queue.v1.QueueService.SetGroupRules:output_type -> concord.queue.v1.SetGroupRulesResponse
+	62,  // 141: concord.queue.v1.QueueService.GetGroup:output_type -> concord.queue.v1.GetGroupResponse
+	64,  // 142: concord.queue.v1.QueueService.ListGroups:output_type -> concord.queue.v1.ListGroupsResponse
+	50,  // 143: concord.queue.v1.QueueService.GetTask:output_type -> concord.queue.v1.GetTaskResponse
+	52,  // 144: concord.queue.v1.QueueService.WaitTask:output_type -> concord.queue.v1.WaitTaskResponse
+	54,  // 145: concord.queue.v1.QueueService.ReportProgress:output_type -> concord.queue.v1.ReportProgressResponse
+	66,  // 146: concord.queue.v1.QueueService.SetQueuePolicy:output_type -> concord.queue.v1.SetQueuePolicyResponse
+	68,  // 147: concord.queue.v1.QueueService.GetQueuePolicy:output_type -> concord.queue.v1.GetQueuePolicyResponse
+	72,  // 148: concord.queue.v1.QueueService.CreateSchedule:output_type -> concord.queue.v1.CreateScheduleResponse
+	74,  // 149: concord.queue.v1.QueueService.UpdateSchedule:output_type -> concord.queue.v1.UpdateScheduleResponse
+	76,  // 150: concord.queue.v1.QueueService.PauseSchedule:output_type -> concord.queue.v1.PauseScheduleResponse
+	78,  // 151: concord.queue.v1.QueueService.ResumeSchedule:output_type -> concord.queue.v1.ResumeScheduleResponse
+	80,  // 152: concord.queue.v1.QueueService.DeleteSchedule:output_type -> concord.queue.v1.DeleteScheduleResponse
+	82,  // 153: concord.queue.v1.QueueService.GetSchedule:output_type -> concord.queue.v1.GetScheduleResponse
+	84,  // 154: concord.queue.v1.QueueService.ListSchedules:output_type -> concord.queue.v1.ListSchedulesResponse
+	86,  // 155: concord.queue.v1.QueueService.WatchQueue:output_type -> concord.queue.v1.WatchQueueResponse
+	124, // [124:156] is the sub-list for method output_type
+	92,  // [92:124] is the sub-list for method input_type
+	92,  // [92:92] is the sub-list for extension type_name
+	92,  // [92:92] is the sub-list for extension extendee
+	0,   // [0:92] is the sub-list for field type_name
 }
 
 func init() { file_concord_queue_v1_queue_proto_init() }
@@ -5685,37 +6503,38 @@ func file_concord_queue_v1_queue_proto_init() {
 	if File_concord_queue_v1_queue_proto != nil {
 		return
 	}
-	file_concord_queue_v1_queue_proto_msgTypes[1].OneofWrappers = []any{}
-	file_concord_queue_v1_queue_proto_msgTypes[6].OneofWrappers = []any{}
-	file_concord_queue_v1_queue_proto_msgTypes[11].OneofWrappers = []any{}
-	file_concord_queue_v1_queue_proto_msgTypes[18].OneofWrappers = []any{}
-	file_concord_queue_v1_queue_proto_msgTypes[19].OneofWrappers = []any{
+	file_concord_queue_v1_queue_proto_msgTypes[2].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[7].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[12].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[19].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[20].OneofWrappers = []any{
 		(*ConsumeRequest_Start)(nil),
 		(*ConsumeRequest_Credit)(nil),
 		(*ConsumeRequest_Settle)(nil),
 		(*ConsumeRequest_Settles)(nil),
 	}
-	file_concord_queue_v1_queue_proto_msgTypes[24].OneofWrappers = []any{
+	file_concord_queue_v1_queue_proto_msgTypes[25].OneofWrappers = []any{
 		(*ConsumeResponse_Task)(nil),
 		(*ConsumeResponse_Settled)(nil),
 		(*ConsumeResponse_Tasks)(nil),
 		(*ConsumeResponse_SettledBatch)(nil),
 	}
-	file_concord_queue_v1_queue_proto_msgTypes[47].OneofWrappers = []any{}
-	file_concord_queue_v1_queue_proto_msgTypes[49].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[48].OneofWrappers = []any{}
 	file_concord_queue_v1_queue_proto_msgTypes[50].OneofWrappers = []any{}
-	file_concord_queue_v1_queue_proto_msgTypes[55].OneofWrappers = []any{
+	file_concord_queue_v1_queue_proto_msgTypes[51].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[52].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[64].OneofWrappers = []any{
 		(*ScheduleSpec_Cron)(nil),
 		(*ScheduleSpec_Every)(nil),
 	}
-	file_concord_queue_v1_queue_proto_msgTypes[59].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[68].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_queue_v1_queue_proto_rawDesc), len(file_concord_queue_v1_queue_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   74,
+			NumEnums:      5,
+			NumMessages:   83,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,9 @@ const (
 	QueueService_ListQueues_FullMethodName     = "/concord.queue.v1.QueueService/ListQueues"
 	QueueService_PauseQueue_FullMethodName     = "/concord.queue.v1.QueueService/PauseQueue"
 	QueueService_ResumeQueue_FullMethodName    = "/concord.queue.v1.QueueService/ResumeQueue"
+	QueueService_SetGroupRules_FullMethodName  = "/concord.queue.v1.QueueService/SetGroupRules"
+	QueueService_GetGroup_FullMethodName       = "/concord.queue.v1.QueueService/GetGroup"
+	QueueService_ListGroups_FullMethodName     = "/concord.queue.v1.QueueService/ListGroups"
 	QueueService_GetTask_FullMethodName        = "/concord.queue.v1.QueueService/GetTask"
 	QueueService_WaitTask_FullMethodName       = "/concord.queue.v1.QueueService/WaitTask"
 	QueueService_ReportProgress_FullMethodName = "/concord.queue.v1.QueueService/ReportProgress"
@@ -64,6 +67,15 @@ const (
 // a server started with --queue-priority-aging lets a task's priority grow with
 // the time it waits, so low priorities cannot starve. A Dequeue that lists several
 // queues takes from them strictly in the order given.
+//
+// Flow control: a queue may cap how many of its tasks are leased at once and how
+// many are leased per period (QueuePolicy). A task may belong to a group: ready tasks
+// of different groups are leased in turns (stride scheduling, by each group's weight),
+// so a burst in one group delays another group's task by at most one lease per other
+// busy group; priorities order tasks within a group. Each group may have its own cap
+// and rate, and may be paused. A ready task held back by any of these rules says
+// which (Task.wait_reason), and WatchQueue reports each group or queue that starts
+// holding tasks back (QUEUE_EVENT_KIND_HELD).
 type QueueServiceClient interface {
 	// Enqueue adds a batch of tasks atomically: all of them or none. A task whose
 	// dedupe_key matches a pending task (or a finished one within its dedupe
@@ -118,10 +130,19 @@ type QueueServiceClient interface {
 	ListQueues(ctx context.Context, in *ListQueuesRequest, opts ...grpc.CallOption) (*ListQueuesResponse, error)
 	// PauseQueue stops leasing: Dequeue and Consume get no task from the queue (blocked
 	// ones keep waiting) while tasks keep arriving; leased tasks are settled as usual.
-	// Stats says paused. Pausing a paused queue changes nothing.
+	// Stats says paused. Pausing a paused queue changes nothing. With `group`, only
+	// that group's tasks stop; the others go on.
 	PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*PauseQueueResponse, error)
 	// ResumeQueue leases again, waking blocked Dequeues and Consume streams at once.
 	ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*ResumeQueueResponse, error)
+	// SetGroupRules replaces a group's own rules (cap, weight, rate); unset ones take
+	// the queue's defaults for every group (QueuePolicy.group_max_leased, group_rate).
+	SetGroupRules(ctx context.Context, in *SetGroupRulesRequest, opts ...grpc.CallOption) (*SetGroupRulesResponse, error)
+	// GetGroup reports a group: its ready and leased tasks, rules and what holds it back.
+	GetGroup(ctx context.Context, in *GetGroupRequest, opts ...grpc.CallOption) (*GetGroupResponse, error)
+	// ListGroups pages through the queue's groups by name: those with ready or leased
+	// tasks, and those with rules of their own or paused.
+	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
 	// GetTask reports a task in any state: pending ones, and finished ones (succeeded,
 	// dead, cancelled) while the queue's retention keeps them, with their result or
 	// last error. NOT_FOUND / TASK_NOT_FOUND once it is gone.
@@ -338,6 +359,36 @@ func (c *queueServiceClient) ResumeQueue(ctx context.Context, in *ResumeQueueReq
 	return out, nil
 }
 
+func (c *queueServiceClient) SetGroupRules(ctx context.Context, in *SetGroupRulesRequest, opts ...grpc.CallOption) (*SetGroupRulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetGroupRulesResponse)
+	err := c.cc.Invoke(ctx, QueueService_SetGroupRules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) GetGroup(ctx context.Context, in *GetGroupRequest, opts ...grpc.CallOption) (*GetGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetGroupResponse)
+	err := c.cc.Invoke(ctx, QueueService_GetGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListGroupsResponse)
+	err := c.cc.Invoke(ctx, QueueService_ListGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *queueServiceClient) GetTask(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*GetTaskResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetTaskResponse)
@@ -491,6 +542,15 @@ type QueueService_WatchQueueClient = grpc.ServerStreamingClient[WatchQueueRespon
 // a server started with --queue-priority-aging lets a task's priority grow with
 // the time it waits, so low priorities cannot starve. A Dequeue that lists several
 // queues takes from them strictly in the order given.
+//
+// Flow control: a queue may cap how many of its tasks are leased at once and how
+// many are leased per period (QueuePolicy). A task may belong to a group: ready tasks
+// of different groups are leased in turns (stride scheduling, by each group's weight),
+// so a burst in one group delays another group's task by at most one lease per other
+// busy group; priorities order tasks within a group. Each group may have its own cap
+// and rate, and may be paused. A ready task held back by any of these rules says
+// which (Task.wait_reason), and WatchQueue reports each group or queue that starts
+// holding tasks back (QUEUE_EVENT_KIND_HELD).
 type QueueServiceServer interface {
 	// Enqueue adds a batch of tasks atomically: all of them or none. A task whose
 	// dedupe_key matches a pending task (or a finished one within its dedupe
@@ -545,10 +605,19 @@ type QueueServiceServer interface {
 	ListQueues(context.Context, *ListQueuesRequest) (*ListQueuesResponse, error)
 	// PauseQueue stops leasing: Dequeue and Consume get no task from the queue (blocked
 	// ones keep waiting) while tasks keep arriving; leased tasks are settled as usual.
-	// Stats says paused. Pausing a paused queue changes nothing.
+	// Stats says paused. Pausing a paused queue changes nothing. With `group`, only
+	// that group's tasks stop; the others go on.
 	PauseQueue(context.Context, *PauseQueueRequest) (*PauseQueueResponse, error)
 	// ResumeQueue leases again, waking blocked Dequeues and Consume streams at once.
 	ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error)
+	// SetGroupRules replaces a group's own rules (cap, weight, rate); unset ones take
+	// the queue's defaults for every group (QueuePolicy.group_max_leased, group_rate).
+	SetGroupRules(context.Context, *SetGroupRulesRequest) (*SetGroupRulesResponse, error)
+	// GetGroup reports a group: its ready and leased tasks, rules and what holds it back.
+	GetGroup(context.Context, *GetGroupRequest) (*GetGroupResponse, error)
+	// ListGroups pages through the queue's groups by name: those with ready or leased
+	// tasks, and those with rules of their own or paused.
+	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
 	// GetTask reports a task in any state: pending ones, and finished ones (succeeded,
 	// dead, cancelled) while the queue's retention keeps them, with their result or
 	// last error. NOT_FOUND / TASK_NOT_FOUND once it is gone.
@@ -649,6 +718,15 @@ func (UnimplementedQueueServiceServer) PauseQueue(context.Context, *PauseQueueRe
 }
 func (UnimplementedQueueServiceServer) ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResumeQueue not implemented")
+}
+func (UnimplementedQueueServiceServer) SetGroupRules(context.Context, *SetGroupRulesRequest) (*SetGroupRulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetGroupRules not implemented")
+}
+func (UnimplementedQueueServiceServer) GetGroup(context.Context, *GetGroupRequest) (*GetGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetGroup not implemented")
+}
+func (UnimplementedQueueServiceServer) ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListGroups not implemented")
 }
 func (UnimplementedQueueServiceServer) GetTask(context.Context, *GetTaskRequest) (*GetTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetTask not implemented")
@@ -987,6 +1065,60 @@ func _QueueService_ResumeQueue_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QueueService_SetGroupRules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetGroupRulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).SetGroupRules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_SetGroupRules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).SetGroupRules(ctx, req.(*SetGroupRulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_GetGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).GetGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_GetGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).GetGroup(ctx, req.(*GetGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_ListGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).ListGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_ListGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).ListGroups(ctx, req.(*ListGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _QueueService_GetTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetTaskRequest)
 	if err := dec(in); err != nil {
@@ -1280,6 +1412,18 @@ var QueueService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResumeQueue",
 			Handler:    _QueueService_ResumeQueue_Handler,
+		},
+		{
+			MethodName: "SetGroupRules",
+			Handler:    _QueueService_SetGroupRules_Handler,
+		},
+		{
+			MethodName: "GetGroup",
+			Handler:    _QueueService_GetGroup_Handler,
+		},
+		{
+			MethodName: "ListGroups",
+			Handler:    _QueueService_ListGroups_Handler,
 		},
 		{
 			MethodName: "GetTask",
