@@ -552,3 +552,31 @@ def test_limit_set_show_check_and_reset(concord_server, unique):
     assert refused.get("allowed", False) is False and "retry_after" in refused
     assert run(t, "limit", "reset", unique).returncode == 0
     assert "0 allowed; 2 left" in run(t, "limit", "check", unique).stdout
+
+
+def test_describe_shows_each_group_with_its_rules_and_what_holds_it(concord_server, client, unique):
+    target, name = concord_server.target, f"{unique}:gq"
+    q = client.queue(name)
+    q.set_group("vip", max_leased=1, weight=3, rate=concord.LeaseRate(10, 1.0))
+    for group in ("vip", "vip", "free"):
+        q.put("t", group=group)
+    assert len(q.get(3)) == 2
+    table = run(target, "queue", "describe", name).stdout.splitlines()
+    header = next(i for i, line in enumerate(table) if line.startswith("GROUP"))
+    rows = {line.split()[0]: line for line in table[header + 1:]}
+    assert rows["vip"].split()[:5] == ["vip", "1", "1", "1", "3"] and "at cap" in rows["vip"]
+    assert rows["free"].split()[:5] == ["free", "0", "1", "-", "1"]
+    groups = {g["name"]: g for g in run_json(target, "queue", "describe", name)["groups"]}
+    assert groups["vip"]["wait_reason"] == "WAIT_REASON_GROUP_AT_CAP"
+
+
+def test_pausing_one_group_leaves_the_others(concord_server, client, unique):
+    target, name = concord_server.target, f"{unique}:pg"
+    assert run_json(target, "queue", "pause", name, "--group", "g") == {"queue": name, "group": "g", "paused": True,
+                                                                        "was_paused": False}
+    q = client.queue(name)
+    q.put("t", group="g")
+    other = q.put("t", group="h")
+    assert [t.task_id for t in q.get(2)] == [other]
+    assert "resumed" in run(target, "queue", "resume", name, "--group", "g").stdout
+    assert len(q.get(2)) == 1

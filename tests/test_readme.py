@@ -103,6 +103,8 @@ EXPECTED_OUTPUT = {
                                               '"value": 0.5'],
     "concord.queue.v1.QueueService/WaitTask": ['"finished": true', '"result": "eyJpZCI6NDJ9"'],
     "concord.queue.v1.QueueService/GetQueuePolicy": ['"max_count": 10000', '"max_age": "2592000s"'],
+    "concord.queue.v1.QueueService/GetGroup": ['"weight": 3', '"max_leased": 5'],
+    "concord.queue.v1.QueueService/ListGroups": ['"WAIT_REASON_GROUP_PAUSED"'],
     "concord.chat.v1.ChatService/FetchPending": ['"body": "Hi all"'],
     "concord.chat.v1.ChatService/Subscribe": ['"body": "Hey Joe"', '"caught_up": true'],
     "concord.autocomplete.v1.AutocompleteService/Suggest": ['"name": "Astrid"'],

@@ -50,3 +50,28 @@ func TestGetTaskOfAnUnknownIDIsNotFound(t *testing.T) {
 		t.Fatalf("WaitTask: want TASK_NOT_FOUND, got %v", err)
 	}
 }
+
+// A group's cap holds its second task back, says why, and the other group goes on.
+func TestGroupsTakeTurnsUnderTheirCaps(t *testing.T) {
+	t.Parallel()
+	c, queue := connect(t), unique(t)
+	ctx := within(t, 10*time.Second)
+	cap1 := uint32(1)
+	if _, err := c.Queues.SetGroupRules(ctx, &queuev1.SetGroupRulesRequest{Queue: queue, Group: "a",
+		Rules: &queuev1.GroupRules{MaxLeased: &cap1}}); err != nil {
+		t.Fatal(err)
+	}
+	enqueued, err := c.Queues.Enqueue(ctx, &queuev1.EnqueueRequest{Queue: queue, Tasks: []*queuev1.NewTask{
+		{Type: "t", Group: "a"}, {Type: "t", Group: "a"}, {Type: "t", Group: "b"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Queues.Dequeue(ctx, &queuev1.DequeueRequest{Queues: []string{queue}, MaxTasks: 3})
+	if err != nil || len(got.GetTasks()) != 2 {
+		t.Fatalf("Dequeue: %v, %v; want one task of each group", got, err)
+	}
+	held, err := concord.GetTask(ctx, c.Queues, queue, enqueued.GetResults()[1].GetTaskId())
+	if err != nil || held.GetWaitReason() != queuev1.WaitReason_WAIT_REASON_GROUP_AT_CAP || held.GetGroup() != "a" {
+		t.Fatalf("the held task: %v, %v", held, err)
+	}
+}

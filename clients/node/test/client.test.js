@@ -102,6 +102,19 @@ describe('concord over grpc-js', { skip }, () => {
     assert.ok(err?.is('RATE_LIMIT_MISMATCH') && err.code === grpc.status.FAILED_PRECONDITION, String(err));
   });
 
+  test('task groups take turns; a group at its cap holds its next task and says why', async () => {
+    const queue = unique('groups');
+    await client.queue.setGroupRules({ queue, group: 'a', rules: { maxLeased: 1 } }, soon());
+    const { results } = await client.queue.enqueue({ queue, tasks: [
+      { type: 't', group: 'a' }, { type: 't', group: 'a' }, { type: 't', group: 'b' }] }, soon());
+    const { tasks } = await client.queue.dequeue({ queues: [queue], maxTasks: 3 }, soon());
+    assert.deepEqual(tasks.map((t) => t.group).sort(), ['a', 'b']);
+    const { task } = await client.queue.getTask({ queue, taskId: results[1].taskId }, soon());
+    assert.equal(task.waitReason, 'WAIT_REASON_GROUP_AT_CAP');
+    const { groups } = await client.queue.listGroups({ queue }, soon());
+    assert.deepEqual(groups.map((g) => [g.name, Number(g.ready), Number(g.leased)]), [['a', 1, 1], ['b', 0, 1]]);
+  });
+
   test("a stream's failure is a ConcordError too", async () => {
     const err = await drain(client.lock.hold({ name: '' }, soon())).then(() => null, (e) => e);
     assert.ok(ConcordError.isReason(err, 'INVALID_ARGUMENT'), String(err));

@@ -3,7 +3,7 @@
     concord lock list | lock describe NAME | lock force-release NAME [--yes]
     concord semaphore list | semaphore describe NAME | semaphore set-limit NAME LIMIT
     concord queue list | queue describe NAME | queue dead NAME | queue retry-dead NAME [TASK_ID...]
-    concord queue task NAME TASK_ID | queue wait NAME TASK_ID [--timeout S]
+    concord queue task NAME TASK_ID | queue wait NAME TASK_ID [--timeout S] | queue pause | resume NAME [--group G]
     concord queue policy NAME [--keep-succeeded N] [--succeeded-for DURATION] [--keep-dead N] [--dead-for DURATION]
     concord queue schedules NAME | queue schedule NAME SCHEDULE [--cron EXPR [--tz ZONE] | --every DURATION]
         [--type T] [--payload TEXT] [--priority N] [--max-attempts N] [--missed once|skip] [--grace DURATION]
@@ -172,6 +172,20 @@ def _cell(value: Any) -> str:
     """A table cell: durations (protobuf JSON "29.473s") in human units."""
     text = str(value)
     return human_duration(float(text[:-1])) if _JSON_DURATION.fullmatch(text) else text
+
+
+GROUPS_SHOWN = 100  # queue describe's group table
+_WAITING = {queue_pb2.WAIT_REASON_GROUP_PAUSED: "paused", queue_pb2.WAIT_REASON_GROUP_AT_CAP: "at cap",
+            queue_pb2.WAIT_REASON_GROUP_RATE_LIMITED: "rate limited"}
+
+
+def _group_row(g: queue_pb2.Group) -> dict[str, Any]:
+    e = g.effective
+    rate = (f"{e.rate.limit}/{human_duration(e.rate.period.ToNanoseconds() / 1e9)} (burst {e.rate.burst})"
+            if e.HasField("rate") else "-")
+    return {"group": g.name, "ready": g.ready, "leased": g.leased,
+            "cap": e.max_leased if e.HasField("max_leased") else "-", "weight": e.weight or 1, "rate": rate,
+            "waiting": _WAITING.get(g.wait_reason, "-")}
 
 
 def _table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
@@ -465,21 +479,36 @@ class Admin:
     def queue_describe(self, args: argparse.Namespace) -> None:
         r = self.call("queue", "Stats", queue_pb2.StatsRequest(queue=args.name))
         d = {"queue": args.name, **_dict(r)}
-        if not (r.ready or r.delayed or r.leased or r.dead or r.finished):
+        groups = self.call("queue", "ListGroups", queue_pb2.ListGroupsRequest(queue=args.name, page_size=GROUPS_SHOWN))
+        rows = [_group_row(g) for g in groups.groups]
+        if rows:
+            d["groups"] = [_dict(g) for g in groups.groups]
+        if not (r.ready or r.delayed or r.leased or r.dead or r.finished or rows):
             self.emit(d, f"queue {args.name!r} holds no tasks" + (" (paused)" if r.paused else ""))
             return
-        self.emit(d, _table([d], ["queue", "ready", "delayed", "leased", "dead", "finished", "oldest_ready_age",
-                                  "paused"]))
+        text = _table([d], ["queue", "ready", "delayed", "leased", "dead", "finished", "oldest_ready_age", "paused"])
+        if rows:
+            more = f"\n(the first {GROUPS_SHOWN} groups by name)" if groups.next_page_token else ""
+            text += "\n\n" + _table(rows, ["group", "ready", "leased", "cap", "weight", "rate", "waiting"]) + more
+        self.emit(d, text)
+
+    @staticmethod
+    def _group_field(args: argparse.Namespace) -> dict[str, str]:
+        return {"group": args.group} if args.group else {}
+
+    @staticmethod
+    def _paused_what(args: argparse.Namespace) -> str:
+        return f"group {args.group!r} of queue {args.name!r}" if args.group else f"queue {args.name!r}"
 
     def queue_pause(self, args: argparse.Namespace) -> None:
-        was = self.call("queue", "PauseQueue", queue_pb2.PauseQueueRequest(queue=args.name)).was_paused
-        self.emit({"queue": args.name, "paused": True, "was_paused": was},
-                  f"queue {args.name!r} {'was already' if was else 'is now'} paused")
+        r = self.call("queue", "PauseQueue", queue_pb2.PauseQueueRequest(queue=args.name, group=args.group))
+        self.emit({"queue": args.name, **self._group_field(args), "paused": True, "was_paused": r.was_paused},
+                  f"{self._paused_what(args)} {'was already' if r.was_paused else 'is now'} paused")
 
     def queue_resume(self, args: argparse.Namespace) -> None:
-        was = self.call("queue", "ResumeQueue", queue_pb2.ResumeQueueRequest(queue=args.name)).was_paused
-        self.emit({"queue": args.name, "paused": False, "was_paused": was},
-                  f"queue {args.name!r} {'resumed' if was else 'was not paused'}")
+        r = self.call("queue", "ResumeQueue", queue_pb2.ResumeQueueRequest(queue=args.name, group=args.group))
+        self.emit({"queue": args.name, **self._group_field(args), "paused": False, "was_paused": r.was_paused},
+                  f"{self._paused_what(args)} {'resumed' if r.was_paused else 'was not paused'}")
 
     def queue_task(self, args: argparse.Namespace) -> None:
         r = self.call("queue", "GetTask", queue_pb2.GetTaskRequest(queue=args.name, task_id=args.task_id))
@@ -736,8 +765,11 @@ def parser() -> argparse.ArgumentParser:
     command(queue, "describe", "queue_describe",
             "task counts by state (finished: succeeded and cancelled ones kept), and whether it is paused"
             ).add_argument("name")
-    command(queue, "pause", "queue_pause", "stop leasing tasks (they keep arriving)").add_argument("name")
-    command(queue, "resume", "queue_resume", "lease again, waking waiting workers").add_argument("name")
+    for verb, doing in (("pause", "stop leasing tasks (they keep arriving)"),
+                        ("resume", "lease again, waking waiting workers")):
+        cmd = command(queue, verb, f"queue_{verb}", doing)
+        cmd.add_argument("name")
+        cmd.add_argument("--group", default="", help=f"{verb} only this group's tasks")
     dead = command(queue, "dead", "queue_dead", "dead-lettered tasks")
     dead.add_argument("name")
     dead.add_argument("--limit", type=int, default=100)
