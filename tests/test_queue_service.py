@@ -414,3 +414,23 @@ def test_retry_policies_per_queue_and_per_task_and_unrecoverable_errors(client, 
             doomed.result(timeout=20)
     assert (err.value.task.dead_reason, err.value.task.attempt) == ("not_retryable", 1)
     assert "malformed order" in err.value.task.last_error
+
+
+def test_groups_through_the_client_take_turns_wait_with_a_reason_and_report_it(queue):
+    queue.set_policy(group_max_leased=1, rate=concord.LeaseRate(1000, 1.0))
+    policy = queue.policy()
+    assert (policy.group_max_leased, policy.rate) == (1, concord.LeaseRate(1000, 1.0, 1000))
+    burst = [queue.put("t", group="burst") for _ in range(20)]
+    quiet = queue.put("t", group="quiet")
+    got = queue.get(5)
+    assert sorted(t.group for t in got) == ["burst", "quiet"] and quiet in [t.task_id for t in got]
+    assert queue.get_task(burst[1]).wait_reason == "group_at_cap"
+    (burst_group,) = [g for g in queue.groups() if g.name == "burst"]
+    assert (burst_group.ready, burst_group.leased, burst_group.max_leased, burst_group.wait_reason) == (
+        19, 1, 1, "group_at_cap")
+    watch = queue.watch(from_oldest=True)
+    held = next(e for e in watch if e.kind == "held")
+    watch.close()
+    assert (held.group, held.wait_reason, held.task_id) == ("burst", "group_at_cap", "")
+    assert queue.set_group("burst", max_leased=3, weight=2).max_leased == 3
+    assert len(queue.get(5)) == 2  # burst now has 3 at once; quiet has nothing left

@@ -160,6 +160,43 @@ BAD_REQUESTS.update({
 })
 
 
+def rate(limit: int = 10, period: duration_pb2.Duration | None = None, burst: int = 0) -> pb.LeaseRate:
+    return pb.LeaseRate(limit=limit, period=d(1) if period is None else period, burst=burst)
+
+
+def rules(**kw) -> pb.SetGroupRulesRequest:
+    return pb.SetGroupRulesRequest(queue="q", group="g", rules=pb.GroupRules(**kw))
+
+
+# Flow control (issue 32): zero or negative rates, huge bursts, bad names.
+BAD_REQUESTS.update({
+    "Enqueue group with a newline": ("Enqueue", enqueue(pb.NewTask(type="t", group="a\nb")), "tasks[0].group"),
+    "Enqueue group 257 bytes": ("Enqueue", enqueue(pb.NewTask(type="t", group="g" * 257)), "tasks[0].group"),
+    "SetQueuePolicy max_leased 0": ("SetQueuePolicy", pb.SetQueuePolicyRequest(
+        queue="q", policy=pb.QueuePolicy(max_leased=0)), "policy.max_leased"),
+    "SetQueuePolicy rate of 0": ("SetQueuePolicy", pb.SetQueuePolicyRequest(
+        queue="q", policy=pb.QueuePolicy(rate=rate(0))), "policy.rate.limit"),
+    "SetQueuePolicy rate period 0": ("SetQueuePolicy", pb.SetQueuePolicyRequest(
+        queue="q", policy=pb.QueuePolicy(rate=rate(period=d(0)))), "policy.rate.period"),
+    "SetQueuePolicy rate period negative": ("SetQueuePolicy", pb.SetQueuePolicyRequest(
+        queue="q", policy=pb.QueuePolicy(rate=rate(period=d(-1)))), "policy.rate.period"),
+    "SetQueuePolicy rate period over a day": ("SetQueuePolicy", pb.SetQueuePolicyRequest(
+        queue="q", policy=pb.QueuePolicy(rate=rate(period=d(86401)))), "policy.rate.period"),
+    "SetQueuePolicy huge burst": ("SetQueuePolicy", pb.SetQueuePolicyRequest(
+        queue="q", policy=pb.QueuePolicy(group_rate=rate(burst=2**31))), "policy.group_rate.burst"),
+    "SetQueuePolicy group cap too large": ("SetQueuePolicy", pb.SetQueuePolicyRequest(
+        queue="q", policy=pb.QueuePolicy(group_max_leased=1_000_001)), "policy.group_max_leased"),
+    "SetGroupRules no group": ("SetGroupRules", pb.SetGroupRulesRequest(queue="q"), "group"),
+    "SetGroupRules weight 0": ("SetGroupRules", rules(weight=0), "rules.weight"),
+    "SetGroupRules weight 1001": ("SetGroupRules", rules(weight=1001), "rules.weight"),
+    "SetGroupRules rate of 0": ("SetGroupRules", rules(rate=rate(0)), "rules.rate.limit"),
+    "SetGroupRules rate over a million": ("SetGroupRules", rules(rate=rate(1_000_001)), "rules.rate.limit"),
+    "GetGroup no group": ("GetGroup", pb.GetGroupRequest(queue="q"), "group"),
+    "ListGroups page of 1001": ("ListGroups", pb.ListGroupsRequest(queue="q", page_size=1001), "page_size"),
+    "PauseQueue group with a tab": ("PauseQueue", pb.PauseQueueRequest(queue="q", group="a\tb"), "group"),
+})
+
+
 @pytest.mark.parametrize("case", BAD_REQUESTS, ids=str)
 def test_bad_input_is_invalid_argument_and_writes_nothing(stub, redis_sync, case):
     method, request, field = BAD_REQUESTS[case]
