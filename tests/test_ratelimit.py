@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -21,13 +22,13 @@ from hypothesis import strategies as st
 from concord.ratelimit.v1 import ratelimit_pb2 as pb
 from concord.ratelimit.v1 import ratelimit_pb2_grpc
 from concord_server.keys import KeySpace
-from concord_server.primitives.ratelimit import Algorithm, Limit, RateLimits
+from concord_server.primitives.ratelimit import Algorithm, Check, Limit, RateLimits
 from concord_server.store.autopipeline import AutoPipeline
 from concord_server.store.link import Endpoint
-from support import async_wait_until, error_info
+from support import async_wait_until, error_info, wait_until
 
-GCRA, BUCKET, LOG, WINDOW, FIXED = (Algorithm.GCRA, Algorithm.TOKEN_BUCKET, Algorithm.SLIDING_LOG,
-                                    Algorithm.SLIDING_WINDOW, Algorithm.FIXED_WINDOW)
+GCRA, BUCKET, LOG, WINDOW, FIXED, CONC = (Algorithm.GCRA, Algorithm.TOKEN_BUCKET, Algorithm.SLIDING_LOG,
+                                          Algorithm.SLIDING_WINDOW, Algorithm.FIXED_WINDOW, Algorithm.CONCURRENCY)
 T0 = 1_000_000_000_000  # us: a controlled clock, at a whole period of every limit below
 
 
@@ -66,6 +67,9 @@ CASES = {
              (1500, 1, False, 0, 167), (1500, 4, False, 0, -1)],
     FIXED: [(0, 2, True, 1, 0), (999, 1, True, 0, 0), (999, 1, False, 0, 1), (1000, 3, True, 0, 0),
             (1500, 1, False, 0, 500), (1500, 4, False, 0, -1)],
+    # Units held at once, each call's for one period unless released (see the release test).
+    CONC: [(0, 1, True, 2, 0), (400, 2, True, 0, 0), (500, 1, False, 0, 500), (500, 0, True, 0, 0),
+           (1000, 1, True, 0, 0), (1400, 3, False, 2, 600), (1400, 4, False, 2, -1)],
 }
 
 
@@ -88,6 +92,24 @@ async def test_drain_over_limit_takes_what_is_left_when_refused(limits, name):
     clock.at(100)  # one unit back, not the four a plain refusal would have left
     d = await rl.check(name, limit, 2)
     assert not d.allowed and d.retry_ms == 100
+
+
+async def test_a_concurrency_permit_holds_its_units_until_released_or_its_period_ends(limits, name):
+    rl, clock = limits
+    limit = Limit.of(CONC, 3, 1000, 0, False)
+    first = await rl.check(name, limit, 2)
+    second = await rl.check(name, limit, 1)
+    assert first.permit and second.permit and first.permit != second.permit
+    assert not (await rl.check(name, limit, 1)).allowed
+    assert await rl.release(name, first.permit)
+    assert not await rl.release(name, first.permit)  # once
+    assert (await rl.check(name, limit, 0)).remaining == 2
+    clock.at(1000)  # the second's holder never released it: its period ended
+    assert not await rl.release(name, second.permit)
+    assert (await rl.check(name, limit, 0)).remaining == 3
+    refused = await rl.check_many([Check(name, limit, 3), Check(f"{name}:b", limit, 4)], all_or_none=True)
+    assert not refused[0] and not refused[1][0].permit  # all or none: no permit was kept
+    assert (await rl.check(name, limit, 0)).remaining == 3
 
 
 async def test_a_peek_takes_nothing_and_reset_makes_a_key_full(limits, name):
@@ -115,9 +137,20 @@ class Model:
     w: int | None = None
     c: int = 0
     p: int = 0
+    permits: list[tuple[float, int]] = field(default_factory=list)  # (expiry, units)
 
     def check(self, now: float, hits: int) -> tuple[bool, int, int]:
         L = self.limit
+        if L.algorithm is CONC:
+            self.permits = sorted(p for p in self.permits if p[0] > now)
+            held = sum(units for _, units in self.permits)
+            if hits > L.rate:
+                return False, -1, L.rate - held
+            if held + hits <= L.rate:
+                if hits:
+                    self.permits.append((now + L.period_ms, hits))
+                return True, 0, L.rate - held - hits
+            return False, max(1, math.ceil(self.permits[0][0] - now)), L.rate - held
         if L.algorithm in (GCRA, BUCKET):
             per = L.period_ms / L.rate
             if L.algorithm is GCRA:
@@ -306,6 +339,8 @@ def test_a_key_s_state_expires_once_it_is_full_again(stub, name, redis_sync):
     (_limit(algorithm=9), "limit.algorithm"),
     (_limit(algorithm=5, burst=2), "limit.burst"),
     (_limit(algorithm=3, rate=200_000), "limit.rate"),
+    (_limit(algorithm=6, burst=2), "limit.burst"),
+    (_limit(algorithm=6, drain=True), "limit.drain_over_limit"),
 ])
 def test_bad_limits_are_invalid_argument_and_change_nothing(stub, name, limit, field):
     err = _fails(lambda: stub.Check(pb.CheckRequest(key=name, limit=limit, hits=1), timeout=10),
@@ -355,6 +390,34 @@ async def test_check_many_across_cluster_slots_gives_back_what_an_earlier_slot_t
 
 
 # ------------------------------------------------------------------ the Python client
+
+
+def test_a_concurrency_limit_holds_permits_and_a_release_wakes_a_waiter_at_once(client, name):
+    api = client.rate_limit(name, rate=2, per=60, algorithm="concurrency")
+    first, second = api.check(), api.check()
+    assert first.allowed and second.allowed and first.permit != second.permit and second.remaining == 0
+    refused = api.check()
+    assert not refused.allowed and 59 < refused.retry_after <= 60  # the earliest permit's end
+    got: list = []
+    waiter = threading.Thread(target=lambda: got.append(api.wait(1, timeout=20)))
+    waiter.start()
+    wait_until(lambda: client.rate_limit(name, rate=2, per=60, algorithm="concurrency").check(0).remaining == 0
+               and waiter.is_alive(), message="the waiter to be waiting")
+    started = time.monotonic()
+    assert api.release(first.permit) and not api.release(first.permit)
+    waiter.join(20)
+    assert got and got[0].allowed and got[0].permit and time.monotonic() - started < 10  # not the 60 s period
+    api.release(got[0].permit)
+    api.release(second.permit)
+    with api as d:  # holds one permit for the block, gives it back after
+        assert d.permit and api.check(0).remaining == 1
+    assert api.check(0).remaining == 2
+
+    @api
+    def work():
+        return api.check(0).remaining
+
+    assert work() == 1 and api.check(0).remaining == 2
 
 
 def test_the_client_checks_waits_and_decorates(client, name):

@@ -104,6 +104,7 @@ EXPECTED_OUTPUT = {
     "concord.queue.v1.QueueService/WaitTask": ['"finished": true', '"result": "eyJpZCI6NDJ9"'],
     "concord.queue.v1.QueueService/GetQueuePolicy": ['"max_count": 10000', '"max_age": "2592000s"'],
     "concord.queue.v1.QueueService/GetGroup": ['"weight": 3', '"max_leased": 5'],
+    "concord.ratelimit.v1.RateLimitService/Release": ['"released": true'],
     "concord.queue.v1.QueueService/ListGroups": ['"WAIT_REASON_GROUP_PAUSED"'],
     "concord.chat.v1.ChatService/FetchPending": ['"body": "Hi all"'],
     "concord.chat.v1.ChatService/Subscribe": ['"body": "Hey Joe"', '"caught_up": true'],

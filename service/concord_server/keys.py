@@ -98,6 +98,8 @@ class RateLimitKeys(NamedTuple):
     log: str  # zset: one member per hit, score = its time (ms)
     window: str  # hash: w period index, c this period's count, p the last period's
     fixed: str  # hash: w period index, c count
+    permits: str  # zset: concurrency permit -> its expiry (ms)
+    held: str  # hash: concurrency permit -> units it holds, '*' -> their total
     queue: str  # zset: Wait's waiters, token -> arrival (us), FIFO; expiring with the last one's deadline
     waiters: str  # hash: waiter token -> deadline (ms)
     channel: str  # shard channel: "next" when the head of the queue took its hits or left
@@ -105,7 +107,7 @@ class RateLimitKeys(NamedTuple):
     @property
     def keys(self) -> list[str]:
         """KEYS of one check (ratelimit_check.lua, ratelimit_set_limit.lua)."""
-        return list(self[:6])
+        return list(self[:8])
 
     @property
     def wait_keys(self) -> list[str]:
@@ -115,7 +117,7 @@ class RateLimitKeys(NamedTuple):
     @property
     def state(self) -> list[str]:
         """What Reset deletes: what the key counted (not its stored limit, nor its waiters)."""
-        return [self.gcra, self.bucket, self.log, self.window, self.fixed]
+        return [self.gcra, self.bucket, self.log, self.window, self.fixed, self.permits, self.held]
 
 
 class SemaphoreKeys(NamedTuple):
@@ -279,7 +281,7 @@ class KeySpace:
     def ratelimit(self, key: str) -> RateLimitKeys:
         t = self.tag("rl", key)
         return RateLimitKeys(f"{t}:limit", f"{t}:gcra", f"{t}:bucket", f"{t}:log", f"{t}:window", f"{t}:fixed",
-                             f"{t}:queue", f"{t}:waiters", f"{t}:wake")
+                             f"{t}:permits", f"{t}:held", f"{t}:queue", f"{t}:waiters", f"{t}:wake")
 
     def semaphore(self, name: str) -> SemaphoreKeys:
         t = self.tag("sem", name)

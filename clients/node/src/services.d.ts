@@ -3393,9 +3393,17 @@ export declare namespace concord.ratelimit.v1 {
     reset(request: concord.ratelimit.v1.ResetRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.ResetResponse__Output>;
     /** reset, by its name in the .proto file. */
     Reset(request: concord.ratelimit.v1.ResetRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.ResetResponse__Output>;
+    /**
+     * Release gives a CONCURRENCY permit's units back at once, and wakes the key's
+     * waiters. released is false when the permit was not held (released already, or
+     * past its period: its units came back by themselves then).
+     */
+    release(request: concord.ratelimit.v1.ReleaseRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.ReleaseResponse__Output>;
+    /** release, by its name in the .proto file. */
+    Release(request: concord.ratelimit.v1.ReleaseRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.ReleaseResponse__Output>;
   }
 
-  type Algorithm = 'ALGORITHM_UNSPECIFIED' | 'ALGORITHM_GCRA' | 'ALGORITHM_TOKEN_BUCKET' | 'ALGORITHM_SLIDING_LOG' | 'ALGORITHM_SLIDING_WINDOW' | 'ALGORITHM_FIXED_WINDOW';
+  type Algorithm = 'ALGORITHM_UNSPECIFIED' | 'ALGORITHM_GCRA' | 'ALGORITHM_TOKEN_BUCKET' | 'ALGORITHM_SLIDING_LOG' | 'ALGORITHM_SLIDING_WINDOW' | 'ALGORITHM_FIXED_WINDOW' | 'ALGORITHM_CONCURRENCY';
 
   interface Limit {
     algorithm?: concord.ratelimit.v1.Algorithm | number;
@@ -3463,6 +3471,8 @@ export declare namespace concord.ratelimit.v1 {
      * the limit ever lets pass at once are refused with retry_after unset.
      */
     retryAfter?: google.protobuf.Duration | null;
+    /** CONCURRENCY, allowed (hits > 0): the permit holding the hits; pass it to Release. */
+    permit?: string;
   }
   interface CheckResponse__Output {
     allowed: boolean;
@@ -3478,6 +3488,8 @@ export declare namespace concord.ratelimit.v1 {
      * the limit ever lets pass at once are refused with retry_after unset.
      */
     retryAfter: google.protobuf.Duration__Output | null;
+    /** CONCURRENCY, allowed (hits > 0): the permit holding the hits; pass it to Release. */
+    permit: string;
   }
 
   interface WaitRequest {
@@ -3511,6 +3523,8 @@ export declare namespace concord.ratelimit.v1 {
      * in line, else 0; unset when the hits never pass at once.
      */
     retryAfter?: google.protobuf.Duration | null;
+    /** CONCURRENCY, allowed: the permit holding the hits; pass it to Release. */
+    permit?: string;
   }
   /** As CheckResponse: the decision once the hits were taken, or when the wait ended. */
   interface WaitResponse__Output {
@@ -3524,6 +3538,8 @@ export declare namespace concord.ratelimit.v1 {
      * in line, else 0; unset when the hits never pass at once.
      */
     retryAfter: google.protobuf.Duration__Output | null;
+    /** CONCURRENCY, allowed: the permit holding the hits; pass it to Release. */
+    permit: string;
   }
 
   interface CheckManyRequest {
@@ -3590,6 +3606,24 @@ export declare namespace concord.ratelimit.v1 {
   interface ResetResponse {
   }
   interface ResetResponse__Output {
+  }
+
+  interface ReleaseRequest {
+    key?: string;
+    /** A CheckResponse's or WaitResponse's permit. */
+    permit?: string;
+  }
+  interface ReleaseRequest__Output {
+    key: string;
+    /** A CheckResponse's or WaitResponse's permit. */
+    permit: string;
+  }
+
+  interface ReleaseResponse {
+    released?: boolean;
+  }
+  interface ReleaseResponse__Output {
+    released: boolean;
   }
 }
 

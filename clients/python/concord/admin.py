@@ -753,7 +753,7 @@ def parser() -> argparse.ArgumentParser:
     set_rate.add_argument("--per", type=parse_duration, default=1.0, help="the period (default 1s): 500ms, 1m, ...")
     set_rate.add_argument("--burst", type=int, default=0, help="GCRA and token bucket: units at once (default: rate)")
     set_rate.add_argument("--algorithm", default="gcra", choices=["gcra", "token_bucket", "sliding_log",
-                                                                   "sliding_window", "fixed_window"])
+                                                                   "sliding_window", "fixed_window", "concurrency"])
     set_rate.add_argument("--drain", action="store_true", help="a refused check takes what is left")
     check = command(limit, "check", "limit_check", "peek at the key (or take --hits units) under its stored limit")
     check.add_argument("key")

@@ -17,7 +17,10 @@ the order they came, each woken at the time its limit allows (no polling). A wai
 whose reply was lost (the server or Redis failed) is asked again: it may have taken
 its units the first time, so a retry can spend them twice, never more than the
 limit allows. ``algorithm``: "gcra" (the default), "token_bucket",
-"sliding_log", "sliding_window" or "fixed_window" (see the README's Rate limit API).
+"sliding_log", "sliding_window", "fixed_window" (see the README's Rate limit API), or
+"concurrency": at most ``rate`` units held at once, each allowed check's or wait's as a
+``permit`` until ``release(permit)`` or ``per`` seconds pass; ``with`` and the decorator
+release it when the block or call ends.
 
 Leave ``rate`` out to use the limit ``set_limit`` stored for the key (only
 set_limit changes a stored limit: a handle whose limit disagrees raises
@@ -29,6 +32,7 @@ it is a peek).
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 from dataclasses import dataclass
@@ -41,7 +45,7 @@ from .ratelimit.v1 import ratelimit_pb2 as pb
 
 ALGORITHMS = {"gcra": pb.ALGORITHM_GCRA, "token_bucket": pb.ALGORITHM_TOKEN_BUCKET,
               "sliding_log": pb.ALGORITHM_SLIDING_LOG, "sliding_window": pb.ALGORITHM_SLIDING_WINDOW,
-              "fixed_window": pb.ALGORITHM_FIXED_WINDOW}
+              "fixed_window": pb.ALGORITHM_FIXED_WINDOW, "concurrency": pb.ALGORITHM_CONCURRENCY}
 _NAMES = {v: k for k, v in ALGORITHMS.items()}
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,6 +62,7 @@ class Decision:
     burst: int
     reset_after: float  # seconds until the key is full again
     retry_after: float | None  # refused: seconds until the same units would pass; None: they never pass at once
+    permit: str = ""  # concurrency, allowed: what release() takes to give the units back
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,7 @@ def _limit(m: pb.Limit) -> Limit:
 
 def _decision(r: pb.CheckResponse | pb.WaitResponse) -> Decision:
     return Decision(r.allowed, r.remaining, r.limit, r.burst, seconds(r.reset_after),
-                    seconds(r.retry_after) if r.HasField("retry_after") or r.allowed else None)
+                    seconds(r.retry_after) if r.HasField("retry_after") or r.allowed else None, r.permit)
 
 
 class _Base:
@@ -92,6 +97,20 @@ class _Base:
         self.limit = limit
         self.timeout = timeout  # for with / the decorator: None waits as long as it takes
         self._rpc = client._service("ratelimit")
+        # The permits `with` blocks hold (concurrency), innermost last, per thread or task.
+        self._held: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(f"held:{key}", default=())
+
+    def _release_request(self, permit: str) -> pb.ReleaseRequest:
+        return pb.ReleaseRequest(key=self.key, permit=permit)
+
+    def _push(self, d: Decision) -> Decision:
+        self._held.set((*self._held.get(), d.permit))
+        return d
+
+    def _pop(self) -> str:
+        *rest, permit = self._held.get()
+        self._held.set(tuple(rest))
+        return permit
 
     def _request(self, hits: int) -> pb.CheckRequest:
         return pb.CheckRequest(key=self.key, hits=hits, limit=_limit_message(self.limit) if self.limit else None)
@@ -142,18 +161,26 @@ class RateLimit(_Base):
         """Forgets what the key counted (admin role); its stored limit stays."""
         self._rpc.call_safe("Reset", pb.ResetRequest(key=self.key))
 
+    def release(self, permit: str) -> bool:
+        """Gives a concurrency permit's units back now; False if it was not held
+        (released already, or its period passed). Safe to repeat."""
+        if not permit:
+            return False
+        return self._rpc.call_safe("Release", self._release_request(permit)).released
+
     def __enter__(self) -> Decision:
-        return self.wait(1, self.timeout)
+        return self._push(self.wait(1, self.timeout))
 
     def __exit__(self, *exc: object) -> None:
-        return None
+        self.release(self._pop())
 
     def __call__(self, fn: F) -> F:
-        """As a decorator: each call of ``fn`` first waits for one unit."""
+        """As a decorator: each call of ``fn`` first waits for one unit (and, for a
+        concurrency limit, gives it back when the call ends)."""
         @functools.wraps(fn)
         def limited(*args: Any, **kwargs: Any) -> Any:
-            self.wait(1, self.timeout)
-            return fn(*args, **kwargs)
+            with self:
+                return fn(*args, **kwargs)
 
         return limited  # type: ignore[return-value]
 
@@ -180,11 +207,16 @@ class AsyncRateLimit(_Base):
     async def reset(self) -> None:
         await self._rpc.call_safe("Reset", pb.ResetRequest(key=self.key))
 
+    async def release(self, permit: str) -> bool:
+        if not permit:
+            return False
+        return (await self._rpc.call_safe("Release", self._release_request(permit))).released
+
     async def __aenter__(self) -> Decision:
-        return await self.wait(1, self.timeout)
+        return self._push(await self.wait(1, self.timeout))
 
     async def __aexit__(self, *exc: object) -> None:
-        return None
+        await self.release(self._pop())
 
     def __call__(self, fn: F) -> F:
         if not inspect.iscoroutinefunction(fn):
@@ -192,7 +224,7 @@ class AsyncRateLimit(_Base):
 
         @functools.wraps(fn)
         async def limited(*args: Any, **kwargs: Any) -> Any:
-            await self.wait(1, self.timeout)
-            return await fn(*args, **kwargs)
+            async with self:
+                return await fn(*args, **kwargs)
 
         return limited  # type: ignore[return-value]

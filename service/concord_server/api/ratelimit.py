@@ -38,7 +38,7 @@ def _check(request: pb.CheckRequest, field: str = "") -> Check:
 def _reply(d: Decision, kind: type = pb.CheckResponse) -> Any:
     """A CheckResponse (or WaitResponse: the same fields) for a decision."""
     reply = kind(allowed=d.allowed, remaining=d.remaining, limit=d.rate, burst=d.burst,
-                 reset_after=duration(max(d.reset_ms, 0)))
+                 reset_after=duration(max(d.reset_ms, 0)), permit=d.permit)
     if d.retry_ms >= 0:
         reply.retry_after.CopyFrom(duration(d.retry_ms))
     return reply
@@ -85,6 +85,11 @@ class RateLimitServicer(ratelimit_pb2_grpc.RateLimitServiceServicer):
         if limit is None:
             raise RateLimitNotFound(f"key {key!r} has no stored rate limit", key=key)
         return pb.GetLimitResponse(limit=limit_message(limit))
+
+    @rpc
+    async def Release(self, request: pb.ReleaseRequest, context) -> pb.ReleaseResponse:
+        key, permit = v.name(request.key, "key"), v.token(request.permit, "permit")
+        return pb.ReleaseResponse(released=await self._limits.release(key, permit))
 
     @rpc
     async def Reset(self, request: pb.ResetRequest, context) -> pb.ResetResponse:

@@ -1,9 +1,9 @@
 -- ratelimit_refund.lua: CheckMany all_or_none on a Redis Cluster: give back the hits a
 -- slot's checks took when a later slot refused (keys in different slots cannot be
 -- decided in one script). The count of the limit's algorithm goes back by the hits,
--- never past full; the sliding log drops its newest hits.
--- KEYS: six per check (ratelimit_common.lua), checks in order.
--- ARGV: per check, five: hits taken, algorithm, rate, period ms, burst.
+-- never past full; the sliding log drops its newest hits; a concurrency permit is released.
+-- KEYS: eight per check (ratelimit_common.lua), checks in order.
+-- ARGV: per check, six: hits taken, algorithm, rate, period ms, burst, the permit taken.
 -- Returns the number of checks refunded.
 --! include common.lua
 --! include ratelimit_common.lua
@@ -13,12 +13,14 @@ local now = now_us / 1000
 local done = 0
 for i = 1, n do
   local k = check_keys(i)
-  local a = (i - 1) * 5
+  local a = (i - 1) * 6
   local hits, algo = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local rate, period, burst = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   if hits > 0 then
     done = done + 1
-    if algo == ALGO.GCRA then
+    if algo == ALGO.CONCURRENCY then
+      release_permit(k, ARGV[a + 6])
+    elseif algo == ALGO.GCRA then
       local tat = tonumber(redis.call('GET', k.gcra) or 0)
       local back = tat - hits * period / rate
       if back > now then

@@ -3,21 +3,22 @@
 -- waiter, by the key's channel, that it is now the head); anyone else joins the back
 -- of the queue and waits to be told. Waiters whose wait ended are dropped by whoever
 -- runs next, so a waiter that vanished holds nobody up past its deadline.
--- KEYS: the six of one check (ratelimit_common.lua), then queue (zset: token ->
+-- KEYS: the eight of one check (ratelimit_common.lua), then queue (zset: token ->
 --   arrival us) and waiters (hash: token -> deadline ms).
--- ARGV[1] token, ARGV[2] the time in us to decide at ('' for the Redis clock, as in
---   ratelimit_check.lua), ARGV[3] ms this waiter may still wait (0: withdraw: leave
---   the queue), ARGV[4] channel, then hits, has_limit, algorithm, rate, period ms,
---   burst, drain.
--- Returns six items: RATE.ALLOWED and the decision (remaining, rate, burst, reset ms,
--- 0), or RATE.REFUSED and the decision with retry ms: -1 the hits never pass at once,
--- -2 queued behind another waiter (told when it is this one's turn), else when this
--- one (the head) may try again; or LIMIT.MISMATCH / LIMIT.UNSET as ratelimit_check.
+-- ARGV[1] token (also the concurrency permit this waiter would hold), ARGV[2] the time
+--   in us to decide at ('' for the Redis clock, as in ratelimit_check.lua), ARGV[3] ms
+--   this waiter may still wait (0: withdraw: leave the queue), ARGV[4] channel, then
+--   hits, has_limit, algorithm, rate, period ms, burst, drain.
+-- Returns seven items: RATE.ALLOWED and the decision (remaining, rate, burst, reset ms,
+-- 0, the concurrency permit or ''), or RATE.REFUSED and the decision with retry ms: -1
+-- the hits never pass at once, -2 queued behind another waiter (told when it is this
+-- one's turn), else when this one (the head) may try again, and ''; or LIMIT.MISMATCH /
+-- LIMIT.UNSET as ratelimit_check.
 --! include common.lua
 --! include status.lua
 --! include ratelimit_common.lua
 local token, wait_ms, channel = ARGV[1], tonumber(ARGV[3]), ARGV[4]
-local qkey, wkey = KEYS[7], KEYS[8]
+local qkey, wkey = KEYS[9], KEYS[10]
 local _, now_us = clock()
 if ARGV[2] ~= '' then
   now_us = tonumber(ARGV[2])
@@ -55,21 +56,22 @@ end
 
 if wait_ms == 0 then
   leave()
-  return {RATE.REFUSED, 0, 0, 0, 0, 0}
+  return {RATE.REFUSED, 0, 0, 0, 0, 0, ''}
 end
 
 local k = check_keys(1)
+k.permit = token
 local hits = tonumber(ARGV[5])
 local L = stored_limit(k)
 if ARGV[6] == '1' then
   local asked = {algo = tonumber(ARGV[7]), rate = tonumber(ARGV[8]), period = tonumber(ARGV[9]),
                  burst = tonumber(ARGV[10]), drain = ARGV[11] == '1'}
   if L and not same_limit(L, asked) then
-    return {LIMIT.MISMATCH, unpack(limit_reply(L))}
+    return {LIMIT.MISMATCH, L.algo, L.rate, L.period, L.burst, L.drain and 1 or 0, ''}
   end
   L = asked
 elseif not L then
-  return {LIMIT.UNSET, 0, 0, 0, 0, 0}
+  return {LIMIT.UNSET, 0, 0, 0, 0, 0, ''}
 end
 
 local head = redis.call('ZRANGE', qkey, 0, 0)[1]
@@ -79,11 +81,11 @@ if (head == nil or head == token) and d.allowed then
     d.record()
   end
   leave()
-  return {RATE.ALLOWED, d.remaining, L.rate, L.burst, math.ceil(d.reset_ms), 0}
+  return {RATE.ALLOWED, d.remaining, L.rate, L.burst, math.ceil(d.reset_ms), 0, d.permit or ''}
 end
 if d.retry_ms < 0 then
   leave()
-  return {RATE.REFUSED, d.remaining, L.rate, L.burst, math.ceil(d.reset_ms), -1}
+  return {RATE.REFUSED, d.remaining, L.rate, L.burst, math.ceil(d.reset_ms), -1, ''}
 end
 redis.call('ZADD', qkey, 'NX', now_us, token)
 redis.call('HSET', wkey, token, deadline)
@@ -97,4 +99,4 @@ local retry = -2
 if redis.call('ZRANGE', qkey, 0, 0)[1] == token then
   retry = math.ceil(d.retry_ms)
 end
-return {RATE.REFUSED, d.remaining, L.rate, L.burst, math.ceil(d.reset_ms), retry}
+return {RATE.REFUSED, d.remaining, L.rate, L.burst, math.ceil(d.reset_ms), retry, ''}

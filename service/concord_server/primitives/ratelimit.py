@@ -2,9 +2,11 @@
 Lua script on the Redis clock (lua/ratelimit_check.lua), so every server agrees
 exactly and no host clock is read.
 
-Five limiters share the script (lua/include/ratelimit_common.lua): GCRA (the
+Six limiters share the script (lua/include/ratelimit_common.lua): GCRA (the
 default; one timestamp per key), token bucket, sliding log (exact, one entry per
-hit), sliding window (two counters, approximate) and fixed window. A key's limit
+hit), sliding window (two counters, approximate), fixed window, and a concurrency
+limit (units held at once, each allowed call's as a permit until ``release`` or its
+period passes). A key's limit
 travels with the call or is stored by ``set_limit`` and then changed only there: a
 call whose limit disagrees is refused (RateLimitMismatch) and changes nothing, the
 rule semaphores follow. A key's counting state expires by itself once it would be
@@ -30,7 +32,7 @@ from redis.crc import key_slot
 from ..errors import InvalidArgument, RateLimitMismatch, RateLimitNotFound
 from ..keys import KeySpace, RateLimitKeys
 from ..statuses import LIMIT, RATE
-from ..store.reply_shapes import INT, Seq, Tup, Either
+from ..store.reply_shapes import INT, STR, Seq, Tup, Either
 from ..store.scripts import Commands, script
 from ..wakeups.doorbells import Doorbells
 from .letting_go import LATE, Releaser, answer_within
@@ -47,6 +49,7 @@ class Algorithm(enum.IntEnum):  # ratelimit.proto's Algorithm; lua's ALGO
     SLIDING_LOG = 3
     SLIDING_WINDOW = 4
     FIXED_WINDOW = 5
+    CONCURRENCY = 6
 
 
 BURSTY = (Algorithm.GCRA, Algorithm.TOKEN_BUCKET)  # the ones with a burst
@@ -78,6 +81,9 @@ class Limit:
             burst = burst or rate
         elif burst:
             raise InvalidArgument(f"burst applies to GCRA and TOKEN_BUCKET only, not {algo.name}", field="burst")
+        if drain and algo is Algorithm.CONCURRENCY:
+            raise InvalidArgument("drain_over_limit does not apply to CONCURRENCY: units come back by Release",
+                                  field="drain_over_limit")
         return cls(algo, rate, period_ms, burst, drain)
 
     def args(self) -> list[int]:
@@ -92,6 +98,7 @@ class Decision:
     burst: int
     reset_ms: int
     retry_ms: int  # 0 when allowed; -1: the hits exceed what ever passes at once
+    permit: str = ""  # CONCURRENCY, allowed: the permit holding the hits until release()
 
 
 class Check(NamedTuple):
@@ -100,12 +107,13 @@ class Check(NamedTuple):
     hits: int
 
 
-_CHECK = script("ratelimit_check.lua", Seq(INT, each=(INT, INT, INT, INT, INT, INT)))
+_CHECK = script("ratelimit_check.lua", Seq(INT, each=(INT, INT, INT, INT, INT, INT, STR)))
 _SET_LIMIT = script("ratelimit_set_limit.lua", Either(Tup(), Tup(INT, INT, INT, INT, INT)))
 _REFUND = script("ratelimit_refund.lua", INT)
-_WAIT = script("ratelimit_wait.lua", Tup(INT, INT, INT, INT, INT, INT))
+_WAIT = script("ratelimit_wait.lua", Tup(INT, INT, INT, INT, INT, INT, STR))
+_RELEASE = script("ratelimit_release.lua", INT)
 
-SCRIPTS = (_CHECK, _SET_LIMIT, _REFUND, _WAIT)
+SCRIPTS = (_CHECK, _SET_LIMIT, _REFUND, _WAIT, _RELEASE)
 
 QUEUED = -2  # ratelimit_wait.lua's retry ms for a waiter behind another: told when its turn comes
 NEVER = -1  # the hits exceed what ever passes at once
@@ -173,13 +181,14 @@ class RateLimits:
         for c in checks:
             keys += self.keys(c.key).keys
             args += [c.hits, *([1, *c.limit.args()] if c.limit else [0, 0, 0, 0, 0, 0])]
+        args.append(secrets.token_hex(12))  # the call's permit prefix (concurrency)
         reply = await _CHECK.run(self._redis, keys, args)
         out = []
-        for c, at in zip(checks, range(1, len(reply), 6)):
-            status, a, b, d, e, f = reply[at:at + 6]
+        for c, at in zip(checks, range(1, len(reply), 7)):
+            status, a, b, d, e, f, permit = reply[at:at + 7]
             if status in (LIMIT.MISMATCH, LIMIT.UNSET):
                 self._refuse(status, c.key, [a, b, d, e, f])
-            out.append(Decision(status == RATE.ALLOWED, a, b, d, e, f))
+            out.append(Decision(status == RATE.ALLOWED, a, b, d, e, f, permit))
         return reply[0] == RATE.ALLOWED, out
 
     @staticmethod
@@ -202,7 +211,7 @@ class RateLimits:
             if limit is None or d is None or not d.allowed:
                 continue
             keys += self.keys(c.key).keys
-            args += [c.hits, int(limit.algorithm), limit.rate, limit.period_ms, limit.burst]
+            args += [c.hits, int(limit.algorithm), limit.rate, limit.period_ms, limit.burst, d.permit]
         if keys:
             await _REFUND.run(self._redis, keys, args)
 
@@ -243,10 +252,10 @@ class RateLimits:
                          left_ms: int) -> Decision:
         args = [token, str(self._clock_us()) if self._clock_us else "", left_ms, k.channel, hits,
                 *([1, *limit.args()] if limit else [0, 0, 0, 0, 0, 0])]
-        status, a, b, c, d, e = await _WAIT.run(self._redis, k.wait_keys, args)
+        status, a, b, c, d, e, permit = await _WAIT.run(self._redis, k.wait_keys, args)
         if status in (LIMIT.MISMATCH, LIMIT.UNSET):
             self._refuse(status, key, [a, b, c, d, e])
-        return Decision(status == RATE.ALLOWED, a, b, c, d, e)
+        return Decision(status == RATE.ALLOWED, a, b, c, d, e, permit)
 
     def _leave_later(self, k: RateLimitKeys, token: str, wait_ms: int) -> None:
         async def leave() -> None:
@@ -266,6 +275,13 @@ class RateLimits:
     async def get_limit(self, key: str) -> Limit | None:
         got = await self._redis.execute_command("HMGET", self.keys(key).limit, "a", "r", "p", "b", "d")
         return _stored(got) if got and got[0] is not None else None
+
+    async def release(self, key: str, permit: str) -> bool:
+        """Gives a concurrency permit's units back (waking the key's waiters); False if
+        it was not held (released already, or expired: its units came back then)."""
+        k = self.keys(key)
+        now = str(self._clock_us()) if self._clock_us else ""
+        return await _RELEASE.run(self._redis, k.keys, [permit, k.channel, now]) == 1
 
     async def reset(self, key: str) -> None:
         """Forgets what the key counted; its stored limit stays."""

@@ -1,17 +1,21 @@
--- ratelimit_common.lua: the five limiters, each one function that decides a check
+-- ratelimit_common.lua: the six limiters, each one function that decides a check
 -- on the Redis clock and returns the decision and how to record it.
 --
 -- KEYS of one check, in this order (keys.py RateLimitKeys; all share the key's tag):
 --   limit (hash: a r p b d = algorithm, rate, period ms, burst, drain; no expiry),
 --   gcra (string: the theoretical arrival time, ms), bucket (hash: t tokens, at ms),
 --   log (zset: one member per hit, score = its ms), window (hash: w index, c this
---   period's count, p the last period's), fixed (hash: w index, c count).
+--   period's count, p the last period's), fixed (hash: w index, c count), permits
+--   (zset: concurrency permit -> expiry ms), held (hash: permit -> units, '*' -> total).
+-- A check's keys also carry its permit id (k.permit: the concurrency limiter's, given by
+-- the script's caller) when the script names one.
 -- A limit L = {algo, rate, period (ms), burst, drain}. A decision d = {allowed,
--- remaining, reset_ms, retry_ms (-1: never at once), record = function or nil}.
+-- remaining, reset_ms, retry_ms (-1: never at once), record = function or nil, permit =
+-- the concurrency permit an allowed check holds, or nil}.
 --! include common.lua
 
-local ALGO = {GCRA = 1, TOKEN_BUCKET = 2, SLIDING_LOG = 3, SLIDING_WINDOW = 4, FIXED_WINDOW = 5}
-local KEYS_PER_CHECK = 6
+local ALGO = {GCRA = 1, TOKEN_BUCKET = 2, SLIDING_LOG = 3, SLIDING_WINDOW = 4, FIXED_WINDOW = 5, CONCURRENCY = 6}
+local KEYS_PER_CHECK = 8
 
 local function ms_ceil(x)
   return math.max(1, math.ceil(x))
@@ -198,13 +202,73 @@ local function fixed_window(k, now, hits, L)
   return d
 end
 
-local LIMITERS = {gcra, token_bucket, sliding_log, sliding_window, fixed_window}
+-- Drops the concurrency permits past their expiry (their holders died or forgot);
+-- returns the units still held.
+local function held_now(k, now)
+  local held = tonumber(redis.call('HGET', k.held, '*') or 0)
+  local expired = redis.call('ZRANGEBYSCORE', k.permits, '-inf', string.format('%.3f', now), 'LIMIT', 0, 1000)
+  if #expired > 0 then
+    for _, units in ipairs(redis.call('HMGET', k.held, unpack(expired))) do
+      held = held - tonumber(units or 0)
+    end
+    redis.call('ZREM', k.permits, unpack(expired))
+    redis.call('HDEL', k.held, unpack(expired))
+    redis.call('HSET', k.held, '*', math.max(held, 0))
+  end
+  return math.max(held, 0)
+end
+
+-- Concurrency: at most `rate` units held at once. An allowed check holds its hits as
+-- one permit (k.permit) until Release gives them back or `period` passes (its holder
+-- died or forgot). A refused one may try again when the earliest permit ends (sooner
+-- if it is released: Release rings the key's waiters).
+local function concurrency(k, now, hits, L)
+  local held = held_now(k, now)
+  local d = {}
+  local taken = 0
+  if hits > L.rate then
+    d.allowed, d.retry_ms = false, -1
+  elseif held + hits <= L.rate then
+    d.allowed, d.retry_ms = true, 0
+    taken = hits
+  else
+    local first = redis.call('ZRANGE', k.permits, 0, 0, 'WITHSCORES')
+    d.allowed, d.retry_ms = false, math.max(1, tonumber(first[2] or now) - now)
+  end
+  d.remaining = L.rate - held - taken
+  local last = redis.call('ZRANGE', k.permits, -1, -1, 'WITHSCORES')
+  d.reset_ms = last[2] and math.max(0, tonumber(last[2]) - now) or 0
+  if taken > 0 and k.permit then
+    d.reset_ms = L.period
+    d.permit = k.permit
+    d.record = function()
+      redis.call('ZADD', k.permits, string.format('%.3f', now + L.period), k.permit)
+      redis.call('HSET', k.held, k.permit, hits, '*', held + hits)
+      redis.call('PEXPIRE', k.permits, ms_ceil(L.period))
+      redis.call('PEXPIRE', k.held, ms_ceil(L.period))
+    end
+  end
+  return d
+end
+
+-- Gives a concurrency permit's units back; returns whether it was held.
+local function release_permit(k, permit)
+  if redis.call('ZREM', k.permits, permit) == 0 then
+    return false
+  end
+  local units = tonumber(redis.call('HGET', k.held, permit) or 0)
+  redis.call('HDEL', k.held, permit)
+  redis.call('HINCRBY', k.held, '*', -units)
+  return true
+end
+
+local LIMITERS = {gcra, token_bucket, sliding_log, sliding_window, fixed_window, concurrency}
 
 -- The keys of the i-th check (1-based) among KEYS.
 local function check_keys(i)
   local b = (i - 1) * KEYS_PER_CHECK
   return {limit = KEYS[b + 1], gcra = KEYS[b + 2], bucket = KEYS[b + 3], log = KEYS[b + 4],
-          window = KEYS[b + 5], fixed = KEYS[b + 6]}
+          window = KEYS[b + 5], fixed = KEYS[b + 6], permits = KEYS[b + 7], held = KEYS[b + 8]}
 end
 
 local function stored_limit(k)

@@ -25,41 +25,45 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$concord/ratelimit/v1/ratelimit.proto\x12\x14\x63oncord.ratelimit.v1\x1a\x1egoogle/protobuf/duration.proto\"\x9d\x01\n\x05Limit\x12\x32\n\talgorithm\x18\x01 \x01(\x0e\x32\x1f.concord.ratelimit.v1.Algorithm\x12\x0c\n\x04rate\x18\x02 \x01(\x04\x12)\n\x06period\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05\x62urst\x18\x04 \x01(\x04\x12\x18\n\x10\x64rain_over_limit\x18\x05 \x01(\x08\"U\n\x0c\x43heckRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12*\n\x05limit\x18\x02 \x01(\x0b\x32\x1b.concord.ratelimit.v1.Limit\x12\x0c\n\x04hits\x18\x03 \x01(\x04\"\xb1\x01\n\rCheckResponse\x12\x0f\n\x07\x61llowed\x18\x01 \x01(\x08\x12\x11\n\tremaining\x18\x02 \x01(\x04\x12\r\n\x05limit\x18\x03 \x01(\x04\x12\r\n\x05\x62urst\x18\x04 \x01(\x04\x12.\n\x0breset_after\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12.\n\x0bretry_after\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x85\x01\n\x0bWaitRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12*\n\x05limit\x18\x02 \x01(\x0b\x32\x1b.concord.ratelimit.v1.Limit\x12\x0c\n\x04hits\x18\x03 \x01(\x04\x12/\n\x0cwait_timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xb0\x01\n\x0cWaitResponse\x12\x0f\n\x07\x61llowed\x18\x01 \x01(\x08\x12\x11\n\tremaining\x18\x02 \x01(\x04\x12\r\n\x05limit\x18\x03 \x01(\x04\x12\r\n\x05\x62urst\x18\x04 \x01(\x04\x12.\n\x0breset_after\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12.\n\x0bretry_after\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"[\n\x10\x43heckManyRequest\x12\x32\n\x06\x63hecks\x18\x01 \x03(\x0b\x32\".concord.ratelimit.v1.CheckRequest\x12\x13\n\x0b\x61ll_or_none\x18\x02 \x01(\x08\"Z\n\x11\x43heckManyResponse\x12\x34\n\x07results\x18\x01 \x03(\x0b\x32#.concord.ratelimit.v1.CheckResponse\x12\x0f\n\x07\x61llowed\x18\x02 \x01(\x08\"J\n\x0fSetLimitRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12*\n\x05limit\x18\x02 \x01(\x0b\x32\x1b.concord.ratelimit.v1.Limit\"A\n\x10SetLimitResponse\x12-\n\x08previous\x18\x01 \x01(\x0b\x32\x1b.concord.ratelimit.v1.Limit\"\x1e\n\x0fGetLimitRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\">\n\x10GetLimitResponse\x12*\n\x05limit\x18\x01 \x01(\x0b\x32\x1b.concord.ratelimit.v1.Limit\"\x1b\n\x0cResetRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\"\x0f\n\rResetResponse*\xab\x01\n\tAlgorithm\x12\x19\n\x15\x41LGORITHM_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x41LGORITHM_GCRA\x10\x01\x12\x1a\n\x16\x41LGORITHM_TOKEN_BUCKET\x10\x02\x12\x19\n\x15\x41LGORITHM_SLIDING_LOG\x10\x03\x12\x1c\n\x18\x41LGORITHM_SLIDING_WINDOW\x10\x04\x12\x1a\n\x16\x41LGORITHM_FIXED_WINDOW\x10\x05\x32\x99\x04\n\x10RateLimitService\x12P\n\x05\x43heck\x12\".concord.ratelimit.v1.CheckRequest\x1a#.concord.ratelimit.v1.CheckResponse\x12\\\n\tCheckMany\x12&.concord.ratelimit.v1.CheckManyRequest\x1a\'.concord.ratelimit.v1.CheckManyResponse\x12M\n\x04Wait\x12!.concord.ratelimit.v1.WaitRequest\x1a\".concord.ratelimit.v1.WaitResponse\x12Y\n\x08SetLimit\x12%.concord.ratelimit.v1.SetLimitRequest\x1a&.concord.ratelimit.v1.SetLimitResponse\x12Y\n\x08GetLimit\x12%.concord.ratelimit.v1.GetLimitRequest\x1a&.concord.ratelimit.v1.GetLimitResponse\x12P\n\x05Reset\x12\".concord.ratelimit.v1.ResetRequest\x1a#.concord.ratelimit.v1.ResetResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$concord/ratelimit/v1/ratelimit.proto\x12\x14\x63oncord.ratelimit.v1\x1a\x1egoogle/protobuf/duration.proto\"\x9d\x01\n\x05Limit\x12\x32\n\talgorithm\x18\x01 \x01(\x0e\x32\x1f.concord.ratelimit.v1.Algorithm\x12\x0c\n\x04rate\x18\x02 \x01(\x04\x12)\n\x06period\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05\x62urst\x18\x04 \x01(\x04\x12\x18\n\x10\x64rain_over_limit\x18\x05 \x01(\x08\"U\n\x0c\x43heckRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12*\n\x05limit\x18\x02 \x01(\x0b\x32\x1b.concord.ratelimit.v1.Limit\x12\x0c\n\x04hits\x18\x03 \x01(\x04\"\xc1\x01\n\rCheckResponse\x12\x0f\n\x07\x61llowed\x18\x01 \x01(\x08\x12\x11\n\tremaining\x18\x02 \x01(\x04\x12\r\n\x05limit\x18\x03 \x01(\x04\x12\r\n\x05\x62urst\x18\x04 \x01(\x04\x12.\n\x0breset_after\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12.\n\x0bretry_after\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06permit\x18\x07 \x01(\t\"\x85\x01\n\x0bWaitRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12*\n\x05limit\x18\x02 \x01(\x0b\x32\x1b.concord.ratelimit.v1.Limit\x12\x0c\n\x04hits\x18\x03 \x01(\x04\x12/\n\x0cwait_timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xc0\x01\n\x0cWaitResponse\x12\x0f\n\x07\x61llowed\x18\x01 \x01(\x08\x12\x11\n\tremaining\x18\x02 \x01(\x04\x12\r\n\x05limit\x18\x03 \x01(\x04\x12\r\n\x05\x62urst\x18\x04 \x01(\x04\x12.\n\x0breset_after\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12.\n\x0bretry_after\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06permit\x18\x07 \x01(\t\"[\n\x10\x43heckManyRequest\x12\x32\n\x06\x63hecks\x18\x01 \x03(\x0b\x32\".concord.ratelimit.v1.CheckRequest\x12\x13\n\x0b\x61ll_or_none\x18\x02 \x01(\x08\"Z\n\x11\x43heckManyResponse\x12\x34\n\x07results\x18\x01 \x03(\x0b\x32#.concord.ratelimit.v1.CheckResponse\x12\x0f\n\x07\x61llowed\x18\x02 \x01(\x08\"J\n\x0fSetLimitRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12*\n\x05limit\x18\x02 \x01(\x0b\x32\x1b.concord.ratelimit.v1.Limit\"A\n\x10SetLimitResponse\x12-\n\x08previous\x18\x01 \x01(\x0b\x32\x1b.concord.ratelimit.v1.Limit\"\x1e\n\x0fGetLimitRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\">\n\x10GetLimitResponse\x12*\n\x05limit\x18\x01 \x01(\x0b\x32\x1b.concord.ratelimit.v1.Limit\"\x1b\n\x0cResetRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\"\x0f\n\rResetResponse\"-\n\x0eReleaseRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0e\n\x06permit\x18\x02 \x01(\t\"#\n\x0fReleaseResponse\x12\x10\n\x08released\x18\x01 \x01(\x08*\xc6\x01\n\tAlgorithm\x12\x19\n\x15\x41LGORITHM_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x41LGORITHM_GCRA\x10\x01\x12\x1a\n\x16\x41LGORITHM_TOKEN_BUCKET\x10\x02\x12\x19\n\x15\x41LGORITHM_SLIDING_LOG\x10\x03\x12\x1c\n\x18\x41LGORITHM_SLIDING_WINDOW\x10\x04\x12\x1a\n\x16\x41LGORITHM_FIXED_WINDOW\x10\x05\x12\x19\n\x15\x41LGORITHM_CONCURRENCY\x10\x06\x32\xf1\x04\n\x10RateLimitService\x12P\n\x05\x43heck\x12\".concord.ratelimit.v1.CheckRequest\x1a#.concord.ratelimit.v1.CheckResponse\x12\\\n\tCheckMany\x12&.concord.ratelimit.v1.CheckManyRequest\x1a\'.concord.ratelimit.v1.CheckManyResponse\x12M\n\x04Wait\x12!.concord.ratelimit.v1.WaitRequest\x1a\".concord.ratelimit.v1.WaitResponse\x12Y\n\x08SetLimit\x12%.concord.ratelimit.v1.SetLimitRequest\x1a&.concord.ratelimit.v1.SetLimitResponse\x12Y\n\x08GetLimit\x12%.concord.ratelimit.v1.GetLimitRequest\x1a&.concord.ratelimit.v1.GetLimitResponse\x12P\n\x05Reset\x12\".concord.ratelimit.v1.ResetRequest\x1a#.concord.ratelimit.v1.ResetResponse\x12V\n\x07Release\x12$.concord.ratelimit.v1.ReleaseRequest\x1a%.concord.ratelimit.v1.ReleaseResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'concord.ratelimit.v1.ratelimit_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ALGORITHM']._serialized_start=1307
-  _globals['_ALGORITHM']._serialized_end=1478
+  _globals['_ALGORITHM']._serialized_start=1423
+  _globals['_ALGORITHM']._serialized_end=1621
   _globals['_LIMIT']._serialized_start=95
   _globals['_LIMIT']._serialized_end=252
   _globals['_CHECKREQUEST']._serialized_start=254
   _globals['_CHECKREQUEST']._serialized_end=339
   _globals['_CHECKRESPONSE']._serialized_start=342
-  _globals['_CHECKRESPONSE']._serialized_end=519
-  _globals['_WAITREQUEST']._serialized_start=522
-  _globals['_WAITREQUEST']._serialized_end=655
-  _globals['_WAITRESPONSE']._serialized_start=658
-  _globals['_WAITRESPONSE']._serialized_end=834
-  _globals['_CHECKMANYREQUEST']._serialized_start=836
-  _globals['_CHECKMANYREQUEST']._serialized_end=927
-  _globals['_CHECKMANYRESPONSE']._serialized_start=929
-  _globals['_CHECKMANYRESPONSE']._serialized_end=1019
-  _globals['_SETLIMITREQUEST']._serialized_start=1021
-  _globals['_SETLIMITREQUEST']._serialized_end=1095
-  _globals['_SETLIMITRESPONSE']._serialized_start=1097
-  _globals['_SETLIMITRESPONSE']._serialized_end=1162
-  _globals['_GETLIMITREQUEST']._serialized_start=1164
-  _globals['_GETLIMITREQUEST']._serialized_end=1194
-  _globals['_GETLIMITRESPONSE']._serialized_start=1196
-  _globals['_GETLIMITRESPONSE']._serialized_end=1258
-  _globals['_RESETREQUEST']._serialized_start=1260
-  _globals['_RESETREQUEST']._serialized_end=1287
-  _globals['_RESETRESPONSE']._serialized_start=1289
-  _globals['_RESETRESPONSE']._serialized_end=1304
-  _globals['_RATELIMITSERVICE']._serialized_start=1481
-  _globals['_RATELIMITSERVICE']._serialized_end=2018
+  _globals['_CHECKRESPONSE']._serialized_end=535
+  _globals['_WAITREQUEST']._serialized_start=538
+  _globals['_WAITREQUEST']._serialized_end=671
+  _globals['_WAITRESPONSE']._serialized_start=674
+  _globals['_WAITRESPONSE']._serialized_end=866
+  _globals['_CHECKMANYREQUEST']._serialized_start=868
+  _globals['_CHECKMANYREQUEST']._serialized_end=959
+  _globals['_CHECKMANYRESPONSE']._serialized_start=961
+  _globals['_CHECKMANYRESPONSE']._serialized_end=1051
+  _globals['_SETLIMITREQUEST']._serialized_start=1053
+  _globals['_SETLIMITREQUEST']._serialized_end=1127
+  _globals['_SETLIMITRESPONSE']._serialized_start=1129
+  _globals['_SETLIMITRESPONSE']._serialized_end=1194
+  _globals['_GETLIMITREQUEST']._serialized_start=1196
+  _globals['_GETLIMITREQUEST']._serialized_end=1226
+  _globals['_GETLIMITRESPONSE']._serialized_start=1228
+  _globals['_GETLIMITRESPONSE']._serialized_end=1290
+  _globals['_RESETREQUEST']._serialized_start=1292
+  _globals['_RESETREQUEST']._serialized_end=1319
+  _globals['_RESETRESPONSE']._serialized_start=1321
+  _globals['_RESETRESPONSE']._serialized_end=1336
+  _globals['_RELEASEREQUEST']._serialized_start=1338
+  _globals['_RELEASEREQUEST']._serialized_end=1383
+  _globals['_RELEASERESPONSE']._serialized_start=1385
+  _globals['_RELEASERESPONSE']._serialized_end=1420
+  _globals['_RATELIMITSERVICE']._serialized_start=1624
+  _globals['_RATELIMITSERVICE']._serialized_end=2249
 # @@protoc_insertion_point(module_scope)

@@ -18,12 +18,14 @@ class Algorithm(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ALGORITHM_SLIDING_LOG: _ClassVar[Algorithm]
     ALGORITHM_SLIDING_WINDOW: _ClassVar[Algorithm]
     ALGORITHM_FIXED_WINDOW: _ClassVar[Algorithm]
+    ALGORITHM_CONCURRENCY: _ClassVar[Algorithm]
 ALGORITHM_UNSPECIFIED: Algorithm
 ALGORITHM_GCRA: Algorithm
 ALGORITHM_TOKEN_BUCKET: Algorithm
 ALGORITHM_SLIDING_LOG: Algorithm
 ALGORITHM_SLIDING_WINDOW: Algorithm
 ALGORITHM_FIXED_WINDOW: Algorithm
+ALGORITHM_CONCURRENCY: Algorithm
 
 class Limit(_message.Message):
     __slots__ = ("algorithm", "rate", "period", "burst", "drain_over_limit")
@@ -50,20 +52,22 @@ class CheckRequest(_message.Message):
     def __init__(self, key: _Optional[str] = ..., limit: _Optional[_Union[Limit, _Mapping]] = ..., hits: _Optional[int] = ...) -> None: ...
 
 class CheckResponse(_message.Message):
-    __slots__ = ("allowed", "remaining", "limit", "burst", "reset_after", "retry_after")
+    __slots__ = ("allowed", "remaining", "limit", "burst", "reset_after", "retry_after", "permit")
     ALLOWED_FIELD_NUMBER: _ClassVar[int]
     REMAINING_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     BURST_FIELD_NUMBER: _ClassVar[int]
     RESET_AFTER_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
+    PERMIT_FIELD_NUMBER: _ClassVar[int]
     allowed: bool
     remaining: int
     limit: int
     burst: int
     reset_after: _duration_pb2.Duration
     retry_after: _duration_pb2.Duration
-    def __init__(self, allowed: _Optional[bool] = ..., remaining: _Optional[int] = ..., limit: _Optional[int] = ..., burst: _Optional[int] = ..., reset_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    permit: str
+    def __init__(self, allowed: _Optional[bool] = ..., remaining: _Optional[int] = ..., limit: _Optional[int] = ..., burst: _Optional[int] = ..., reset_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., permit: _Optional[str] = ...) -> None: ...
 
 class WaitRequest(_message.Message):
     __slots__ = ("key", "limit", "hits", "wait_timeout")
@@ -78,20 +82,22 @@ class WaitRequest(_message.Message):
     def __init__(self, key: _Optional[str] = ..., limit: _Optional[_Union[Limit, _Mapping]] = ..., hits: _Optional[int] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class WaitResponse(_message.Message):
-    __slots__ = ("allowed", "remaining", "limit", "burst", "reset_after", "retry_after")
+    __slots__ = ("allowed", "remaining", "limit", "burst", "reset_after", "retry_after", "permit")
     ALLOWED_FIELD_NUMBER: _ClassVar[int]
     REMAINING_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     BURST_FIELD_NUMBER: _ClassVar[int]
     RESET_AFTER_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
+    PERMIT_FIELD_NUMBER: _ClassVar[int]
     allowed: bool
     remaining: int
     limit: int
     burst: int
     reset_after: _duration_pb2.Duration
     retry_after: _duration_pb2.Duration
-    def __init__(self, allowed: _Optional[bool] = ..., remaining: _Optional[int] = ..., limit: _Optional[int] = ..., burst: _Optional[int] = ..., reset_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    permit: str
+    def __init__(self, allowed: _Optional[bool] = ..., remaining: _Optional[int] = ..., limit: _Optional[int] = ..., burst: _Optional[int] = ..., reset_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., permit: _Optional[str] = ...) -> None: ...
 
 class CheckManyRequest(_message.Message):
     __slots__ = ("checks", "all_or_none")
@@ -144,3 +150,17 @@ class ResetRequest(_message.Message):
 class ResetResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ReleaseRequest(_message.Message):
+    __slots__ = ("key", "permit")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    PERMIT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    permit: str
+    def __init__(self, key: _Optional[str] = ..., permit: _Optional[str] = ...) -> None: ...
+
+class ReleaseResponse(_message.Message):
+    __slots__ = ("released",)
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    released: bool
+    def __init__(self, released: _Optional[bool] = ...) -> None: ...

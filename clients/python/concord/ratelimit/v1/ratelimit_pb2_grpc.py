@@ -75,6 +75,11 @@ class RateLimitServiceStub:
                 request_serializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ResetRequest.SerializeToString,
                 response_deserializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ResetResponse.FromString,
                 _registered_method=True)
+        self.Release = channel.unary_unary(
+                '/concord.ratelimit.v1.RateLimitService/Release',
+                request_serializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ReleaseRequest.SerializeToString,
+                response_deserializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ReleaseResponse.FromString,
+                _registered_method=True)
 
 
 class RateLimitServiceServicer:
@@ -142,6 +147,15 @@ class RateLimitServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Release(self, request, context):
+        """Release gives a CONCURRENCY permit's units back at once, and wakes the key's
+        waiters. released is false when the permit was not held (released already, or
+        past its period: its units came back by themselves then).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RateLimitServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -174,6 +188,11 @@ def add_RateLimitServiceServicer_to_server(servicer, server):
                     servicer.Reset,
                     request_deserializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ResetRequest.FromString,
                     response_serializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ResetResponse.SerializeToString,
+            ),
+            'Release': grpc.unary_unary_rpc_method_handler(
+                    servicer.Release,
+                    request_deserializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ReleaseRequest.FromString,
+                    response_serializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ReleaseResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -349,6 +368,33 @@ class RateLimitService:
             '/concord.ratelimit.v1.RateLimitService/Reset',
             concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ResetRequest.SerializeToString,
             concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ResetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Release(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.ratelimit.v1.RateLimitService/Release',
+            concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ReleaseRequest.SerializeToString,
+            concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ReleaseResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -68,6 +68,11 @@ class RateLimitServiceStub:
     """GetLimit reports the stored limit; NOT_FOUND / RATE_LIMIT_NOT_FOUND when none."""
     Reset: _grpc.UnaryUnaryMultiCallable[_ratelimit_pb2.ResetRequest, _ratelimit_pb2.ResetResponse]
     """Reset forgets what the key has counted (its stored limit stays): full again."""
+    Release: _grpc.UnaryUnaryMultiCallable[_ratelimit_pb2.ReleaseRequest, _ratelimit_pb2.ReleaseResponse]
+    """Release gives a CONCURRENCY permit's units back at once, and wakes the key's
+    waiters. released is false when the permit was not held (released already, or
+    past its period: its units came back by themselves then).
+    """
 
 @_typing.type_check_only
 class RateLimitServiceAsyncStub(RateLimitServiceStub):
@@ -109,6 +114,11 @@ class RateLimitServiceAsyncStub(RateLimitServiceStub):
     """GetLimit reports the stored limit; NOT_FOUND / RATE_LIMIT_NOT_FOUND when none."""
     Reset: _aio.UnaryUnaryMultiCallable[_ratelimit_pb2.ResetRequest, _ratelimit_pb2.ResetResponse]  # type: ignore[assignment]
     """Reset forgets what the key has counted (its stored limit stays): full again."""
+    Release: _aio.UnaryUnaryMultiCallable[_ratelimit_pb2.ReleaseRequest, _ratelimit_pb2.ReleaseResponse]  # type: ignore[assignment]
+    """Release gives a CONCURRENCY permit's units back at once, and wakes the key's
+    waiters. released is false when the permit was not held (released already, or
+    past its period: its units came back by themselves then).
+    """
 
 class RateLimitServiceServicer(metaclass=_abc_1.ABCMeta):
     """RateLimitService decides whether `hits` units may pass under a key's limit, exactly
@@ -183,5 +193,16 @@ class RateLimitServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_ratelimit_pb2.ResetResponse, _abc.Awaitable[_ratelimit_pb2.ResetResponse]]:
         """Reset forgets what the key has counted (its stored limit stays): full again."""
+
+    @_abc_1.abstractmethod
+    def Release(
+        self,
+        request: _ratelimit_pb2.ReleaseRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ratelimit_pb2.ReleaseResponse, _abc.Awaitable[_ratelimit_pb2.ReleaseResponse]]:
+        """Release gives a CONCURRENCY permit's units back at once, and wakes the key's
+        waiters. released is false when the permit was not held (released already, or
+        past its period: its units came back by themselves then).
+        """
 
 def add_RateLimitServiceServicer_to_server(servicer: RateLimitServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -45,6 +45,12 @@ const (
 	// At most `rate` per fixed period (periods start at multiples of period on the
 	// Redis clock): up to twice `rate` in a window that straddles a boundary.
 	Algorithm_ALGORITHM_FIXED_WINDOW Algorithm = 5
+	// At most `rate` units held at once (a concurrency limit, not a rate): an allowed
+	// call holds its hits as one permit (CheckResponse.permit) until Release gives them
+	// back or `period` passes (its holder died or forgot). burst must be 0, and
+	// drain_over_limit false. A refused call's retry_after is when the earliest permit
+	// ends; a Release ends one sooner and wakes the waiters.
+	Algorithm_ALGORITHM_CONCURRENCY Algorithm = 6
 )
 
 // Enum value maps for Algorithm.
@@ -56,6 +62,7 @@ var (
 		3: "ALGORITHM_SLIDING_LOG",
 		4: "ALGORITHM_SLIDING_WINDOW",
 		5: "ALGORITHM_FIXED_WINDOW",
+		6: "ALGORITHM_CONCURRENCY",
 	}
 	Algorithm_value = map[string]int32{
 		"ALGORITHM_UNSPECIFIED":    0,
@@ -64,6 +71,7 @@ var (
 		"ALGORITHM_SLIDING_LOG":    3,
 		"ALGORITHM_SLIDING_WINDOW": 4,
 		"ALGORITHM_FIXED_WINDOW":   5,
+		"ALGORITHM_CONCURRENCY":    6,
 	}
 )
 
@@ -251,7 +259,9 @@ type CheckResponse struct {
 	ResetAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
 	// Refused: until the same hits would be allowed (0 when allowed). Hits above what
 	// the limit ever lets pass at once are refused with retry_after unset.
-	RetryAfter    *durationpb.Duration `protobuf:"bytes,6,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	RetryAfter *durationpb.Duration `protobuf:"bytes,6,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// CONCURRENCY, allowed (hits > 0): the permit holding the hits; pass it to Release.
+	Permit        string `protobuf:"bytes,7,opt,name=permit,proto3" json:"permit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -326,6 +336,13 @@ func (x *CheckResponse) GetRetryAfter() *durationpb.Duration {
 		return x.RetryAfter
 	}
 	return nil
+}
+
+func (x *CheckResponse) GetPermit() string {
+	if x != nil {
+		return x.Permit
+	}
+	return ""
 }
 
 type WaitRequest struct {
@@ -409,7 +426,9 @@ type WaitResponse struct {
 	ResetAfter *durationpb.Duration   `protobuf:"bytes,5,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
 	// Not allowed in time: until the same hits would be allowed if this caller was first
 	// in line, else 0; unset when the hits never pass at once.
-	RetryAfter    *durationpb.Duration `protobuf:"bytes,6,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	RetryAfter *durationpb.Duration `protobuf:"bytes,6,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// CONCURRENCY, allowed: the permit holding the hits; pass it to Release.
+	Permit        string `protobuf:"bytes,7,opt,name=permit,proto3" json:"permit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -484,6 +503,13 @@ func (x *WaitResponse) GetRetryAfter() *durationpb.Duration {
 		return x.RetryAfter
 	}
 	return nil
+}
+
+func (x *WaitResponse) GetPermit() string {
+	if x != nil {
+		return x.Permit
+	}
+	return ""
 }
 
 type CheckManyRequest struct {
@@ -857,6 +883,103 @@ func (*ResetResponse) Descriptor() ([]byte, []int) {
 	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{12}
 }
 
+type ReleaseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// A CheckResponse's or WaitResponse's permit.
+	Permit        string `protobuf:"bytes,2,opt,name=permit,proto3" json:"permit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRequest) Reset() {
+	*x = ReleaseRequest{}
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRequest) ProtoMessage() {}
+
+func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseRequest) Descriptor() ([]byte, []int) {
+	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ReleaseRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ReleaseRequest) GetPermit() string {
+	if x != nil {
+		return x.Permit
+	}
+	return ""
+}
+
+type ReleaseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Released      bool                   `protobuf:"varint,1,opt,name=released,proto3" json:"released,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseResponse) Reset() {
+	*x = ReleaseResponse{}
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseResponse) ProtoMessage() {}
+
+func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseResponse) Descriptor() ([]byte, []int) {
+	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ReleaseResponse) GetReleased() bool {
+	if x != nil {
+		return x.Released
+	}
+	return false
+}
+
 var File_concord_ratelimit_v1_ratelimit_proto protoreflect.FileDescriptor
 
 const file_concord_ratelimit_v1_ratelimit_proto_rawDesc = "" +
@@ -871,7 +994,7 @@ const file_concord_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\fCheckRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
 	"\x05limit\x18\x02 \x01(\v2\x1b.concord.ratelimit.v1.LimitR\x05limit\x12\x12\n" +
-	"\x04hits\x18\x03 \x01(\x04R\x04hits\"\xeb\x01\n" +
+	"\x04hits\x18\x03 \x01(\x04R\x04hits\"\x83\x02\n" +
 	"\rCheckResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1c\n" +
 	"\tremaining\x18\x02 \x01(\x04R\tremaining\x12\x14\n" +
@@ -880,12 +1003,13 @@ const file_concord_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\vreset_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"resetAfter\x12:\n" +
 	"\vretry_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter\"\xa4\x01\n" +
+	"retryAfter\x12\x16\n" +
+	"\x06permit\x18\a \x01(\tR\x06permit\"\xa4\x01\n" +
 	"\vWaitRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
 	"\x05limit\x18\x02 \x01(\v2\x1b.concord.ratelimit.v1.LimitR\x05limit\x12\x12\n" +
 	"\x04hits\x18\x03 \x01(\x04R\x04hits\x12<\n" +
-	"\fwait_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\"\xea\x01\n" +
+	"\fwait_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\"\x82\x02\n" +
 	"\fWaitResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1c\n" +
 	"\tremaining\x18\x02 \x01(\x04R\tremaining\x12\x14\n" +
@@ -894,7 +1018,8 @@ const file_concord_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\vreset_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"resetAfter\x12:\n" +
 	"\vretry_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter\"n\n" +
+	"retryAfter\x12\x16\n" +
+	"\x06permit\x18\a \x01(\tR\x06permit\"n\n" +
 	"\x10CheckManyRequest\x12:\n" +
 	"\x06checks\x18\x01 \x03(\v2\".concord.ratelimit.v1.CheckRequestR\x06checks\x12\x1e\n" +
 	"\vall_or_none\x18\x02 \x01(\bR\tallOrNone\"l\n" +
@@ -912,21 +1037,28 @@ const file_concord_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\x05limit\x18\x01 \x01(\v2\x1b.concord.ratelimit.v1.LimitR\x05limit\" \n" +
 	"\fResetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\"\x0f\n" +
-	"\rResetResponse*\xab\x01\n" +
+	"\rResetResponse\":\n" +
+	"\x0eReleaseRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
+	"\x06permit\x18\x02 \x01(\tR\x06permit\"-\n" +
+	"\x0fReleaseResponse\x12\x1a\n" +
+	"\breleased\x18\x01 \x01(\bR\breleased*\xc6\x01\n" +
 	"\tAlgorithm\x12\x19\n" +
 	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eALGORITHM_GCRA\x10\x01\x12\x1a\n" +
 	"\x16ALGORITHM_TOKEN_BUCKET\x10\x02\x12\x19\n" +
 	"\x15ALGORITHM_SLIDING_LOG\x10\x03\x12\x1c\n" +
 	"\x18ALGORITHM_SLIDING_WINDOW\x10\x04\x12\x1a\n" +
-	"\x16ALGORITHM_FIXED_WINDOW\x10\x052\x99\x04\n" +
+	"\x16ALGORITHM_FIXED_WINDOW\x10\x05\x12\x19\n" +
+	"\x15ALGORITHM_CONCURRENCY\x10\x062\xf1\x04\n" +
 	"\x10RateLimitService\x12P\n" +
 	"\x05Check\x12\".concord.ratelimit.v1.CheckRequest\x1a#.concord.ratelimit.v1.CheckResponse\x12\\\n" +
 	"\tCheckMany\x12&.concord.ratelimit.v1.CheckManyRequest\x1a'.concord.ratelimit.v1.CheckManyResponse\x12M\n" +
 	"\x04Wait\x12!.concord.ratelimit.v1.WaitRequest\x1a\".concord.ratelimit.v1.WaitResponse\x12Y\n" +
 	"\bSetLimit\x12%.concord.ratelimit.v1.SetLimitRequest\x1a&.concord.ratelimit.v1.SetLimitResponse\x12Y\n" +
 	"\bGetLimit\x12%.concord.ratelimit.v1.GetLimitRequest\x1a&.concord.ratelimit.v1.GetLimitResponse\x12P\n" +
-	"\x05Reset\x12\".concord.ratelimit.v1.ResetRequest\x1a#.concord.ratelimit.v1.ResetResponseB\xd9\x01\n" +
+	"\x05Reset\x12\".concord.ratelimit.v1.ResetRequest\x1a#.concord.ratelimit.v1.ResetResponse\x12V\n" +
+	"\aRelease\x12$.concord.ratelimit.v1.ReleaseRequest\x1a%.concord.ratelimit.v1.ReleaseResponseB\xd9\x01\n" +
 	"\x18com.concord.ratelimit.v1B\x0eRatelimitProtoP\x01Z;go.concord.dev/concord/gen/concord/ratelimit/v1;ratelimitv1\xa2\x02\x03CRX\xaa\x02\x14Concord.Ratelimit.V1\xca\x02\x14Concord\\Ratelimit\\V1\xe2\x02 Concord\\Ratelimit\\V1\\GPBMetadata\xea\x02\x16Concord::Ratelimit::V1b\x06proto3"
 
 var (
@@ -942,7 +1074,7 @@ func file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_ratelimit_v1_ratelimit_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_concord_ratelimit_v1_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_concord_ratelimit_v1_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_concord_ratelimit_v1_ratelimit_proto_goTypes = []any{
 	(Algorithm)(0),              // 0: concord.ratelimit.v1.Algorithm
 	(*Limit)(nil),               // 1: concord.ratelimit.v1.Limit
@@ -958,18 +1090,20 @@ var file_concord_ratelimit_v1_ratelimit_proto_goTypes = []any{
 	(*GetLimitResponse)(nil),    // 11: concord.ratelimit.v1.GetLimitResponse
 	(*ResetRequest)(nil),        // 12: concord.ratelimit.v1.ResetRequest
 	(*ResetResponse)(nil),       // 13: concord.ratelimit.v1.ResetResponse
-	(*durationpb.Duration)(nil), // 14: google.protobuf.Duration
+	(*ReleaseRequest)(nil),      // 14: concord.ratelimit.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),     // 15: concord.ratelimit.v1.ReleaseResponse
+	(*durationpb.Duration)(nil), // 16: google.protobuf.Duration
 }
 var file_concord_ratelimit_v1_ratelimit_proto_depIdxs = []int32{
 	0,  // 0: concord.ratelimit.v1.Limit.algorithm:type_name -> concord.ratelimit.v1.Algorithm
-	14, // 1: concord.ratelimit.v1.Limit.period:type_name -> google.protobuf.Duration
+	16, // 1: concord.ratelimit.v1.Limit.period:type_name -> google.protobuf.Duration
 	1,  // 2: concord.ratelimit.v1.CheckRequest.limit:type_name -> concord.ratelimit.v1.Limit
-	14, // 3: concord.ratelimit.v1.CheckResponse.reset_after:type_name -> google.protobuf.Duration
-	14, // 4: concord.ratelimit.v1.CheckResponse.retry_after:type_name -> google.protobuf.Duration
+	16, // 3: concord.ratelimit.v1.CheckResponse.reset_after:type_name -> google.protobuf.Duration
+	16, // 4: concord.ratelimit.v1.CheckResponse.retry_after:type_name -> google.protobuf.Duration
 	1,  // 5: concord.ratelimit.v1.WaitRequest.limit:type_name -> concord.ratelimit.v1.Limit
-	14, // 6: concord.ratelimit.v1.WaitRequest.wait_timeout:type_name -> google.protobuf.Duration
-	14, // 7: concord.ratelimit.v1.WaitResponse.reset_after:type_name -> google.protobuf.Duration
-	14, // 8: concord.ratelimit.v1.WaitResponse.retry_after:type_name -> google.protobuf.Duration
+	16, // 6: concord.ratelimit.v1.WaitRequest.wait_timeout:type_name -> google.protobuf.Duration
+	16, // 7: concord.ratelimit.v1.WaitResponse.reset_after:type_name -> google.protobuf.Duration
+	16, // 8: concord.ratelimit.v1.WaitResponse.retry_after:type_name -> google.protobuf.Duration
 	2,  // 9: concord.ratelimit.v1.CheckManyRequest.checks:type_name -> concord.ratelimit.v1.CheckRequest
 	3,  // 10: concord.ratelimit.v1.CheckManyResponse.results:type_name -> concord.ratelimit.v1.CheckResponse
 	1,  // 11: concord.ratelimit.v1.SetLimitRequest.limit:type_name -> concord.ratelimit.v1.Limit
@@ -981,14 +1115,16 @@ var file_concord_ratelimit_v1_ratelimit_proto_depIdxs = []int32{
 	8,  // 17: concord.ratelimit.v1.RateLimitService.SetLimit:input_type -> concord.ratelimit.v1.SetLimitRequest
 	10, // 18: concord.ratelimit.v1.RateLimitService.GetLimit:input_type -> concord.ratelimit.v1.GetLimitRequest
 	12, // 19: concord.ratelimit.v1.RateLimitService.Reset:input_type -> concord.ratelimit.v1.ResetRequest
-	3,  // 20: concord.ratelimit.v1.RateLimitService.Check:output_type -> concord.ratelimit.v1.CheckResponse
-	7,  // 21: concord.ratelimit.v1.RateLimitService.CheckMany:output_type -> concord.ratelimit.v1.CheckManyResponse
-	5,  // 22: concord.ratelimit.v1.RateLimitService.Wait:output_type -> concord.ratelimit.v1.WaitResponse
-	9,  // 23: concord.ratelimit.v1.RateLimitService.SetLimit:output_type -> concord.ratelimit.v1.SetLimitResponse
-	11, // 24: concord.ratelimit.v1.RateLimitService.GetLimit:output_type -> concord.ratelimit.v1.GetLimitResponse
-	13, // 25: concord.ratelimit.v1.RateLimitService.Reset:output_type -> concord.ratelimit.v1.ResetResponse
-	20, // [20:26] is the sub-list for method output_type
-	14, // [14:20] is the sub-list for method input_type
+	14, // 20: concord.ratelimit.v1.RateLimitService.Release:input_type -> concord.ratelimit.v1.ReleaseRequest
+	3,  // 21: concord.ratelimit.v1.RateLimitService.Check:output_type -> concord.ratelimit.v1.CheckResponse
+	7,  // 22: concord.ratelimit.v1.RateLimitService.CheckMany:output_type -> concord.ratelimit.v1.CheckManyResponse
+	5,  // 23: concord.ratelimit.v1.RateLimitService.Wait:output_type -> concord.ratelimit.v1.WaitResponse
+	9,  // 24: concord.ratelimit.v1.RateLimitService.SetLimit:output_type -> concord.ratelimit.v1.SetLimitResponse
+	11, // 25: concord.ratelimit.v1.RateLimitService.GetLimit:output_type -> concord.ratelimit.v1.GetLimitResponse
+	13, // 26: concord.ratelimit.v1.RateLimitService.Reset:output_type -> concord.ratelimit.v1.ResetResponse
+	15, // 27: concord.ratelimit.v1.RateLimitService.Release:output_type -> concord.ratelimit.v1.ReleaseResponse
+	21, // [21:28] is the sub-list for method output_type
+	14, // [14:21] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -1005,7 +1141,7 @@ func file_concord_ratelimit_v1_ratelimit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_ratelimit_v1_ratelimit_proto_rawDesc), len(file_concord_ratelimit_v1_ratelimit_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	RateLimitService_SetLimit_FullMethodName  = "/concord.ratelimit.v1.RateLimitService/SetLimit"
 	RateLimitService_GetLimit_FullMethodName  = "/concord.ratelimit.v1.RateLimitService/GetLimit"
 	RateLimitService_Reset_FullMethodName     = "/concord.ratelimit.v1.RateLimitService/Reset"
+	RateLimitService_Release_FullMethodName   = "/concord.ratelimit.v1.RateLimitService/Release"
 )
 
 // RateLimitServiceClient is the client API for RateLimitService service.
@@ -64,6 +65,10 @@ type RateLimitServiceClient interface {
 	GetLimit(ctx context.Context, in *GetLimitRequest, opts ...grpc.CallOption) (*GetLimitResponse, error)
 	// Reset forgets what the key has counted (its stored limit stays): full again.
 	Reset(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error)
+	// Release gives a CONCURRENCY permit's units back at once, and wakes the key's
+	// waiters. released is false when the permit was not held (released already, or
+	// past its period: its units came back by themselves then).
+	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
 }
 
 type rateLimitServiceClient struct {
@@ -134,6 +139,16 @@ func (c *rateLimitServiceClient) Reset(ctx context.Context, in *ResetRequest, op
 	return out, nil
 }
 
+func (c *rateLimitServiceClient) Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseResponse)
+	err := c.cc.Invoke(ctx, RateLimitService_Release_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RateLimitServiceServer is the server API for RateLimitService service.
 // All implementations must embed UnimplementedRateLimitServiceServer
 // for forward compatibility.
@@ -171,6 +186,10 @@ type RateLimitServiceServer interface {
 	GetLimit(context.Context, *GetLimitRequest) (*GetLimitResponse, error)
 	// Reset forgets what the key has counted (its stored limit stays): full again.
 	Reset(context.Context, *ResetRequest) (*ResetResponse, error)
+	// Release gives a CONCURRENCY permit's units back at once, and wakes the key's
+	// waiters. released is false when the permit was not held (released already, or
+	// past its period: its units came back by themselves then).
+	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
 	mustEmbedUnimplementedRateLimitServiceServer()
 }
 
@@ -198,6 +217,9 @@ func (UnimplementedRateLimitServiceServer) GetLimit(context.Context, *GetLimitRe
 }
 func (UnimplementedRateLimitServiceServer) Reset(context.Context, *ResetRequest) (*ResetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reset not implemented")
+}
+func (UnimplementedRateLimitServiceServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
 }
 func (UnimplementedRateLimitServiceServer) mustEmbedUnimplementedRateLimitServiceServer() {}
 func (UnimplementedRateLimitServiceServer) testEmbeddedByValue()                          {}
@@ -328,6 +350,24 @@ func _RateLimitService_Reset_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RateLimitService_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimitServiceServer).Release(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimitService_Release_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimitServiceServer).Release(ctx, req.(*ReleaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RateLimitService_ServiceDesc is the grpc.ServiceDesc for RateLimitService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -358,6 +398,10 @@ var RateLimitService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reset",
 			Handler:    _RateLimitService_Reset_Handler,
+		},
+		{
+			MethodName: "Release",
+			Handler:    _RateLimitService_Release_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
