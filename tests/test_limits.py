@@ -247,3 +247,35 @@ def test_connection_blocked_limit_and_flag_tenant_limit(blocked_server, name):
     finally:
         for c in clients:
             c.close()
+
+
+@pytest.mark.parametrize("per_process", [False, True], ids=["across-replicas", "per-process"])
+def test_a_tenants_rate_holds_across_replicas_unless_counted_per_process(redis_server, tmp_path, name, per_process):
+    """Two replicas on one Redis: the tenant's burst of 3 is shared by both (the fourth
+    call is refused whichever replica gets it), or, with --tenant-rate-per-process,
+    each replica admits its own 3."""
+    (tmp_path / "tokens.toml").write_text(TOKEN_FILE)
+    flags = ["--redis-url", redis_server.url, "--key-prefix", f"lim{per_process:d}{name[-6:]}", "--auth-tokens",
+             str(tmp_path / "tokens.toml"), *(["--tenant-rate-per-process"] if per_process else [])]
+    servers = [ServerProcess(*flags) for _ in range(2)]
+    for i, s in enumerate(servers):
+        s.start(tmp_path / f"server{i}.log")
+    try:
+        def stats(server):
+            return stub_call(server.target, "rated", queue_pb2_grpc.QueueServiceStub, "Stats",
+                             queue_pb2.StatsRequest(queue=name))
+
+        for server in (servers[0], servers[0], servers[1]):
+            stats(server)
+        if per_process:
+            stats(servers[1])
+            stats(servers[1])
+        with pytest.raises(grpc.RpcError) as err:
+            stats(servers[1])
+        assert_exhausted(err.value, "RATE_LIMITED")
+        assert retry_info(err.value).retry_delay.seconds >= 900
+        stub_call(servers[1].target, "free", queue_pb2_grpc.QueueServiceStub, "Stats",
+                  queue_pb2.StatsRequest(queue=name))
+    finally:
+        for s in servers:
+            assert s.stop() == 0, s.log_text()

@@ -47,6 +47,7 @@ from .gc_policy import GcPolicy
 from .loop_monitor import LoopMonitor, from_settings as start_loop_monitor
 from .edge import auth, tls, tracing, undecodable
 from .edge.first_message import FirstMessageInterceptor
+from .edge.limits import SharedRate
 from .edge.methods import SERVICES
 from .edge.rpc_metrics import RpcMetrics
 from .metrics import Metrics
@@ -242,7 +243,10 @@ async def start(settings: Settings) -> Server:
         observer = Metrics(RpcMetrics)
         monitor = monitor or LoopMonitor(None).start()  # its stall readings are exported too
     interceptors = [*tracing.interceptors(settings), *([observer.interceptor] if observer else [])]
-    auth_interceptor, security = auth.interceptors(settings)  # --auth-tokens, limits
+    # The tenant rate across replicas: its own key space, out of every tenant's reach.
+    shared_rate = SharedRate(ratelimit.RateLimits(commands, keyspace.server_limits(),
+                                                  cluster=settings.redis_cluster))
+    auth_interceptor, security = auth.interceptors(settings, shared_rate)  # --auth-tokens, limits
     quotas.install(quotas.from_interceptors(security))  # storage_bytes of each tenant
     # Outermost: a unary call's message is read within --first-message-timeout (edge/first_message.py).
     first_message = FirstMessageInterceptor(settings.first_message_timeout)

@@ -118,9 +118,14 @@ class Settings:
                                              "limits; re-read on SIGHUP. Unset: no authentication")
     auth_health: bool = _setting(False, "with --auth-tokens, health and reflection need a token too "
                                         "(default: they stay open)")
-    tenant_rate: float = _setting(0.0, "requests per second per tenant and process (token bucket); 0: unlimited. "
+    tenant_rate: float = _setting(0.0, "requests per second per tenant, across every replica unless "
+                                       "--tenant-rate-per-process; 0: unlimited. "
                                        "Without --auth-tokens all callers are one tenant")
     tenant_burst: int = _setting(0, "token bucket size of --tenant-rate; 0: max(1, rate)")
+    tenant_rate_per_process: bool = _setting(False, "count --tenant-rate in each process (a local token bucket, "
+                                                    "no Redis call; N replicas admit up to N times the rate) "
+                                                    "instead of across every replica (one GCRA decision in Redis "
+                                                    "per call, the rate-limit service's)")
     tenant_max_blocked: int = _setting(0, "calls that may wait (lock/semaphore Acquire, Dequeue) one tenant may "
                                           "have open per process; 0: unlimited")
     tenant_max_streams: int = _setting(0, "streams one tenant may have open per process; 0: unlimited")

@@ -250,6 +250,14 @@ class KeySpace:
         space.prefix = f"{self.prefix}@{validate_tenant(tenant)}"
         return space
 
+    def server_limits(self) -> KeySpace:
+        """The server's own limits (edge/limits.py's shared tenant rate):
+        ``{<prefix>#limits:<kind>:<name>}``, a key space no tenant (``@``) nor the shared
+        space (``:`` after the prefix) can build a key of."""
+        space = KeySpace.__new__(KeySpace)
+        space.prefix = f"{self.prefix}#limits"
+        return space
+
     def tag(self, kind: str, name: str) -> str:
         return "{%s:%s:%s}" % (self.prefix, kind, escape(name))
 

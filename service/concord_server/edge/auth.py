@@ -53,7 +53,7 @@ from ..errors import ConcordError, PermissionDenied, Unauthenticated
 from ..keys import validate_tenant
 from ..tenants import current as current_tenant
 from .guard import refused, wrap
-from .limits import Limiter, LimitInterceptor, Quota
+from .limits import Limiter, LimitInterceptor, Quota, SharedRate
 from .methods import DEFAULT_ROLE, ROLES, SERVICES, is_open_method, role_allows
 from .revocation import OpenCalls
 
@@ -227,9 +227,11 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         return wrap(handler, _AuthGuard(self, digest, details.method))
 
 
-def interceptors(settings: Any) -> tuple[AuthInterceptor | None, list[grpc.aio.ServerInterceptor]]:
+def interceptors(settings: Any, shared: SharedRate | None = None
+                 ) -> tuple[AuthInterceptor | None, list[grpc.aio.ServerInterceptor]]:
     """The authentication interceptor (None without --auth-tokens) and, in calling
-    order, the interceptors to install: auth first, so limits know the tenant."""
+    order, the interceptors to install: auth first, so limits know the tenant.
+    ``shared``: the tenant rate across replicas (unless --tenant-rate-per-process)."""
     auth = AuthInterceptor(settings.auth_tokens, settings.auth_health) if settings.auth_tokens else None
     tenant_default = Quota(settings.tenant_rate, settings.tenant_burst, settings.tenant_max_blocked,
                            settings.tenant_max_streams, settings.tenant_max_request_bytes, settings.tenant_storage_bytes)
@@ -241,5 +243,6 @@ def interceptors(settings: Any) -> tuple[AuthInterceptor | None, list[grpc.aio.S
             overrides = auth.quota_overrides(tenant) if auth else {}
             return tenant_default.overridden(overrides) if overrides else tenant_default
 
-        chain.append(LimitInterceptor(Limiter(tenant_quota, peer)))
+        chain.append(LimitInterceptor(Limiter(tenant_quota, peer,
+                                              None if settings.tenant_rate_per_process else shared)))
     return auth, chain

@@ -29,6 +29,9 @@ class Guard(Protocol):
     def requests(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """The request stream the handler reads (checked as it goes)."""
 
+    # Optional: ``async def check(self) -> None``, awaited before open (a check that
+    # asks Redis: limits.py's shared tenant rate); raises a ConcordError to refuse.
+
 
 def _headers_first(guard: Guard) -> bool:
     """Whether a streaming call sends its response headers as soon as the guard lets
@@ -51,6 +54,9 @@ class _Guarded:
     async def __aenter__(self) -> Any:
         stack = contextlib.ExitStack()
         try:
+            check = getattr(self._guard, "check", None)
+            if check is not None:
+                await check()
             stack.enter_context(self._guard.open(self._context, None if self._streaming_in else self._arg))
         except ConcordError as exc:
             await self._context.abort_with_status(to_status(exc))

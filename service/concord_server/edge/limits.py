@@ -6,15 +6,21 @@ A limit reached is ``LimitReached`` (RESOURCE_EXHAUSTED) with a RetryInfo: when 
 bucket will hold a token again, or a fixed hint for the concurrency limits. A request
 over the size limit gets no RetryInfo: sending it again cannot succeed.
 
-Limits are per server process: N replicas (or --workers N) admit up to N times the
-rate. The bucket uses the host's monotonic clock, which is fine for a local
-admission decision (nothing about it is shared or stored). Health and reflection
-are never limited.
+A tenant's request rate holds across every replica (SharedRate: one GCRA decision
+in Redis per call, through the rate-limit service's limiter) unless the server runs
+with --tenant-rate-per-process: then each process keeps its own token bucket (no
+Redis call; N replicas admit up to N times the rate). Every other limit is per
+process: a connection lives in one process anyway, and a tenant's blocked calls and
+streams are counted where they wait. The local buckets use the host's monotonic
+clock, which is fine for a local admission decision (nothing about it is shared or
+stored); the shared one, Redis's. The calls a stream carries (sub_calls.py) are
+counted locally. Health and reflection are never limited.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -30,6 +36,7 @@ from concord.error.v1.error_pb2 import (
 
 from .. import sub_calls
 from ..errors import LimitReached
+from ..primitives.ratelimit import Algorithm, Limit, RateLimits
 from ..tenants import current as current_tenant
 from .guard import wrap
 from .methods import BLOCKING_METHODS, is_open_method
@@ -60,6 +67,26 @@ class Quota:
         if any(v < 0 for v in changed.values()):
             raise ValueError("limits must not be negative")
         return Quota(**{**self.__dict__, **changed})
+
+
+class SharedRate:
+    """A tenant's request rate across every replica: the rate-limit service's GCRA on
+    the key ``tenant:<name>`` of a key space of the server's own, which no tenant can
+    reach (the RateLimits given)."""
+
+    PERIOD_MS = 1_000_000  # a rate in calls per second becomes whole units per 1000 s
+
+    def __init__(self, limits: RateLimits) -> None:
+        self._limits = limits
+
+    async def admit(self, tenant: str, quota: Quota) -> None:
+        """One call's unit of the tenant's rate; LimitReached when it has none left."""
+        burst = quota.burst or max(1, math.ceil(quota.rate))
+        limit = Limit(Algorithm.GCRA, max(1, round(quota.rate * 1000)), self.PERIOD_MS, burst)
+        d = await self._limits.check(f"tenant:{tenant}", limit, 1)
+        if not d.allowed:
+            raise LimitReached(f"tenant request rate limit reached ({quota.rate:g}/s, across every replica)",
+                               REASON_RATE_LIMITED, max(d.retry_ms, 1) / 1000, subject="tenant")
 
 
 class _Usage:
@@ -95,9 +122,11 @@ class Limiter:
     file); with auth off every call is the tenant "" (one shared budget).
     """
 
-    def __init__(self, tenant_quota: Callable[[str], Quota], peer_quota: Quota) -> None:
+    def __init__(self, tenant_quota: Callable[[str], Quota], peer_quota: Quota,
+                 shared: SharedRate | None = None) -> None:
         self._tenant_quota = tenant_quota
         self._peer_quota = peer_quota
+        self.shared = shared  # the tenant rate across replicas; None: per process
         self._tenants: dict[str, _Usage] = {}
         self._peers: dict[str, _Usage] = {}
 
@@ -116,9 +145,19 @@ class Limiter:
         p = self._peers.setdefault(peer, _Usage(pq.burst or max(1.0, pq.rate)))
         return [("tenant", tenant, tq, t), ("connection", peer, pq, p)]
 
+    async def admit_shared(self) -> None:
+        """The tenant's unit of its shared rate (nothing without one)."""
+        if self.shared is not None:
+            tenant = current_tenant.get() or ""
+            quota = self._tenant_quota(tenant)
+            if quota.rate > 0:
+                await self.shared.admit(tenant, quota)
+
     @contextlib.contextmanager
-    def admit(self, method: str, peer: str, streaming: bool):
-        """Counts the call for its lifetime; raises LimitReached if any limit is reached."""
+    def admit(self, method: str, peer: str, streaming: bool, shared_paid: bool = False):
+        """Counts the call for its lifetime; raises LimitReached if any limit is reached.
+        ``shared_paid``: admit_shared took the tenant's rate unit, so the local tenant
+        bucket is not asked."""
         subjects = self._subjects(peer)
         blocking = method in BLOCKING_METHODS
         for kind, _, quota, usage in subjects:
@@ -130,15 +169,17 @@ class Limiter:
                 raise LimitReached(f"{kind} has {usage.blocked} calls waiting, its limit",
                                    REASON_TOO_MANY_BLOCKED_CALLS, CONCURRENCY_RETRY_DELAY,
                                    limit=str(quota.max_blocked), subject=kind)
-        for kind, _, quota, usage in subjects:
+        rated = subjects[1:] if shared_paid else subjects
+        for kind, _, quota, usage in rated:
             delay = usage.token_delay(quota)
             if delay:
                 raise LimitReached(f"{kind} request rate limit reached ({quota.rate:g}/s)", REASON_RATE_LIMITED,
                                    delay, subject=kind)
         for _, _, quota, usage in subjects:  # taken only once every limit lets the call in
-            usage.tokens -= quota.rate > 0
             usage.streams += streaming
             usage.blocked += blocking
+        for _, _, quota, usage in rated:
+            usage.tokens -= quota.rate > 0
         try:
             yield
         finally:
@@ -172,13 +213,16 @@ class _LimitGuard:
         self._method = method
         self._streaming = streaming
 
+    async def check(self) -> None:
+        await self._limiter.admit_shared()
+
     def open(self, context: grpc.aio.ServicerContext, request: Any | None) -> contextlib.AbstractContextManager[Any]:
         if request is not None and hasattr(request, "ByteSize"):  # not an Undecodable marker
             self._limiter.check_size(request)
         peer = peer_of(context)
         if self._streaming:  # the calls a stream carries (sub_calls.py), admitted one by one
             sub_calls.admit.set(lambda method: self._limiter.admit(method, peer, False))
-        return self._limiter.admit(self._method, peer, self._streaming)
+        return self._limiter.admit(self._method, peer, self._streaming, shared_paid=self._limiter.shared is not None)
 
     def requests(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         return sized(self._limiter, requests)
