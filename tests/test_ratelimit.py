@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from concord.ratelimit.v1 import ratelimit_pb2 as pb
 from concord.ratelimit.v1 import ratelimit_pb2_grpc
 from concord_server.keys import KeySpace
+from concord_server.errors import RateLimitMismatch
 from concord_server.primitives.ratelimit import Algorithm, Check, Limit, RateLimits
 from concord_server.store.autopipeline import AutoPipeline
 from concord_server.store.link import Endpoint
@@ -547,3 +548,26 @@ async def test_only_the_head_of_the_queue_takes_when_the_limit_allows(limits, na
     clock.at(7000)  # the second waiter's wait is over: whoever runs next drops it
     third = await rl._wait_step(name, k, "third", limit, 1, 5000)
     assert third.allowed
+
+
+@pytest.mark.parametrize("algorithm", list(CASES), ids=[a.name for a in CASES])
+@pytest.mark.parametrize("all_or_none", [False, True], ids=["each", "all-or-none"])
+async def test_checks_of_one_key_in_one_call_never_pass_more_than_the_limit(limits, name, algorithm, all_or_none):
+    """The bench found it: a CheckMany naming a key several times decided each against
+    the state before the call, so all of them passed. Now each sees the ones before
+    it (or, all or none, they are decided as one check of their summed hits)."""
+    rl, _ = limits
+    limit = Limit.of(algorithm, 3, 1000, 0, False)
+    allowed, decisions = await rl.check_many([Check(name, limit, 1)] * 5 + [Check(f"{name}:other", limit, 1)],
+                                             all_or_none)
+    passed = sum(d.allowed for d in decisions[:5])
+    if all_or_none:
+        assert not allowed and passed == 0 and (await rl.check(name, limit, 0)).remaining == 3
+        allowed, decisions = await rl.check_many([Check(name, limit, 1)] * 3, all_or_none)
+        assert allowed and (await rl.check(name, limit, 0)).remaining == 0
+    else:
+        assert passed == 3 and [d.allowed for d in decisions[:5]] == [True] * 3 + [False] * 2
+        assert (await rl.check(name, limit, 0)).remaining == 0
+    other = Limit.of(algorithm, 4, 1000, 0, False)
+    with pytest.raises(RateLimitMismatch):
+        await rl.check_many([Check(f"{name}:two", limit, 1), Check(f"{name}:two", other, 1)], all_or_none)

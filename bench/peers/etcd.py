@@ -36,6 +36,7 @@ from pathlib import Path
 import psutil
 
 from ..harness import _die_with_parent, _stop, _tail, _wait_for, free_port
+from .install import go_program
 
 LOCK_CLIENT_SRC = Path(__file__).resolve().parent / "etcd_lock"
 _INSTALL_LOCK = Path("/tmp/concord-bench-apt.lock")  # two benches must not run apt-get at once
@@ -157,30 +158,10 @@ def etcd_server(tmp: Path) -> Iterator[EtcdServer]:
 
 # --- the Go lock client ----------------------------------------------------------------
 
-def _go() -> str:
-    found = shutil.which("go") or next((p for p in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go")
-                                        if os.access(p, os.X_OK)), None)
-    if not found:
-        raise RuntimeError("the etcd lock client needs a Go toolchain (go) to build bench/peers/etcd_lock")
-    return found
-
-
 def lock_client(tmp: Path) -> Path:
     """The built lock client; ``go build`` on first use in this bench run (``tmp`` is
     the run's scratch directory, shared by its scenarios)."""
-    out = tmp / "peers" / "etcdlock"
-    if out.exists():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    print("  building bench/peers/etcd_lock (go build) ...", file=sys.stderr, flush=True)
-    env = {**os.environ, "CGO_ENABLED": "0"}
-    done = subprocess.run([_go(), "build", "-trimpath", "-o", str(out) + ".tmp", "."], cwd=LOCK_CLIENT_SRC, env=env,
-                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=900, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"go build of {LOCK_CLIENT_SRC} failed:\n{done.stdout[-3000:]}")
-    os.replace(str(out) + ".tmp", out)
-    return out
+    return go_program(LOCK_CLIENT_SRC, tmp, "etcdlock")
 
 
 def client_module_version() -> str:

@@ -24,6 +24,7 @@ stdin/stdout; see bench/scenarios/peers_queue.py.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,27 @@ PEERS = Path(__file__).resolve().parent
 ROOT = PEERS.parent.parent
 TOOLS = ROOT / ".tools" / "peers"
 STAMP = ".installed"
+
+
+def go_program(src: Path, tmp: Path, name: str) -> Path:
+    """``go build`` of the Go program in ``src`` into the run's scratch directory ``tmp``
+    (once per bench run; modules from the Go module proxy); returns the binary."""
+    out = tmp / "peers" / name
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    go = shutil.which("go") or next((p for p in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go")
+                                     if os.access(p, os.X_OK)), None)
+    if not go:
+        raise RuntimeError(f"{name} needs a Go toolchain (go) to build {src}")
+    print(f"  building {src.relative_to(ROOT)} (go build) ...", file=sys.stderr, flush=True)
+    done = subprocess.run([go, "build", "-trimpath", "-o", str(out) + ".tmp", "."], cwd=src,
+                          env={**os.environ, "CGO_ENABLED": "0"}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=900, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"go build of {src} failed:\n{done.stdout[-3000:]}")
+    os.replace(str(out) + ".tmp", out)
+    return out
 
 
 class PeerUnavailable(RuntimeError):

@@ -26,6 +26,10 @@ end
 local now = now_us / 1000
 local replies, decisions = {}, {}
 local every = true
+-- Checks of one key in one call: each is decided after the ones before it have taken
+-- their hits, or (all_or_none, where nothing is taken until every check is decided)
+-- together, as one check of their summed hits that all of them share.
+local first_of, total = {}, {}
 for i = 1, n do
   local a = 2 + (i - 1) * 7
   local k = check_keys(i)
@@ -46,18 +50,52 @@ for i = 1, n do
   elseif not L then
     replies[i] = {LIMIT.UNSET, 0, 0, 0, 0, 0, ''}
   end
-  if L then
-    local d = LIMITERS[L.algo](k, now, hits, L)
-    decisions[i] = d
-    replies[i] = {d.allowed and RATE.ALLOWED or RATE.REFUSED, d.remaining, L.rate, L.burst,
-                  math.ceil(d.reset_ms), d.retry_ms < 0 and -1 or math.ceil(d.retry_ms), d.permit or ''}
+  local first = first_of[k.limit]
+  if L and first and not same_limit(decisions[first].L, L) then
+    -- One key, two limits in one call: the first one's stands.
+    replies[i] = {LIMIT.MISMATCH, unpack(limit_reply(decisions[first].L))}
+    replies[i][7] = ''
+    every = false
+  elseif L and all_or_none and first then
+    decisions[i] = {shared = first, L = L}
+    total[first] = total[first] + hits
+  elseif L then
+    first_of[k.limit] = first_of[k.limit] or i
+    total[i] = hits
+    decisions[i] = {k = k, L = L}
   end
-  every = every and decisions[i] ~= nil and decisions[i].allowed
 end
 for i = 1, n do
   local d = decisions[i]
-  if d and d.record and (every or not all_or_none or not d.allowed) then
+  if d and not d.shared then
+    local L = d.L
+    local decided = LIMITERS[L.algo](d.k, now, total[i], L)
+    decided.L = L
+    decisions[i] = decided
+    if decided.record and not all_or_none then
+      decided.record()  -- a later check of this key sees these hits taken
+      decided.record = nil
+    end
+  end
+end
+for i = 1, n do
+  local d = decisions[i]
+  if d and d.shared then
+    decisions[i] = decisions[d.shared]
+    d = decisions[i]
+  end
+  if d then
+    replies[i] = {d.allowed and RATE.ALLOWED or RATE.REFUSED, d.remaining, d.L.rate, d.L.burst,
+                  math.ceil(d.reset_ms), d.retry_ms < 0 and -1 or math.ceil(d.retry_ms), d.permit or ''}
+  end
+  every = every and d ~= nil and d.allowed
+end
+local recorded = {}
+for i = 1, n do
+  local d = decisions[i]
+  if d and d.record and not recorded[d] and (every or not d.allowed) then
     d.record()
+    recorded[d] = true
   end
 end
 if all_or_none and not every then
@@ -65,7 +103,7 @@ if all_or_none and not every then
   for i = 1, n do
     local d = decisions[i]
     if d and d.allowed and replies[i][1] == RATE.ALLOWED then
-      replies[i][2] = replies[i][2] + tonumber(ARGV[3 + (i - 1) * 7])
+      replies[i][2] = replies[i][2] + total[first_of[check_keys(i).limit]]
       replies[i][7] = ''
     end
   end
