@@ -174,22 +174,27 @@ local function sliding_window(k, now, hits, L)
   return d
 end
 
+-- A limit on a count (a window's, or the units held): `used` of `rate` taken, and the
+-- decision for `hits` more with how many it takes; a refused one may try again in
+-- retry() ms (asked only then).
+local function counted(used, hits, L, retry)
+  if hits > L.rate then
+    return {allowed = false, retry_ms = -1}, 0
+  elseif used + hits <= L.rate then
+    return {allowed = true, retry_ms = 0}, hits
+  end
+  return {allowed = false, retry_ms = retry()}, 0
+end
+
 -- Fixed window: at most rate per period, periods starting at multiples of period.
 local function fixed_window(k, now, hits, L)
   local index = math.floor(now / L.period)
   local got = redis.call('HMGET', k.fixed, 'w', 'c')
   local c = (tonumber(got[1]) == index) and tonumber(got[2]) or 0
   local ends = (index + 1) * L.period - now
-  local d = {}
-  local taken = 0
-  if hits > L.rate then
-    d.allowed, d.retry_ms = false, -1
-  elseif c + hits <= L.rate then
-    d.allowed, d.retry_ms = true, 0
-    taken = hits
-  else
-    d.allowed, d.retry_ms = false, ends
-    if L.drain then taken = L.rate - c end
+  local d, taken = counted(c, hits, L, function() return ends end)
+  if d.retry_ms > 0 and L.drain then
+    taken = L.rate - c
   end
   d.remaining = L.rate - c - taken
   d.reset_ms = (c + taken > 0) and ends or 0
@@ -224,17 +229,10 @@ end
 -- if it is released: Release rings the key's waiters).
 local function concurrency(k, now, hits, L)
   local held = held_now(k, now)
-  local d = {}
-  local taken = 0
-  if hits > L.rate then
-    d.allowed, d.retry_ms = false, -1
-  elseif held + hits <= L.rate then
-    d.allowed, d.retry_ms = true, 0
-    taken = hits
-  else
+  local d, taken = counted(held, hits, L, function()
     local first = redis.call('ZRANGE', k.permits, 0, 0, 'WITHSCORES')
-    d.allowed, d.retry_ms = false, math.max(1, tonumber(first[2] or now) - now)
-  end
+    return math.max(1, tonumber(first[2] or now) - now)
+  end)
   d.remaining = L.rate - held - taken
   local last = redis.call('ZRANGE', k.permits, -1, -1, 'WITHSCORES')
   d.reset_ms = last[2] and math.max(0, tonumber(last[2]) - now) or 0
