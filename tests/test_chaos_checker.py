@@ -718,3 +718,30 @@ def test_ratelimit_within_limit():
     h.record("l2", "ratelimit.check", 0.12, 0.13, ok={"allowed": True, "remaining": 0}, key="k", rate=10, per=1.0,
              burst=2, hits=2)
     fails(checker.ratelimit_within_limit, h, "units allowed within", "burst 2 + 10 per 1.0s")
+
+
+def test_ratelimit_within_limit_counts_waits_too():
+    """A Wait that was allowed took its units like a Check: two waits let through
+    inside a burst the checks already spent break the rule."""
+    h = History()
+    for i, t in enumerate([0.0, 0.0, 0.1, 0.2]):
+        h.record(f"l{i}", "ratelimit.check", t, t + 0.01, ok={"allowed": True, "remaining": 0}, key="k", rate=10,
+                 per=1.0, burst=2, hits=1)
+    h.record("w0", "ratelimit.wait", 0.2, 0.31, ok={"allowed": True}, key="k", rate=10, per=1.0, burst=2, hits=1,
+             wait=1.0)
+    h.record("w1", "ratelimit.wait", 0.2, 0.9, ok={"allowed": False}, key="k", rate=10, per=1.0, burst=2, hits=1,
+             wait=1.0)  # not allowed: took nothing
+    passes_all(h)
+    h.record("w2", "ratelimit.wait", 0.25, 0.3, ok={"allowed": True}, key="k", rate=10, per=1.0, burst=2, hits=1,
+             wait=1.0)
+    fails(checker.ratelimit_within_limit, h, "units allowed within")
+
+
+def test_a_rate_limit_wait_answers_within_its_wait():
+    h = History()
+    h.record("w0", "ratelimit.wait", 0.0, 1.2, ok={"allowed": False}, key="k", rate=10, per=1.0, burst=2, hits=1,
+             wait=1.0)
+    passes_all(h)
+    h.record("w1", "ratelimit.wait", 2.0, 2.0 + 1.0 + checker.BLOCKED_SLACK + 0.5, ok={"allowed": False}, key="k",
+             rate=10, per=1.0, burst=2, hits=1, wait=1.0)
+    fails(checker.blocked_calls_answer_in_time, h)

@@ -34,6 +34,12 @@ Figures: decisions/s; p50 and p99 of a call's latency; server CPU per decision
 CPU; accuracy: for every key, hits allowed beyond RATE x (seconds / period + 1), the
 most any of these algorithms should let through in the run (summed over keys).
 
+The tenant rate's cost (--tenant-rate, issue 32 item 3): QueueService Stats, the
+cheapest call the tenant limits count, on three more servers on the same Valkey (no
+tenant rate; --tenant-rate 1,000,000 across replicas, one GCRA check in Redis per
+call; the same --tenant-rate-per-process, a local bucket): server (and Valkey) CPU per
+call and calls/s, each against the unlimited server's.
+
 Targets (issue 32): with 100 checks a call, Concord's decisions/s >= 1x Gubernator's
 (one node); one check a call, Concord's p99 <= 2x Gubernator's and its server CPU per
 decision <= 1.3 empty calls; zero grants beyond the limit for Concord in every run.
@@ -69,6 +75,8 @@ HOT, COLD = 10, 1000
 RATE, PERIOD_MS = 100, 1000
 BATCH = 100
 TARGETS = {"batch": 1.0, "p99": 2.0, "cpu": 1.3}
+TENANT_MODES = {"tenant-none": [], "tenant-shared": ["--tenant-rate", "1000000"],
+                "tenant-process": ["--tenant-rate", "1000000", "--tenant-rate-per-process"]}
 
 
 def _load(binary: Path, kind: str, targets: list[str], batch: int, seconds: float, prefix: str,
@@ -205,6 +213,11 @@ def run(ctx: Context) -> tuple[list[Row], dict]:
         finally:
             gub1.close()
             gub3.close()
+        for mode, flags in TENANT_MODES.items():
+            with concord_server(rds.url, ctx.tmp, extra_args=flags) as limited:
+                for rep in range(ctx.reps):
+                    note(mode, _measured(lambda: _load(binary, "stats", [limited.target], 1, seconds,
+                                                       f"bench:stats:{rep}"), limited.ps, valkey))
     return _rows(runs, seconds), {"in_flight": IN_FLIGHT, "seconds": seconds, "hot": HOT, "cold": COLD,
                                   "rate": RATE, "period_ms": PERIOD_MS, "runs": runs}
 
@@ -256,6 +269,16 @@ def _rows(runs: dict[str, list[dict]], seconds: float) -> list[Row]:
     rows.append(Row(SC, "p99, 1 a call: Concord vs Gubernator (1 node)", c99, "s", baseline=g99,
                     baseline_label="Gubernator", target=f"≤ {TARGETS['p99']}×", passed=c99 <= g99 * TARGETS["p99"],
                     peer="Gubernator"))
+    base_cpu, _ = med("tenant-none", lambda r: sum(r["cpu"]) / r["calls"])
+    base_rate, _ = med("tenant-none", lambda r: r["calls"] / r["seconds"])
+    rows.append(Row(SC, "Stats call, no tenant rate: server + Valkey CPU/call", base_cpu, "s"))
+    for mode, label in (("tenant-shared", "tenant rate across replicas"),
+                        ("tenant-process", "tenant rate per process")):
+        cpu, cpu_runs = med(mode, lambda r: sum(r["cpu"]) / r["calls"])
+        rate, _ = med(mode, lambda r: r["calls"] / r["seconds"])
+        rows.append(Row(SC, f"Stats call, {label}: server + Valkey CPU/call", cpu, "s", baseline=base_cpu,
+                        baseline_label="no tenant rate", runs=cpu_runs,
+                        note=f"{rate:,.0f} calls/s against {base_rate:,.0f}/s"))
     cp, _ = med("concord-py-1", per_s)
     lp, _ = med("limits-1", per_s)
     rows.append(Row(SC, "decisions/s from Python, 1 a call: Concord vs limits", cp, "/s", baseline=lp,

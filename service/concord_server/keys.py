@@ -154,6 +154,7 @@ class QueueKeys(NamedTuple):
     lanes: str  # zset: lane ('' the queue's own, else a group) -> pass: the lanes that may lease now
     held: str  # zset: group -> ms it may lease again (its rate limit is spent)
     groups: str  # zset: group -> 0, the groups with ready or leased tasks or rules of their own
+    flow: str  # hash: the state flow control keeps (queue_common.lua): qt vt lp qh
     channel: str  # shard channel: "<n>" when n tasks became ready
     finished: str  # shard channel: "<task id>" when that task finished, "*" when many did
     task_prefix: str  # + task id: hash with the task's fields
@@ -167,7 +168,8 @@ class QueueKeys(NamedTuple):
     @property
     def keys(self) -> list[str]:
         return [self.ready, self.since, self.delayed, self.leased, self.dead, self.seq, self.paused, self.done,
-                self.policy, self.schedules, self.events, self.event_seq, self.lanes, self.held, self.groups]
+                self.policy, self.schedules, self.events, self.event_seq, self.lanes, self.held, self.groups,
+                self.flow]
 
     def dedupe(self, key: str) -> str:
         return self.dedupe_prefix + key
@@ -335,7 +337,7 @@ class KeySpace:
         t = self.tag("queue", name)
         return QueueKeys(f"{t}:ready", f"{t}:since", f"{t}:delayed", f"{t}:leased", f"{t}:dead", f"{t}:seq",
                          f"{t}:paused", f"{t}:done", f"{t}:policy", f"{t}:schedules", f"{t}:events",
-                         f"{t}:event-seq", f"{t}:lanes", f"{t}:held", f"{t}:groups", f"{t}:wake",
+                         f"{t}:event-seq", f"{t}:lanes", f"{t}:held", f"{t}:groups", f"{t}:flow", f"{t}:wake",
                          f"{t}:finished", f"{t}:task:", f"{t}:dedupe:", f"{t}:schedule:", f"{t}:throttle:",
                          f"{t}:debounce:", f"{t}:group:", f"{t}:group-ready:")
 

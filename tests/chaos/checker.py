@@ -36,7 +36,8 @@ EPS = 1e-6
 MAX_REPORTED = 25  # violations listed per rule (all are counted)
 
 NOT_HELD = {"LOCK_NOT_HELD", "PERMIT_NOT_HELD", "NOT_LEADER"}
-BLOCKING_OPS = {"lock.acquire", "sem.acquire", "queue.dequeue", "lock.hold", "sem.hold"}
+BLOCKING_OPS = {"lock.acquire", "sem.acquire", "queue.dequeue", "lock.hold", "sem.hold", "ratelimit.wait"}
+RATE_OPS = ("ratelimit.check", "ratelimit.wait")  # both take units (Wait once allowed)
 # Calls a retrying client library repeats on UNAVAILABLE (concord._retry): one recorded
 # call may then be several RPCs. A repeat after an attempt that took effect answers
 # "not held" (release, ack, nack), and a call can use up its budget on retries and end
@@ -1085,7 +1086,7 @@ RATE_WINDOW_PERIODS = 10  # windows up to this many periods from every start; lo
 
 def ratelimit_within_limit(events: Sequence[Event]) -> RuleResult:
     """GCRA never lets more than burst + rate x w / per units pass in any window of
-    length w, counted over every server's checks of a key: the units of allowed checks
+    length w, counted over every server's checks and waits of a key: the units of allowed ones
     whose whole call lies inside the window (a call's decision is somewhere in its span;
     ones that straddle the window's edges are left out, so the count is a floor and a
     violation is certain). Windows run from an allowed call's invoke to a later one's
@@ -1095,7 +1096,7 @@ def ratelimit_within_limit(events: Sequence[Event]) -> RuleResult:
     found = _Found("ratelimit_within_limit")
     by_key: dict[str, list[Event]] = defaultdict(list)
     for e in events:
-        if e.op == "ratelimit.check" and e.ok and e.result.get("allowed"):
+        if e.op in RATE_OPS and e.ok and e.result.get("allowed"):
             by_key[e.args["key"]].append(e)
     checked = 0
     for key, allowed in by_key.items():

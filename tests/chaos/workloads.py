@@ -73,6 +73,8 @@ CHANNEL_OPTIONS = [  # reconnect quickly to a restarted server
 ]
 SEM_LIMIT = 3
 RATE_LIMIT = (40, 1.0, 8)  # the limiters' GCRA key: 40 units a second, up to 8 at once
+RATE_WAIT = (10, 1.0, 2)  # the waiters' key: 10 a second, 2 at once, so most Waits wait
+RATE_WAIT_S = 1.0  # each Wait's timeout
 NAMES_CAP = 300  # names per index: a Suggest with limit 1000 returns all of them
 LETTERS = "abcd"
 QUEUES = ["queue-a", "queue-b", "queue-c"]
@@ -220,6 +222,7 @@ class Workloads:
         out += [self.recent_writer(u) for u in self.ac_users] + [self.recent_reader(u) for u in self.ac_users]
         out += [self.names_writer(ix) for ix in self.indexes] + [self.names_reader(ix) for ix in self.indexes]
         out += [self.limiter(k) for k in range(3 * s)]
+        out += [self.rate_waiter(k) for k in range(2 * s)]
         return out
 
     async def setup(self, deadline: float = 30.0) -> None:
@@ -713,6 +716,27 @@ class Workloads:
                                  summary=lambda d: {"allowed": d.allowed, "remaining": d.remaining},
                                  key=key, rate=rate, per=per, burst=burst, hits=hits)
             await (self._think(rng, 0.005, 0.03) if ev.ok else self._backoff(rng))
+
+    async def rate_waiter(self, k: int) -> None:
+        """Waits (RateLimitService.Wait, in the server, FIFO) on one shared key from every
+        server: what they were allowed counts against the key's limit
+        (ratelimit_within_limit), and each answers within its wait + slack
+        (blocked_calls_answer_in_time), whatever Redis does meanwhile."""
+        proc, rng = f"ratewaiter{k}", self._rng(f"ratewaiter{k}")
+        srv, c = self._pick()
+        key, (rate, per, burst) = "rl-w", RATE_WAIT
+        limit = c.rate_limit(key, rate, per, burst=burst)
+
+        async def wait_once() -> bool:
+            try:
+                return (await limit.wait(1, timeout=RATE_WAIT_S)).allowed
+            except concord.RateLimitTimeout:
+                return False
+
+        while not self.stop.is_set():
+            ev = await self.call(proc, "ratelimit.wait", wait_once, srv, summary=lambda ok: {"allowed": ok},
+                                 key=key, rate=rate, per=per, burst=burst, hits=1, wait=RATE_WAIT_S)
+            await (self._think(rng, 0.0, 0.05) if ev.ok else self._backoff(rng))
 
     async def names_writer(self, index: str) -> None:
         proc, rng = f"namesw-{index}", self._rng(f"namesw-{index}")

@@ -6,13 +6,14 @@
 //	gubbench serve -grpc ADDR -http ADDR -peers ADDR,ADDR,...
 //	    one Gubernator daemon (its production defaults) that knows its peers; prints
 //	    "ready" once listening and runs until stdin closes.
-//	gubbench load -kind gubernator|concord|empty -targets ADDR,... -batch B -conc C
+//	gubbench load -kind gubernator|concord|empty|stats -targets ADDR,... -batch B -conc C
 //	    -seconds S -keys K -hot H -rate R -period-ms P [-global]
 //	    C goroutines, each with its own target (round robin), call back to back for S
 //	    seconds; each call decides B checks: 90% on the H hot keys, the rest on K cold
 //	    ones, one hit each, limit R per P ms (Gubernator: TOKEN_BUCKET, with -global
 //	    its GLOBAL behaviour; Concord: GCRA with burst R; empty: gRPC health Check on
-//	    the first target, no decision). Prints one JSON object: calls, decisions,
+//	    the first target, no decision; stats: Concord's QueueService Stats, the cheapest
+//	    call that the tenant limits count). Prints one JSON object: calls, decisions,
 //	    seconds, errors, latency percentiles (ms) and the hits allowed per key.
 package main
 
@@ -37,6 +38,7 @@ import (
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	queuev1 "go.concord.dev/concord/gen/concord/queue/v1"
 	ratelimitv1 "go.concord.dev/concord/gen/concord/ratelimit/v1"
 )
 
@@ -153,6 +155,7 @@ func load(args []string) {
 			gub := guber.NewV1Client(cc)
 			con := ratelimitv1.NewRateLimitServiceClient(cc)
 			health := grpc_health_v1.NewHealthClient(cc)
+			queues := queuev1.NewQueueServiceClient(cc)
 			mine := map[string]int{}
 			var myLat []float64
 			calls, decisions, errs := 0, 0, 0
@@ -173,6 +176,8 @@ func load(args []string) {
 				switch *kind {
 				case "empty":
 					_, err = health.Check(ctx, &grpc_health_v1.HealthCheckRequest{})
+				case "stats":
+					_, err = queues.Stats(ctx, &queuev1.StatsRequest{Queue: *prefix})
 				case "gubernator":
 					req := &guber.GetRateLimitsReq{}
 					behavior := guber.Behavior_BATCHING
@@ -217,7 +222,7 @@ func load(args []string) {
 					}
 					continue
 				}
-				if *kind != "empty" {
+				if *kind != "empty" && *kind != "stats" {
 					decisions += len(allowed)
 					for i, ok := range allowed {
 						if ok {

@@ -115,20 +115,20 @@ while #picked < want do
   end
 end
 if served then
-  redis.call('HSET', KEYS[9], 'vt', pass_fmt(served))
+  redis.call('HSET', KEYS[16], 'vt', pass_fmt(served))
 end
 if q.rate and #picked > 0 then
   local _, after = gcra_fit(q.t, now_ms, q.rate, #picked)
-  redis.call('HSET', KEYS[9], 'qt', string.format('%.3f', after))
+  redis.call('HSET', KEYS[16], 'qt', string.format('%.3f', after))
 end
 -- A queue-wide rule that holds tasks back is told once (WatchQueue), until it lets go.
 if #picked == 0 and held_by ~= '' and redis.call('ZCARD', KEYS[2]) > 0 then
-  if redis.call('HGET', KEYS[9], 'qh') ~= held_by then
-    redis.call('HSET', KEYS[9], 'qh', held_by)
+  if redis.call('HGET', KEYS[16], 'qh') ~= held_by then
+    redis.call('HSET', KEYS[16], 'qh', held_by)
     event(now_ms, 'held', '', 'g', '', 'h', held_by)
   end
 elseif #picked > 0 then
-  redis.call('HDEL', KEYS[9], 'qh')
+  redis.call('HDEL', KEYS[16], 'qh')
 end
 
 local tasks = {}

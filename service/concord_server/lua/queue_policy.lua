@@ -22,7 +22,7 @@ local function changed(first, argv)
 end
 local queue_rate_changed, group_rate_changed = changed(1, 18), changed(4, 22)
 if queue_rate_changed then
-  redis.call('HDEL', KEYS[9], 'qt')
+  redis.call('HDEL', KEYS[16], 'qt')
 end
 for i, name in ipairs(names) do
   local value = ARGV[6 + i]
@@ -39,7 +39,7 @@ local sn, sa = retention('s')
 local dn, da = retention('d')
 trim(KEYS[8], sn, sa, now_ms)
 trim(KEYS[5], dn, da, now_ms)
-redis.call('HDEL', KEYS[9], 'qh')
+redis.call('HDEL', KEYS[16], 'qh')
 for _, g in ipairs(redis.call('ZRANGE', KEYS[15], 0, -1)) do
   if group_rate_changed and redis.call('HEXISTS', GROUP .. g, 'rr') == 0 then
     redis.call('HDEL', GROUP .. g, 't')

@@ -7,8 +7,8 @@
 -- purge deletes ready and delayed tasks; purge_with_dead also dead and retained finished
 -- (succeeded, cancelled) ones. Their dedupe keys go with them (not kept for the window). A
 -- purge_with_dead that leaves the queue holding no task at all (none leased either) also
--- deletes its event stream and event counter (WatchQueue sees the numbers restart as a
--- gap). What stays: the task counter (KEYS[6], one short string), so a task id is never
+-- deletes its event stream, event counter and flow state (WatchQueue sees the numbers
+-- restart as a gap). What stays: the task counter (KEYS[6], one short string), so a task id is never
 -- handed out twice in a queue, and the operator's settings (policy, paused, schedules).
 --! include status.lua
 --! include common.lua
@@ -77,7 +77,7 @@ if what == 'purge_with_dead' and not more then
     left = left + redis.call('ZCARD', KEYS[i])
   end
   if left + redis.call('ZCARD', KEYS[8]) == 0 then
-    redis.call('DEL', KEYS[11], KEYS[12])
+    redis.call('DEL', KEYS[11], KEYS[12], KEYS[16])
   end
 end
 return {deleted, more and 1 or 0}

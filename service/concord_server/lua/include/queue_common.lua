@@ -18,6 +18,9 @@
 --   KEYS[13] lanes   zset    lane -> pass: the lanes that may lease now (see Flow control)
 --   KEYS[14] held    zset    group -> ms it may lease again (its rate limit is spent)
 --   KEYS[15] groups  zset    group -> 0: the groups with ready or leased tasks or settings
+--   KEYS[16] flow    hash    the state flow control keeps: qt (the queue's GCRA time), vt
+--           (the pass served last), lp (the queue's own lane's pass), qh (the queue-wide
+--           rule that last held tasks back, for its event)
 -- Task hashes ("<task prefix><id>") and dedupe keys are built from ARGV prefixes that
 -- carry the same hash tag, so every script still touches one slot.
 -- and starts its ARGV with the same six values:
@@ -44,8 +47,7 @@
 -- Events: ke, how many task events the events stream keeps (0: none are recorded).
 -- Flow control: qc (most tasks leased at once), qr qp qb (leases per period: count,
 -- period ms, burst), gc gr gp gb (the same for each group, unless the group says
--- otherwise), and the state they keep: qt (the queue's GCRA time), vt (see lanes), qh
--- (the queue-wide rule that last held tasks back, for its event).
+-- otherwise); the state they keep is in KEYS[16].
 -- A group's hash holds its own c w rr rp rb (cap, weight, rate; absent: the queue's
 -- gc, weight 1, gr gp gb), p ("1" paused), n (tasks leased now), pass, t (GCRA time).
 
@@ -180,7 +182,7 @@ end
 local vt = nil
 local function virtual_time()
   if vt == nil then
-    vt = tonumber(redis.call('HGET', KEYS[9], 'vt') or 0)
+    vt = tonumber(redis.call('HGET', KEYS[16], 'vt') or 0)
   end
   return vt
 end
@@ -198,7 +200,7 @@ local function wake_lane(g)
     awake[g] = true
     return false
   end
-  local saved = g == '' and redis.call('HGET', KEYS[9], 'lp') or redis.call('HGET', GROUP .. g, 'pass')
+  local saved = g == '' and redis.call('HGET', KEYS[16], 'lp') or redis.call('HGET', GROUP .. g, 'pass')
   redis.call('ZADD', KEYS[13], pass_fmt(math.max(tonumber(saved or 0), virtual_time())), g)
   awake[g] = true
   return true
@@ -213,7 +215,7 @@ local function park_lane(g, pass, why, now)
   end
   awake[g] = nil
   if g == '' then
-    redis.call('HSET', KEYS[9], 'lp', pass_fmt(pass))
+    redis.call('HSET', KEYS[16], 'lp', pass_fmt(pass))
   else
     redis.call('HSET', GROUP .. g, 'pass', pass_fmt(pass))
   end
@@ -582,8 +584,9 @@ end
 
 -- The queue-wide rules: {cap (-1: none), rate ({count, period ms, burst} or nil), GCRA time}.
 local function queue_rules()
-  local q = redis.call('HMGET', KEYS[9], 'qc', 'qr', 'qp', 'qb', 'qt')
-  return {cap = tonumber(q[1] or -1), rate = q[2] and {tonumber(q[2]), tonumber(q[3]), tonumber(q[4])}, t = q[5]}
+  local q = redis.call('HMGET', KEYS[9], 'qc', 'qr', 'qp', 'qb')
+  local rate = q[2] and {tonumber(q[2]), tonumber(q[3]), tonumber(q[4])}
+  return {cap = tonumber(q[1] or -1), rate = rate, t = rate and redis.call('HGET', KEYS[16], 'qt')}
 end
 
 -- Why a ready task is not leased now, by the first rule that holds it back: paused,
