@@ -720,6 +720,20 @@ def test_ratelimit_within_limit():
     fails(checker.ratelimit_within_limit, h, "units allowed within", "burst 2 + 10 per 1.0s")
 
 
+def test_ratelimit_refusals_justified():
+    """burst 2 + 10 per second (tau 0.2 s): a refusal needs two units taken in the 0.2 s
+    before it; one taken and one of unknown outcome will do; one alone will not."""
+    h = History()
+    args = dict(key="k", rate=10, per=1.0, burst=2, hits=1)
+    h.record("l0", "ratelimit.check", 0.0, 0.01, ok={"allowed": True, "remaining": 1}, **args)
+    h.record("l1", "ratelimit.check", 0.02, 0.5, code="UNAVAILABLE", reason="REDIS_UNAVAILABLE", **args)
+    h.record("l2", "ratelimit.check", 0.05, 0.06, ok={"allowed": False, "remaining": 0}, **args)
+    passes_all(h)
+    h.record("l0", "ratelimit.check", 1.0, 1.01, ok={"allowed": True, "remaining": 1}, **args)
+    h.record("l2", "ratelimit.check", 1.05, 1.06, ok={"allowed": False, "remaining": 0}, **args)
+    fails(checker.ratelimit_refusals_justified, h, "refused with at most 1 taken")
+
+
 def test_ratelimit_within_limit_counts_waits_too():
     """A Wait that was allowed took its units like a Check: two waits let through
     inside a burst the checks already spent break the rule."""

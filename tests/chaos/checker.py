@@ -1123,6 +1123,44 @@ def ratelimit_within_limit(events: Sequence[Event]) -> RuleResult:
     return found.result(checked)
 
 
+def ratelimit_refusals_justified(events: Sequence[Event]) -> RuleResult:
+    """GCRA refuses h units at time t only if more than burst - h units were taken in
+    the tau = burst x per / rate before t: after any admission at s the key's TAT is at
+    most s + tau, so with A units taken in [t - tau, t] its TAT at t is at most t + A x T,
+    and a refusal needs TAT + h x T - tau > t. Counted conservatively: every call on the
+    key that may have taken units (allowed, or of unknown outcome) whose span meets
+    [refused.invoke - tau, refused.complete]; a refusal with no more than burst - h of
+    them around it refused what the limit allowed. Keys that Wait also uses are left out:
+    a Wait retried after a lost reply may take units no event shows."""
+    found = _Found("ratelimit_refusals_justified")
+    by_key: dict[str, list[Event]] = defaultdict(list)
+    waited = {e.args.get("key") for e in events if e.op == "ratelimit.wait"}
+    for e in events:
+        if e.op == "ratelimit.check" and e.args.get("key") not in waited:
+            by_key[e.args["key"]].append(e)
+    checked = 0
+    for key, calls in by_key.items():
+        takers = sorted((e for e in calls if (e.ok and e.result.get("allowed")) or e.indeterminate),
+                        key=lambda e: e.invoke)
+        starts = [e.invoke for e in takers]
+        for r in calls:
+            if not (r.ok and not r.result.get("allowed")) or r.complete is None:
+                continue
+            rate, per, burst, hits = r.args["rate"], r.args["per"], r.args["burst"], r.args["hits"]
+            if hits > burst:
+                continue  # never passes at once: refused by rule, not by the count
+            tau = burst * per / rate
+            lo, hi = r.invoke - tau - 0.005, r.complete + 0.005
+            taken = [e for e in takers[:bisect.bisect_right(starts, hi)]
+                     if e.complete is None or e.complete >= lo]
+            units = sum(e.args["hits"] for e in taken)
+            checked += 1
+            if units <= burst - hits:
+                found.add(f"rate limit {key!r}: {hits} units refused with at most {units} taken in the "
+                          f"{tau:.3f}s before (burst {burst}: at least {burst - hits + 1} had to be)", r, *taken[:3])
+    return found.result(checked)
+
+
 # Rules about answering (every call answered, in time, never INTERNAL): they hold in
 # every deployment. The others check the state Redis keeps, and a failover without
 # replica acks may lose some of it (asynchronous replication): there, their violations
@@ -1153,6 +1191,7 @@ RULES: list[Callable[[Sequence[Event]], RuleResult]] = [
     chat_delivery_order,
     autocomplete_reads,
     ratelimit_within_limit,
+    ratelimit_refusals_justified,
 ]
 
 
