@@ -185,3 +185,13 @@ async def test_no_group_is_overtaken_twice_by_another_while_it_waits(redis_serve
                         assert n <= 1, (g, t.group, left)
                 overtaken[t.group] = {}
                 left[t.group] -= 1
+
+
+async def test_a_lane_left_listed_with_nothing_ready_does_not_stop_the_others(queues, name, redis_sync):
+    """lanes is a hint checked at each pick: a stale entry (here written by hand) is set
+    aside, and the lanes behind it are served in the same Dequeue."""
+    (task,) = await queues.enqueue(name, [NewTask("t", group="real")])
+    redis_sync.zadd(queues._keys.queue(name).lanes, {"ghost": -1})
+    (got,) = await take(queues, name, 2)
+    assert got.task_id == task.task_id
+    assert redis_sync.zscore(queues._keys.queue(name).lanes, "ghost") is None

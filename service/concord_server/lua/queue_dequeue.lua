@@ -79,37 +79,40 @@ while #picked < want do
         break
       end
     end
-    ids = {unpack(ids, 1, fits)}
     if #ids == 0 then
+      park_lane(g, pass, '', now_ms)  -- a hint gone stale: the lane has nothing ready
+    elseif fits == 0 then
       break  -- the reply is full
-    end
-    for_chunks(ids, function(chunk) redis.call('ZREM', lane_key(g), unpack(chunk)) end)
-    for _, id in ipairs(ids) do
-      picked[#picked + 1] = {id, g}
-    end
-    served = pass
-    pass = pass + #ids / r.weight
-    if g ~= '' then
-      r.n = r.n + #ids
-      local fields = {'n', r.n}
-      if r.rate then
-        local _, after = gcra_fit(r.t, now_ms, r.rate, #ids)
-        r.t = string.format('%.3f', after)
-        fields[3], fields[4] = 't', r.t
-      end
-      redis.call('HSET', GROUP .. g, unpack(fields))
-    end
-    if redis.call('ZCARD', lane_key(g)) == 0 then
-      park_lane(g, pass, '', now_ms)
-      if g ~= '' then
-        prune_group(g, now_ms)
-      end
     else
-      why = lane_rule(g, now_ms)
-      if why ~= '' then
-        park_lane(g, pass, why, now_ms)
+      ids = {unpack(ids, 1, fits)}
+      for_chunks(ids, function(chunk) redis.call('ZREM', lane_key(g), unpack(chunk)) end)
+      for _, id in ipairs(ids) do
+        picked[#picked + 1] = {id, g}
+      end
+      served = pass
+      pass = pass + #ids / r.weight
+      if g ~= '' then
+        r.n = r.n + #ids
+        local fields = {'n', r.n}
+        if r.rate then
+          local _, after = gcra_fit(r.t, now_ms, r.rate, #ids)
+          r.t = string.format('%.3f', after)
+          fields[3], fields[4] = 't', r.t
+        end
+        redis.call('HSET', GROUP .. g, unpack(fields))
+      end
+      if redis.call('ZCARD', lane_key(g)) == 0 then
+        park_lane(g, pass, '', now_ms)
+        if g ~= '' then
+          prune_group(g, now_ms)
+        end
       else
-        redis.call('ZADD', KEYS[13], pass_fmt(pass), g)
+        why = lane_rule(g, now_ms)
+        if why ~= '' then
+          park_lane(g, pass, why, now_ms)
+        else
+          redis.call('ZADD', KEYS[13], pass_fmt(pass), g)
+        end
       end
     end
   end
