@@ -571,3 +571,31 @@ async def test_checks_of_one_key_in_one_call_never_pass_more_than_the_limit(limi
     other = Limit.of(algorithm, 4, 1000, 0, False)
     with pytest.raises(RateLimitMismatch):
         await rl.check_many([Check(f"{name}:two", limit, 1), Check(f"{name}:two", other, 1)], all_or_none)
+
+
+async def test_waiters_are_woken_by_the_key_s_doorbell_not_its_safety_beat(redis_server, name):
+    """The doorbell here beats only once a minute, so only a ring can wake the waiters in
+    time: a Release wakes the head, and the head, done, rings the one behind it."""
+    from support import _doorbell_wiring
+
+    async with _doorbell_wiring(redis_server.url, broadcast=False, interval=60.0, prefix=None) as (
+            commands, keys, bells):
+        rl = RateLimits(commands, keys, bells)
+        limit = Limit.of(CONC, 1, 60_000, 0, False)
+        held = await rl.check(name, limit, 1)
+        first = asyncio.ensure_future(rl.wait(name, limit, 1, 20_000))
+        await async_wait_until(lambda: _waiting(commands, rl, name, 1), message="the first waiter in the queue")
+        second = asyncio.ensure_future(rl.wait(name, limit, 1, 20_000))
+        await async_wait_until(lambda: _waiting(commands, rl, name, 2), message="the second waiter in the queue")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        assert await rl.release(name, held.permit)
+        got = await asyncio.wait_for(first, 10)
+        assert got.allowed and await rl.release(name, got.permit)
+        assert (await asyncio.wait_for(second, 10)).allowed
+        assert loop.time() - started < 10  # far below the 60 s beat
+        await rl.drain(1.0)
+
+
+async def _waiting(commands, rl: RateLimits, name: str, n: int) -> bool:
+    return await commands.execute_command("ZCARD", rl.keys(name).queue) == n

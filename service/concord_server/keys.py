@@ -102,7 +102,7 @@ class RateLimitKeys(NamedTuple):
     held: str  # hash: concurrency permit -> units it holds, '*' -> their total
     queue: str  # zset: Wait's waiters, token -> arrival (us), FIFO; expiring with the last one's deadline
     waiters: str  # hash: waiter token -> deadline (ms)
-    channel: str  # shard channel: "next" when the head of the queue took its hits or left
+    channel: str  # shard channel: "<n>" (the waiters left) when the head took its hits or left, or a permit came back
 
     @property
     def keys(self) -> list[str]:

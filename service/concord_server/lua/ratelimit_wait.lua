@@ -1,6 +1,6 @@
 -- ratelimit_wait.lua: Wait: one waiter's turn at a key, FIFO among waiters. The head
--- of the key's queue takes its hits as soon as its limit allows (and tells the next
--- waiter, by the key's channel, that it is now the head); anyone else joins the back
+-- of the key's queue takes its hits as soon as its limit allows (and rings the waiters
+-- left, by the key's channel: the next one is now the head); anyone else joins the back
 -- of the queue and waits to be told. Waiters whose wait ended are dropped by whoever
 -- runs next, so a waiter that vanished holds nobody up past its deadline.
 -- KEYS: the eight of one check (ratelimit_common.lua), then queue (zset: token ->
@@ -26,9 +26,12 @@ end
 local now = now_us / 1000
 local deadline = now + wait_ms
 
+-- Rings the waiters left (their count: each server wakes up to that many of its own,
+-- so the new head is among them wherever it waits).
 local function tell_next()
-  if redis.call('ZCARD', qkey) > 0 then
-    redis.call('SPUBLISH', channel, 'next')
+  local left = redis.call('ZCARD', qkey)
+  if left > 0 then
+    redis.call('SPUBLISH', channel, left)
   end
 end
 

@@ -131,7 +131,7 @@ class RateLimits:
                  cluster: bool = False, clock_us: Callable[[], int] | None = None) -> None:
         self._redis = redis
         self._keys = keyspace
-        self._doorbells = doorbells  # Wait's wake-ups: a key's channel says "next"
+        self._doorbells = doorbells  # Wait's wake-ups: a key's channel says how many waiters to ring
         self._releaser = Releaser()
         self._cluster = cluster
         self._clock_us = clock_us  # tests only: decide at this time instead of the Redis clock
@@ -281,7 +281,7 @@ class RateLimits:
         it was not held (released already, or expired: its units came back then)."""
         k = self.keys(key)
         now = str(self._clock_us()) if self._clock_us else ""
-        return await _RELEASE.run(self._redis, k.keys, [permit, k.channel, now]) == 1
+        return await _RELEASE.run(self._redis, [*k.keys, k.queue], [permit, k.channel, now]) == 1
 
     async def reset(self, key: str) -> None:
         """Forgets what the key counted; its stored limit stays."""
