@@ -23,6 +23,8 @@ import functools
 import json
 import os
 import secrets
+import signal
+import sys
 import time
 import traceback
 from collections import Counter
@@ -253,7 +255,16 @@ def run(cfg: Config, workdir: Path) -> Report:
     return report
 
 
+def _print_tasks() -> None:
+    """Every task's stack on stderr: ``kill -USR1 <pid>`` on a run that seems stuck."""
+    for task in asyncio.all_tasks():
+        print(f"--- {task.get_name()}", file=sys.stderr)
+        task.print_stack(file=sys.stderr)
+    sys.stderr.flush()
+
+
 async def _campaign(cfg: Config, schedule: list[Fault], fleet: Fleet, history: History, report: Report) -> None:
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, _print_tasks)
     stop, lag_stop = asyncio.Event(), asyncio.Event()
     wl = Workloads(history, fleet.targets, cfg.seed, stop, queues_only=cfg.topology == "cluster")
     await wl.open()
