@@ -256,10 +256,17 @@ def run(cfg: Config, workdir: Path) -> Report:
 
 
 def _print_tasks() -> None:
-    """Every task's stack on stderr: ``kill -USR1 <pid>`` on a run that seems stuck."""
+    """Where every task waits, on stderr: ``kill -USR1 <pid>`` on a run that seems
+    stuck. A suspended task's own stack shows only its outermost coroutine, so the
+    chain of what each awaits is followed down (cr_await / ag_await)."""
     for task in asyncio.all_tasks():
-        print(f"--- {task.get_name()}", file=sys.stderr)
-        task.print_stack(file=sys.stderr)
+        lines, coro = [], task.get_coro()
+        while coro is not None and len(lines) < 40:
+            frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None)
+            if frame is not None:
+                lines.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+            coro = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None)
+        print(f"--- {task.get_name()}\n" + "\n".join(lines), file=sys.stderr)
     sys.stderr.flush()
 
 
