@@ -130,7 +130,7 @@ if #picked == 0 and held_by ~= '' and redis.call('ZCARD', KEYS[2]) > 0 then
     redis.call('HSET', KEYS[16], 'qh', held_by)
     event(now_ms, 'held', '', 'g', '', 'h', held_by)
   end
-elseif #picked > 0 then
+elseif #picked > 0 and (q.cap >= 0 or q.rate) then  -- only queue-wide rules set qh
   redis.call('HDEL', KEYS[16], 'qh')
 end
 

@@ -291,6 +291,7 @@ local function lane_remove(id, g, now)
   end
 end
 
+local queue_capped = nil
 -- A lease of a task of group g ended (settled, expired): the group has one fewer leased,
 -- which may bring its lane back. Returns how many waiters may now lease (1 or 0).
 local function lease_ended(g, now)
@@ -305,7 +306,10 @@ local function lease_ended(g, now)
     end
     freed = review_lane(g, now)
   end
-  if freed == 0 and redis.call('HEXISTS', KEYS[9], 'qc') == 1 then
+  if queue_capped == nil then  -- read once a script: a batch of settles pays for it once
+    queue_capped = redis.call('HEXISTS', KEYS[9], 'qc') == 1
+  end
+  if freed == 0 and queue_capped then
     freed = 1  -- a slot under the queue's cap
   end
   return freed
