@@ -80,7 +80,12 @@ class SentinelTopology:
         self.proxies = [TcpProxy(n.port) for n in self.nodes] if proxied else []
         for node in self.nodes[1:]:
             node.extra_args += ["--replicaof", "127.0.0.1", str(self.public_port(self.nodes[0]))]
-            if proxied:
+        if proxied:
+            # Every node, the first primary too: once a failover makes it a replica it
+            # must announce its proxy, or the Sentinels know it under two addresses and
+            # reconfigure it, the primary, as a replica of itself (the campaign saw
+            # 40 s with no primary that way).
+            for node in self.nodes:
                 node.extra_args += ["--replica-announce-ip", "127.0.0.1",
                                     "--replica-announce-port", str(self.public_port(node))]
         self.sentinels: list[Sentinel] = []

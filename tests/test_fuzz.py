@@ -33,14 +33,17 @@ from hypothesis import strategies as st
 
 from concord.autocomplete.v1 import autocomplete_pb2
 from concord.chat.v1 import chat_pb2
+from concord.election.v1 import election_pb2
 from concord.files.v1 import files_pb2
 from concord.lock.v1 import lock_pb2
 from concord.queue.v1 import queue_pb2
+from concord.ratelimit.v1 import ratelimit_pb2
 from concord.rwlock.v1 import rwlock_pb2
 from concord.semaphore.v1 import semaphore_pb2
 from support import ServerProcess
 
-MODULES = [lock_pb2, semaphore_pb2, queue_pb2, chat_pb2, autocomplete_pb2, files_pb2, rwlock_pb2]
+MODULES = [lock_pb2, semaphore_pb2, queue_pb2, chat_pb2, autocomplete_pb2, files_pb2, rwlock_pb2, election_pb2,
+           ratelimit_pb2]
 METHODS: list[descriptor.MethodDescriptor] = [
     m for mod in MODULES for svc in mod.DESCRIPTOR.services_by_name.values() for m in svc.methods
 ]

@@ -1,9 +1,10 @@
 """Domain errors -> gRPC status codes with a google.rpc.ErrorInfo (via grpcio-status).
 
 ``@rpc`` wraps every servicer method: a request that did not parse is
-INVALID_ARGUMENT (see decoding.py), a ConcordError becomes its status code, and
-anything unexpected becomes INTERNAL with a generic message (the traceback goes to
-the log, never to the client), so no call ends in UNKNOWN.
+INVALID_ARGUMENT (see decoding.py), a ConcordError becomes its status code, a Redis
+failure that escaped store/client.py's mapping becomes UNAVAILABLE (and is logged as
+the bug it is), and anything else unexpected becomes INTERNAL with a generic message
+(the traceback goes to the log, never to the client), so no call ends in UNKNOWN.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from ..errors import ConcordError, InvalidArgument, Unavailable
+from ..store.client import UNAVAILABLE_ERRORS
 from .decoding import Undecodable
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,11 @@ def as_concord_error(exc: Exception, method: str) -> ConcordError:
     INTERNAL with a generic message (the traceback goes to the log)."""
     if isinstance(exc, ConcordError):
         return exc
+    if isinstance(exc, UNAVAILABLE_ERRORS):
+        # A Redis failure that skipped store/client.py's mapping: still UNAVAILABLE to
+        # the client (it is retryable), but logged as the bug it is.
+        log.error("BUG: a Redis failure reached %s unmapped", method, exc_info=exc)
+        return Unavailable(f"Redis is unavailable: {exc}")
     log.exception("unexpected error in %s", method)
     return ConcordError("internal error; see the server log")
 

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
 from ..errors import Unavailable
 from ..keys import KeySpace, seen_marker
+from ..store.client import confirm_seen
 from ..store.scripts import Commands
 from ..wakeups.waiters import Dropped, PollResult, Waiters
 from .deadlocks import Deadlocks, deadlock_error, watching
@@ -71,6 +72,11 @@ class FifoPrimitive:
     def _waiting_args(self, wait_ms: int) -> tuple[int, str, int]:
         """An acquire script's last ARGV: wait ms (0 = try once), this process, its liveness window."""
         return max(wait_ms, 0), self._process_id, self._liveness_ms if wait_ms > 0 else 0
+
+    async def confirm_seen(self, channel: str) -> None:
+        """With replica acks, returns once the replicas have a grant another connection
+        wrote and announced on ``channel``; raises Unavailable if they do not."""
+        await confirm_seen(self._redis, seen_marker(channel))
 
     @abstractmethod
     def let_go(self, name: str, token: str, within_ms: int) -> None:
@@ -189,7 +195,7 @@ async def acquire_queued(waiters: Waiters, claim: Claim[G], wait_ms: int, deadlo
                 # so this call's own WAITs do not cover it: with replica acks it is given
                 # only once the replicas have it (else let go: UNAVAILABLE).
                 bound.reschedule(max(loop.time(), deadline) + LATE)
-                await claim.of._redis.confirm_seen(seen_marker(claim.channel))
+                await claim.of.confirm_seen(claim.channel)
                 if waiters.on_handoff is not None:
                     granted_ms = grant.expires_at_ms - claim.ttl_ms
                     waiters.on_handoff(claim.primitive, _handoff(queued_ms, queued_at, granted_ms, loop.time()))

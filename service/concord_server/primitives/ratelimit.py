@@ -32,6 +32,7 @@ from redis.crc import key_slot
 from ..errors import InvalidArgument, RateLimitMismatch, RateLimitNotFound
 from ..keys import KeySpace, RateLimitKeys
 from ..statuses import LIMIT, RATE
+from ..store.client import command
 from ..store.reply_shapes import INT, STR, Seq, Tup, Either
 from ..store.scripts import Commands, script
 from ..wakeups.doorbells import Doorbells
@@ -273,7 +274,7 @@ class RateLimits:
         return _stored(before) if before else None
 
     async def get_limit(self, key: str) -> Limit | None:
-        got = await self._redis.execute_command("HMGET", self.keys(key).limit, "a", "r", "p", "b", "d")
+        got = await command(self._redis, "HMGET", self.keys(key).limit, "a", "r", "p", "b", "d")
         return _stored(got) if got and got[0] is not None else None
 
     async def release(self, key: str, permit: str) -> bool:
@@ -285,4 +286,4 @@ class RateLimits:
 
     async def reset(self, key: str) -> None:
         """Forgets what the key counted; its stored limit stays."""
-        await self._redis.execute_command("DEL", *self.keys(key).state)
+        await command(self._redis, "DEL", *self.keys(key).state)

@@ -63,6 +63,12 @@ def unavailable_on_redis_errors() -> Iterator[None]:
         raise StorageFull("storage is full: Redis refused the write (out of memory); nothing was changed") from exc
 
 
+async def confirm_seen(redis: Any, key: str) -> None:
+    """redis.confirm_seen(key) (scripts.Commands), Redis failures as Unavailable."""
+    with unavailable_on_redis_errors():
+        await redis.confirm_seen(key)
+
+
 async def command(redis: Any, *args: Any, raw: bool = False) -> Any:
     """One plain Redis command (reads that need no script), Redis failures as
     Unavailable; ``raw`` keeps the reply as bytes."""
