@@ -3,10 +3,12 @@
 -- check is allowed (a drain still records on the key that refused).
 -- KEYS: eight per check (ratelimit_common.lua), checks in order.
 -- ARGV[1] all_or_none (1 or 0); ARGV[2] the time in us to decide at, '' for the Redis
---   clock (only tests give one: primitives/ratelimit.py); then per check, seven:
---   hits, has_limit (1: the limit follows; 0: the stored one), algorithm, rate,
---   period ms, burst, drain (1/0); last, the call's permit prefix (random; check i's
---   concurrency permit is "<prefix>.<i>").
+--   clock (only tests give one: primitives/ratelimit.py); ARGV[3] the call's permit
+--   prefix (random; check i's concurrency permit is "<prefix>.<i>"); ARGV[4] m, the
+--   number of limits the checks carry, then m limits of five: algorithm, rate,
+--   period ms, burst, drain (1/0) (most checks of a call share one, sent once); then
+--   per check, two: hits, and which of the m limits it carries (1-based; 0: the key's
+--   stored one).
 -- Returns {overall, then seven items per check}: overall RATE.ALLOWED when every check
 -- is, else RATE.REFUSED. A check's seven: RATE.ALLOWED or RATE.REFUSED, remaining,
 -- rate, burst, reset ms, retry ms (-1: the hits exceed what ever passes at once), the
@@ -18,50 +20,64 @@
 --! include ratelimit_common.lua
 local all_or_none = ARGV[1] == '1'
 local n = #KEYS / KEYS_PER_CHECK
-local permit_prefix = ARGV[3 + n * 7]
+local permit_prefix = ARGV[3]
+local carried = {}
+for j = 1, tonumber(ARGV[4]) do
+  local a = 4 + (j - 1) * 5
+  carried[j] = {algo = tonumber(ARGV[a + 1]), rate = tonumber(ARGV[a + 2]), period = tonumber(ARGV[a + 3]),
+                burst = tonumber(ARGV[a + 4]), drain = ARGV[a + 5] == '1'}
+end
+local checks_at = 4 + #carried * 5  -- ARGV index before the first check's two
 local _, now_us = clock()
 if ARGV[2] ~= '' then
   now_us = tonumber(ARGV[2])
 end
 local now = now_us / 1000
-local replies, decisions = {}, {}
+-- The reply, written in place: check i's seven items start at out[2 + (i - 1) * 7].
+local out = {RATE.ALLOWED}
+local function put(i, status, remaining, rate, burst, reset_ms, retry_ms, permit)
+  local o = 1 + (i - 1) * 7
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4] = status, remaining, rate, burst
+  out[o + 5], out[o + 6], out[o + 7] = reset_ms, retry_ms, permit
+end
+local function mismatch(i, L)
+  put(i, LIMIT.MISMATCH, L.algo, L.rate, L.period, L.burst, L.drain and 1 or 0, '')
+end
+local decisions = {}
 local every = true
 -- Checks of one key in one call: each is decided after the ones before it have taken
 -- their hits, or (all_or_none, where nothing is taken until every check is decided)
 -- together, as one check of their summed hits that all of them share.
 local first_of, total = {}, {}
 for i = 1, n do
-  local a = 2 + (i - 1) * 7
+  local a = checks_at + (i - 1) * 2
   local k = check_keys(i)
-  k.permit = permit_prefix .. '.' .. i
   local hits = tonumber(ARGV[a + 1])
+  local asked = carried[tonumber(ARGV[a + 2])]
   local L = stored_limit(k)
-  if ARGV[a + 2] == '1' then
-    local asked = {algo = tonumber(ARGV[a + 3]), rate = tonumber(ARGV[a + 4]), period = tonumber(ARGV[a + 5]),
-                   burst = tonumber(ARGV[a + 6]), drain = ARGV[a + 7] == '1'}
+  if asked then
     if L and not same_limit(L, asked) then
-      replies[i] = {LIMIT.MISMATCH, unpack(limit_reply(L))}
-      replies[i][7] = ''
-      every = false
+      mismatch(i, L)
       L = nil
     else
       L = asked
     end
   elseif not L then
-    replies[i] = {LIMIT.UNSET, 0, 0, 0, 0, 0, ''}
+    put(i, LIMIT.UNSET, 0, 0, 0, 0, 0, '')
   end
   local first = first_of[k.limit]
   if L and first and not same_limit(decisions[first].L, L) then
     -- One key, two limits in one call: the first one's stands.
-    replies[i] = {LIMIT.MISMATCH, unpack(limit_reply(decisions[first].L))}
-    replies[i][7] = ''
-    every = false
+    mismatch(i, decisions[first].L)
   elseif L and all_or_none and first then
     decisions[i] = {shared = first, L = L}
     total[first] = total[first] + hits
   elseif L then
     first_of[k.limit] = first_of[k.limit] or i
     total[i] = hits
+    if L.algo == ALGO.CONCURRENCY then
+      k.permit = permit_prefix .. '.' .. i
+    end
     decisions[i] = {k = k, L = L}
   end
 end
@@ -85,8 +101,8 @@ for i = 1, n do
     d = decisions[i]
   end
   if d then
-    replies[i] = {d.allowed and RATE.ALLOWED or RATE.REFUSED, d.remaining, d.L.rate, d.L.burst,
-                  math.ceil(d.reset_ms), d.retry_ms < 0 and -1 or math.ceil(d.retry_ms), d.permit or ''}
+    put(i, d.allowed and RATE.ALLOWED or RATE.REFUSED, d.remaining, d.L.rate, d.L.burst, math.ceil(d.reset_ms),
+        d.retry_ms < 0 and -1 or math.ceil(d.retry_ms), d.permit or '')
   end
   every = every and d ~= nil and d.allowed
 end
@@ -101,17 +117,12 @@ end
 if all_or_none and not every then
   -- Nothing was taken: report each allowed check's room as before this call.
   for i = 1, n do
-    local d = decisions[i]
-    if d and d.allowed and replies[i][1] == RATE.ALLOWED then
-      replies[i][2] = replies[i][2] + total[first_of[check_keys(i).limit]]
-      replies[i][7] = ''
+    local d, o = decisions[i], 1 + (i - 1) * 7
+    if d and d.allowed and out[o + 1] == RATE.ALLOWED then
+      out[o + 2] = out[o + 2] + total[first_of[check_keys(i).limit]]
+      out[o + 7] = ''
     end
   end
 end
-local out = {every and RATE.ALLOWED or RATE.REFUSED}
-for i = 1, n do
-  for _, v in ipairs(replies[i]) do
-    out[#out + 1] = v
-  end
-end
+out[1] = every and RATE.ALLOWED or RATE.REFUSED
 return out

@@ -42,6 +42,7 @@ MAX_RATE = 1_000_000_000
 MAX_LOG_RATE = 100_000  # the sliding log keeps one entry per hit
 MAX_PERIOD_MS = 86_400_000
 MAX_CHECKS = 1000  # per CheckMany
+RECENT_KEYS = 4096  # keys whose script KEYS a process remembers
 
 
 class Algorithm(enum.IntEnum):  # ratelimit.proto's Algorithm; lua's ALGO
@@ -91,8 +92,7 @@ class Limit:
         return [int(self.algorithm), self.rate, self.period_ms, self.burst, int(self.drain)]
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):  # a tuple: 100 of them per CheckMany, made cheaply
     allowed: bool
     remaining: int
     rate: int
@@ -116,6 +116,7 @@ _RELEASE = script("ratelimit_release.lua", INT)
 
 SCRIPTS = (_CHECK, _SET_LIMIT, _REFUND, _WAIT, _RELEASE)
 
+_NO_LIMIT = [0, 0, 0, 0, 0, 0]  # has_limit 0: the stored limit decides
 QUEUED = -2  # ratelimit_wait.lua's retry ms for a waiter behind another: told when its turn comes
 NEVER = -1  # the hits exceed what ever passes at once
 
@@ -136,9 +137,20 @@ class RateLimits:
         self._releaser = Releaser()
         self._cluster = cluster
         self._clock_us = clock_us  # tests only: decide at this time instead of the Redis clock
+        self._recent_keys: dict[str, list[str]] = {}
 
     def keys(self, key: str) -> RateLimitKeys:
         return self._keys.ratelimit(key)
+
+    def _check_keys(self, key: str) -> list[str]:
+        """The key's KEYS for the check script, remembered for the most recent keys
+        (a CheckMany of 100 would otherwise build 800 names; bounded, cleared when full)."""
+        got = self._recent_keys.get(key)
+        if got is None:
+            if len(self._recent_keys) >= RECENT_KEYS:
+                self._recent_keys.clear()
+            got = self._recent_keys[key] = self.keys(key).keys
+        return got
 
     async def check(self, key: str, limit: Limit | None, hits: int) -> Decision:
         return (await self.check_many([Check(key, limit, hits)], all_or_none=False))[1][0]
@@ -178,16 +190,20 @@ class RateLimits:
 
     async def _decide(self, checks: list[Check], all_or_none: bool) -> tuple[bool, list[Decision]]:
         keys: list[str] = []
-        args: list[Any] = [int(all_or_none), str(self._clock_us()) if self._clock_us else ""]
+        carried: dict[Limit, int] = {}  # each limit the checks carry, sent once: its number
+        per_check: list[int] = []
         for c in checks:
-            keys += self.keys(c.key).keys
-            args += [c.hits, *([1, *c.limit.args()] if c.limit else [0, 0, 0, 0, 0, 0])]
-        args.append(secrets.token_hex(12))  # the call's permit prefix (concurrency)
-        reply = await _CHECK.run(self._redis, keys, args)
+            keys += self._check_keys(c.key)
+            per_check += (c.hits, 0 if c.limit is None else carried.setdefault(c.limit, len(carried) + 1))
+        args: list[Any] = [int(all_or_none), str(self._clock_us()) if self._clock_us else "",
+                           secrets.token_hex(12), len(carried)]  # the permit prefix: concurrency's
+        for limit in carried:
+            args += limit.args()
+        reply = await _CHECK.run(self._redis, keys, args + per_check)
         out = []
         for c, at in zip(checks, range(1, len(reply), 7)):
             status, a, b, d, e, f, permit = reply[at:at + 7]
-            if status in (LIMIT.MISMATCH, LIMIT.UNSET):
+            if status == LIMIT.MISMATCH or status == LIMIT.UNSET:
                 self._refuse(status, c.key, [a, b, d, e, f])
             out.append(Decision(status == RATE.ALLOWED, a, b, d, e, f, permit))
         return reply[0] == RATE.ALLOWED, out
@@ -252,7 +268,7 @@ class RateLimits:
     async def _wait_step(self, key: str, k: RateLimitKeys, token: str, limit: Limit | None, hits: int,
                          left_ms: int) -> Decision:
         args = [token, str(self._clock_us()) if self._clock_us else "", left_ms, k.channel, hits,
-                *([1, *limit.args()] if limit else [0, 0, 0, 0, 0, 0])]
+                *([1, *limit.args()] if limit else _NO_LIMIT)]
         status, a, b, c, d, e, permit = await _WAIT.run(self._redis, k.wait_keys, args)
         if status in (LIMIT.MISMATCH, LIMIT.UNSET):
             self._refuse(status, key, [a, b, c, d, e])

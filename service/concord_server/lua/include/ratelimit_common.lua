@@ -17,6 +17,11 @@
 local ALGO = {GCRA = 1, TOKEN_BUCKET = 2, SLIDING_LOG = 3, SLIDING_WINDOW = 4, FIXED_WINDOW = 5, CONCURRENCY = 6}
 local KEYS_PER_CHECK = 8
 
+-- What this script has read or written of a key, so that the checks of one key in
+-- one call (a hot key, many times in a CheckMany) read it from Redis once: the stored
+-- limit by its limit key (false: none), GCRA's tat by its gcra key.
+local seen = {}
+
 local function ms_ceil(x)
   return math.max(1, math.ceil(x))
 end
@@ -30,7 +35,12 @@ end
 local function gcra(k, now, hits, L)
   local T = L.period / L.rate
   local tau = T * L.burst
-  local tat = math.max(tonumber(redis.call('GET', k.gcra) or 0), now)
+  local stored = seen[k.gcra]
+  if stored == nil then
+    stored = tonumber(redis.call('GET', k.gcra) or 0)
+    seen[k.gcra] = stored
+  end
+  local tat = math.max(stored, now)
   local d = {}
   local after = tat
   if hits > L.burst then
@@ -46,7 +56,9 @@ local function gcra(k, now, hits, L)
   d.reset_ms = after - now
   if after ~= tat and hits > 0 then
     d.record = function()
-      redis.call('SET', k.gcra, string.format('%.3f', after), 'PX', ms_ceil(after - now))
+      local kept = string.format('%.3f', after)
+      redis.call('SET', k.gcra, kept, 'PX', ms_ceil(after - now))
+      seen[k.gcra] = tonumber(kept)
     end
   end
   return d
@@ -270,12 +282,14 @@ local function check_keys(i)
 end
 
 local function stored_limit(k)
-  local got = redis.call('HMGET', k.limit, 'a', 'r', 'p', 'b', 'd')
-  if not got[1] then
-    return nil
+  local L = seen[k.limit]
+  if L == nil then
+    local got = redis.call('HMGET', k.limit, 'a', 'r', 'p', 'b', 'd')
+    L = got[1] and {algo = tonumber(got[1]), rate = tonumber(got[2]), period = tonumber(got[3]),
+                    burst = tonumber(got[4]), drain = got[5] == '1'} or false
+    seen[k.limit] = L
   end
-  return {algo = tonumber(got[1]), rate = tonumber(got[2]), period = tonumber(got[3]), burst = tonumber(got[4]),
-          drain = got[5] == '1'}
+  return L or nil
 end
 
 local function same_limit(a, b)
