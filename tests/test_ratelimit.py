@@ -499,6 +499,50 @@ async def test_waiters_are_served_in_the_order_they_came(concord_server, redis_s
     assert redis_sync.zcard(queue) == 0
 
 
+async def test_waiters_keep_their_order_across_a_redis_pause(fresh_redis, tmp_path, name):
+    """Redis stops answering (SIGSTOP, under the server's 5 s reply timeout) while five
+    waiters are queued and a grant falls due: once it answers again every waiter is
+    served, still in the order it came, and none past its bound."""
+    import os
+    import signal
+
+    from support import ServerProcess
+
+    limit = _limit(rate=4, period_ms=1000, burst=1)
+    queue = KeySpace("concord").ratelimit(name).queue
+    server = ServerProcess("--redis-url", fresh_redis.url).start(tmp_path / "server.log")
+    try:
+        async with grpc.aio.insecure_channel(server.target) as channel:
+            stub = ratelimit_pb2_grpc.RateLimitServiceStub(channel)
+            assert (await stub.Check(pb.CheckRequest(key=name, limit=limit, hits=1), timeout=10)).allowed
+            done: list[int] = []
+
+            async def wait(i: int) -> pb.CheckResponse:
+                r = await stub.Wait(pb.WaitRequest(key=name, limit=limit, wait_timeout=_d(15_000)), timeout=20)
+                done.append(i)
+                return r
+
+            calls = []
+            with fresh_redis.client() as r:
+                for i in range(5):
+                    calls.append(asyncio.ensure_future(wait(i)))
+                    await async_wait_until(lambda n=i + 1: _async(r.zcard(queue) >= n or len(done) > 0),
+                                           message=f"waiter {i} to queue")
+            os.kill(fresh_redis.proc.pid, signal.SIGSTOP)
+            resume = threading.Timer(1.0, os.kill, (fresh_redis.proc.pid, signal.SIGCONT))  # 4 grants fall due
+            resume.start()
+            try:
+                replies = await asyncio.gather(*calls)
+            finally:
+                resume.join()
+        assert all(r.allowed for r in replies) and done == sorted(done), done
+        with fresh_redis.client() as r:
+            assert r.zcard(queue) == 0
+    finally:
+        server.stop()
+    assert "Traceback" not in server.log_text()
+
+
 async def test_a_wait_not_allowed_in_time_takes_nothing_and_a_vanished_waiter_holds_nobody_up(
         concord_server, redis_sync, name):
     slow = _limit(rate=1, period_ms=60_000)
