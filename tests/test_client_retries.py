@@ -90,6 +90,42 @@ def test_retry_stops_at_the_budget_and_only_retries_a_servers_unavailable():
     assert calls == 1
 
 
+def test_a_retry_that_could_not_get_as_long_as_the_failed_try_took_is_not_started():
+    """Each try here takes 0.2 s to fail: with 0.3 s of budget the first retry would be
+    cut off by the deadline (the caller would hear DEADLINE_EXCEEDED, not the server's
+    UNAVAILABLE), so the first failure is raised instead. A call that waits in the
+    server is retried anyway: its retry asks the server to wait only what is left."""
+    calls = 0
+
+    def slow_down() -> None:
+        nonlocal calls
+        calls += 1
+        time.sleep(0.2)
+        raise concord.Unavailable("not confirmed", reason="REPLICATION_TIMEOUT")
+
+    with pytest.raises(concord.Unavailable):
+        _retry.retry(slow_down, _retry.Budget(0.3))
+    assert calls == 1
+    calls = 0
+    with pytest.raises(concord.Unavailable):
+        _retry.retry(slow_down, _retry.Budget(0.3), waits=True)
+    assert calls == 2
+
+
+async def test_the_async_retry_needs_as_long_as_the_failed_try_took_too():
+    calls = 0
+
+    async def slow_down() -> None:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(0.2)
+        raise concord.Unavailable("not confirmed", reason="REPLICATION_TIMEOUT")
+
+    with pytest.raises(concord.Unavailable):
+        await _retry.retry_async(slow_down, _retry.Budget(0.3))
+    assert calls == 1
+
+
 # Sync client against a real server and a real Redis outage.
 
 

@@ -129,6 +129,7 @@ func load(args []string) {
 	periodMs := fs.Int64("period-ms", 1000, "the period")
 	global := fs.Bool("global", false, "Gubernator: the GLOBAL behaviour")
 	prefix := fs.String("prefix", "bench", "key prefix (a fresh one per run)")
+	perSecond := fs.Float64("per-second", 0, "calls a second offered, spread over the goroutines (0: as fast as answered)")
 	_ = fs.Parse(args)
 
 	var conns []*grpc.ClientConn
@@ -161,6 +162,14 @@ func load(args []string) {
 			calls, decisions, errs := 0, 0, 0
 			firstErr := ""
 			names := make([]string, *batch)
+			// At a fixed offered rate each goroutine's calls are due every conc/per-second
+			// seconds, and a call's latency counts from when it was due (a late start is
+			// the server's delay too: no coordinated omission).
+			var every time.Duration
+			if *perSecond > 0 {
+				every = time.Duration(float64(*conc) / *perSecond * float64(time.Second))
+			}
+			due := start.Add(time.Duration(rng.Int63n(int64(every) + 1)))
 			for time.Now().Before(deadline) {
 				for i := range names {
 					if rng.Intn(10) < 9 {
@@ -169,8 +178,15 @@ func load(args []string) {
 						names[i] = fmt.Sprintf("%s:cold:%d", *prefix, rng.Intn(*keys))
 					}
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				t0 := time.Now()
+				if every > 0 {
+					if wait := time.Until(due); wait > 0 {
+						time.Sleep(wait)
+					}
+					t0 = due
+					due = due.Add(every)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				var allowed []bool
 				var err error
 				switch *kind {

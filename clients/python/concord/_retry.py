@@ -8,7 +8,9 @@ uniformly from 0 to min(1 s, 50 ms x 2^n)), within the caller's own budget:
   server to wait only for what is left of it (None: retries for as long as it
   waits, i.e. forever; 0, "try once": no retry);
 * any other retried call retries within the client's ``timeout``; each retry's
-  gRPC deadline is what is left of it.
+  gRPC deadline is what is left of it, and a retry is sent only while that is longer
+  than the try that failed took (else its failure is raised: a retry cut off by the
+  deadline would hide the server's UNAVAILABLE behind DEADLINE_EXCEEDED).
 
 So a retried call never takes longer than it could before, and ``queue.get(timeout=3)``
 during a one-second Redis restart returns the task instead of raising at once.
@@ -106,35 +108,42 @@ def refused(exc: grpc.RpcError) -> bool:
     return exc.code() == grpc.StatusCode.UNAVAILABLE and "error code 7" in (exc.details() or "")
 
 
-def _pause(exc: Unavailable, attempt: int, budget: Budget) -> float | None:
+def _pause(exc: Unavailable, attempt: int, budget: Budget, needs: float) -> float | None:
     """How long to pause before retrying, or None to raise: the transport failed
-    (no ErrorInfo: the server did not answer), or the pause would use up the budget
-    (a retry then could only run out of time)."""
+    (no ErrorInfo: the server did not answer), or after the pause the budget would
+    not leave the retry ``needs`` seconds (it could then only run out of time, and
+    the caller would hear DEADLINE_EXCEEDED instead of the server's UNAVAILABLE)."""
     pause = backoff(attempt)
-    return pause if exc.reason and pause < budget.left() else None
+    return pause if exc.reason and pause + needs < budget.left() else None
 
 
-def retry(call: Callable[[], T], budget: Budget) -> T:
-    """call(), repeated while it raises a server's Unavailable and budget has room."""
+def retry(call: Callable[[], T], budget: Budget, waits: bool = False) -> T:
+    """call(), repeated while it raises a server's Unavailable and budget has room.
+    A retry of a call that does not wait in the server needs as long as the try that
+    failed took; one that ``waits`` asks the server to wait only what is left."""
     attempt = 0
     while True:
+        started = time.monotonic()
         try:
             return call()
         except Unavailable as exc:
-            if (pause := _pause(exc, attempt, budget)) is None:
+            needs = 0.0 if waits else time.monotonic() - started
+            if (pause := _pause(exc, attempt, budget, needs)) is None:
                 raise
         time.sleep(pause)
         attempt += 1
 
 
-async def retry_async(call: Callable[[], Awaitable[T]], budget: Budget) -> T:
+async def retry_async(call: Callable[[], Awaitable[T]], budget: Budget, waits: bool = False) -> T:
     """retry() for coroutines: the pauses let the event loop run."""
     attempt = 0
     while True:
+        started = time.monotonic()
         try:
             return await call()
         except Unavailable as exc:
-            if (pause := _pause(exc, attempt, budget)) is None:
+            needs = 0.0 if waits else time.monotonic() - started
+            if (pause := _pause(exc, attempt, budget, needs)) is None:
                 raise
         await asyncio.sleep(pause)
         attempt += 1

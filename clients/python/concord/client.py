@@ -275,7 +275,7 @@ class Client(_Connection):
                 w = wait.chunk()  # less on each retry: the wait's time is spent either way
                 return self._once(method, request_for(w), w + self.timeout)
 
-            got = result(retry(once, wait))
+            got = result(retry(once, wait, waits=True))
             if got is not None or last:
                 return got
 
@@ -383,7 +383,7 @@ class AsyncClient(_Connection):
                 w = wait.chunk()
                 return self._once(method, request_for(w), w + self.timeout)
 
-            got = result(await retry_async(once, wait))
+            got = result(await retry_async(once, wait, waits=True))
             if got is not None or last:
                 return got
 
