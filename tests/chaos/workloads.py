@@ -841,8 +841,10 @@ class Workloads:
             if not ev.ok:
                 await asyncio.sleep(0.1)
                 continue
-            for task in ev.raw:
-                await self._settle("final", random.Random(0), srv, c.queue(task.queue), task, 1.0)
+            # A batch's settles together: with replica acks their changes share one WAIT
+            # (one after another, a long run's backlog outlasted the deadline).
+            await asyncio.gather(*(self._settle("final", random.Random(0), srv, c.queue(task.queue), task, 1.0)
+                                   for task in ev.raw))
             if ev.raw:
                 continue
             st = await self.call("final", "queue.stats", lambda: c.queue(qname).stats(), srv,
