@@ -4,6 +4,7 @@ process is nearly idle, or after a bound when it never is."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
 
@@ -32,7 +33,7 @@ def _freed(ref: weakref.ref):
 
 async def test_frozen_garbage_is_reclaimed_when_nearly_idle():
     busy = [1000]
-    policy = GcPolicy(lambda: busy[0], period=0.02, idle_every=0.05, max_deferred=3600)
+    policy = GcPolicy(lambda: busy[0], period=0.02, idle_every=0.05, max_deferred=3600, growth=0)
     before = gc.get_threshold()
     policy.start()
     try:
@@ -53,5 +54,23 @@ async def test_a_process_never_idle_still_collects_after_the_bound():
     try:
         ref = await _frozen_cycle()
         await async_wait_until(_freed(ref), timeout=5, message="deferred full collection")
+    finally:
+        await policy.aclose()
+
+
+async def test_an_idle_full_collection_waits_until_enough_was_kept_to_be_worth_its_walk():
+    """A full collection walks the start-up objects too (tens of ms), so a process that
+    is nearly idle but steadily serving does not run one every few seconds for
+    nothing: only once ``growth`` objects were frozen since the last one."""
+    kept: list[object] = []
+    policy = GcPolicy(lambda: 0, period=0.02, idle_every=0.05, max_deferred=3600, growth=20_000)
+    policy.start()
+    try:
+        ref = await _frozen_cycle()
+        for _ in range(10):  # ten periods, idle, and little kept: the cycle stays
+            await asyncio.sleep(0.03)
+        assert ref() is not None
+        kept.extend([] for _ in range(30_000))  # lists: objects the collector tracks
+        await async_wait_until(_freed(ref), timeout=5, message="the idle full collection once enough was kept")
     finally:
         await policy.aclose()
