@@ -61,7 +61,7 @@ async def test_a_process_never_idle_still_collects_after_the_bound():
 async def test_an_idle_full_collection_waits_until_enough_was_kept_to_be_worth_its_walk():
     """A full collection walks the start-up objects too (tens of ms), so a process that
     is nearly idle but steadily serving does not run one every few seconds for
-    nothing: only once ``growth`` objects were frozen since the last one."""
+    nothing: only once ``growth`` more memory blocks are allocated than after the last one."""
     kept: list[object] = []
     policy = GcPolicy(lambda: 0, period=0.02, idle_every=0.05, max_deferred=3600, growth=20_000)
     policy.start()
