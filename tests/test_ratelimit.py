@@ -473,71 +473,68 @@ async def test_the_async_client_checks_waits_and_decorates(aclient, name):
 # ------------------------------------------------------------------ Wait
 
 
+async def _queue_waiters(target: str, redis, name: str, limit: pb.Limit, n: int, wait_ms: int):
+    """Takes the key's one unit, then queues n Waits one after another (each in the
+    key's queue before the next is sent). Returns (the calls, the order they ended in)."""
+    queue = KeySpace("concord").ratelimit(name).queue
+    channel = grpc.aio.insecure_channel(target)
+    stub = ratelimit_pb2_grpc.RateLimitServiceStub(channel)
+    assert (await stub.Check(pb.CheckRequest(key=name, limit=limit, hits=1), timeout=10)).allowed
+    done: list[int] = []
+
+    async def wait(i: int) -> pb.CheckResponse:
+        r = await stub.Wait(pb.WaitRequest(key=name, limit=limit, wait_timeout=_d(wait_ms)), timeout=20)
+        done.append(i)
+        return r
+
+    calls = []
+    for i in range(n):
+        calls.append(asyncio.ensure_future(wait(i)))
+        await async_wait_until(lambda k=i + 1: _async(redis.zcard(queue) >= k or len(done) > 0),
+                               message=f"waiter {i} to queue")
+
+    async def replies() -> list[pb.CheckResponse]:
+        try:
+            return await asyncio.gather(*calls)
+        finally:
+            await channel.close()
+
+    return replies(), done
+
+
 async def test_waiters_are_served_in_the_order_they_came(concord_server, redis_sync, name):
     """Five waiters behind an empty key (2 a second, one at a time): each is woken when
     the limit allows, in arrival order, the head at its exact time and the next when
     the head tells it, not by polling."""
-    limit = _limit(rate=2, period_ms=1000, burst=1)
-    queue = KeySpace("concord").ratelimit(name).queue
-    async with grpc.aio.insecure_channel(concord_server.target) as channel:
-        stub = ratelimit_pb2_grpc.RateLimitServiceStub(channel)
-        assert (await stub.Check(pb.CheckRequest(key=name, limit=limit, hits=1), timeout=10)).allowed
-        done: list[int] = []
-
-        async def wait(i: int) -> pb.CheckResponse:
-            r = await stub.Wait(pb.WaitRequest(key=name, limit=limit, wait_timeout=_d(10_000)), timeout=20)
-            done.append(i)
-            return r
-
-        calls = []
-        for i in range(5):
-            calls.append(asyncio.ensure_future(wait(i)))
-            await async_wait_until(lambda n=i + 1: _async(redis_sync.zcard(queue) >= n or len(done) > 0),
-                                   message=f"waiter {i} to queue")
-        replies = await asyncio.gather(*calls)
-    assert all(r.allowed for r in replies) and done == sorted(done), done
-    assert redis_sync.zcard(queue) == 0
+    replies, done = await _queue_waiters(concord_server.target, redis_sync, name,
+                                         _limit(rate=2, period_ms=1000, burst=1), 5, 10_000)
+    assert all(r.allowed for r in await replies) and done == sorted(done), done
+    assert redis_sync.zcard(KeySpace("concord").ratelimit(name).queue) == 0
 
 
 async def test_waiters_keep_their_order_across_a_redis_pause(fresh_redis, tmp_path, name):
     """Redis stops answering (SIGSTOP, under the server's 5 s reply timeout) while five
-    waiters are queued and a grant falls due: once it answers again every waiter is
-    served, still in the order it came, and none past its bound."""
+    waiters are queued and grants fall due: once it answers again every waiter is
+    served, still in the order it came."""
     import os
     import signal
 
     from support import ServerProcess
 
-    limit = _limit(rate=4, period_ms=1000, burst=1)
-    queue = KeySpace("concord").ratelimit(name).queue
     server = ServerProcess("--redis-url", fresh_redis.url).start(tmp_path / "server.log")
     try:
-        async with grpc.aio.insecure_channel(server.target) as channel:
-            stub = ratelimit_pb2_grpc.RateLimitServiceStub(channel)
-            assert (await stub.Check(pb.CheckRequest(key=name, limit=limit, hits=1), timeout=10)).allowed
-            done: list[int] = []
-
-            async def wait(i: int) -> pb.CheckResponse:
-                r = await stub.Wait(pb.WaitRequest(key=name, limit=limit, wait_timeout=_d(15_000)), timeout=20)
-                done.append(i)
-                return r
-
-            calls = []
-            with fresh_redis.client() as r:
-                for i in range(5):
-                    calls.append(asyncio.ensure_future(wait(i)))
-                    await async_wait_until(lambda n=i + 1: _async(r.zcard(queue) >= n or len(done) > 0),
-                                           message=f"waiter {i} to queue")
+        with fresh_redis.client() as r:
+            replies, done = await _queue_waiters(server.target, r, name, _limit(rate=4, period_ms=1000, burst=1),
+                                                 5, 15_000)
             os.kill(fresh_redis.proc.pid, signal.SIGSTOP)
             resume = threading.Timer(1.0, os.kill, (fresh_redis.proc.pid, signal.SIGCONT))  # 4 grants fall due
             resume.start()
             try:
-                replies = await asyncio.gather(*calls)
+                got = await replies
             finally:
                 resume.join()
-        assert all(r.allowed for r in replies) and done == sorted(done), done
-        with fresh_redis.client() as r:
-            assert r.zcard(queue) == 0
+            assert all(g.allowed for g in got) and done == sorted(done), done
+            assert r.zcard(KeySpace("concord").ratelimit(name).queue) == 0
     finally:
         server.stop()
     assert "Traceback" not in server.log_text()
