@@ -1,6 +1,7 @@
 package concord_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -39,5 +40,32 @@ func TestRateLimitCheckAndWait(t *testing.T) {
 	_, err = c.RateLimits.Check(ctx, &ratelimitv1.CheckRequest{Key: key, Limit: other, Hits: 1})
 	if !errors.Is(err, concord.ErrRateLimitMismatch) {
 		t.Fatalf("another limit: want ErrRateLimitMismatch, got %v", err)
+	}
+}
+
+// The helper: a key with its limit; Check takes or refuses at once, Wait blocks in
+// the server until the units pass, and a context that ends first takes nothing.
+func TestRateLimitHelperChecksAndWaits(t *testing.T) {
+	t.Parallel()
+	c, key := connect(t), unique(t)
+	ctx := within(t, 20*time.Second)
+	api := c.RateLimit(key, 2, time.Second, 1)
+	if d, err := api.Check(ctx, 1); err != nil || !d.GetAllowed() {
+		t.Fatalf("first check: want allowed, got %v, %v", d, err)
+	}
+	if d, err := api.Check(ctx, 1); err != nil || d.GetAllowed() || d.GetRetryAfter().AsDuration() <= 0 {
+		t.Fatalf("second check: want refused with a retry_after, got %v, %v", d, err)
+	}
+	started := time.Now()
+	if d, err := api.Wait(ctx, 1); err != nil || !d.GetAllowed() {
+		t.Fatalf("Wait: want allowed once the limit allows, got %v, %v", d, err)
+	}
+	if waited := time.Since(started); waited < 100*time.Millisecond {
+		t.Fatalf("Wait returned after %v: the limit lets one unit through every 500 ms", waited)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.RateLimit(key, 2, time.Second, 1).Wait(short, 1); !errors.Is(err, concord.ErrNotAcquired) {
+		t.Fatalf("a wait cut short: want ErrNotAcquired, got %v", err)
 	}
 }

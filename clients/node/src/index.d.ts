@@ -3,11 +3,14 @@
 // against the packed package under `tsc --strict`.
 import * as grpc from '@grpc/grpc-js';
 import type { ElectionClient } from './election.js';
+import type { RateLimitClient } from './ratelimit.js';
 import type { Reason, Services } from './services.js';
 
 export type { Callback, Reason, Services } from './services.js';
 export type { concord, google } from './services.js';
 export { DEFAULT_ELECTION_TTL_MS, Election, Leadership, Observer } from './election.js';
+export { RateLimit } from './ratelimit.js';
+export type { Decision, RateLimitClient, RateLimitOptions } from './ratelimit.js';
 export type {
   CampaignOptions, ElectionClient, ElectionOptions, ObserveOptions, Term, Value,
 } from './election.js';
@@ -46,8 +49,10 @@ export declare class Client implements Services {
   chat: Services['chat'];
   autocomplete: Services['autocomplete'];
   files: Services['files'];
-  /** Check, CheckMany, Wait (blocks in the server, FIFO among a key's waiters), SetLimit... */
-  ratelimit: Services['ratelimit'];
+  /** `client.ratelimit(key, { rate, per, burst })` is a RateLimit (check, wait); its
+   * properties are Check, CheckMany, Wait (blocks in the server, FIFO among a key's
+   * waiters), SetLimit... as for the other services. */
+  ratelimit: RateLimitClient;
   /** `client.election(name)` is an Election (campaign, leader, observe...); its
    * properties are the ElectionService's methods, as for the other services. */
   election: ElectionClient;

@@ -10,6 +10,7 @@ import grpc from '@grpc/grpc-js';
 import protoLoader from '@grpc/proto-loader';
 import protobuf from 'protobufjs';
 import { electionClient } from './election.js';
+import { rateLimitClient } from './ratelimit.js';
 
 const require = createRequire(import.meta.url);
 
@@ -319,6 +320,7 @@ export class Client {
       this[key] = promising(stub);
     }
     this.election = electionClient(this.election); // also client.election(name): an Election
+    this.ratelimit = rateLimitClient(this.ratelimit); // also client.ratelimit(key, limit): a RateLimit
     this.#channel = first.getChannel();
   }
 
@@ -334,3 +336,4 @@ export function duration(ms) {
 
 export { grpc };
 export { DEFAULT_ELECTION_TTL_MS, Election, Leadership, Observer } from './election.js';
+export { RateLimit } from './ratelimit.js';

@@ -102,6 +102,20 @@ describe('concord over grpc-js', { skip }, () => {
     assert.ok(err?.is('RATE_LIMIT_MISMATCH') && err.code === grpc.status.FAILED_PRECONDITION, String(err));
   });
 
+  test('client.ratelimit(key, limit): check takes or refuses at once, wait blocks until the units pass', async () => {
+    const api = client.ratelimit(unique('ratelimit-helper'), { rate: 2, per: 1000, burst: 1 });
+    assert.equal((await api.check()).allowed, true);
+    const refused = await api.check();
+    assert.ok(!refused.allowed && refused.retryAfterMs > 0, JSON.stringify(refused));
+    const started = Date.now();
+    const waited = await api.wait(1, { timeout: 5000 });
+    assert.ok(waited.allowed && Date.now() - started >= 100, JSON.stringify(waited));
+    const short = await api.wait(1, { timeout: 0 }); // the next unit is 500 ms away: not now
+    assert.ok(!short.allowed && short.retryAfterMs > 0, JSON.stringify(short));
+    const never = await api.wait(2, { timeout: 1000 }); // more than the burst: never at once
+    assert.ok(!never.allowed && never.retryAfterMs === -1, JSON.stringify(never));
+  });
+
   test('task groups take turns; a group at its cap holds its next task and says why', async () => {
     const queue = unique('groups');
     await client.queue.setGroupRules({ queue, group: 'a', rules: { maxLeased: 1 } }, soon());
