@@ -230,3 +230,39 @@ def _sem_acquires(client: concord.Client, name: str) -> bool:
         return client.semaphore(name, limit=1, ttl=5).acquire() is not None
     except concord.Unavailable:
         return False
+
+
+def test_a_call_whose_redis_hangs_answers_unavailable_before_its_deadline(fresh_redis, tmp_path, name):
+    """Redis paused (SIGSTOP): the link would fail what it owes only after its 5 s
+    reply timeout, but a call given 1 s answers UNAVAILABLE within that second, not
+    DEADLINE_EXCEEDED with no word from the server (the Sentinel campaign saw a
+    retried refresh run into its deadline this way). A call with time to spare still
+    waits for Redis and succeeds once it answers."""
+    import os
+    import time
+
+    from concord.lock.v1 import lock_pb2, lock_pb2_grpc
+
+    from support import error_info
+
+    server = ServerProcess("--redis-url", fresh_redis.url).start(tmp_path / "server.log")
+    try:
+        with grpc.insecure_channel(server.target) as channel:
+            locks = lock_pb2_grpc.LockServiceStub(channel)
+            locks.Describe(lock_pb2.DescribeRequest(name=name), timeout=10)
+            os.kill(fresh_redis.proc.pid, signal.SIGSTOP)
+            try:
+                started = time.monotonic()
+                with pytest.raises(grpc.RpcError) as err:
+                    locks.Describe(lock_pb2.DescribeRequest(name=name), timeout=1.0)
+                took = time.monotonic() - started
+                assert err.value.code() == grpc.StatusCode.UNAVAILABLE, err.value
+                assert error_info(err.value).reason == "REDIS_UNAVAILABLE", err.value.details()
+                assert took < 1.0
+                later = locks.Describe.future(lock_pb2.DescribeRequest(name=name), timeout=20)
+            finally:
+                os.kill(fresh_redis.proc.pid, signal.SIGCONT)
+            assert not later.result().held
+    finally:
+        server.stop()
+    assert "Traceback" not in server.log_text()

@@ -24,6 +24,7 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from ..errors import ConcordError, InvalidArgument, Unavailable
+from ..store import call_deadline
 from ..store.client import UNAVAILABLE_ERRORS
 from .decoding import Undecodable
 
@@ -82,6 +83,13 @@ def _being_cancelled() -> bool:
     """Whether this task was asked to stop (the call cancelled, the server stopping)."""
     task = asyncio.current_task()
     return task is None or task.cancelling() > 0
+
+
+def _time_remaining(context: grpc.aio.ServicerContext) -> float | None:
+    try:
+        return context.time_remaining()
+    except Exception:  # a context that cannot tell (tests' stand-ins)
+        return None
 
 
 def _cancelled(context: grpc.aio.ServicerContext) -> bool:
@@ -150,6 +158,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
     async def unary(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         async with _Call(context, name):
             check_decoded(request)
+            call_deadline.bound(_time_remaining(context))  # its Redis waits end by then (UNAVAILABLE)
             return await method(self, request, context)
 
     return unary

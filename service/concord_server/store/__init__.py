@@ -7,7 +7,8 @@ to the process's one ``autopipeline.AutoPipeline`` (standalone Redis) or to
 ``cluster.ClusterCommands`` (one AutoPipeline per primary, chosen by the key's
 slot). Commands issued in one event-loop turn leave in one write on one
 ``link.Link``, the socket's only owner, which hands each reply, in order, to its
-caller's future. The reply is checked against its script's shape, decoded, and a
+caller's future; a caller waits for it at most until its call's gRPC deadline
+(``call_deadline``) or the link's reply timeout, whichever comes first. The reply is checked against its script's shape, decoded, and a
 Redis failure becomes a domain error in one place (``client``: UNAVAILABLE, or
 STORAGE_FULL when Redis is out of memory), so nothing above this package sees a
 redis-py exception.

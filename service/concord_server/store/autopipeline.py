@@ -27,6 +27,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..errors import ReplicationTimeout
 
+from .call_deadline import by_the_deadline
 from .link import Endpoint, Link
 from .replica_acks import Confirmations, changes
 
@@ -50,17 +51,18 @@ class AutoPipeline:
         """Sends one command; ``NEVER_DECODE=True`` (redis-py's option) keeps its reply bytes.
         With replica acks, a change's reply is returned once the batch's WAIT confirmed it."""
         link = self._link
+        within = self.endpoint.reply_timeout
         if link is None or not link.alive:
-            link = await self._open()
+            link = await by_the_deadline(self._open(), within)
         reply = link.send(args, bool(options.get(NEVER_DECODE)))
         if self._confirmations is None or not changes(args):
-            return await reply
+            return await by_the_deadline(reply, within)
         confirmed = self._confirmations.after(link)
-        result = await reply
+        result = await by_the_deadline(reply, within)
         try:
             # Shielded: the batch's callers share this future, and a caller cancelled while
             # it waits (its call bound, its client gone) would otherwise cancel it for all.
-            await asyncio.shield(confirmed)
+            await by_the_deadline(asyncio.shield(confirmed), within, "the replicas")
         except (ReplicationTimeout, RedisConnectionError, RedisTimeoutError) as exc:
             # The script ran (its reply is here) but is not confirmed: say what it answered.
             raise ReplicationTimeout(f"the change was made on the Redis primary but not confirmed: {exc}",
@@ -81,14 +83,15 @@ class AutoPipeline:
         """Several commands back to back on one connection, nothing between them (ASKING
         and the command it applies to); returns their replies or raises the first error."""
         link = self._link
+        within = self.endpoint.reply_timeout
         if link is None or not link.alive:
-            link = await self._open()
+            link = await by_the_deadline(self._open(), within)
         futures = [link.send(c, raw) for c in commands]
         confirmed = (self._confirmations.after(link) if self._confirmations is not None
                      and any(changes(c) for c in commands) else None)
-        results = list(await asyncio.gather(*futures))
-        if confirmed is not None:
-            await asyncio.shield(confirmed)  # shared by the batch's callers (execute_command)
+        results = list(await by_the_deadline(asyncio.gather(*futures), within))
+        if confirmed is not None:  # shared by the batch's callers (execute_command)
+            await by_the_deadline(asyncio.shield(confirmed), within, "the replicas")
         return results
 
     def on_lost(self, callback: Callable[[BaseException], None]) -> None:
