@@ -9,8 +9,8 @@ uniformly from 0 to min(1 s, 50 ms x 2^n)), within the caller's own budget:
   waits, i.e. forever; 0, "try once": no retry);
 * any other retried call retries within the client's ``timeout``; each retry's
   gRPC deadline is what is left of it, and a retry is sent only while that is longer
-  than the try that failed took (else its failure is raised: a retry cut off by the
-  deadline would hide the server's UNAVAILABLE behind DEADLINE_EXCEEDED).
+  than the try that failed took, and than MIN_TRY (else its failure is raised: a retry
+  cut off by the deadline would hide the server's UNAVAILABLE behind DEADLINE_EXCEEDED).
 
 So a retried call never takes longer than it could before, and ``queue.get(timeout=3)``
 during a one-second Redis restart returns the task instead of raising at once.
@@ -78,6 +78,9 @@ T = TypeVar("T")
 
 BASE = 0.05  # seconds: the first pause is at most this
 CAP = 1.0  # seconds: no pause is longer, so an outage's end is noticed within a second
+# Seconds a retry of a call that does not wait in the server needs at least: with less,
+# its answer would race its own deadline (DEADLINE_EXCEEDED instead of UNAVAILABLE).
+MIN_TRY = 0.2
 # timeout=None waits in server-side waits of this length; each keeps its FIFO place.
 WAIT_CHUNK = 300.0
 
@@ -127,7 +130,7 @@ def retry(call: Callable[[], T], budget: Budget, waits: bool = False) -> T:
         try:
             return call()
         except Unavailable as exc:
-            needs = 0.0 if waits else time.monotonic() - started
+            needs = 0.0 if waits else max(MIN_TRY, time.monotonic() - started)
             if (pause := _pause(exc, attempt, budget, needs)) is None:
                 raise
         time.sleep(pause)
@@ -142,7 +145,7 @@ async def retry_async(call: Callable[[], Awaitable[T]], budget: Budget, waits: b
         try:
             return await call()
         except Unavailable as exc:
-            needs = 0.0 if waits else time.monotonic() - started
+            needs = 0.0 if waits else max(MIN_TRY, time.monotonic() - started)
             if (pause := _pause(exc, attempt, budget, needs)) is None:
                 raise
         await asyncio.sleep(pause)
