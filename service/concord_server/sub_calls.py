@@ -1,4 +1,5 @@
-"""Calls carried inside a stream: each LockService.Session request is admitted by the
+"""Calls carried inside a stream: each Session request (locks, semaphores, read-write
+locks) is admitted by the
 edge's limits as the unary call it stands for (the same request rate and
 blocked-call limits; every stream message's size is checked anyway), so a session
 is no way around them.

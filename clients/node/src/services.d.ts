@@ -3701,6 +3701,69 @@ export declare namespace concord.semaphore.v1 {
     setLimit(request: concord.semaphore.v1.SetLimitRequest, options?: grpc.CallOptions): Promise<concord.semaphore.v1.SetLimitResponse__Output>;
     /** setLimit, by its name in the .proto file. */
     SetLimit(request: concord.semaphore.v1.SetLimitRequest, options?: grpc.CallOptions): Promise<concord.semaphore.v1.SetLimitResponse__Output>;
+    /**
+     * Session carries Acquire, Release and Refresh as messages on one long-lived
+     * stream, exactly as LockService.Session does for locks (its comment has the
+     * rules): each request carries an id of the client's choosing and its answer the
+     * same id; an answer is what the unary method would return, or `error`; `cancel`
+     * gives up a waiting Acquire (it answers acquired=false). The permits belong to
+     * the client, not to the stream: they outlive it until released or expired.
+     */
+    session(options?: grpc.CallOptions): grpc.ClientDuplexStream<concord.semaphore.v1.SessionRequest, concord.semaphore.v1.SessionResponse__Output>;
+    /** session, by its name in the .proto file. */
+    Session(options?: grpc.CallOptions): grpc.ClientDuplexStream<concord.semaphore.v1.SessionRequest, concord.semaphore.v1.SessionResponse__Output>;
+  }
+
+  interface SessionRequest {
+    /**
+     * The client's number for this request, echoed in its answer. Ids of requests in
+     * flight must differ; one may be reused once answered.
+     */
+    id?: number | string;
+    acquire?: concord.semaphore.v1.AcquireRequest | null;
+    release?: concord.semaphore.v1.ReleaseRequest | null;
+    refresh?: concord.semaphore.v1.RefreshRequest | null;
+    /**
+     * Gives up the waiting Acquire with this id. Nothing happens, and nothing is
+     * answered, if no Acquire with it is waiting.
+     */
+    cancel?: number | string;
+  }
+  interface SessionRequest__Output {
+    /**
+     * The client's number for this request, echoed in its answer. Ids of requests in
+     * flight must differ; one may be reused once answered.
+     */
+    id: string;
+    acquire?: concord.semaphore.v1.AcquireRequest__Output | null;
+    release?: concord.semaphore.v1.ReleaseRequest__Output | null;
+    refresh?: concord.semaphore.v1.RefreshRequest__Output | null;
+    /**
+     * Gives up the waiting Acquire with this id. Nothing happens, and nothing is
+     * answered, if no Acquire with it is waiting.
+     */
+    cancel?: string;
+    /** Which of the oneof's fields is set. */
+    op?: 'acquire' | 'release' | 'refresh' | 'cancel';
+  }
+
+  interface SessionResponse {
+    /** The id of the request this answers. */
+    id?: number | string;
+    acquire?: concord.semaphore.v1.AcquireResponse | null;
+    release?: concord.semaphore.v1.ReleaseResponse | null;
+    refresh?: concord.semaphore.v1.RefreshResponse | null;
+    error?: concord.error.v1.Error | null;
+  }
+  interface SessionResponse__Output {
+    /** The id of the request this answers. */
+    id: string;
+    acquire?: concord.semaphore.v1.AcquireResponse__Output | null;
+    release?: concord.semaphore.v1.ReleaseResponse__Output | null;
+    refresh?: concord.semaphore.v1.RefreshResponse__Output | null;
+    error?: concord.error.v1.Error__Output | null;
+    /** Which of the oneof's fields is set. */
+    result?: 'acquire' | 'release' | 'refresh' | 'error';
   }
 
   interface SetLimitRequest {

@@ -15,7 +15,7 @@ from ..primitives.lock import Locks
 from . import validation as v
 from .convert import duration, name_page, timestamp, wait_budget_ms
 from .holding import ACQUIRED, LOST, hold_events
-from .lock_session import LockSession
+from . import session
 from .status import rpc
 
 
@@ -58,7 +58,7 @@ class LockServicer(lock_pb2_grpc.LockServiceServicer):
 
     @rpc
     async def Session(self, requests, context):
-        async for answer in LockSession(self).run(requests, context):
+        async for answer in session.Session(self, pb, "LockService").run(requests, context):
             yield answer
 
     @rpc

@@ -15,6 +15,7 @@ from ..primitives.rwlock import READ, WRITE, Holder, RWLocks
 from . import validation as v
 from .convert import duration, timestamp, wait_budget_ms
 from .holding import ACQUIRED, LOST, hold_events
+from . import session
 from .status import rpc
 
 _MODES = {pb.MODE_READ: READ, pb.MODE_WRITE: WRITE}
@@ -45,25 +46,31 @@ class ReadWriteLockServicer(rwlock_pb2_grpc.ReadWriteLockServiceServicer):
         owner = v.label(request.owner, "owner") or context.peer()
         return name, mode, ttl, wait_budget_ms(wait, context), owner
 
-    @rpc
-    async def Acquire(self, request: pb.AcquireRequest, context) -> pb.AcquireResponse:
+    async def acquire(self, request: pb.AcquireRequest, context) -> pb.AcquireResponse:
         grant = await self._rw.acquire(*self._acquire_args(request, context))
         if grant is None:
             return pb.AcquireResponse(acquired=False)
         return pb.AcquireResponse(acquired=True, lease=grant.lease, fencing_token=grant.fencing_token,
                                   expires_at=timestamp(grant.expires_at_ms))
 
-    @rpc
-    async def Release(self, request: pb.ReleaseRequest, context) -> pb.ReleaseResponse:
+    async def release(self, request: pb.ReleaseRequest, context) -> pb.ReleaseResponse:
         await self._rw.release(v.name(request.name), v.token(request.lease, "lease"))
         return pb.ReleaseResponse()
 
-    @rpc
-    async def Refresh(self, request: pb.RefreshRequest, context) -> pb.RefreshResponse:
+    async def refresh(self, request: pb.RefreshRequest, context) -> pb.RefreshResponse:
         name, lease = v.name(request.name), v.token(request.lease, "lease")
         ttl = self._durations.ttl(request)
         grant = await self._rw.refresh(name, lease, ttl)
         return pb.RefreshResponse(expires_at=timestamp(grant.expires_at_ms))
+
+    Acquire = rpc(acquire)
+    Release = rpc(release)
+    Refresh = rpc(refresh)
+
+    @rpc
+    async def Session(self, requests, context):
+        async for answer in session.Session(self, pb, "ReadWriteLockService").run(requests, context):
+            yield answer
 
     @rpc
     async def Describe(self, request: pb.DescribeRequest, context) -> pb.DescribeResponse:

@@ -15,6 +15,7 @@ from ..primitives.semaphore import Semaphores
 from . import validation as v
 from .convert import duration, name_page, timestamp, wait_budget_ms
 from .holding import ACQUIRED, LOST, hold_events
+from . import session
 from .status import rpc
 
 
@@ -37,8 +38,7 @@ class SemaphoreServicer(semaphore_pb2_grpc.SemaphoreServiceServicer):
     async def ListSemaphores(self, request: pb.ListSemaphoresRequest, context) -> pb.ListSemaphoresResponse:
         return await name_page(self._sems.names, request, pb.ListSemaphoresResponse)
 
-    @rpc
-    async def Acquire(self, request: pb.AcquireRequest, context) -> pb.AcquireResponse:
+    async def acquire(self, request: pb.AcquireRequest, context) -> pb.AcquireResponse:
         permit = await self._sems.acquire(*self._acquire_args(request, context))
         if permit is None:
             return pb.AcquireResponse(acquired=False)
@@ -50,16 +50,23 @@ class SemaphoreServicer(semaphore_pb2_grpc.SemaphoreServiceServicer):
         limit = v.count(request.limit, "limit", minimum=1, maximum=self._max_limit)
         return pb.SetLimitResponse(previous_limit=await self._sems.set_limit(name, limit))
 
-    @rpc
-    async def Release(self, request: pb.ReleaseRequest, context) -> pb.ReleaseResponse:
+    async def release(self, request: pb.ReleaseRequest, context) -> pb.ReleaseResponse:
         await self._sems.release(v.name(request.name), v.token(request.permit_id, "permit_id"))
         return pb.ReleaseResponse()
 
-    @rpc
-    async def Refresh(self, request: pb.RefreshRequest, context) -> pb.RefreshResponse:
+    async def refresh(self, request: pb.RefreshRequest, context) -> pb.RefreshResponse:
         name, permit_id = v.name(request.name), v.token(request.permit_id, "permit_id")
         ttl = self._durations.ttl(request)
         return pb.RefreshResponse(expires_at=timestamp(await self._sems.refresh(name, permit_id, ttl)))
+
+    Acquire = rpc(acquire)
+    Release = rpc(release)
+    Refresh = rpc(refresh)
+
+    @rpc
+    async def Session(self, requests, context):
+        async for answer in session.Session(self, pb, "SemaphoreService").run(requests, context):
+            yield answer
 
     @rpc
     async def Describe(self, request: pb.DescribeRequest, context) -> pb.DescribeResponse:

@@ -22,45 +22,50 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from concord.error.v1 import error_pb2 as concord_dot_error_dot_v1_dot_error__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x63oncord/rwlock/v1/rwlock.proto\x12\x11\x63oncord.rwlock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\x01\n\x0e\x41\x63quireRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x04mode\x18\x02 \x01(\x0e\x32\x17.concord.rwlock.v1.Mode\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x05 \x01(\t\"y\n\x0f\x41\x63quireResponse\x12\x10\n\x08\x61\x63quired\x18\x01 \x01(\x08\x12\r\n\x05lease\x18\x02 \x01(\t\x12\x15\n\rfencing_token\x18\x03 \x01(\x04\x12.\n\nexpires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"-\n\x0eReleaseRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05lease\x18\x02 \x01(\t\"\x11\n\x0fReleaseResponse\"U\n\x0eRefreshRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05lease\x18\x02 \x01(\t\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"A\n\x0fRefreshResponse\x12.\n\nexpires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x1f\n\x0f\x44\x65scribeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"`\n\x06Holder\x12\r\n\x05owner\x18\x01 \x01(\t\x12\x15\n\rfencing_token\x18\x02 \x01(\x04\x12\x30\n\rttl_remaining\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\">\n\x06Waiter\x12\r\n\x05owner\x18\x01 \x01(\t\x12%\n\x04mode\x18\x02 \x01(\x0e\x32\x17.concord.rwlock.v1.Mode\"\x95\x01\n\x10\x44\x65scribeResponse\x12)\n\x06writer\x18\x01 \x01(\x0b\x32\x19.concord.rwlock.v1.Holder\x12*\n\x07readers\x18\x02 \x03(\x0b\x32\x19.concord.rwlock.v1.Holder\x12*\n\x07waiters\x18\x03 \x03(\x0b\x32\x19.concord.rwlock.v1.Waiter\"\xaa\x01\n\x0bHoldRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x04mode\x18\x02 \x01(\x0e\x32\x17.concord.rwlock.v1.Mode\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x05 \x01(\t\"\x91\x01\n\x0cHoldResponse\x12+\n\x05\x65vent\x18\x01 \x01(\x0e\x32\x1c.concord.rwlock.v1.HoldEvent\x12\r\n\x05lease\x18\x02 \x01(\t\x12\x15\n\rfencing_token\x18\x03 \x01(\x04\x12.\n\nexpires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*;\n\x04Mode\x12\x14\n\x10MODE_UNSPECIFIED\x10\x00\x12\r\n\tMODE_READ\x10\x01\x12\x0e\n\nMODE_WRITE\x10\x02*o\n\tHoldEvent\x12\x1a\n\x16HOLD_EVENT_UNSPECIFIED\x10\x00\x12\x17\n\x13HOLD_EVENT_ACQUIRED\x10\x01\x12\x18\n\x14HOLD_EVENT_REFRESHED\x10\x02\x12\x13\n\x0fHOLD_EVENT_LOST\x10\x03\x32\xac\x03\n\x14ReadWriteLockService\x12P\n\x07\x41\x63quire\x12!.concord.rwlock.v1.AcquireRequest\x1a\".concord.rwlock.v1.AcquireResponse\x12P\n\x07Release\x12!.concord.rwlock.v1.ReleaseRequest\x1a\".concord.rwlock.v1.ReleaseResponse\x12P\n\x07Refresh\x12!.concord.rwlock.v1.RefreshRequest\x1a\".concord.rwlock.v1.RefreshResponse\x12S\n\x08\x44\x65scribe\x12\".concord.rwlock.v1.DescribeRequest\x1a#.concord.rwlock.v1.DescribeResponse\x12I\n\x04Hold\x12\x1e.concord.rwlock.v1.HoldRequest\x1a\x1f.concord.rwlock.v1.HoldResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x63oncord/rwlock/v1/rwlock.proto\x12\x11\x63oncord.rwlock.v1\x1a\x1c\x63oncord/error/v1/error.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd6\x01\n\x0eSessionRequest\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x34\n\x07\x61\x63quire\x18\x02 \x01(\x0b\x32!.concord.rwlock.v1.AcquireRequestH\x00\x12\x34\n\x07release\x18\x03 \x01(\x0b\x32!.concord.rwlock.v1.ReleaseRequestH\x00\x12\x34\n\x07refresh\x18\x04 \x01(\x0b\x32!.concord.rwlock.v1.RefreshRequestH\x00\x12\x10\n\x06\x63\x61ncel\x18\x05 \x01(\x04H\x00\x42\x04\n\x02op\"\xf6\x01\n\x0fSessionResponse\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x35\n\x07\x61\x63quire\x18\x02 \x01(\x0b\x32\".concord.rwlock.v1.AcquireResponseH\x00\x12\x35\n\x07release\x18\x03 \x01(\x0b\x32\".concord.rwlock.v1.ReleaseResponseH\x00\x12\x35\n\x07refresh\x18\x04 \x01(\x0b\x32\".concord.rwlock.v1.RefreshResponseH\x00\x12(\n\x05\x65rror\x18\x05 \x01(\x0b\x32\x17.concord.error.v1.ErrorH\x00\x42\x08\n\x06result\"\xad\x01\n\x0e\x41\x63quireRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x04mode\x18\x02 \x01(\x0e\x32\x17.concord.rwlock.v1.Mode\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x05 \x01(\t\"y\n\x0f\x41\x63quireResponse\x12\x10\n\x08\x61\x63quired\x18\x01 \x01(\x08\x12\r\n\x05lease\x18\x02 \x01(\t\x12\x15\n\rfencing_token\x18\x03 \x01(\x04\x12.\n\nexpires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"-\n\x0eReleaseRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05lease\x18\x02 \x01(\t\"\x11\n\x0fReleaseResponse\"U\n\x0eRefreshRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05lease\x18\x02 \x01(\t\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"A\n\x0fRefreshResponse\x12.\n\nexpires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x1f\n\x0f\x44\x65scribeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"`\n\x06Holder\x12\r\n\x05owner\x18\x01 \x01(\t\x12\x15\n\rfencing_token\x18\x02 \x01(\x04\x12\x30\n\rttl_remaining\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\">\n\x06Waiter\x12\r\n\x05owner\x18\x01 \x01(\t\x12%\n\x04mode\x18\x02 \x01(\x0e\x32\x17.concord.rwlock.v1.Mode\"\x95\x01\n\x10\x44\x65scribeResponse\x12)\n\x06writer\x18\x01 \x01(\x0b\x32\x19.concord.rwlock.v1.Holder\x12*\n\x07readers\x18\x02 \x03(\x0b\x32\x19.concord.rwlock.v1.Holder\x12*\n\x07waiters\x18\x03 \x03(\x0b\x32\x19.concord.rwlock.v1.Waiter\"\xaa\x01\n\x0bHoldRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x04mode\x18\x02 \x01(\x0e\x32\x17.concord.rwlock.v1.Mode\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x05 \x01(\t\"\x91\x01\n\x0cHoldResponse\x12+\n\x05\x65vent\x18\x01 \x01(\x0e\x32\x1c.concord.rwlock.v1.HoldEvent\x12\r\n\x05lease\x18\x02 \x01(\t\x12\x15\n\rfencing_token\x18\x03 \x01(\x04\x12.\n\nexpires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*;\n\x04Mode\x12\x14\n\x10MODE_UNSPECIFIED\x10\x00\x12\r\n\tMODE_READ\x10\x01\x12\x0e\n\nMODE_WRITE\x10\x02*o\n\tHoldEvent\x12\x1a\n\x16HOLD_EVENT_UNSPECIFIED\x10\x00\x12\x17\n\x13HOLD_EVENT_ACQUIRED\x10\x01\x12\x18\n\x14HOLD_EVENT_REFRESHED\x10\x02\x12\x13\n\x0fHOLD_EVENT_LOST\x10\x03\x32\x82\x04\n\x14ReadWriteLockService\x12P\n\x07\x41\x63quire\x12!.concord.rwlock.v1.AcquireRequest\x1a\".concord.rwlock.v1.AcquireResponse\x12P\n\x07Release\x12!.concord.rwlock.v1.ReleaseRequest\x1a\".concord.rwlock.v1.ReleaseResponse\x12P\n\x07Refresh\x12!.concord.rwlock.v1.RefreshRequest\x1a\".concord.rwlock.v1.RefreshResponse\x12S\n\x08\x44\x65scribe\x12\".concord.rwlock.v1.DescribeRequest\x1a#.concord.rwlock.v1.DescribeResponse\x12I\n\x04Hold\x12\x1e.concord.rwlock.v1.HoldRequest\x1a\x1f.concord.rwlock.v1.HoldResponse0\x01\x12T\n\x07Session\x12!.concord.rwlock.v1.SessionRequest\x1a\".concord.rwlock.v1.SessionResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'concord.rwlock.v1.rwlock_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MODE']._serialized_start=1305
-  _globals['_MODE']._serialized_end=1364
-  _globals['_HOLDEVENT']._serialized_start=1366
-  _globals['_HOLDEVENT']._serialized_end=1477
-  _globals['_ACQUIREREQUEST']._serialized_start=119
-  _globals['_ACQUIREREQUEST']._serialized_end=292
-  _globals['_ACQUIRERESPONSE']._serialized_start=294
-  _globals['_ACQUIRERESPONSE']._serialized_end=415
-  _globals['_RELEASEREQUEST']._serialized_start=417
-  _globals['_RELEASEREQUEST']._serialized_end=462
-  _globals['_RELEASERESPONSE']._serialized_start=464
-  _globals['_RELEASERESPONSE']._serialized_end=481
-  _globals['_REFRESHREQUEST']._serialized_start=483
-  _globals['_REFRESHREQUEST']._serialized_end=568
-  _globals['_REFRESHRESPONSE']._serialized_start=570
-  _globals['_REFRESHRESPONSE']._serialized_end=635
-  _globals['_DESCRIBEREQUEST']._serialized_start=637
-  _globals['_DESCRIBEREQUEST']._serialized_end=668
-  _globals['_HOLDER']._serialized_start=670
-  _globals['_HOLDER']._serialized_end=766
-  _globals['_WAITER']._serialized_start=768
-  _globals['_WAITER']._serialized_end=830
-  _globals['_DESCRIBERESPONSE']._serialized_start=833
-  _globals['_DESCRIBERESPONSE']._serialized_end=982
-  _globals['_HOLDREQUEST']._serialized_start=985
-  _globals['_HOLDREQUEST']._serialized_end=1155
-  _globals['_HOLDRESPONSE']._serialized_start=1158
-  _globals['_HOLDRESPONSE']._serialized_end=1303
-  _globals['_READWRITELOCKSERVICE']._serialized_start=1480
-  _globals['_READWRITELOCKSERVICE']._serialized_end=1908
+  _globals['_MODE']._serialized_start=1801
+  _globals['_MODE']._serialized_end=1860
+  _globals['_HOLDEVENT']._serialized_start=1862
+  _globals['_HOLDEVENT']._serialized_end=1973
+  _globals['_SESSIONREQUEST']._serialized_start=149
+  _globals['_SESSIONREQUEST']._serialized_end=363
+  _globals['_SESSIONRESPONSE']._serialized_start=366
+  _globals['_SESSIONRESPONSE']._serialized_end=612
+  _globals['_ACQUIREREQUEST']._serialized_start=615
+  _globals['_ACQUIREREQUEST']._serialized_end=788
+  _globals['_ACQUIRERESPONSE']._serialized_start=790
+  _globals['_ACQUIRERESPONSE']._serialized_end=911
+  _globals['_RELEASEREQUEST']._serialized_start=913
+  _globals['_RELEASEREQUEST']._serialized_end=958
+  _globals['_RELEASERESPONSE']._serialized_start=960
+  _globals['_RELEASERESPONSE']._serialized_end=977
+  _globals['_REFRESHREQUEST']._serialized_start=979
+  _globals['_REFRESHREQUEST']._serialized_end=1064
+  _globals['_REFRESHRESPONSE']._serialized_start=1066
+  _globals['_REFRESHRESPONSE']._serialized_end=1131
+  _globals['_DESCRIBEREQUEST']._serialized_start=1133
+  _globals['_DESCRIBEREQUEST']._serialized_end=1164
+  _globals['_HOLDER']._serialized_start=1166
+  _globals['_HOLDER']._serialized_end=1262
+  _globals['_WAITER']._serialized_start=1264
+  _globals['_WAITER']._serialized_end=1326
+  _globals['_DESCRIBERESPONSE']._serialized_start=1329
+  _globals['_DESCRIBERESPONSE']._serialized_end=1478
+  _globals['_HOLDREQUEST']._serialized_start=1481
+  _globals['_HOLDREQUEST']._serialized_end=1651
+  _globals['_HOLDRESPONSE']._serialized_start=1654
+  _globals['_HOLDRESPONSE']._serialized_end=1799
+  _globals['_READWRITELOCKSERVICE']._serialized_start=1976
+  _globals['_READWRITELOCKSERVICE']._serialized_end=2490
 # @@protoc_insertion_point(module_scope)

@@ -1,5 +1,6 @@
 import datetime
 
+from concord.error.v1 import error_pb2 as _error_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -30,6 +31,34 @@ HOLD_EVENT_UNSPECIFIED: HoldEvent
 HOLD_EVENT_ACQUIRED: HoldEvent
 HOLD_EVENT_REFRESHED: HoldEvent
 HOLD_EVENT_LOST: HoldEvent
+
+class SessionRequest(_message.Message):
+    __slots__ = ("id", "acquire", "release", "refresh", "cancel")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ACQUIRE_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    REFRESH_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    acquire: AcquireRequest
+    release: ReleaseRequest
+    refresh: RefreshRequest
+    cancel: int
+    def __init__(self, id: _Optional[int] = ..., acquire: _Optional[_Union[AcquireRequest, _Mapping]] = ..., release: _Optional[_Union[ReleaseRequest, _Mapping]] = ..., refresh: _Optional[_Union[RefreshRequest, _Mapping]] = ..., cancel: _Optional[int] = ...) -> None: ...
+
+class SessionResponse(_message.Message):
+    __slots__ = ("id", "acquire", "release", "refresh", "error")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ACQUIRE_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    REFRESH_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    acquire: AcquireResponse
+    release: ReleaseResponse
+    refresh: RefreshResponse
+    error: _error_pb2.Error
+    def __init__(self, id: _Optional[int] = ..., acquire: _Optional[_Union[AcquireResponse, _Mapping]] = ..., release: _Optional[_Union[ReleaseResponse, _Mapping]] = ..., refresh: _Optional[_Union[RefreshResponse, _Mapping]] = ..., error: _Optional[_Union[_error_pb2.Error, _Mapping]] = ...) -> None: ...
 
 class AcquireRequest(_message.Message):
     __slots__ = ("name", "mode", "ttl", "wait_timeout", "owner")

@@ -65,6 +65,11 @@ class ReadWriteLockServiceStub:
                 request_serializer=concord_dot_rwlock_dot_v1_dot_rwlock__pb2.HoldRequest.SerializeToString,
                 response_deserializer=concord_dot_rwlock_dot_v1_dot_rwlock__pb2.HoldResponse.FromString,
                 _registered_method=True)
+        self.Session = channel.stream_stream(
+                '/concord.rwlock.v1.ReadWriteLockService/Session',
+                request_serializer=concord_dot_rwlock_dot_v1_dot_rwlock__pb2.SessionRequest.SerializeToString,
+                response_deserializer=concord_dot_rwlock_dot_v1_dot_rwlock__pb2.SessionResponse.FromString,
+                _registered_method=True)
 
 
 class ReadWriteLockServiceServicer:
@@ -116,6 +121,18 @@ class ReadWriteLockServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Session(self, request_iterator, context):
+        """Session carries Acquire, Release and Refresh as messages on one long-lived
+        stream, exactly as LockService.Session does for locks (its comment has the
+        rules): each request carries an id of the client's choosing and its answer the
+        same id; an answer is what the unary method would return, or `error`; `cancel`
+        gives up a waiting Acquire (it answers acquired=false). The holds belong to
+        the client, not to the stream: they outlive it until released or expired.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReadWriteLockServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -143,6 +160,11 @@ def add_ReadWriteLockServiceServicer_to_server(servicer, server):
                     servicer.Hold,
                     request_deserializer=concord_dot_rwlock_dot_v1_dot_rwlock__pb2.HoldRequest.FromString,
                     response_serializer=concord_dot_rwlock_dot_v1_dot_rwlock__pb2.HoldResponse.SerializeToString,
+            ),
+            'Session': grpc.stream_stream_rpc_method_handler(
+                    servicer.Session,
+                    request_deserializer=concord_dot_rwlock_dot_v1_dot_rwlock__pb2.SessionRequest.FromString,
+                    response_serializer=concord_dot_rwlock_dot_v1_dot_rwlock__pb2.SessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -286,6 +308,33 @@ class ReadWriteLockService:
             '/concord.rwlock.v1.ReadWriteLockService/Hold',
             concord_dot_rwlock_dot_v1_dot_rwlock__pb2.HoldRequest.SerializeToString,
             concord_dot_rwlock_dot_v1_dot_rwlock__pb2.HoldResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Session(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/concord.rwlock.v1.ReadWriteLockService/Session',
+            concord_dot_rwlock_dot_v1_dot_rwlock__pb2.SessionRequest.SerializeToString,
+            concord_dot_rwlock_dot_v1_dot_rwlock__pb2.SessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

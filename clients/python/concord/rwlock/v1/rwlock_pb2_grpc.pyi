@@ -57,6 +57,14 @@ class ReadWriteLockServiceStub:
     client going away) releases it at once. If it cannot be had within
     wait_timeout the stream ends with DEADLINE_EXCEEDED / LOCK_WAIT_TIMEOUT.
     """
+    Session: _grpc.StreamStreamMultiCallable[_rwlock_pb2.SessionRequest, _rwlock_pb2.SessionResponse]
+    """Session carries Acquire, Release and Refresh as messages on one long-lived
+    stream, exactly as LockService.Session does for locks (its comment has the
+    rules): each request carries an id of the client's choosing and its answer the
+    same id; an answer is what the unary method would return, or `error`; `cancel`
+    gives up a waiting Acquire (it answers acquired=false). The holds belong to
+    the client, not to the stream: they outlive it until released or expired.
+    """
 
 @_typing.type_check_only
 class ReadWriteLockServiceAsyncStub(ReadWriteLockServiceStub):
@@ -86,6 +94,14 @@ class ReadWriteLockServiceAsyncStub(ReadWriteLockServiceStub):
     then REFRESHED on each renewal, LOST if it is lost. Closing the stream (or the
     client going away) releases it at once. If it cannot be had within
     wait_timeout the stream ends with DEADLINE_EXCEEDED / LOCK_WAIT_TIMEOUT.
+    """
+    Session: _aio.StreamStreamMultiCallable[_rwlock_pb2.SessionRequest, _rwlock_pb2.SessionResponse]  # type: ignore[assignment]
+    """Session carries Acquire, Release and Refresh as messages on one long-lived
+    stream, exactly as LockService.Session does for locks (its comment has the
+    rules): each request carries an id of the client's choosing and its answer the
+    same id; an answer is what the unary method would return, or `error`; `cancel`
+    gives up a waiting Acquire (it answers acquired=false). The holds belong to
+    the client, not to the stream: they outlive it until released or expired.
     """
 
 class ReadWriteLockServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -143,6 +159,20 @@ class ReadWriteLockServiceServicer(metaclass=_abc_1.ABCMeta):
         then REFRESHED on each renewal, LOST if it is lost. Closing the stream (or the
         client going away) releases it at once. If it cannot be had within
         wait_timeout the stream ends with DEADLINE_EXCEEDED / LOCK_WAIT_TIMEOUT.
+        """
+
+    @_abc_1.abstractmethod
+    def Session(
+        self,
+        request_iterator: _MaybeAsyncIterator[_rwlock_pb2.SessionRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_rwlock_pb2.SessionResponse], _abc.AsyncIterator[_rwlock_pb2.SessionResponse]]:
+        """Session carries Acquire, Release and Refresh as messages on one long-lived
+        stream, exactly as LockService.Session does for locks (its comment has the
+        rules): each request carries an id of the client's choosing and its answer the
+        same id; an answer is what the unary method would return, or `error`; `cancel`
+        gives up a waiting Acquire (it answers acquired=false). The holds belong to
+        the client, not to the stream: they outlive it until released or expired.
         """
 
 def add_ReadWriteLockServiceServicer_to_server(servicer: ReadWriteLockServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -22,49 +22,54 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from concord.error.v1 import error_pb2 as concord_dot_error_dot_v1_dot_error__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$concord/semaphore/v1/semaphore.proto\x12\x14\x63oncord.semaphore.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\".\n\x0fSetLimitRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\"*\n\x10SetLimitResponse\x12\x16\n\x0eprevious_limit\x18\x01 \x01(\r\"\xa6\x01\n\x0e\x41\x63quireRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\x12\x0f\n\x07permits\x18\x03 \x01(\r\x12&\n\x03ttl\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x06 \x01(\t\"f\n\x0f\x41\x63quireResponse\x12\x10\n\x08\x61\x63quired\x18\x01 \x01(\x08\x12\x11\n\tpermit_id\x18\x02 \x01(\t\x12.\n\nexpires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"1\n\x0eReleaseRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tpermit_id\x18\x02 \x01(\t\"\x11\n\x0fReleaseResponse\"Y\n\x0eRefreshRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tpermit_id\x18\x02 \x01(\t\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"A\n\x0fRefreshResponse\x12.\n\nexpires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x1f\n\x0f\x44\x65scribeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"m\n\x06Holder\x12\x11\n\tpermit_id\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x0f\n\x07permits\x18\x03 \x01(\r\x12\x30\n\rttl_remaining\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"o\n\x10\x44\x65scribeResponse\x12\r\n\x05limit\x18\x01 \x01(\r\x12\x0c\n\x04held\x18\x02 \x01(\r\x12-\n\x07holders\x18\x03 \x03(\x0b\x32\x1c.concord.semaphore.v1.Holder\x12\x0f\n\x07waiters\x18\x04 \x01(\r\"\xa3\x01\n\x0bHoldRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\x12\x0f\n\x07permits\x18\x03 \x01(\r\x12&\n\x03ttl\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x06 \x01(\t\"\x81\x01\n\x0cHoldResponse\x12.\n\x05\x65vent\x18\x01 \x01(\x0e\x32\x1f.concord.semaphore.v1.HoldEvent\x12\x11\n\tpermit_id\x18\x02 \x01(\t\x12.\n\nexpires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\">\n\x15ListSemaphoresRequest\x12\x12\n\npage_token\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\"@\n\x16ListSemaphoresResponse\x12\r\n\x05names\x18\x01 \x03(\t\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*o\n\tHoldEvent\x12\x1a\n\x16HOLD_EVENT_UNSPECIFIED\x10\x00\x12\x17\n\x13HOLD_EVENT_ACQUIRED\x10\x01\x12\x18\n\x14HOLD_EVENT_REFRESHED\x10\x02\x12\x13\n\x0fHOLD_EVENT_LOST\x10\x03\x32\x8e\x05\n\x10SemaphoreService\x12V\n\x07\x41\x63quire\x12$.concord.semaphore.v1.AcquireRequest\x1a%.concord.semaphore.v1.AcquireResponse\x12V\n\x07Release\x12$.concord.semaphore.v1.ReleaseRequest\x1a%.concord.semaphore.v1.ReleaseResponse\x12V\n\x07Refresh\x12$.concord.semaphore.v1.RefreshRequest\x1a%.concord.semaphore.v1.RefreshResponse\x12Y\n\x08\x44\x65scribe\x12%.concord.semaphore.v1.DescribeRequest\x1a&.concord.semaphore.v1.DescribeResponse\x12O\n\x04Hold\x12!.concord.semaphore.v1.HoldRequest\x1a\".concord.semaphore.v1.HoldResponse0\x01\x12k\n\x0eListSemaphores\x12+.concord.semaphore.v1.ListSemaphoresRequest\x1a,.concord.semaphore.v1.ListSemaphoresResponse\x12Y\n\x08SetLimit\x12%.concord.semaphore.v1.SetLimitRequest\x1a&.concord.semaphore.v1.SetLimitResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$concord/semaphore/v1/semaphore.proto\x12\x14\x63oncord.semaphore.v1\x1a\x1c\x63oncord/error/v1/error.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdf\x01\n\x0eSessionRequest\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x37\n\x07\x61\x63quire\x18\x02 \x01(\x0b\x32$.concord.semaphore.v1.AcquireRequestH\x00\x12\x37\n\x07release\x18\x03 \x01(\x0b\x32$.concord.semaphore.v1.ReleaseRequestH\x00\x12\x37\n\x07refresh\x18\x04 \x01(\x0b\x32$.concord.semaphore.v1.RefreshRequestH\x00\x12\x10\n\x06\x63\x61ncel\x18\x05 \x01(\x04H\x00\x42\x04\n\x02op\"\xff\x01\n\x0fSessionResponse\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x38\n\x07\x61\x63quire\x18\x02 \x01(\x0b\x32%.concord.semaphore.v1.AcquireResponseH\x00\x12\x38\n\x07release\x18\x03 \x01(\x0b\x32%.concord.semaphore.v1.ReleaseResponseH\x00\x12\x38\n\x07refresh\x18\x04 \x01(\x0b\x32%.concord.semaphore.v1.RefreshResponseH\x00\x12(\n\x05\x65rror\x18\x05 \x01(\x0b\x32\x17.concord.error.v1.ErrorH\x00\x42\x08\n\x06result\".\n\x0fSetLimitRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\"*\n\x10SetLimitResponse\x12\x16\n\x0eprevious_limit\x18\x01 \x01(\r\"\xa6\x01\n\x0e\x41\x63quireRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\x12\x0f\n\x07permits\x18\x03 \x01(\r\x12&\n\x03ttl\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x06 \x01(\t\"f\n\x0f\x41\x63quireResponse\x12\x10\n\x08\x61\x63quired\x18\x01 \x01(\x08\x12\x11\n\tpermit_id\x18\x02 \x01(\t\x12.\n\nexpires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"1\n\x0eReleaseRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tpermit_id\x18\x02 \x01(\t\"\x11\n\x0fReleaseResponse\"Y\n\x0eRefreshRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tpermit_id\x18\x02 \x01(\t\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"A\n\x0fRefreshResponse\x12.\n\nexpires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x1f\n\x0f\x44\x65scribeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"m\n\x06Holder\x12\x11\n\tpermit_id\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x0f\n\x07permits\x18\x03 \x01(\r\x12\x30\n\rttl_remaining\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"o\n\x10\x44\x65scribeResponse\x12\r\n\x05limit\x18\x01 \x01(\r\x12\x0c\n\x04held\x18\x02 \x01(\r\x12-\n\x07holders\x18\x03 \x03(\x0b\x32\x1c.concord.semaphore.v1.Holder\x12\x0f\n\x07waiters\x18\x04 \x01(\r\"\xa3\x01\n\x0bHoldRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\x12\x0f\n\x07permits\x18\x03 \x01(\r\x12&\n\x03ttl\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cwait_timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x06 \x01(\t\"\x81\x01\n\x0cHoldResponse\x12.\n\x05\x65vent\x18\x01 \x01(\x0e\x32\x1f.concord.semaphore.v1.HoldEvent\x12\x11\n\tpermit_id\x18\x02 \x01(\t\x12.\n\nexpires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\">\n\x15ListSemaphoresRequest\x12\x12\n\npage_token\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\"@\n\x16ListSemaphoresResponse\x12\r\n\x05names\x18\x01 \x03(\t\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*o\n\tHoldEvent\x12\x1a\n\x16HOLD_EVENT_UNSPECIFIED\x10\x00\x12\x17\n\x13HOLD_EVENT_ACQUIRED\x10\x01\x12\x18\n\x14HOLD_EVENT_REFRESHED\x10\x02\x12\x13\n\x0fHOLD_EVENT_LOST\x10\x03\x32\xea\x05\n\x10SemaphoreService\x12V\n\x07\x41\x63quire\x12$.concord.semaphore.v1.AcquireRequest\x1a%.concord.semaphore.v1.AcquireResponse\x12V\n\x07Release\x12$.concord.semaphore.v1.ReleaseRequest\x1a%.concord.semaphore.v1.ReleaseResponse\x12V\n\x07Refresh\x12$.concord.semaphore.v1.RefreshRequest\x1a%.concord.semaphore.v1.RefreshResponse\x12Y\n\x08\x44\x65scribe\x12%.concord.semaphore.v1.DescribeRequest\x1a&.concord.semaphore.v1.DescribeResponse\x12O\n\x04Hold\x12!.concord.semaphore.v1.HoldRequest\x1a\".concord.semaphore.v1.HoldResponse0\x01\x12k\n\x0eListSemaphores\x12+.concord.semaphore.v1.ListSemaphoresRequest\x1a,.concord.semaphore.v1.ListSemaphoresResponse\x12Y\n\x08SetLimit\x12%.concord.semaphore.v1.SetLimitRequest\x1a&.concord.semaphore.v1.SetLimitResponse\x12Z\n\x07Session\x12$.concord.semaphore.v1.SessionRequest\x1a%.concord.semaphore.v1.SessionResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'concord.semaphore.v1.semaphore_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_HOLDEVENT']._serialized_start=1405
-  _globals['_HOLDEVENT']._serialized_end=1516
-  _globals['_SETLIMITREQUEST']._serialized_start=127
-  _globals['_SETLIMITREQUEST']._serialized_end=173
-  _globals['_SETLIMITRESPONSE']._serialized_start=175
-  _globals['_SETLIMITRESPONSE']._serialized_end=217
-  _globals['_ACQUIREREQUEST']._serialized_start=220
-  _globals['_ACQUIREREQUEST']._serialized_end=386
-  _globals['_ACQUIRERESPONSE']._serialized_start=388
-  _globals['_ACQUIRERESPONSE']._serialized_end=490
-  _globals['_RELEASEREQUEST']._serialized_start=492
-  _globals['_RELEASEREQUEST']._serialized_end=541
-  _globals['_RELEASERESPONSE']._serialized_start=543
-  _globals['_RELEASERESPONSE']._serialized_end=560
-  _globals['_REFRESHREQUEST']._serialized_start=562
-  _globals['_REFRESHREQUEST']._serialized_end=651
-  _globals['_REFRESHRESPONSE']._serialized_start=653
-  _globals['_REFRESHRESPONSE']._serialized_end=718
-  _globals['_DESCRIBEREQUEST']._serialized_start=720
-  _globals['_DESCRIBEREQUEST']._serialized_end=751
-  _globals['_HOLDER']._serialized_start=753
-  _globals['_HOLDER']._serialized_end=862
-  _globals['_DESCRIBERESPONSE']._serialized_start=864
-  _globals['_DESCRIBERESPONSE']._serialized_end=975
-  _globals['_HOLDREQUEST']._serialized_start=978
-  _globals['_HOLDREQUEST']._serialized_end=1141
-  _globals['_HOLDRESPONSE']._serialized_start=1144
-  _globals['_HOLDRESPONSE']._serialized_end=1273
-  _globals['_LISTSEMAPHORESREQUEST']._serialized_start=1275
-  _globals['_LISTSEMAPHORESREQUEST']._serialized_end=1337
-  _globals['_LISTSEMAPHORESRESPONSE']._serialized_start=1339
-  _globals['_LISTSEMAPHORESRESPONSE']._serialized_end=1403
-  _globals['_SEMAPHORESERVICE']._serialized_start=1519
-  _globals['_SEMAPHORESERVICE']._serialized_end=2173
+  _globals['_HOLDEVENT']._serialized_start=1919
+  _globals['_HOLDEVENT']._serialized_end=2030
+  _globals['_SESSIONREQUEST']._serialized_start=158
+  _globals['_SESSIONREQUEST']._serialized_end=381
+  _globals['_SESSIONRESPONSE']._serialized_start=384
+  _globals['_SESSIONRESPONSE']._serialized_end=639
+  _globals['_SETLIMITREQUEST']._serialized_start=641
+  _globals['_SETLIMITREQUEST']._serialized_end=687
+  _globals['_SETLIMITRESPONSE']._serialized_start=689
+  _globals['_SETLIMITRESPONSE']._serialized_end=731
+  _globals['_ACQUIREREQUEST']._serialized_start=734
+  _globals['_ACQUIREREQUEST']._serialized_end=900
+  _globals['_ACQUIRERESPONSE']._serialized_start=902
+  _globals['_ACQUIRERESPONSE']._serialized_end=1004
+  _globals['_RELEASEREQUEST']._serialized_start=1006
+  _globals['_RELEASEREQUEST']._serialized_end=1055
+  _globals['_RELEASERESPONSE']._serialized_start=1057
+  _globals['_RELEASERESPONSE']._serialized_end=1074
+  _globals['_REFRESHREQUEST']._serialized_start=1076
+  _globals['_REFRESHREQUEST']._serialized_end=1165
+  _globals['_REFRESHRESPONSE']._serialized_start=1167
+  _globals['_REFRESHRESPONSE']._serialized_end=1232
+  _globals['_DESCRIBEREQUEST']._serialized_start=1234
+  _globals['_DESCRIBEREQUEST']._serialized_end=1265
+  _globals['_HOLDER']._serialized_start=1267
+  _globals['_HOLDER']._serialized_end=1376
+  _globals['_DESCRIBERESPONSE']._serialized_start=1378
+  _globals['_DESCRIBERESPONSE']._serialized_end=1489
+  _globals['_HOLDREQUEST']._serialized_start=1492
+  _globals['_HOLDREQUEST']._serialized_end=1655
+  _globals['_HOLDRESPONSE']._serialized_start=1658
+  _globals['_HOLDRESPONSE']._serialized_end=1787
+  _globals['_LISTSEMAPHORESREQUEST']._serialized_start=1789
+  _globals['_LISTSEMAPHORESREQUEST']._serialized_end=1851
+  _globals['_LISTSEMAPHORESRESPONSE']._serialized_start=1853
+  _globals['_LISTSEMAPHORESRESPONSE']._serialized_end=1917
+  _globals['_SEMAPHORESERVICE']._serialized_start=2033
+  _globals['_SEMAPHORESERVICE']._serialized_end=2779
 # @@protoc_insertion_point(module_scope)

@@ -89,6 +89,11 @@ class SemaphoreServiceStub:
                 request_serializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.SetLimitRequest.SerializeToString,
                 response_deserializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.SetLimitResponse.FromString,
                 _registered_method=True)
+        self.Session = channel.stream_stream(
+                '/concord.semaphore.v1.SemaphoreService/Session',
+                request_serializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.SessionRequest.SerializeToString,
+                response_deserializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.SessionResponse.FromString,
+                _registered_method=True)
 
 
 class SemaphoreServiceServicer:
@@ -175,6 +180,18 @@ class SemaphoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Session(self, request_iterator, context):
+        """Session carries Acquire, Release and Refresh as messages on one long-lived
+        stream, exactly as LockService.Session does for locks (its comment has the
+        rules): each request carries an id of the client's choosing and its answer the
+        same id; an answer is what the unary method would return, or `error`; `cancel`
+        gives up a waiting Acquire (it answers acquired=false). The permits belong to
+        the client, not to the stream: they outlive it until released or expired.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SemaphoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -212,6 +229,11 @@ def add_SemaphoreServiceServicer_to_server(servicer, server):
                     servicer.SetLimit,
                     request_deserializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.SetLimitRequest.FromString,
                     response_serializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.SetLimitResponse.SerializeToString,
+            ),
+            'Session': grpc.stream_stream_rpc_method_handler(
+                    servicer.Session,
+                    request_deserializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.SessionRequest.FromString,
+                    response_serializer=concord_dot_semaphore_dot_v1_dot_semaphore__pb2.SessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -423,6 +445,33 @@ class SemaphoreService:
             '/concord.semaphore.v1.SemaphoreService/SetLimit',
             concord_dot_semaphore_dot_v1_dot_semaphore__pb2.SetLimitRequest.SerializeToString,
             concord_dot_semaphore_dot_v1_dot_semaphore__pb2.SetLimitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Session(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/concord.semaphore.v1.SemaphoreService/Session',
+            concord_dot_semaphore_dot_v1_dot_semaphore__pb2.SessionRequest.SerializeToString,
+            concord_dot_semaphore_dot_v1_dot_semaphore__pb2.SessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

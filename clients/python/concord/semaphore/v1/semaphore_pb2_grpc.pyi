@@ -84,6 +84,14 @@ class SemaphoreServiceStub:
     stored limit again keeps it (from then on with no expiry) and reports it as the
     previous limit, so a repeated call is harmless.
     """
+    Session: _grpc.StreamStreamMultiCallable[_semaphore_pb2.SessionRequest, _semaphore_pb2.SessionResponse]
+    """Session carries Acquire, Release and Refresh as messages on one long-lived
+    stream, exactly as LockService.Session does for locks (its comment has the
+    rules): each request carries an id of the client's choosing and its answer the
+    same id; an answer is what the unary method would return, or `error`; `cancel`
+    gives up a waiting Acquire (it answers acquired=false). The permits belong to
+    the client, not to the stream: they outlive it until released or expired.
+    """
 
 @_typing.type_check_only
 class SemaphoreServiceAsyncStub(SemaphoreServiceStub):
@@ -140,6 +148,14 @@ class SemaphoreServiceAsyncStub(SemaphoreServiceStub):
     fit under it; a higher one admits the waiters that now fit at once. Setting the
     stored limit again keeps it (from then on with no expiry) and reports it as the
     previous limit, so a repeated call is harmless.
+    """
+    Session: _aio.StreamStreamMultiCallable[_semaphore_pb2.SessionRequest, _semaphore_pb2.SessionResponse]  # type: ignore[assignment]
+    """Session carries Acquire, Release and Refresh as messages on one long-lived
+    stream, exactly as LockService.Session does for locks (its comment has the
+    rules): each request carries an id of the client's choosing and its answer the
+    same id; an answer is what the unary method would return, or `error`; `cancel`
+    gives up a waiting Acquire (it answers acquired=false). The permits belong to
+    the client, not to the stream: they outlive it until released or expired.
     """
 
 class SemaphoreServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -236,6 +252,20 @@ class SemaphoreServiceServicer(metaclass=_abc_1.ABCMeta):
         fit under it; a higher one admits the waiters that now fit at once. Setting the
         stored limit again keeps it (from then on with no expiry) and reports it as the
         previous limit, so a repeated call is harmless.
+        """
+
+    @_abc_1.abstractmethod
+    def Session(
+        self,
+        request_iterator: _MaybeAsyncIterator[_semaphore_pb2.SessionRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_semaphore_pb2.SessionResponse], _abc.AsyncIterator[_semaphore_pb2.SessionResponse]]:
+        """Session carries Acquire, Release and Refresh as messages on one long-lived
+        stream, exactly as LockService.Session does for locks (its comment has the
+        rules): each request carries an id of the client's choosing and its answer the
+        same id; an answer is what the unary method would return, or `error`; `cancel`
+        gives up a waiting Acquire (it answers acquired=false). The permits belong to
+        the client, not to the stream: they outlive it until released or expired.
         """
 
 def add_SemaphoreServiceServicer_to_server(servicer: SemaphoreServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -7,6 +7,7 @@
 package rwlockv1
 
 import (
+	v1 "go.concord.dev/concord/gen/concord/error/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -129,6 +130,255 @@ func (HoldEvent) EnumDescriptor() ([]byte, []int) {
 	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{1}
 }
 
+type SessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The client's number for this request, echoed in its answer. Ids of requests in
+	// flight must differ; one may be reused once answered.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*SessionRequest_Acquire
+	//	*SessionRequest_Release
+	//	*SessionRequest_Refresh
+	//	*SessionRequest_Cancel
+	Op            isSessionRequest_Op `protobuf_oneof:"op"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionRequest) Reset() {
+	*x = SessionRequest{}
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionRequest) ProtoMessage() {}
+
+func (x *SessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
+func (*SessionRequest) Descriptor() ([]byte, []int) {
+	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SessionRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SessionRequest) GetOp() isSessionRequest_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetAcquire() *AcquireRequest {
+	if x != nil {
+		if x, ok := x.Op.(*SessionRequest_Acquire); ok {
+			return x.Acquire
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetRelease() *ReleaseRequest {
+	if x != nil {
+		if x, ok := x.Op.(*SessionRequest_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetRefresh() *RefreshRequest {
+	if x != nil {
+		if x, ok := x.Op.(*SessionRequest_Refresh); ok {
+			return x.Refresh
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetCancel() uint64 {
+	if x != nil {
+		if x, ok := x.Op.(*SessionRequest_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return 0
+}
+
+type isSessionRequest_Op interface {
+	isSessionRequest_Op()
+}
+
+type SessionRequest_Acquire struct {
+	Acquire *AcquireRequest `protobuf:"bytes,2,opt,name=acquire,proto3,oneof"`
+}
+
+type SessionRequest_Release struct {
+	Release *ReleaseRequest `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
+}
+
+type SessionRequest_Refresh struct {
+	Refresh *RefreshRequest `protobuf:"bytes,4,opt,name=refresh,proto3,oneof"`
+}
+
+type SessionRequest_Cancel struct {
+	// Gives up the waiting Acquire with this id. Nothing happens, and nothing is
+	// answered, if no Acquire with it is waiting.
+	Cancel uint64 `protobuf:"varint,5,opt,name=cancel,proto3,oneof"`
+}
+
+func (*SessionRequest_Acquire) isSessionRequest_Op() {}
+
+func (*SessionRequest_Release) isSessionRequest_Op() {}
+
+func (*SessionRequest_Refresh) isSessionRequest_Op() {}
+
+func (*SessionRequest_Cancel) isSessionRequest_Op() {}
+
+type SessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id of the request this answers.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*SessionResponse_Acquire
+	//	*SessionResponse_Release
+	//	*SessionResponse_Refresh
+	//	*SessionResponse_Error
+	Result        isSessionResponse_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionResponse) Reset() {
+	*x = SessionResponse{}
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionResponse) ProtoMessage() {}
+
+func (x *SessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
+func (*SessionResponse) Descriptor() ([]byte, []int) {
+	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SessionResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SessionResponse) GetResult() isSessionResponse_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetAcquire() *AcquireResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_Acquire); ok {
+			return x.Acquire
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetRelease() *ReleaseResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetRefresh() *RefreshResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_Refresh); ok {
+			return x.Refresh
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetError() *v1.Error {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isSessionResponse_Result interface {
+	isSessionResponse_Result()
+}
+
+type SessionResponse_Acquire struct {
+	Acquire *AcquireResponse `protobuf:"bytes,2,opt,name=acquire,proto3,oneof"`
+}
+
+type SessionResponse_Release struct {
+	Release *ReleaseResponse `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
+}
+
+type SessionResponse_Refresh struct {
+	Refresh *RefreshResponse `protobuf:"bytes,4,opt,name=refresh,proto3,oneof"`
+}
+
+type SessionResponse_Error struct {
+	Error *v1.Error `protobuf:"bytes,5,opt,name=error,proto3,oneof"`
+}
+
+func (*SessionResponse_Acquire) isSessionResponse_Result() {}
+
+func (*SessionResponse_Release) isSessionResponse_Result() {}
+
+func (*SessionResponse_Refresh) isSessionResponse_Result() {}
+
+func (*SessionResponse_Error) isSessionResponse_Result() {}
+
 type AcquireRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Lock name: 1-256 bytes of visible UTF-8 characters, no whitespace at either end.
@@ -146,7 +396,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[0]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -158,7 +408,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[0]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -171,7 +421,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{0}
+	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AcquireRequest) GetName() string {
@@ -223,7 +473,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[1]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -235,7 +485,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[1]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -248,7 +498,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{1}
+	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AcquireResponse) GetAcquired() bool {
@@ -289,7 +539,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[2]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -301,7 +551,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[2]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -314,7 +564,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{2}
+	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ReleaseRequest) GetName() string {
@@ -339,7 +589,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[3]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -351,7 +601,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[3]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -364,7 +614,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{3}
+	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{5}
 }
 
 type RefreshRequest struct {
@@ -378,7 +628,7 @@ type RefreshRequest struct {
 
 func (x *RefreshRequest) Reset() {
 	*x = RefreshRequest{}
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[4]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -390,7 +640,7 @@ func (x *RefreshRequest) String() string {
 func (*RefreshRequest) ProtoMessage() {}
 
 func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[4]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -403,7 +653,7 @@ func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRequest.ProtoReflect.Descriptor instead.
 func (*RefreshRequest) Descriptor() ([]byte, []int) {
-	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{4}
+	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RefreshRequest) GetName() string {
@@ -436,7 +686,7 @@ type RefreshResponse struct {
 
 func (x *RefreshResponse) Reset() {
 	*x = RefreshResponse{}
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[5]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +698,7 @@ func (x *RefreshResponse) String() string {
 func (*RefreshResponse) ProtoMessage() {}
 
 func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[5]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +711,7 @@ func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshResponse.ProtoReflect.Descriptor instead.
 func (*RefreshResponse) Descriptor() ([]byte, []int) {
-	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{5}
+	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RefreshResponse) GetExpiresAt() *timestamppb.Timestamp {
@@ -480,7 +730,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[6]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +742,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[6]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +755,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{6}
+	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DescribeRequest) GetName() string {
@@ -526,7 +776,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[7]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -538,7 +788,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[7]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -551,7 +801,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{7}
+	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Holder) GetOwner() string {
@@ -585,7 +835,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[8]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +847,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[8]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +860,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{8}
+	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Waiter) GetOwner() string {
@@ -640,7 +890,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[9]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +902,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[9]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +915,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{9}
+	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DescribeResponse) GetWriter() *Holder {
@@ -702,7 +952,7 @@ type HoldRequest struct {
 
 func (x *HoldRequest) Reset() {
 	*x = HoldRequest{}
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[10]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +964,7 @@ func (x *HoldRequest) String() string {
 func (*HoldRequest) ProtoMessage() {}
 
 func (x *HoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[10]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +977,7 @@ func (x *HoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldRequest.ProtoReflect.Descriptor instead.
 func (*HoldRequest) Descriptor() ([]byte, []int) {
-	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{10}
+	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HoldRequest) GetName() string {
@@ -777,7 +1027,7 @@ type HoldResponse struct {
 
 func (x *HoldResponse) Reset() {
 	*x = HoldResponse{}
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[11]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +1039,7 @@ func (x *HoldResponse) String() string {
 func (*HoldResponse) ProtoMessage() {}
 
 func (x *HoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[11]
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +1052,7 @@ func (x *HoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldResponse.ProtoReflect.Descriptor instead.
 func (*HoldResponse) Descriptor() ([]byte, []int) {
-	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{11}
+	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HoldResponse) GetEvent() HoldEvent {
@@ -837,7 +1087,21 @@ var File_concord_rwlock_v1_rwlock_proto protoreflect.FileDescriptor
 
 const file_concord_rwlock_v1_rwlock_proto_rawDesc = "" +
 	"\n" +
-	"\x1econcord/rwlock/v1/rwlock.proto\x12\x11concord.rwlock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd2\x01\n" +
+	"\x1econcord/rwlock/v1/rwlock.proto\x12\x11concord.rwlock.v1\x1a\x1cconcord/error/v1/error.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfd\x01\n" +
+	"\x0eSessionRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12=\n" +
+	"\aacquire\x18\x02 \x01(\v2!.concord.rwlock.v1.AcquireRequestH\x00R\aacquire\x12=\n" +
+	"\arelease\x18\x03 \x01(\v2!.concord.rwlock.v1.ReleaseRequestH\x00R\arelease\x12=\n" +
+	"\arefresh\x18\x04 \x01(\v2!.concord.rwlock.v1.RefreshRequestH\x00R\arefresh\x12\x18\n" +
+	"\x06cancel\x18\x05 \x01(\x04H\x00R\x06cancelB\x04\n" +
+	"\x02op\"\x9c\x02\n" +
+	"\x0fSessionResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12>\n" +
+	"\aacquire\x18\x02 \x01(\v2\".concord.rwlock.v1.AcquireResponseH\x00R\aacquire\x12>\n" +
+	"\arelease\x18\x03 \x01(\v2\".concord.rwlock.v1.ReleaseResponseH\x00R\arelease\x12>\n" +
+	"\arefresh\x18\x04 \x01(\v2\".concord.rwlock.v1.RefreshResponseH\x00R\arefresh\x12/\n" +
+	"\x05error\x18\x05 \x01(\v2\x17.concord.error.v1.ErrorH\x00R\x05errorB\b\n" +
+	"\x06result\"\xd2\x01\n" +
 	"\x0eAcquireRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12+\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x17.concord.rwlock.v1.ModeR\x04mode\x12+\n" +
@@ -895,13 +1159,14 @@ const file_concord_rwlock_v1_rwlock_proto_rawDesc = "" +
 	"\x16HOLD_EVENT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13HOLD_EVENT_ACQUIRED\x10\x01\x12\x18\n" +
 	"\x14HOLD_EVENT_REFRESHED\x10\x02\x12\x13\n" +
-	"\x0fHOLD_EVENT_LOST\x10\x032\xac\x03\n" +
+	"\x0fHOLD_EVENT_LOST\x10\x032\x82\x04\n" +
 	"\x14ReadWriteLockService\x12P\n" +
 	"\aAcquire\x12!.concord.rwlock.v1.AcquireRequest\x1a\".concord.rwlock.v1.AcquireResponse\x12P\n" +
 	"\aRelease\x12!.concord.rwlock.v1.ReleaseRequest\x1a\".concord.rwlock.v1.ReleaseResponse\x12P\n" +
 	"\aRefresh\x12!.concord.rwlock.v1.RefreshRequest\x1a\".concord.rwlock.v1.RefreshResponse\x12S\n" +
 	"\bDescribe\x12\".concord.rwlock.v1.DescribeRequest\x1a#.concord.rwlock.v1.DescribeResponse\x12I\n" +
-	"\x04Hold\x12\x1e.concord.rwlock.v1.HoldRequest\x1a\x1f.concord.rwlock.v1.HoldResponse0\x01B\xc1\x01\n" +
+	"\x04Hold\x12\x1e.concord.rwlock.v1.HoldRequest\x1a\x1f.concord.rwlock.v1.HoldResponse0\x01\x12T\n" +
+	"\aSession\x12!.concord.rwlock.v1.SessionRequest\x1a\".concord.rwlock.v1.SessionResponse(\x010\x01B\xc1\x01\n" +
 	"\x15com.concord.rwlock.v1B\vRwlockProtoP\x01Z5go.concord.dev/concord/gen/concord/rwlock/v1;rwlockv1\xa2\x02\x03CRX\xaa\x02\x11Concord.Rwlock.V1\xca\x02\x11Concord\\Rwlock\\V1\xe2\x02\x1dConcord\\Rwlock\\V1\\GPBMetadata\xea\x02\x13Concord::Rwlock::V1b\x06proto3"
 
 var (
@@ -917,57 +1182,69 @@ func file_concord_rwlock_v1_rwlock_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_rwlock_v1_rwlock_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_concord_rwlock_v1_rwlock_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_concord_rwlock_v1_rwlock_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_concord_rwlock_v1_rwlock_proto_goTypes = []any{
 	(Mode)(0),                     // 0: concord.rwlock.v1.Mode
 	(HoldEvent)(0),                // 1: concord.rwlock.v1.HoldEvent
-	(*AcquireRequest)(nil),        // 2: concord.rwlock.v1.AcquireRequest
-	(*AcquireResponse)(nil),       // 3: concord.rwlock.v1.AcquireResponse
-	(*ReleaseRequest)(nil),        // 4: concord.rwlock.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 5: concord.rwlock.v1.ReleaseResponse
-	(*RefreshRequest)(nil),        // 6: concord.rwlock.v1.RefreshRequest
-	(*RefreshResponse)(nil),       // 7: concord.rwlock.v1.RefreshResponse
-	(*DescribeRequest)(nil),       // 8: concord.rwlock.v1.DescribeRequest
-	(*Holder)(nil),                // 9: concord.rwlock.v1.Holder
-	(*Waiter)(nil),                // 10: concord.rwlock.v1.Waiter
-	(*DescribeResponse)(nil),      // 11: concord.rwlock.v1.DescribeResponse
-	(*HoldRequest)(nil),           // 12: concord.rwlock.v1.HoldRequest
-	(*HoldResponse)(nil),          // 13: concord.rwlock.v1.HoldResponse
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*SessionRequest)(nil),        // 2: concord.rwlock.v1.SessionRequest
+	(*SessionResponse)(nil),       // 3: concord.rwlock.v1.SessionResponse
+	(*AcquireRequest)(nil),        // 4: concord.rwlock.v1.AcquireRequest
+	(*AcquireResponse)(nil),       // 5: concord.rwlock.v1.AcquireResponse
+	(*ReleaseRequest)(nil),        // 6: concord.rwlock.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 7: concord.rwlock.v1.ReleaseResponse
+	(*RefreshRequest)(nil),        // 8: concord.rwlock.v1.RefreshRequest
+	(*RefreshResponse)(nil),       // 9: concord.rwlock.v1.RefreshResponse
+	(*DescribeRequest)(nil),       // 10: concord.rwlock.v1.DescribeRequest
+	(*Holder)(nil),                // 11: concord.rwlock.v1.Holder
+	(*Waiter)(nil),                // 12: concord.rwlock.v1.Waiter
+	(*DescribeResponse)(nil),      // 13: concord.rwlock.v1.DescribeResponse
+	(*HoldRequest)(nil),           // 14: concord.rwlock.v1.HoldRequest
+	(*HoldResponse)(nil),          // 15: concord.rwlock.v1.HoldResponse
+	(*v1.Error)(nil),              // 16: concord.error.v1.Error
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
 }
 var file_concord_rwlock_v1_rwlock_proto_depIdxs = []int32{
-	0,  // 0: concord.rwlock.v1.AcquireRequest.mode:type_name -> concord.rwlock.v1.Mode
-	14, // 1: concord.rwlock.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	14, // 2: concord.rwlock.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	15, // 3: concord.rwlock.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 4: concord.rwlock.v1.RefreshRequest.ttl:type_name -> google.protobuf.Duration
-	15, // 5: concord.rwlock.v1.RefreshResponse.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 6: concord.rwlock.v1.Holder.ttl_remaining:type_name -> google.protobuf.Duration
-	0,  // 7: concord.rwlock.v1.Waiter.mode:type_name -> concord.rwlock.v1.Mode
-	9,  // 8: concord.rwlock.v1.DescribeResponse.writer:type_name -> concord.rwlock.v1.Holder
-	9,  // 9: concord.rwlock.v1.DescribeResponse.readers:type_name -> concord.rwlock.v1.Holder
-	10, // 10: concord.rwlock.v1.DescribeResponse.waiters:type_name -> concord.rwlock.v1.Waiter
-	0,  // 11: concord.rwlock.v1.HoldRequest.mode:type_name -> concord.rwlock.v1.Mode
-	14, // 12: concord.rwlock.v1.HoldRequest.ttl:type_name -> google.protobuf.Duration
-	14, // 13: concord.rwlock.v1.HoldRequest.wait_timeout:type_name -> google.protobuf.Duration
-	1,  // 14: concord.rwlock.v1.HoldResponse.event:type_name -> concord.rwlock.v1.HoldEvent
-	15, // 15: concord.rwlock.v1.HoldResponse.expires_at:type_name -> google.protobuf.Timestamp
-	2,  // 16: concord.rwlock.v1.ReadWriteLockService.Acquire:input_type -> concord.rwlock.v1.AcquireRequest
-	4,  // 17: concord.rwlock.v1.ReadWriteLockService.Release:input_type -> concord.rwlock.v1.ReleaseRequest
-	6,  // 18: concord.rwlock.v1.ReadWriteLockService.Refresh:input_type -> concord.rwlock.v1.RefreshRequest
-	8,  // 19: concord.rwlock.v1.ReadWriteLockService.Describe:input_type -> concord.rwlock.v1.DescribeRequest
-	12, // 20: concord.rwlock.v1.ReadWriteLockService.Hold:input_type -> concord.rwlock.v1.HoldRequest
-	3,  // 21: concord.rwlock.v1.ReadWriteLockService.Acquire:output_type -> concord.rwlock.v1.AcquireResponse
-	5,  // 22: concord.rwlock.v1.ReadWriteLockService.Release:output_type -> concord.rwlock.v1.ReleaseResponse
-	7,  // 23: concord.rwlock.v1.ReadWriteLockService.Refresh:output_type -> concord.rwlock.v1.RefreshResponse
-	11, // 24: concord.rwlock.v1.ReadWriteLockService.Describe:output_type -> concord.rwlock.v1.DescribeResponse
-	13, // 25: concord.rwlock.v1.ReadWriteLockService.Hold:output_type -> concord.rwlock.v1.HoldResponse
-	21, // [21:26] is the sub-list for method output_type
-	16, // [16:21] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	4,  // 0: concord.rwlock.v1.SessionRequest.acquire:type_name -> concord.rwlock.v1.AcquireRequest
+	6,  // 1: concord.rwlock.v1.SessionRequest.release:type_name -> concord.rwlock.v1.ReleaseRequest
+	8,  // 2: concord.rwlock.v1.SessionRequest.refresh:type_name -> concord.rwlock.v1.RefreshRequest
+	5,  // 3: concord.rwlock.v1.SessionResponse.acquire:type_name -> concord.rwlock.v1.AcquireResponse
+	7,  // 4: concord.rwlock.v1.SessionResponse.release:type_name -> concord.rwlock.v1.ReleaseResponse
+	9,  // 5: concord.rwlock.v1.SessionResponse.refresh:type_name -> concord.rwlock.v1.RefreshResponse
+	16, // 6: concord.rwlock.v1.SessionResponse.error:type_name -> concord.error.v1.Error
+	0,  // 7: concord.rwlock.v1.AcquireRequest.mode:type_name -> concord.rwlock.v1.Mode
+	17, // 8: concord.rwlock.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	17, // 9: concord.rwlock.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	18, // 10: concord.rwlock.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
+	17, // 11: concord.rwlock.v1.RefreshRequest.ttl:type_name -> google.protobuf.Duration
+	18, // 12: concord.rwlock.v1.RefreshResponse.expires_at:type_name -> google.protobuf.Timestamp
+	17, // 13: concord.rwlock.v1.Holder.ttl_remaining:type_name -> google.protobuf.Duration
+	0,  // 14: concord.rwlock.v1.Waiter.mode:type_name -> concord.rwlock.v1.Mode
+	11, // 15: concord.rwlock.v1.DescribeResponse.writer:type_name -> concord.rwlock.v1.Holder
+	11, // 16: concord.rwlock.v1.DescribeResponse.readers:type_name -> concord.rwlock.v1.Holder
+	12, // 17: concord.rwlock.v1.DescribeResponse.waiters:type_name -> concord.rwlock.v1.Waiter
+	0,  // 18: concord.rwlock.v1.HoldRequest.mode:type_name -> concord.rwlock.v1.Mode
+	17, // 19: concord.rwlock.v1.HoldRequest.ttl:type_name -> google.protobuf.Duration
+	17, // 20: concord.rwlock.v1.HoldRequest.wait_timeout:type_name -> google.protobuf.Duration
+	1,  // 21: concord.rwlock.v1.HoldResponse.event:type_name -> concord.rwlock.v1.HoldEvent
+	18, // 22: concord.rwlock.v1.HoldResponse.expires_at:type_name -> google.protobuf.Timestamp
+	4,  // 23: concord.rwlock.v1.ReadWriteLockService.Acquire:input_type -> concord.rwlock.v1.AcquireRequest
+	6,  // 24: concord.rwlock.v1.ReadWriteLockService.Release:input_type -> concord.rwlock.v1.ReleaseRequest
+	8,  // 25: concord.rwlock.v1.ReadWriteLockService.Refresh:input_type -> concord.rwlock.v1.RefreshRequest
+	10, // 26: concord.rwlock.v1.ReadWriteLockService.Describe:input_type -> concord.rwlock.v1.DescribeRequest
+	14, // 27: concord.rwlock.v1.ReadWriteLockService.Hold:input_type -> concord.rwlock.v1.HoldRequest
+	2,  // 28: concord.rwlock.v1.ReadWriteLockService.Session:input_type -> concord.rwlock.v1.SessionRequest
+	5,  // 29: concord.rwlock.v1.ReadWriteLockService.Acquire:output_type -> concord.rwlock.v1.AcquireResponse
+	7,  // 30: concord.rwlock.v1.ReadWriteLockService.Release:output_type -> concord.rwlock.v1.ReleaseResponse
+	9,  // 31: concord.rwlock.v1.ReadWriteLockService.Refresh:output_type -> concord.rwlock.v1.RefreshResponse
+	13, // 32: concord.rwlock.v1.ReadWriteLockService.Describe:output_type -> concord.rwlock.v1.DescribeResponse
+	15, // 33: concord.rwlock.v1.ReadWriteLockService.Hold:output_type -> concord.rwlock.v1.HoldResponse
+	3,  // 34: concord.rwlock.v1.ReadWriteLockService.Session:output_type -> concord.rwlock.v1.SessionResponse
+	29, // [29:35] is the sub-list for method output_type
+	23, // [23:29] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_concord_rwlock_v1_rwlock_proto_init() }
@@ -975,13 +1252,25 @@ func file_concord_rwlock_v1_rwlock_proto_init() {
 	if File_concord_rwlock_v1_rwlock_proto != nil {
 		return
 	}
+	file_concord_rwlock_v1_rwlock_proto_msgTypes[0].OneofWrappers = []any{
+		(*SessionRequest_Acquire)(nil),
+		(*SessionRequest_Release)(nil),
+		(*SessionRequest_Refresh)(nil),
+		(*SessionRequest_Cancel)(nil),
+	}
+	file_concord_rwlock_v1_rwlock_proto_msgTypes[1].OneofWrappers = []any{
+		(*SessionResponse_Acquire)(nil),
+		(*SessionResponse_Release)(nil),
+		(*SessionResponse_Refresh)(nil),
+		(*SessionResponse_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_rwlock_v1_rwlock_proto_rawDesc), len(file_concord_rwlock_v1_rwlock_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

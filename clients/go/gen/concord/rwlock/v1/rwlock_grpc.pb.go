@@ -24,6 +24,7 @@ const (
 	ReadWriteLockService_Refresh_FullMethodName  = "/concord.rwlock.v1.ReadWriteLockService/Refresh"
 	ReadWriteLockService_Describe_FullMethodName = "/concord.rwlock.v1.ReadWriteLockService/Describe"
 	ReadWriteLockService_Hold_FullMethodName     = "/concord.rwlock.v1.ReadWriteLockService/Hold"
+	ReadWriteLockService_Session_FullMethodName  = "/concord.rwlock.v1.ReadWriteLockService/Session"
 )
 
 // ReadWriteLockServiceClient is the client API for ReadWriteLockService service.
@@ -52,6 +53,13 @@ type ReadWriteLockServiceClient interface {
 	// client going away) releases it at once. If it cannot be had within
 	// wait_timeout the stream ends with DEADLINE_EXCEEDED / LOCK_WAIT_TIMEOUT.
 	Hold(ctx context.Context, in *HoldRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HoldResponse], error)
+	// Session carries Acquire, Release and Refresh as messages on one long-lived
+	// stream, exactly as LockService.Session does for locks (its comment has the
+	// rules): each request carries an id of the client's choosing and its answer the
+	// same id; an answer is what the unary method would return, or `error`; `cancel`
+	// gives up a waiting Acquire (it answers acquired=false). The holds belong to
+	// the client, not to the stream: they outlive it until released or expired.
+	Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionRequest, SessionResponse], error)
 }
 
 type readWriteLockServiceClient struct {
@@ -121,6 +129,19 @@ func (c *readWriteLockServiceClient) Hold(ctx context.Context, in *HoldRequest, 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ReadWriteLockService_HoldClient = grpc.ServerStreamingClient[HoldResponse]
 
+func (c *readWriteLockServiceClient) Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionRequest, SessionResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ReadWriteLockService_ServiceDesc.Streams[1], ReadWriteLockService_Session_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SessionRequest, SessionResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ReadWriteLockService_SessionClient = grpc.BidiStreamingClient[SessionRequest, SessionResponse]
+
 // ReadWriteLockServiceServer is the server API for ReadWriteLockService service.
 // All implementations must embed UnimplementedReadWriteLockServiceServer
 // for forward compatibility.
@@ -147,6 +168,13 @@ type ReadWriteLockServiceServer interface {
 	// client going away) releases it at once. If it cannot be had within
 	// wait_timeout the stream ends with DEADLINE_EXCEEDED / LOCK_WAIT_TIMEOUT.
 	Hold(*HoldRequest, grpc.ServerStreamingServer[HoldResponse]) error
+	// Session carries Acquire, Release and Refresh as messages on one long-lived
+	// stream, exactly as LockService.Session does for locks (its comment has the
+	// rules): each request carries an id of the client's choosing and its answer the
+	// same id; an answer is what the unary method would return, or `error`; `cancel`
+	// gives up a waiting Acquire (it answers acquired=false). The holds belong to
+	// the client, not to the stream: they outlive it until released or expired.
+	Session(grpc.BidiStreamingServer[SessionRequest, SessionResponse]) error
 	mustEmbedUnimplementedReadWriteLockServiceServer()
 }
 
@@ -171,6 +199,9 @@ func (UnimplementedReadWriteLockServiceServer) Describe(context.Context, *Descri
 }
 func (UnimplementedReadWriteLockServiceServer) Hold(*HoldRequest, grpc.ServerStreamingServer[HoldResponse]) error {
 	return status.Error(codes.Unimplemented, "method Hold not implemented")
+}
+func (UnimplementedReadWriteLockServiceServer) Session(grpc.BidiStreamingServer[SessionRequest, SessionResponse]) error {
+	return status.Error(codes.Unimplemented, "method Session not implemented")
 }
 func (UnimplementedReadWriteLockServiceServer) mustEmbedUnimplementedReadWriteLockServiceServer() {}
 func (UnimplementedReadWriteLockServiceServer) testEmbeddedByValue()                              {}
@@ -276,6 +307,13 @@ func _ReadWriteLockService_Hold_Handler(srv interface{}, stream grpc.ServerStrea
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ReadWriteLockService_HoldServer = grpc.ServerStreamingServer[HoldResponse]
 
+func _ReadWriteLockService_Session_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ReadWriteLockServiceServer).Session(&grpc.GenericServerStream[SessionRequest, SessionResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ReadWriteLockService_SessionServer = grpc.BidiStreamingServer[SessionRequest, SessionResponse]
+
 // ReadWriteLockService_ServiceDesc is the grpc.ServiceDesc for ReadWriteLockService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -305,6 +343,12 @@ var ReadWriteLockService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Hold",
 			Handler:       _ReadWriteLockService_Hold_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Session",
+			Handler:       _ReadWriteLockService_Session_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "concord/rwlock/v1/rwlock.proto",

@@ -7,6 +7,7 @@
 package semaphorev1
 
 import (
+	v1 "go.concord.dev/concord/gen/concord/error/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -78,6 +79,255 @@ func (HoldEvent) EnumDescriptor() ([]byte, []int) {
 	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{0}
 }
 
+type SessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The client's number for this request, echoed in its answer. Ids of requests in
+	// flight must differ; one may be reused once answered.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*SessionRequest_Acquire
+	//	*SessionRequest_Release
+	//	*SessionRequest_Refresh
+	//	*SessionRequest_Cancel
+	Op            isSessionRequest_Op `protobuf_oneof:"op"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionRequest) Reset() {
+	*x = SessionRequest{}
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionRequest) ProtoMessage() {}
+
+func (x *SessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
+func (*SessionRequest) Descriptor() ([]byte, []int) {
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SessionRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SessionRequest) GetOp() isSessionRequest_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetAcquire() *AcquireRequest {
+	if x != nil {
+		if x, ok := x.Op.(*SessionRequest_Acquire); ok {
+			return x.Acquire
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetRelease() *ReleaseRequest {
+	if x != nil {
+		if x, ok := x.Op.(*SessionRequest_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetRefresh() *RefreshRequest {
+	if x != nil {
+		if x, ok := x.Op.(*SessionRequest_Refresh); ok {
+			return x.Refresh
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetCancel() uint64 {
+	if x != nil {
+		if x, ok := x.Op.(*SessionRequest_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return 0
+}
+
+type isSessionRequest_Op interface {
+	isSessionRequest_Op()
+}
+
+type SessionRequest_Acquire struct {
+	Acquire *AcquireRequest `protobuf:"bytes,2,opt,name=acquire,proto3,oneof"`
+}
+
+type SessionRequest_Release struct {
+	Release *ReleaseRequest `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
+}
+
+type SessionRequest_Refresh struct {
+	Refresh *RefreshRequest `protobuf:"bytes,4,opt,name=refresh,proto3,oneof"`
+}
+
+type SessionRequest_Cancel struct {
+	// Gives up the waiting Acquire with this id. Nothing happens, and nothing is
+	// answered, if no Acquire with it is waiting.
+	Cancel uint64 `protobuf:"varint,5,opt,name=cancel,proto3,oneof"`
+}
+
+func (*SessionRequest_Acquire) isSessionRequest_Op() {}
+
+func (*SessionRequest_Release) isSessionRequest_Op() {}
+
+func (*SessionRequest_Refresh) isSessionRequest_Op() {}
+
+func (*SessionRequest_Cancel) isSessionRequest_Op() {}
+
+type SessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id of the request this answers.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*SessionResponse_Acquire
+	//	*SessionResponse_Release
+	//	*SessionResponse_Refresh
+	//	*SessionResponse_Error
+	Result        isSessionResponse_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionResponse) Reset() {
+	*x = SessionResponse{}
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionResponse) ProtoMessage() {}
+
+func (x *SessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
+func (*SessionResponse) Descriptor() ([]byte, []int) {
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SessionResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SessionResponse) GetResult() isSessionResponse_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetAcquire() *AcquireResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_Acquire); ok {
+			return x.Acquire
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetRelease() *ReleaseResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetRefresh() *RefreshResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_Refresh); ok {
+			return x.Refresh
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetError() *v1.Error {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isSessionResponse_Result interface {
+	isSessionResponse_Result()
+}
+
+type SessionResponse_Acquire struct {
+	Acquire *AcquireResponse `protobuf:"bytes,2,opt,name=acquire,proto3,oneof"`
+}
+
+type SessionResponse_Release struct {
+	Release *ReleaseResponse `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
+}
+
+type SessionResponse_Refresh struct {
+	Refresh *RefreshResponse `protobuf:"bytes,4,opt,name=refresh,proto3,oneof"`
+}
+
+type SessionResponse_Error struct {
+	Error *v1.Error `protobuf:"bytes,5,opt,name=error,proto3,oneof"`
+}
+
+func (*SessionResponse_Acquire) isSessionResponse_Result() {}
+
+func (*SessionResponse_Release) isSessionResponse_Result() {}
+
+func (*SessionResponse_Refresh) isSessionResponse_Result() {}
+
+func (*SessionResponse_Error) isSessionResponse_Result() {}
+
 type SetLimitRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -89,7 +339,7 @@ type SetLimitRequest struct {
 
 func (x *SetLimitRequest) Reset() {
 	*x = SetLimitRequest{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[0]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -101,7 +351,7 @@ func (x *SetLimitRequest) String() string {
 func (*SetLimitRequest) ProtoMessage() {}
 
 func (x *SetLimitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[0]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -114,7 +364,7 @@ func (x *SetLimitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLimitRequest.ProtoReflect.Descriptor instead.
 func (*SetLimitRequest) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{0}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SetLimitRequest) GetName() string {
@@ -141,7 +391,7 @@ type SetLimitResponse struct {
 
 func (x *SetLimitResponse) Reset() {
 	*x = SetLimitResponse{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[1]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -153,7 +403,7 @@ func (x *SetLimitResponse) String() string {
 func (*SetLimitResponse) ProtoMessage() {}
 
 func (x *SetLimitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[1]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -166,7 +416,7 @@ func (x *SetLimitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLimitResponse.ProtoReflect.Descriptor instead.
 func (*SetLimitResponse) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{1}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SetLimitResponse) GetPreviousLimit() uint32 {
@@ -200,7 +450,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[2]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -212,7 +462,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[2]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -225,7 +475,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{2}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AcquireRequest) GetName() string {
@@ -282,7 +532,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[3]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +544,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[3]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +557,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{3}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AcquireResponse) GetAcquired() bool {
@@ -341,7 +591,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[4]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -353,7 +603,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[4]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -366,7 +616,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{4}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReleaseRequest) GetName() string {
@@ -391,7 +641,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[5]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -403,7 +653,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[5]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -416,7 +666,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{5}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{7}
 }
 
 type RefreshRequest struct {
@@ -430,7 +680,7 @@ type RefreshRequest struct {
 
 func (x *RefreshRequest) Reset() {
 	*x = RefreshRequest{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[6]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +692,7 @@ func (x *RefreshRequest) String() string {
 func (*RefreshRequest) ProtoMessage() {}
 
 func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[6]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +705,7 @@ func (x *RefreshRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshRequest.ProtoReflect.Descriptor instead.
 func (*RefreshRequest) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{6}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RefreshRequest) GetName() string {
@@ -488,7 +738,7 @@ type RefreshResponse struct {
 
 func (x *RefreshResponse) Reset() {
 	*x = RefreshResponse{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[7]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +750,7 @@ func (x *RefreshResponse) String() string {
 func (*RefreshResponse) ProtoMessage() {}
 
 func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[7]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +763,7 @@ func (x *RefreshResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshResponse.ProtoReflect.Descriptor instead.
 func (*RefreshResponse) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{7}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RefreshResponse) GetExpiresAt() *timestamppb.Timestamp {
@@ -532,7 +782,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[8]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -544,7 +794,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[8]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -557,7 +807,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{8}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DescribeRequest) GetName() string {
@@ -579,7 +829,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[9]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -591,7 +841,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[9]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -604,7 +854,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{9}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Holder) GetPermitId() string {
@@ -651,7 +901,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[10]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -663,7 +913,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[10]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -676,7 +926,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{10}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DescribeResponse) GetLimit() uint32 {
@@ -722,7 +972,7 @@ type HoldRequest struct {
 
 func (x *HoldRequest) Reset() {
 	*x = HoldRequest{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[11]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +984,7 @@ func (x *HoldRequest) String() string {
 func (*HoldRequest) ProtoMessage() {}
 
 func (x *HoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[11]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +997,7 @@ func (x *HoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldRequest.ProtoReflect.Descriptor instead.
 func (*HoldRequest) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{11}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HoldRequest) GetName() string {
@@ -803,7 +1053,7 @@ type HoldResponse struct {
 
 func (x *HoldResponse) Reset() {
 	*x = HoldResponse{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[12]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +1065,7 @@ func (x *HoldResponse) String() string {
 func (*HoldResponse) ProtoMessage() {}
 
 func (x *HoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[12]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +1078,7 @@ func (x *HoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldResponse.ProtoReflect.Descriptor instead.
 func (*HoldResponse) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{12}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HoldResponse) GetEvent() HoldEvent {
@@ -864,7 +1114,7 @@ type ListSemaphoresRequest struct {
 
 func (x *ListSemaphoresRequest) Reset() {
 	*x = ListSemaphoresRequest{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[13]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +1126,7 @@ func (x *ListSemaphoresRequest) String() string {
 func (*ListSemaphoresRequest) ProtoMessage() {}
 
 func (x *ListSemaphoresRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[13]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +1139,7 @@ func (x *ListSemaphoresRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSemaphoresRequest.ProtoReflect.Descriptor instead.
 func (*ListSemaphoresRequest) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{13}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListSemaphoresRequest) GetPageToken() string {
@@ -917,7 +1167,7 @@ type ListSemaphoresResponse struct {
 
 func (x *ListSemaphoresResponse) Reset() {
 	*x = ListSemaphoresResponse{}
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[14]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1179,7 @@ func (x *ListSemaphoresResponse) String() string {
 func (*ListSemaphoresResponse) ProtoMessage() {}
 
 func (x *ListSemaphoresResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[14]
+	mi := &file_concord_semaphore_v1_semaphore_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1192,7 @@ func (x *ListSemaphoresResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSemaphoresResponse.ProtoReflect.Descriptor instead.
 func (*ListSemaphoresResponse) Descriptor() ([]byte, []int) {
-	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{14}
+	return file_concord_semaphore_v1_semaphore_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListSemaphoresResponse) GetNames() []string {
@@ -963,7 +1213,21 @@ var File_concord_semaphore_v1_semaphore_proto protoreflect.FileDescriptor
 
 const file_concord_semaphore_v1_semaphore_proto_rawDesc = "" +
 	"\n" +
-	"$concord/semaphore/v1/semaphore.proto\x12\x14concord.semaphore.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\";\n" +
+	"$concord/semaphore/v1/semaphore.proto\x12\x14concord.semaphore.v1\x1a\x1cconcord/error/v1/error.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x86\x02\n" +
+	"\x0eSessionRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12@\n" +
+	"\aacquire\x18\x02 \x01(\v2$.concord.semaphore.v1.AcquireRequestH\x00R\aacquire\x12@\n" +
+	"\arelease\x18\x03 \x01(\v2$.concord.semaphore.v1.ReleaseRequestH\x00R\arelease\x12@\n" +
+	"\arefresh\x18\x04 \x01(\v2$.concord.semaphore.v1.RefreshRequestH\x00R\arefresh\x12\x18\n" +
+	"\x06cancel\x18\x05 \x01(\x04H\x00R\x06cancelB\x04\n" +
+	"\x02op\"\xa5\x02\n" +
+	"\x0fSessionResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12A\n" +
+	"\aacquire\x18\x02 \x01(\v2%.concord.semaphore.v1.AcquireResponseH\x00R\aacquire\x12A\n" +
+	"\arelease\x18\x03 \x01(\v2%.concord.semaphore.v1.ReleaseResponseH\x00R\arelease\x12A\n" +
+	"\arefresh\x18\x04 \x01(\v2%.concord.semaphore.v1.RefreshResponseH\x00R\arefresh\x12/\n" +
+	"\x05error\x18\x05 \x01(\v2\x17.concord.error.v1.ErrorH\x00R\x05errorB\b\n" +
+	"\x06result\";\n" +
 	"\x0fSetLimitRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\"9\n" +
@@ -1027,7 +1291,7 @@ const file_concord_semaphore_v1_semaphore_proto_rawDesc = "" +
 	"\x16HOLD_EVENT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13HOLD_EVENT_ACQUIRED\x10\x01\x12\x18\n" +
 	"\x14HOLD_EVENT_REFRESHED\x10\x02\x12\x13\n" +
-	"\x0fHOLD_EVENT_LOST\x10\x032\x8e\x05\n" +
+	"\x0fHOLD_EVENT_LOST\x10\x032\xea\x05\n" +
 	"\x10SemaphoreService\x12V\n" +
 	"\aAcquire\x12$.concord.semaphore.v1.AcquireRequest\x1a%.concord.semaphore.v1.AcquireResponse\x12V\n" +
 	"\aRelease\x12$.concord.semaphore.v1.ReleaseRequest\x1a%.concord.semaphore.v1.ReleaseResponse\x12V\n" +
@@ -1035,7 +1299,8 @@ const file_concord_semaphore_v1_semaphore_proto_rawDesc = "" +
 	"\bDescribe\x12%.concord.semaphore.v1.DescribeRequest\x1a&.concord.semaphore.v1.DescribeResponse\x12O\n" +
 	"\x04Hold\x12!.concord.semaphore.v1.HoldRequest\x1a\".concord.semaphore.v1.HoldResponse0\x01\x12k\n" +
 	"\x0eListSemaphores\x12+.concord.semaphore.v1.ListSemaphoresRequest\x1a,.concord.semaphore.v1.ListSemaphoresResponse\x12Y\n" +
-	"\bSetLimit\x12%.concord.semaphore.v1.SetLimitRequest\x1a&.concord.semaphore.v1.SetLimitResponseB\xd9\x01\n" +
+	"\bSetLimit\x12%.concord.semaphore.v1.SetLimitRequest\x1a&.concord.semaphore.v1.SetLimitResponse\x12Z\n" +
+	"\aSession\x12$.concord.semaphore.v1.SessionRequest\x1a%.concord.semaphore.v1.SessionResponse(\x010\x01B\xd9\x01\n" +
 	"\x18com.concord.semaphore.v1B\x0eSemaphoreProtoP\x01Z;go.concord.dev/concord/gen/concord/semaphore/v1;semaphorev1\xa2\x02\x03CSX\xaa\x02\x14Concord.Semaphore.V1\xca\x02\x14Concord\\Semaphore\\V1\xe2\x02 Concord\\Semaphore\\V1\\GPBMetadata\xea\x02\x16Concord::Semaphore::V1b\x06proto3"
 
 var (
@@ -1051,58 +1316,70 @@ func file_concord_semaphore_v1_semaphore_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_semaphore_v1_semaphore_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_concord_semaphore_v1_semaphore_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_concord_semaphore_v1_semaphore_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_concord_semaphore_v1_semaphore_proto_goTypes = []any{
 	(HoldEvent)(0),                 // 0: concord.semaphore.v1.HoldEvent
-	(*SetLimitRequest)(nil),        // 1: concord.semaphore.v1.SetLimitRequest
-	(*SetLimitResponse)(nil),       // 2: concord.semaphore.v1.SetLimitResponse
-	(*AcquireRequest)(nil),         // 3: concord.semaphore.v1.AcquireRequest
-	(*AcquireResponse)(nil),        // 4: concord.semaphore.v1.AcquireResponse
-	(*ReleaseRequest)(nil),         // 5: concord.semaphore.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),        // 6: concord.semaphore.v1.ReleaseResponse
-	(*RefreshRequest)(nil),         // 7: concord.semaphore.v1.RefreshRequest
-	(*RefreshResponse)(nil),        // 8: concord.semaphore.v1.RefreshResponse
-	(*DescribeRequest)(nil),        // 9: concord.semaphore.v1.DescribeRequest
-	(*Holder)(nil),                 // 10: concord.semaphore.v1.Holder
-	(*DescribeResponse)(nil),       // 11: concord.semaphore.v1.DescribeResponse
-	(*HoldRequest)(nil),            // 12: concord.semaphore.v1.HoldRequest
-	(*HoldResponse)(nil),           // 13: concord.semaphore.v1.HoldResponse
-	(*ListSemaphoresRequest)(nil),  // 14: concord.semaphore.v1.ListSemaphoresRequest
-	(*ListSemaphoresResponse)(nil), // 15: concord.semaphore.v1.ListSemaphoresResponse
-	(*durationpb.Duration)(nil),    // 16: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 17: google.protobuf.Timestamp
+	(*SessionRequest)(nil),         // 1: concord.semaphore.v1.SessionRequest
+	(*SessionResponse)(nil),        // 2: concord.semaphore.v1.SessionResponse
+	(*SetLimitRequest)(nil),        // 3: concord.semaphore.v1.SetLimitRequest
+	(*SetLimitResponse)(nil),       // 4: concord.semaphore.v1.SetLimitResponse
+	(*AcquireRequest)(nil),         // 5: concord.semaphore.v1.AcquireRequest
+	(*AcquireResponse)(nil),        // 6: concord.semaphore.v1.AcquireResponse
+	(*ReleaseRequest)(nil),         // 7: concord.semaphore.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),        // 8: concord.semaphore.v1.ReleaseResponse
+	(*RefreshRequest)(nil),         // 9: concord.semaphore.v1.RefreshRequest
+	(*RefreshResponse)(nil),        // 10: concord.semaphore.v1.RefreshResponse
+	(*DescribeRequest)(nil),        // 11: concord.semaphore.v1.DescribeRequest
+	(*Holder)(nil),                 // 12: concord.semaphore.v1.Holder
+	(*DescribeResponse)(nil),       // 13: concord.semaphore.v1.DescribeResponse
+	(*HoldRequest)(nil),            // 14: concord.semaphore.v1.HoldRequest
+	(*HoldResponse)(nil),           // 15: concord.semaphore.v1.HoldResponse
+	(*ListSemaphoresRequest)(nil),  // 16: concord.semaphore.v1.ListSemaphoresRequest
+	(*ListSemaphoresResponse)(nil), // 17: concord.semaphore.v1.ListSemaphoresResponse
+	(*v1.Error)(nil),               // 18: concord.error.v1.Error
+	(*durationpb.Duration)(nil),    // 19: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 20: google.protobuf.Timestamp
 }
 var file_concord_semaphore_v1_semaphore_proto_depIdxs = []int32{
-	16, // 0: concord.semaphore.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	16, // 1: concord.semaphore.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	17, // 2: concord.semaphore.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
-	16, // 3: concord.semaphore.v1.RefreshRequest.ttl:type_name -> google.protobuf.Duration
-	17, // 4: concord.semaphore.v1.RefreshResponse.expires_at:type_name -> google.protobuf.Timestamp
-	16, // 5: concord.semaphore.v1.Holder.ttl_remaining:type_name -> google.protobuf.Duration
-	10, // 6: concord.semaphore.v1.DescribeResponse.holders:type_name -> concord.semaphore.v1.Holder
-	16, // 7: concord.semaphore.v1.HoldRequest.ttl:type_name -> google.protobuf.Duration
-	16, // 8: concord.semaphore.v1.HoldRequest.wait_timeout:type_name -> google.protobuf.Duration
-	0,  // 9: concord.semaphore.v1.HoldResponse.event:type_name -> concord.semaphore.v1.HoldEvent
-	17, // 10: concord.semaphore.v1.HoldResponse.expires_at:type_name -> google.protobuf.Timestamp
-	3,  // 11: concord.semaphore.v1.SemaphoreService.Acquire:input_type -> concord.semaphore.v1.AcquireRequest
-	5,  // 12: concord.semaphore.v1.SemaphoreService.Release:input_type -> concord.semaphore.v1.ReleaseRequest
-	7,  // 13: concord.semaphore.v1.SemaphoreService.Refresh:input_type -> concord.semaphore.v1.RefreshRequest
-	9,  // 14: concord.semaphore.v1.SemaphoreService.Describe:input_type -> concord.semaphore.v1.DescribeRequest
-	12, // 15: concord.semaphore.v1.SemaphoreService.Hold:input_type -> concord.semaphore.v1.HoldRequest
-	14, // 16: concord.semaphore.v1.SemaphoreService.ListSemaphores:input_type -> concord.semaphore.v1.ListSemaphoresRequest
-	1,  // 17: concord.semaphore.v1.SemaphoreService.SetLimit:input_type -> concord.semaphore.v1.SetLimitRequest
-	4,  // 18: concord.semaphore.v1.SemaphoreService.Acquire:output_type -> concord.semaphore.v1.AcquireResponse
-	6,  // 19: concord.semaphore.v1.SemaphoreService.Release:output_type -> concord.semaphore.v1.ReleaseResponse
-	8,  // 20: concord.semaphore.v1.SemaphoreService.Refresh:output_type -> concord.semaphore.v1.RefreshResponse
-	11, // 21: concord.semaphore.v1.SemaphoreService.Describe:output_type -> concord.semaphore.v1.DescribeResponse
-	13, // 22: concord.semaphore.v1.SemaphoreService.Hold:output_type -> concord.semaphore.v1.HoldResponse
-	15, // 23: concord.semaphore.v1.SemaphoreService.ListSemaphores:output_type -> concord.semaphore.v1.ListSemaphoresResponse
-	2,  // 24: concord.semaphore.v1.SemaphoreService.SetLimit:output_type -> concord.semaphore.v1.SetLimitResponse
-	18, // [18:25] is the sub-list for method output_type
-	11, // [11:18] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	5,  // 0: concord.semaphore.v1.SessionRequest.acquire:type_name -> concord.semaphore.v1.AcquireRequest
+	7,  // 1: concord.semaphore.v1.SessionRequest.release:type_name -> concord.semaphore.v1.ReleaseRequest
+	9,  // 2: concord.semaphore.v1.SessionRequest.refresh:type_name -> concord.semaphore.v1.RefreshRequest
+	6,  // 3: concord.semaphore.v1.SessionResponse.acquire:type_name -> concord.semaphore.v1.AcquireResponse
+	8,  // 4: concord.semaphore.v1.SessionResponse.release:type_name -> concord.semaphore.v1.ReleaseResponse
+	10, // 5: concord.semaphore.v1.SessionResponse.refresh:type_name -> concord.semaphore.v1.RefreshResponse
+	18, // 6: concord.semaphore.v1.SessionResponse.error:type_name -> concord.error.v1.Error
+	19, // 7: concord.semaphore.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	19, // 8: concord.semaphore.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	20, // 9: concord.semaphore.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
+	19, // 10: concord.semaphore.v1.RefreshRequest.ttl:type_name -> google.protobuf.Duration
+	20, // 11: concord.semaphore.v1.RefreshResponse.expires_at:type_name -> google.protobuf.Timestamp
+	19, // 12: concord.semaphore.v1.Holder.ttl_remaining:type_name -> google.protobuf.Duration
+	12, // 13: concord.semaphore.v1.DescribeResponse.holders:type_name -> concord.semaphore.v1.Holder
+	19, // 14: concord.semaphore.v1.HoldRequest.ttl:type_name -> google.protobuf.Duration
+	19, // 15: concord.semaphore.v1.HoldRequest.wait_timeout:type_name -> google.protobuf.Duration
+	0,  // 16: concord.semaphore.v1.HoldResponse.event:type_name -> concord.semaphore.v1.HoldEvent
+	20, // 17: concord.semaphore.v1.HoldResponse.expires_at:type_name -> google.protobuf.Timestamp
+	5,  // 18: concord.semaphore.v1.SemaphoreService.Acquire:input_type -> concord.semaphore.v1.AcquireRequest
+	7,  // 19: concord.semaphore.v1.SemaphoreService.Release:input_type -> concord.semaphore.v1.ReleaseRequest
+	9,  // 20: concord.semaphore.v1.SemaphoreService.Refresh:input_type -> concord.semaphore.v1.RefreshRequest
+	11, // 21: concord.semaphore.v1.SemaphoreService.Describe:input_type -> concord.semaphore.v1.DescribeRequest
+	14, // 22: concord.semaphore.v1.SemaphoreService.Hold:input_type -> concord.semaphore.v1.HoldRequest
+	16, // 23: concord.semaphore.v1.SemaphoreService.ListSemaphores:input_type -> concord.semaphore.v1.ListSemaphoresRequest
+	3,  // 24: concord.semaphore.v1.SemaphoreService.SetLimit:input_type -> concord.semaphore.v1.SetLimitRequest
+	1,  // 25: concord.semaphore.v1.SemaphoreService.Session:input_type -> concord.semaphore.v1.SessionRequest
+	6,  // 26: concord.semaphore.v1.SemaphoreService.Acquire:output_type -> concord.semaphore.v1.AcquireResponse
+	8,  // 27: concord.semaphore.v1.SemaphoreService.Release:output_type -> concord.semaphore.v1.ReleaseResponse
+	10, // 28: concord.semaphore.v1.SemaphoreService.Refresh:output_type -> concord.semaphore.v1.RefreshResponse
+	13, // 29: concord.semaphore.v1.SemaphoreService.Describe:output_type -> concord.semaphore.v1.DescribeResponse
+	15, // 30: concord.semaphore.v1.SemaphoreService.Hold:output_type -> concord.semaphore.v1.HoldResponse
+	17, // 31: concord.semaphore.v1.SemaphoreService.ListSemaphores:output_type -> concord.semaphore.v1.ListSemaphoresResponse
+	4,  // 32: concord.semaphore.v1.SemaphoreService.SetLimit:output_type -> concord.semaphore.v1.SetLimitResponse
+	2,  // 33: concord.semaphore.v1.SemaphoreService.Session:output_type -> concord.semaphore.v1.SessionResponse
+	26, // [26:34] is the sub-list for method output_type
+	18, // [18:26] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_concord_semaphore_v1_semaphore_proto_init() }
@@ -1110,13 +1387,25 @@ func file_concord_semaphore_v1_semaphore_proto_init() {
 	if File_concord_semaphore_v1_semaphore_proto != nil {
 		return
 	}
+	file_concord_semaphore_v1_semaphore_proto_msgTypes[0].OneofWrappers = []any{
+		(*SessionRequest_Acquire)(nil),
+		(*SessionRequest_Release)(nil),
+		(*SessionRequest_Refresh)(nil),
+		(*SessionRequest_Cancel)(nil),
+	}
+	file_concord_semaphore_v1_semaphore_proto_msgTypes[1].OneofWrappers = []any{
+		(*SessionResponse_Acquire)(nil),
+		(*SessionResponse_Release)(nil),
+		(*SessionResponse_Refresh)(nil),
+		(*SessionResponse_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_semaphore_v1_semaphore_proto_rawDesc), len(file_concord_semaphore_v1_semaphore_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

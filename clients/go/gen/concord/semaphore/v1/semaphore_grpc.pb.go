@@ -26,6 +26,7 @@ const (
 	SemaphoreService_Hold_FullMethodName           = "/concord.semaphore.v1.SemaphoreService/Hold"
 	SemaphoreService_ListSemaphores_FullMethodName = "/concord.semaphore.v1.SemaphoreService/ListSemaphores"
 	SemaphoreService_SetLimit_FullMethodName       = "/concord.semaphore.v1.SemaphoreService/SetLimit"
+	SemaphoreService_Session_FullMethodName        = "/concord.semaphore.v1.SemaphoreService/Session"
 )
 
 // SemaphoreServiceClient is the client API for SemaphoreService service.
@@ -79,6 +80,13 @@ type SemaphoreServiceClient interface {
 	// stored limit again keeps it (from then on with no expiry) and reports it as the
 	// previous limit, so a repeated call is harmless.
 	SetLimit(ctx context.Context, in *SetLimitRequest, opts ...grpc.CallOption) (*SetLimitResponse, error)
+	// Session carries Acquire, Release and Refresh as messages on one long-lived
+	// stream, exactly as LockService.Session does for locks (its comment has the
+	// rules): each request carries an id of the client's choosing and its answer the
+	// same id; an answer is what the unary method would return, or `error`; `cancel`
+	// gives up a waiting Acquire (it answers acquired=false). The permits belong to
+	// the client, not to the stream: they outlive it until released or expired.
+	Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionRequest, SessionResponse], error)
 }
 
 type semaphoreServiceClient struct {
@@ -168,6 +176,19 @@ func (c *semaphoreServiceClient) SetLimit(ctx context.Context, in *SetLimitReque
 	return out, nil
 }
 
+func (c *semaphoreServiceClient) Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionRequest, SessionResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SemaphoreService_ServiceDesc.Streams[1], SemaphoreService_Session_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SessionRequest, SessionResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SemaphoreService_SessionClient = grpc.BidiStreamingClient[SessionRequest, SessionResponse]
+
 // SemaphoreServiceServer is the server API for SemaphoreService service.
 // All implementations must embed UnimplementedSemaphoreServiceServer
 // for forward compatibility.
@@ -219,6 +240,13 @@ type SemaphoreServiceServer interface {
 	// stored limit again keeps it (from then on with no expiry) and reports it as the
 	// previous limit, so a repeated call is harmless.
 	SetLimit(context.Context, *SetLimitRequest) (*SetLimitResponse, error)
+	// Session carries Acquire, Release and Refresh as messages on one long-lived
+	// stream, exactly as LockService.Session does for locks (its comment has the
+	// rules): each request carries an id of the client's choosing and its answer the
+	// same id; an answer is what the unary method would return, or `error`; `cancel`
+	// gives up a waiting Acquire (it answers acquired=false). The permits belong to
+	// the client, not to the stream: they outlive it until released or expired.
+	Session(grpc.BidiStreamingServer[SessionRequest, SessionResponse]) error
 	mustEmbedUnimplementedSemaphoreServiceServer()
 }
 
@@ -249,6 +277,9 @@ func (UnimplementedSemaphoreServiceServer) ListSemaphores(context.Context, *List
 }
 func (UnimplementedSemaphoreServiceServer) SetLimit(context.Context, *SetLimitRequest) (*SetLimitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetLimit not implemented")
+}
+func (UnimplementedSemaphoreServiceServer) Session(grpc.BidiStreamingServer[SessionRequest, SessionResponse]) error {
+	return status.Error(codes.Unimplemented, "method Session not implemented")
 }
 func (UnimplementedSemaphoreServiceServer) mustEmbedUnimplementedSemaphoreServiceServer() {}
 func (UnimplementedSemaphoreServiceServer) testEmbeddedByValue()                          {}
@@ -390,6 +421,13 @@ func _SemaphoreService_SetLimit_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SemaphoreService_Session_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(SemaphoreServiceServer).Session(&grpc.GenericServerStream[SessionRequest, SessionResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SemaphoreService_SessionServer = grpc.BidiStreamingServer[SessionRequest, SessionResponse]
+
 // SemaphoreService_ServiceDesc is the grpc.ServiceDesc for SemaphoreService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -427,6 +465,12 @@ var SemaphoreService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Hold",
 			Handler:       _SemaphoreService_Hold_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Session",
+			Handler:       _SemaphoreService_Session_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "concord/semaphore/v1/semaphore.proto",

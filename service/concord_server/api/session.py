@@ -1,11 +1,14 @@
-"""The LockService Session stream: Acquire, Release and Refresh as messages on one
-long-lived stream, each answered by id as soon as it is done.
+"""The Session stream of LockService, SemaphoreService and ReadWriteLockService:
+Acquire, Release and Refresh as messages on one long-lived stream, each answered by
+id as soon as it is done. The three services' Session messages have one shape (id;
+acquire, release, refresh or cancel; the answer or an Error), so one class serves
+them all.
 
 Why a stream: in grpcio a unary call costs each end a call's set-up, headers and
 trailers, and several hand-offs between gRPC's threads and the event loop, which
 on a small machine cost more than the Redis script they carry. A message on an open
-stream costs a fraction of that, and a lock handoff is two of them (the holder's
-release in, the waiter's grant out) instead of two halves of two calls.
+stream costs a fraction of that, and a handoff is two of them (the holder's release
+in, the waiter's grant out) instead of two halves of two calls.
 
 Each request runs as its own task through the servicer's own acquire/release/
 refresh, admitted by the server's limits as that unary call would be
@@ -22,28 +25,29 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from concord.lock.v1 import lock_pb2 as pb
-
 from .. import sub_calls
 from ..errors import ConcordError, InvalidArgument, ResourceExhausted
 from .status import as_concord_error, check_decoded, to_error_message
 
 MAX_IN_FLIGHT = 1024  # requests one session may have running at once
-_METHOD = {op: f"/{pb.DESCRIPTOR.services_by_name['LockService'].full_name}/{op.capitalize()}"
-           for op in ("acquire", "release", "refresh")}
+OPS = ("acquire", "release", "refresh")
 
 
-class LockSession:
-    """One Session call of ``servicer`` (api/lock.LockServicer)."""
+class Session:
+    """One Session call of ``servicer``, which serves ``service`` of the generated
+    module ``pb`` and has the unary methods' bodies as ``acquire``, ``release`` and
+    ``refresh`` (api/lock.py, api/semaphore.py, api/rwlock.py)."""
 
-    def __init__(self, servicer: Any) -> None:
-        self._ops: dict[str, Callable[[Any, Any], Awaitable[Any]]] = {
-            "acquire": servicer.acquire, "release": servicer.release, "refresh": servicer.refresh}
+    def __init__(self, servicer: Any, pb: Any, service: str) -> None:
+        self._pb = pb
+        self._ops: dict[str, Callable[[Any, Any], Awaitable[Any]]] = {op: getattr(servicer, op) for op in OPS}
+        full_name = pb.DESCRIPTOR.services_by_name[service].full_name
+        self._methods = {op: f"/{full_name}/{op.capitalize()}" for op in OPS}  # the unary calls' names
         self._running: dict[int, tuple[str, asyncio.Task[None]]] = {}  # id -> (op, its task)
         self._cancelled: set[int] = set()  # ids of running Acquires that a cancel message gave up
-        self._answers: asyncio.Queue[pb.SessionResponse | None] = asyncio.Queue()
+        self._answers: asyncio.Queue[Any] = asyncio.Queue()
 
-    async def run(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[pb.SessionResponse]:
+    async def run(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
         reader = asyncio.create_task(self._read(requests, context))
         try:
             while (answer := await self._answers.get()) is not None:
@@ -64,7 +68,7 @@ class LockSession:
         finally:
             self._answers.put_nowait(None)
 
-    def _start(self, request: pb.SessionRequest, context: Any) -> None:
+    def _start(self, request: Any, context: Any) -> None:
         rid, op = request.id, request.WhichOneof("op")
         if op == "cancel":
             running_op, task = self._running.get(request.cancel, ("", None))
@@ -83,14 +87,14 @@ class LockSession:
 
     async def _serve(self, rid: int, op: str, request: Any, context: Any) -> None:
         try:
-            with sub_calls.admit.get()(_METHOD[op]):
+            with sub_calls.admit.get()(self._methods[op]):
                 result: Any = await self._ops[op](request, context)
         except asyncio.CancelledError:
             if rid not in self._cancelled:
                 raise  # the stream is going away: nobody to answer
-            result = pb.AcquireResponse(acquired=False)
+            result = self._pb.AcquireResponse(acquired=False)
         except Exception as exc:
-            result = as_concord_error(exc, f"LockService.Session {op}")
+            result = as_concord_error(exc, f"{self._methods[op]} in a Session")
         finally:
             del self._running[rid]
             self._cancelled.discard(rid)
@@ -98,6 +102,6 @@ class LockSession:
 
     def _answer(self, rid: int, result: Any, op: str = "") -> None:
         if isinstance(result, ConcordError):
-            self._answers.put_nowait(pb.SessionResponse(id=rid, error=to_error_message(result)))
+            self._answers.put_nowait(self._pb.SessionResponse(id=rid, error=to_error_message(result)))
         else:
-            self._answers.put_nowait(pb.SessionResponse(id=rid, **{op: result}))
+            self._answers.put_nowait(self._pb.SessionResponse(id=rid, **{op: result}))
