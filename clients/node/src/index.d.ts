@@ -4,6 +4,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { ElectionClient } from './election.js';
 import type { RateLimitClient } from './ratelimit.js';
+import type { LockClient, RwLockClient, SemaphoreClient } from './session.js';
 import type { Reason, Services } from './services.js';
 
 export type { Callback, Reason, Services } from './services.js';
@@ -11,6 +12,11 @@ export type { concord, google } from './services.js';
 export { DEFAULT_ELECTION_TTL_MS, Election, Leadership, Observer } from './election.js';
 export { RateLimit } from './ratelimit.js';
 export type { Decision, RateLimitClient, RateLimitOptions } from './ratelimit.js';
+export { IDLE_MS, Session } from './session.js';
+export type {
+  LockClient, RwLockAcquireRequest, RwLockAcquireResponse, RwLockClient, RwLockMode, RwLockRefreshRequest,
+  RwLockRefreshResponse, RwLockReleaseRequest, SemaphoreClient, Sessioned, SessionCallOptions,
+} from './session.js';
 export type {
   CampaignOptions, ElectionClient, ElectionOptions, ObserveOptions, Term, Value,
 } from './election.js';
@@ -36,6 +42,9 @@ export interface ClientOptions {
   channelOptions?: grpc.ChannelOptions;
   /** The directory of Concord's .proto files; default $CONCORD_PROTOS, else the package's own copy. */
   protos?: string;
+  /** false: lock, semaphore and rwlock acquire/release/refresh are unary calls
+   * instead of messages on one Session stream per service (default true). */
+  sessions?: boolean;
 }
 
 /** A connection to concord-server: one channel, a client per service (and
@@ -43,8 +52,12 @@ export interface ClientOptions {
  * unless `tls`, `ca`, `cert`/`key` or `credentials` ask for TLS. */
 export declare class Client implements Services {
   constructor(address: string, options?: ClientOptions);
-  lock: Services['lock'];
-  semaphore: Services['semaphore'];
+  /** acquire, release and refresh go over the LockService's Session stream (and take a `signal`). */
+  lock: LockClient;
+  /** acquire, release and refresh go over the SemaphoreService's Session stream (and take a `signal`). */
+  semaphore: SemaphoreClient;
+  /** The ReadWriteLockService; acquire, release and refresh go over its Session stream. */
+  rwlock: RwLockClient;
   queue: Services['queue'];
   chat: Services['chat'];
   autocomplete: Services['autocomplete'];
@@ -56,6 +69,7 @@ export declare class Client implements Services {
   /** `client.election(name)` is an Election (campaign, leader, observe...); its
    * properties are the ElectionService's methods, as for the other services. */
   election: ElectionClient;
+  /** Cancels the sessions (requests in flight on them fail CANCELLED) and closes the channel. */
   close(): void;
 }
 

@@ -11,6 +11,7 @@ import protoLoader from '@grpc/proto-loader';
 import protobuf from 'protobufjs';
 import { electionClient } from './election.js';
 import { rateLimitClient } from './ratelimit.js';
+import { Session, sessionMethods } from './session.js';
 
 const require = createRequire(import.meta.url);
 
@@ -70,7 +71,11 @@ const SERVICES = {
   files: 'concord.files.v1.FileService',
   election: 'concord.election.v1.ElectionService',
   ratelimit: 'concord.ratelimit.v1.RateLimitService',
+  rwlock: 'concord.rwlock.v1.ReadWriteLockService',
 };
+
+// The services whose acquire, release and refresh go over a Session stream (session.js).
+const SESSION_SERVICES = ['lock', 'semaphore', 'rwlock'];
 
 // Field names in camelCase (fencingToken), 64-bit integers as strings (a fencing
 // token does not fit a double), enums by name, and `kind` naming a oneof's field.
@@ -235,6 +240,10 @@ export function errorInfo(err) {
 
 // --- the client ------------------------------------------------------------------
 
+function abortError(signal) {
+  return signal.reason ?? new DOMException('This operation was aborted', 'AbortError');
+}
+
 // Unary methods become promise-returning (request, callOptions) functions under
 // both their proto name (Acquire) and camelCase (acquire); streams stay grpc-js
 // streams. Every failure is a ConcordError.
@@ -244,8 +253,18 @@ function promising(stub) {
     const call = stub[name].bind(stub);
     let method;
     if (!def.requestStream && !def.responseStream) {
-      method = (request, options = {}) => new Promise((resolve, reject) => {
-        call(request, options, (err, response) => (err ? reject(ConcordError.from(err)) : resolve(response)));
+      method = (request, { signal, ...options } = {}) => new Promise((resolve, reject) => {
+        if (signal?.aborted) {
+          reject(abortError(signal));
+          return;
+        }
+        const onAbort = () => pending.cancel();
+        const pending = call(request, options, (err, response) => {
+          signal?.removeEventListener('abort', onAbort);
+          if (!err) resolve(response);
+          else reject(signal?.aborted && err.code === grpc.status.CANCELLED ? abortError(signal) : ConcordError.from(err));
+        });
+        signal?.addEventListener('abort', onAbort, { once: true });
       });
     } else if (!def.responseStream) { // client stream: the callback gets the ConcordError
       method = (...args) => {
@@ -299,16 +318,21 @@ function bearer(token) {
   });
 }
 
-/** A connection to concord-server with `lock`, `semaphore`, `queue`, `chat`,
+/** A connection to concord-server with `lock`, `semaphore`, `rwlock`, `queue`, `chat`,
  * `autocomplete`, `files` and `election` clients sharing one channel
  * (`client.election(name)` is an Election: campaign, observe...). Plaintext unless
  * `tls`, `ca`, `cert`/`key` (PEM Buffers or file paths) or `credentials` ask for
- * TLS; `token` sends a bearer token with every call, over TLS or plaintext. */
+ * TLS; `token` sends a bearer token with every call, over TLS or plaintext.
+ * acquire, release and refresh of `lock`, `semaphore` and `rwlock` go as messages
+ * on one Session stream per service (session.js) unless `sessions: false`; unary
+ * calls take a `signal` (AbortSignal) besides grpc-js's call options. close()
+ * ends the sessions and the channel. */
 export class Client {
   #channel;
+  #sessions = [];
 
   constructor(address, options = {}) {
-    const { token, channelOptions = {}, protos } = options;
+    const { token, channelOptions = {}, protos, sessions = true } = options;
     const pkg = loadServices(protosDir(protos));
     const credentials = channelCredentials(options);
     const interceptors = token ? [bearer(token)] : [];
@@ -318,6 +342,11 @@ export class Client {
       const stub = first ? new Stub(address, credentials, { interceptors, channelOverride: first.getChannel() })
         : (first = new Stub(address, credentials, { ...channelOptions, interceptors }));
       this[key] = promising(stub);
+      if (sessions && SESSION_SERVICES.includes(key)) {
+        const session = new Session(stub, key);
+        this.#sessions.push(session);
+        this[key] = sessionMethods(this[key], session);
+      }
     }
     this.election = electionClient(this.election); // also client.election(name): an Election
     this.ratelimit = rateLimitClient(this.ratelimit); // also client.ratelimit(key, limit): a RateLimit
@@ -325,6 +354,7 @@ export class Client {
   }
 
   close() {
+    for (const session of this.#sessions) session.close();
     this.#channel.close();
   }
 }
@@ -337,3 +367,4 @@ export function duration(ms) {
 export { grpc };
 export { DEFAULT_ELECTION_TTL_MS, Election, Leadership, Observer } from './election.js';
 export { RateLimit } from './ratelimit.js';
+export { IDLE_MS, Session } from './session.js';
