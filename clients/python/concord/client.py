@@ -12,7 +12,8 @@ import grpc
 
 from ._auth import Pem, SyncToken, aio_token_interceptors, tls_credentials
 from ._retry import WAIT_CHUNK, Budget, backoff, refused, retry, retry_async
-from ._session import SessionStub
+from ._session import KINDS, Session, SessionStub
+from ._session_sync import Session as SyncSession
 from .autocomplete import AsyncAutocomplete, Autocomplete
 from .autocomplete.v1 import autocomplete_pb2_grpc
 from .chat.v1 import chat_pb2_grpc
@@ -93,6 +94,7 @@ class _Connection:
     """
 
     _grpc: Any
+    _session_type: Any  # _session.Session or _session_sync.Session
 
     def __init__(
         self,
@@ -131,6 +133,14 @@ class _Connection:
             ("rwlock", rwlock_pb2_grpc.ReadWriteLockServiceStub),
             ("ratelimit", ratelimit_pb2_grpc.RateLimitServiceStub),
             ("election", election_pb2_grpc.ElectionServiceStub))}
+        # Acquire, release and refresh of locks, semaphores and read-write locks go as
+        # messages on one Session stream per service (_session.py, _session_sync.py).
+        self._sessions = {kind.name: self._session_type(self._services[kind.name]._waiting_stub, kind)
+                          for kind in KINDS.values()}
+        for name, session in self._sessions.items():
+            service = self._services[name]
+            self._services[name] = Service(self, SessionStub(service._stub, session),
+                                           SessionStub(service._waiting_stub, session))
         self._enqueuers: dict[str, Any] = {}  # queue name -> the Coalescer its puts share (queues.py)
 
     def _open_channel(self, target: str, credentials: grpc.ChannelCredentials | None,
@@ -166,6 +176,7 @@ class Client(_Connection):
     """
 
     _grpc = grpc
+    _session_type = SyncSession
 
     @property
     def chat(self) -> Chat:
@@ -280,6 +291,8 @@ class Client(_Connection):
                 return got
 
     def close(self) -> None:
+        for session in self._sessions.values():
+            session.close(self.timeout)
         self._channel.close()
         self._waiting_channel.close()
 
@@ -299,12 +312,7 @@ class AsyncClient(_Connection):
     """
 
     _grpc = grpc.aio
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Lock acquire, release and refresh go as messages on one stream (_session.py).
-        session = SessionStub(self._services["lock"]._waiting_stub)
-        self._services["lock"] = Service(self, session, session)
+    _session_type = Session
 
     @property
     def chat(self) -> AsyncChat:

@@ -1,9 +1,14 @@
-"""LockService.Session end to end: raw streams through a real port, and the
-AsyncClient, whose lock acquire/release/refresh go over it (concord/_session.py)."""
+"""The Session streams end to end: raw LockService.Session streams through a real
+port, the same requests on SemaphoreService and ReadWriteLockService, and both
+clients, whose acquire/release/refresh of locks, semaphores and read-write locks go
+over them (concord/_session.py, concord/_session_sync.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import random
+import threading
+import time
 
 import grpc
 import pytest
@@ -11,10 +16,12 @@ from google.protobuf import duration_pb2
 
 import concord
 from concord.error.v1 import error_pb2
-from concord.errors import Cancelled, DeadlineExceeded, LockNotHeld
+from concord.errors import Cancelled, DeadlineExceeded, LockNotHeld, PermitNotHeld
 from concord.lock.v1 import lock_pb2 as pb
 from concord.lock.v1 import lock_pb2_grpc
-from support import ServerProcess
+from concord.rwlock.v1 import rwlock_pb2, rwlock_pb2_grpc
+from concord.semaphore.v1 import semaphore_pb2, semaphore_pb2_grpc
+from support import ServerProcess, wait_until
 
 READ_WITHIN = 10.0
 
@@ -36,8 +43,8 @@ def release(rid: int, name: str, lease: str) -> pb.SessionRequest:
 class Session:
     """A raw Session call: send requests, read answers with a deadline."""
 
-    def __init__(self, channel: grpc.aio.Channel) -> None:
-        self.stub = lock_pb2_grpc.LockServiceStub(channel)
+    def __init__(self, channel: grpc.aio.Channel, stub=lock_pb2_grpc.LockServiceStub) -> None:
+        self.stub = stub(channel)
         self.call = self.stub.Session()
 
     async def send(self, *requests: pb.SessionRequest) -> None:
@@ -191,6 +198,61 @@ async def test_each_request_is_admitted_like_its_unary_call(blocked_server, name
         assert (await holder.ask(release(2, name, first.acquire.lease))).WhichOneof("result") == "release"
         assert (await waiter.read()).acquire.acquired
         assert (await waiter.ask(acquire(3, name + ":b"))).acquire.acquired  # room again
+
+
+# --- the same on SemaphoreService.Session and ReadWriteLockService.Session ------------
+
+OTHER_SERVICES = {  # kind: (generated module, stub, the grant's field, releasing what is not held)
+    "semaphore": (semaphore_pb2, semaphore_pb2_grpc.SemaphoreServiceStub, "permit_id", "PERMIT_NOT_HELD"),
+    "rwlock": (rwlock_pb2, rwlock_pb2_grpc.ReadWriteLockServiceStub, "lease", "LOCK_NOT_HELD"),
+}
+
+
+def _other_acquire(kind: str, rid: int, name: str, wait_ms: int = 0):
+    m = OTHER_SERVICES[kind][0]
+    only_one = {"limit": 1} if kind == "semaphore" else {"mode": rwlock_pb2.MODE_WRITE}
+    return m.SessionRequest(id=rid, acquire=m.AcquireRequest(name=name, ttl=_ms(30_000), wait_timeout=_ms(wait_ms),
+                                                             **only_one))
+
+
+@pytest.mark.parametrize("kind", ["semaphore", "rwlock"])
+async def test_the_semaphore_and_rwlock_sessions_answer_by_id(channel, kind, name):
+    m, stub_of, grant, not_held = OTHER_SERVICES[kind]
+    stub = stub_of(channel)
+
+    async def state():
+        d = await stub.Describe(m.DescribeRequest(name=name), timeout=10)
+        return (d.held, d.waiters) if kind == "semaphore" else (int(d.HasField("writer")), len(d.waiters))
+
+    async def waiters(n: int) -> bool:
+        return (await state())[1] == n
+
+    holder, waiter = Session(channel, stub_of), Session(channel, stub_of)
+    got = await holder.ask(_other_acquire(kind, 7, name))
+    assert got.WhichOneof("result") == "acquire" and got.acquire.acquired
+    token = getattr(got.acquire, grant)
+    refreshed = await holder.ask(m.SessionRequest(id=8, refresh=m.RefreshRequest(name=name, ttl=_ms(60_000),
+                                                                                 **{grant: token})))
+    assert refreshed.WhichOneof("result") == "refresh"
+    assert refreshed.refresh.expires_at.ToMilliseconds() > got.acquire.expires_at.ToMilliseconds()
+
+    await waiter.send(_other_acquire(kind, 5, name, wait_ms=30_000))
+    await _until(lambda: waiters(1))
+    await waiter.send(m.SessionRequest(id=6, cancel=5))
+    given_up = await waiter.read()
+    assert (given_up.id, given_up.WhichOneof("result"), given_up.acquire.acquired) == (5, "acquire", False)
+    await _until(lambda: waiters(0))
+
+    released = await holder.ask(m.SessionRequest(id=9, release=m.ReleaseRequest(name=name, **{grant: token})))
+    assert released.WhichOneof("result") == "release"
+    assert await state() == (0, 0)  # not granted to the cancelled wait
+    lost = await holder.ask(m.SessionRequest(id=10, release=m.ReleaseRequest(name=name, **{grant: token})))
+    assert lost.WhichOneof("result") == "error"
+    assert (lost.error.code, lost.error.reason) == (error_pb2.CODE_FAILED_PRECONDITION, not_held)
+    assert lost.error.metadata["name"] == name
+    again = await holder.ask(_other_acquire(kind, 11, name))  # still open, nothing changed by the error
+    assert again.acquire.acquired
+    await holder.ask(m.SessionRequest(id=12, release=m.ReleaseRequest(name=name, **{grant: getattr(again.acquire, grant)})))
 
 
 # --- the AsyncClient over the session ------------------------------------------------
