@@ -30,7 +30,10 @@ import (
 )
 
 // Client holds one connection and a stub per Concord service. The stubs are safe
-// for concurrent use, like the connection they share.
+// for concurrent use, like the connection they share. Locks and Semaphores are
+// sessions (a *LockSession and a *SemaphoreSession): their Acquire, Release and
+// Refresh go as messages on one Session stream each, which hands a lock over
+// sooner than unary calls do (see Sessions); their other methods are unary calls.
 type Client struct {
 	Locks        lockv1.LockServiceClient
 	Semaphores   semaphorev1.SemaphoreServiceClient
@@ -166,8 +169,8 @@ func NewClient(target string, opts ...ClientOption) (*Client, error) {
 		return nil, fmt.Errorf("concord: connect to %s: %w", target, err)
 	}
 	return &Client{
-		Locks:        lockv1.NewLockServiceClient(conn),
-		Semaphores:   semaphorev1.NewSemaphoreServiceClient(conn),
+		Locks:        NewLockSession(lockv1.NewLockServiceClient(conn)),
+		Semaphores:   NewSemaphoreSession(semaphorev1.NewSemaphoreServiceClient(conn)),
 		Queues:       queuev1.NewQueueServiceClient(conn),
 		Chat:         chatv1.NewChatServiceClient(conn),
 		Autocomplete: autocompletev1.NewAutocompleteServiceClient(conn),
@@ -178,5 +181,13 @@ func NewClient(target string, opts ...ClientOption) (*Client, error) {
 	}, nil
 }
 
-// Close closes the connection; calls still running fail with Canceled.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close ends the lock and semaphore sessions and closes the connection; calls
+// still running fail with Canceled.
+func (c *Client) Close() error {
+	for _, s := range []any{c.Locks, c.Semaphores} {
+		if s, ok := s.(interface{ Close() error }); ok {
+			s.Close()
+		}
+	}
+	return c.conn.Close()
+}
