@@ -121,6 +121,33 @@ async def test_a_release_wakes_a_waiter_of_its_own_process_from_its_reply(redis_
         assert grant.fencing_token == int(message.split()[1])
 
 
+async def test_a_grant_to_a_waiter_of_the_releasing_process_is_not_published(locks, redis_async, name):
+    """The releasing process wakes its own waiter from the reply, so that grant costs no
+    SPUBLISH; a grant to another process's waiter is published. Messages on a channel
+    arrive in order, so the first one heard must be the second (foreign) grant."""
+    k = locks._keys.lock(name)
+    pubsub = redis_async.pubsub()
+    await pubsub.ssubscribe(k.channel)
+    try:
+        holder = await locks.acquire(name, 10_000, 0, "holder")
+        local = asyncio.create_task(locks.acquire(name, 10_000, 30_000, "local waiter"))
+        await async_wait_until(lambda: _eq(waiters(locks, name), 1), message="waiter queued")
+        await locks.release(name, holder.lease)
+        held = await asyncio.wait_for(local, 5)
+        task = asyncio.create_task(locks.acquire(name, 10_000, 30_000, "woken by another process"))
+        await async_wait_until(lambda: _eq(waiters(locks, name), 1), message="second waiter queued")
+        ok, message = await _RELEASE(locks._redis, k.keys, [k.channel, 60_000, held.lease, "another-process"])
+        assert ok == 1
+        heard = None
+        async with asyncio.timeout(10):
+            while heard is None:
+                heard = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1)
+        assert heard["data"] in (message, message.encode())
+        assert (await asyncio.wait_for(task, 5)).fencing_token == int(message.split()[1])
+    finally:
+        await pubsub.aclose()
+
+
 async def test_a_waiter_rides_out_a_redis_restart_and_gets_the_lock(fresh_redis, name):
     """Redis SIGKILLed and restarted from its AOF while a waiter is queued: the
     waiter's call keeps waiting through the outage (its subscription is renewed by

@@ -167,7 +167,7 @@ class Locks(FifoPrimitive):
 
     async def release(self, name: str, lease: str) -> None:
         k = self._keys.lock(name)
-        reply = await self._run(_RELEASE, k, lease)
+        reply = await self._run(_RELEASE, k, lease, self._process_id)
         if reply[0] != HELD.HELD:
             raise LockNotHeld(f"lock {name!r} is not held by this lease", name=name)
         if reply[1]:

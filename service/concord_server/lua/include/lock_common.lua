@@ -41,16 +41,19 @@ end
 -- channel ("lease fence expires_ms"). A waiter for several locks ahead of it is
 -- told to try ("lease try": it takes all its locks in its own script, or none) and
 -- passed over: it never holds or reserves a part while it waits. Returns the grant's
--- message if someone got the lock (the releasing server wakes a waiter of its own
--- with it at once, without waiting for the pub/sub copy), else false.
-local function grant_next_of(L, channel, now_ms, now_us)
+-- message if someone got the lock, else false. ``waker``, when given, is the process
+-- that ran this script and wakes a waiter of its own with that message at once: such
+-- a waiter's grant is not published (a local handoff costs Redis no PUBLISH and the
+-- server no pub/sub message to read and drop; if the reply never reaches the waker,
+-- the waiter's poll finds the grant).
+local function grant_next_of(L, channel, now_ms, now_us, waker)
   local at = 0
   while true do
     local id = redis.call('ZRANGE', L.queue, at, at)[1]
     if not id then
       return false
     end
-    local n, ttl, owner = live(L, redis.call('HGET', L.waiters, id), now_ms)
+    local n, ttl, owner, proc = live(L, redis.call('HGET', L.waiters, id), now_ms)
     if not n then
       remove(L, id)
     elseif n > 1 then
@@ -60,7 +63,9 @@ local function grant_next_of(L, channel, now_ms, now_us)
       remove(L, id)
       local f = grant_of(L, id, owner, ttl, now_us)
       local message = id .. ' ' .. fmt(f) .. ' ' .. fmt(now_ms + ttl)
-      redis.call('SPUBLISH', channel, message)
+      if proc ~= waker then
+        redis.call('SPUBLISH', channel, message)
+      end
       return message
     end
   end
@@ -73,6 +78,6 @@ local function grant(lease, owner, ttl_ms, now_us)
   return grant_of(Q, lease, owner, ttl_ms, now_us)
 end
 
-local function grant_next(now_ms, now_us)
-  return grant_next_of(Q, ARGV[1], now_ms, now_us)
+local function grant_next(now_ms, now_us, waker)
+  return grant_next_of(Q, ARGV[1], now_ms, now_us, waker)
 end

@@ -12,7 +12,7 @@ local function enqueue(q, id, now_ms, now_us, wait_ms, proc, liveness_ms, permit
   redis.call('HSET', q.procs, proc, fmt(now_ms + liveness_ms))
 end
 
--- An entry's fields if the waiter is live: permits, ttl_ms, owner.
+-- An entry's fields if the waiter is live: permits, ttl_ms, owner, its process.
 local function live(q, entry, now_ms)
   if not entry then
     return nil
@@ -20,7 +20,7 @@ local function live(q, entry, now_ms)
   local deadline, proc, permits, ttl, owner = string.match(entry, '^(%d+) (%S+) (%d+) (%d+) (.*)$')
   -- (an entry that is no waiter's, such as a semaphore's failure record, is not live)
   if deadline and tonumber(deadline) > now_ms and tonumber(redis.call('HGET', q.procs, proc) or '0') > now_ms then
-    return tonumber(permits), tonumber(ttl), owner
+    return tonumber(permits), tonumber(ttl), owner, proc
   end
   return nil
 end
