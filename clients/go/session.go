@@ -227,7 +227,16 @@ func (s *session[Req, Resp]) once(ctx context.Context, op protoreflect.Name, msg
 		s.forget(st, id)
 		return nil, contextError(ctx)
 	}
-	sent := st.call != nil && st.send(s.request(id, op, msg, 0)) == nil
+	sent := false
+	if st.call != nil { // else it failed to open, and failed every request on it
+		switch err := st.send(s.request(id, op, msg, 0)); {
+		case err == nil:
+			sent = true
+		case err != io.EOF: // refused before it was sent (too large...): the stream goes on
+			s.forget(st, id)
+			return nil, asError(err)
+		} // io.EOF: the stream has ended, and its reader fails this request with its error
+	}
 	select {
 	case a := <-answered:
 		return result(a)

@@ -153,6 +153,7 @@ func TestAnAbandonedSessionAcquireNeverLeavesTheLockHeld(t *testing.T) {
 			t.Fatalf("round %d: the holder could not take the free lock: %v, %v", i, got, err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel() // (called in every round below; this is for a t.Fatal on the way)
 		done := make(chan *lockv1.AcquireResponse, 1)
 		go func() {
 			r, _ := waiter.Locks.Acquire(ctx, acquireReq(name, 30*time.Second))
