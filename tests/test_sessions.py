@@ -315,3 +315,320 @@ async def test_a_client_timeout_on_the_session_is_deadline_exceeded(concord_serv
             await session.request("acquire", pb.AcquireRequest(name=name, ttl=_ms(1000), wait_timeout=_ms(5000)), 0.3)
         await lock.release(held)
         await _until(lambda: _free(lock))
+
+
+# --- semaphores and read-write locks over both clients' sessions ---------------------
+
+KIND_PB = {"lock": pb, "semaphore": semaphore_pb2, "rwlock": rwlock_pb2}
+GRANT = {"lock": "lease", "semaphore": "permit_id", "rwlock": "lease"}
+
+
+def _acquire_request(kind: str, name: str, wait: float):
+    """An AcquireRequest that takes the whole of ``name`` (one permit of one; a write hold)."""
+    d = _ms(int(wait * 1000))
+    if kind == "semaphore":
+        return semaphore_pb2.AcquireRequest(name=name, limit=1, ttl=_ms(30_000), wait_timeout=d)
+    if kind == "rwlock":
+        return rwlock_pb2.AcquireRequest(name=name, mode=rwlock_pb2.MODE_WRITE, ttl=_ms(30_000), wait_timeout=d)
+    return pb.AcquireRequest(name=name, ttl=_ms(30_000), wait_timeout=d)
+
+
+def _handle(client, kind: str, name: str):
+    """The client's handle on ``name`` and how to take, give back and check all of it."""
+    if kind == "semaphore":
+        h = client.semaphore(name, limit=1, ttl=30)
+        return h, h.acquire, h.release
+    if kind == "rwlock":
+        h = client.rwlock(name, ttl=30)
+        return h, (lambda timeout=0: h.acquire("write", timeout)), h.release
+    h = client.lock(name, ttl=30)
+    return h, h.acquire, h.release
+
+
+def _is_free(kind: str, info) -> bool:
+    if kind == "rwlock":
+        return info.writer is None and not info.readers and not info.waiters
+    return not info.held and info.waiters == 0
+
+
+def _waiting(kind: str, info) -> int:
+    return len(info.waiters) if kind == "rwlock" else info.waiters
+
+
+def test_sync_semaphores_go_over_a_session(client, name):
+    sem = client.semaphore(name, limit=2, ttl=10)
+    first, second = sem.acquire(), sem.acquire()
+    assert first is not None and second is not None and sem.acquire() is None
+    stream = client._services["semaphore"]._stub._session._stream
+    assert stream is not None and not stream.ended
+    sem.refresh(first, ttl=20)
+    assert {h.permit_id for h in sem.describe().holders} == {first.permit_id, second.permit_id}
+    sem.release(first)
+    with pytest.raises(PermitNotHeld) as err:
+        sem.release(first)
+    assert err.value.reason == "PERMIT_NOT_HELD"
+    with sem as permit:
+        assert permit.permit_id != second.permit_id and sem.describe().held == 2
+    sem.release(second)
+    assert sem.describe().held == 0
+    assert client._services["semaphore"]._stub._session._stream is stream  # all of it on one stream
+
+
+def test_sync_rwlocks_go_over_a_session(client, name):
+    rw = client.rwlock(name, ttl=10)
+    readers = [rw.acquire("read"), rw.acquire("read")]
+    assert all(readers) and rw.acquire("write") is None
+    stream = client._services["rwlock"]._stub._session._stream
+    assert stream is not None and not stream.ended
+    got: list = []
+    writer = threading.Thread(target=lambda: got.append(rw.acquire("write", timeout=30)))
+    writer.start()
+    wait_until(lambda: len(rw.describe().waiters) == 1, message="the writer waits")
+    rw.refresh(readers[0], ttl=20)
+    for lease in readers:
+        rw.release(lease)
+    writer.join(10)
+    assert got and got[0] is not None and got[0].fencing_token > max(r.fencing_token for r in readers)
+    with pytest.raises(LockNotHeld):
+        rw.release(readers[0])
+    rw.release(got[0])
+    with rw.write() as lease:
+        assert rw.describe().writer.fencing_token == lease.fencing_token
+    assert client._services["rwlock"]._stub._session._stream is stream
+
+
+async def test_async_semaphores_go_over_a_session(aclient, name):
+    sem = aclient.semaphore(name, limit=2, ttl=10)
+    first, second = await sem.acquire(), await sem.acquire()
+    assert first is not None and second is not None and await sem.acquire() is None
+    stream = aclient._services["semaphore"]._stub._session._stream
+    assert stream is not None and not stream.ended
+    await sem.refresh(first, ttl=20)
+    waiting = asyncio.ensure_future(sem.acquire(timeout=30))
+    await _until(lambda: _async_waiters(sem, 1))
+    await sem.release(first)
+    third = await asyncio.wait_for(waiting, 10)
+    assert third is not None
+    with pytest.raises(PermitNotHeld):
+        await sem.release(first)
+    await sem.release(second)
+    await sem.release(third)
+    assert (await sem.describe()).held == 0
+    assert aclient._services["semaphore"]._stub._session._stream is stream
+
+
+async def _async_waiters(handle, n: int) -> bool:
+    return (await handle.describe()).waiters == n
+
+
+async def test_async_rwlocks_go_over_a_session(aclient, name):
+    rw = aclient.rwlock(name, ttl=10)
+    readers = [await rw.acquire("read"), await rw.acquire("read")]
+    assert all(readers) and await rw.acquire("write") is None
+    stream = aclient._services["rwlock"]._stub._session._stream
+    assert stream is not None and not stream.ended
+    writer = asyncio.ensure_future(rw.acquire("write", timeout=30))
+
+    async def one_waits() -> bool:
+        return len((await rw.describe()).waiters) == 1
+
+    await _until(one_waits)
+    await rw.refresh(readers[0], ttl=20)
+    for lease in readers:
+        await rw.release(lease)
+    lease = await asyncio.wait_for(writer, 10)
+    assert lease is not None and lease.fencing_token > max(r.fencing_token for r in readers)
+    with pytest.raises(LockNotHeld):
+        await rw.release(readers[0])
+    await rw.release(lease)
+    async with rw.read() as shared:
+        assert shared.mode == "read"
+    assert aclient._services["rwlock"]._stub._session._stream is stream
+
+
+@pytest.mark.parametrize("kind", ["lock", "semaphore", "rwlock"])
+async def test_an_abandoned_async_acquire_never_leaves_any_kind_held(concord_server, aclient, kind, name):
+    """As for locks above, and with the holder letting go just as the waiter gives up,
+    so that some grants beat their cancel (and must be released by the session)."""
+    handle, acquire, release = _handle(aclient, kind, name)
+    session = aclient._services[kind]._stub._session
+    rnd = random.Random()
+    async with concord.AsyncClient(concord_server.target) as other:
+        _, hold, let_go = _handle(other, kind, name)
+        for i in range(20):
+            held = await hold(timeout=10)
+            assert held is not None
+            racer = asyncio.ensure_future(let_go(held)) if i % 2 else None  # the grant and the cancel race
+            try:
+                got = await session.request("acquire", _acquire_request(kind, name, 30), rnd.uniform(0.001, 0.03))
+            except DeadlineExceeded:
+                pass
+            else:  # answered in time: a grant like any other
+                assert got.acquired
+                await session.request("release", KIND_PB[kind].ReleaseRequest(
+                    name=name, **{GRANT[kind]: getattr(got, GRANT[kind])}), 10)
+            await (racer if racer is not None else let_go(held))
+
+            async def free() -> bool:
+                return _is_free(kind, await handle.describe())
+
+            await _until(free)
+        assert not session._stream.waiting  # every answer, the releases' too, has come
+
+
+# --- the synchronous Client over the session -----------------------------------------
+
+def test_the_sync_client_locks_over_one_session(client, name):
+    lock = client.lock(name, ttl=10)
+    lease = lock.acquire()
+    assert lease is not None and lock.describe().held
+    session = client._services["lock"]._stub._session
+    stream = session._stream
+    assert stream is not None and not stream.ended and stream._reader.is_alive()
+    lock.refresh(lease, ttl=20)
+    lock.release(lease)
+    with pytest.raises(LockNotHeld) as err:
+        lock.release(lease)
+    assert err.value.reason == "LOCK_NOT_HELD" and err.value.metadata["name"] == name
+    with lock as held:
+        assert lock.describe().fencing_token == held.fencing_token
+    assert session._stream is stream and not stream.ended and not stream.waiting
+
+
+def test_fifo_handoff_between_two_sync_clients_in_threads(concord_server, client, name):
+    """Waiters on two clients, queued one after the other, get the lock in that order,
+    each from the one before, with increasing fencing tokens."""
+    with concord.Client(concord_server.target) as other:
+        clients = [client, other]
+        held = client.lock(name, ttl=30).acquire()
+        granted: list[tuple[int, int]] = []
+        errors: list[BaseException] = []
+
+        def waiter(i: int) -> None:
+            lock = clients[i % 2].lock(name, ttl=30)
+            try:
+                lease = lock.acquire(timeout=30)
+                granted.append((i, lease.fencing_token))
+                lock.release(lease)
+            except BaseException as exc:  # noqa: BLE001 (reported below)
+                errors.append(exc)
+
+        threads = []
+        for i in range(6):
+            threads.append(threading.Thread(target=waiter, args=(i,)))
+            threads[-1].start()
+            wait_until(lambda: client.lock(name).describe().waiters == i + 1, message=f"waiter {i} queued")
+        client.lock(name).release(held)
+        for t in threads:
+            t.join(30)
+        assert not errors, errors
+        assert [i for i, _ in granted] == list(range(6))
+        tokens = [held.fencing_token] + [t for _, t in granted]
+        assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens)
+        assert _is_free("lock", client.lock(name).describe())
+
+
+@pytest.mark.parametrize("kind", ["lock", "semaphore", "rwlock"])
+def test_an_abandoned_sync_acquire_never_leaves_it_held(concord_server, client, kind, name):
+    """A caller past its timeout raises DeadlineExceeded; its acquire is cancelled in the
+    server, and a grant that beat the cancel is released (the holder lets go just as
+    the waiter gives up in every other round, so that some do)."""
+    handle, acquire, release = _handle(client, kind, name)
+    session = client._services[kind]._stub._session
+    rnd = random.Random()
+    with concord.Client(concord_server.target) as other:
+        _, hold, let_go = _handle(other, kind, name)
+        for i in range(20):
+            held = hold(timeout=10)
+            assert held is not None
+            racer = threading.Thread(target=let_go, args=(held,))
+            if i % 2:  # let go at once: the grant and the cancel race
+                racer.start()
+            try:
+                got = session.request("acquire", _acquire_request(kind, name, 30), rnd.uniform(0.001, 0.03))
+            except DeadlineExceeded:
+                pass
+            else:  # answered in time: a grant like any other
+                assert got.acquired
+                session.request("release", KIND_PB[kind].ReleaseRequest(
+                    name=name, **{GRANT[kind]: getattr(got, GRANT[kind])}), 10)
+            if not i % 2:
+                racer.start()
+            racer.join(10)
+            wait_until(lambda: _is_free(kind, handle.describe()), message=f"{kind} {name} free in round {i}")
+        wait_until(lambda: not session._stream.waiting, message="every answer, the releases' too")
+
+
+def test_a_sync_client_timeout_on_the_session_is_deadline_exceeded(concord_server, name):
+    with concord.Client(concord_server.target, timeout=0.2) as client:
+        lock = client.lock(name, ttl=30)
+        held = lock.acquire()
+        session = client._services["lock"]._stub._session
+        started = time.monotonic()
+        with pytest.raises(DeadlineExceeded) as err:
+            session.request("acquire", pb.AcquireRequest(name=name, ttl=_ms(1000), wait_timeout=_ms(5000)), 0.3)
+        assert time.monotonic() - started < 3 and "lock acquire" in str(err.value)
+        lock.release(held)
+        wait_until(lambda: _is_free("lock", lock.describe()), message="the lock free")
+
+
+def test_a_broken_sync_session_fails_its_requests_and_the_next_one_reopens(client, name):
+    lock = client.lock(name, ttl=30)
+    held = lock.acquire()
+    failed: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            lock.acquire(timeout=30)
+        except BaseException as exc:  # noqa: BLE001 (checked below)
+            failed.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    wait_until(lambda: lock.describe().waiters == 1, message="the acquire waits")
+    session = client._services["lock"]._stub._session
+    broken = session._stream
+    broken.call.cancel()
+    waiter.join(10)
+    assert not waiter.is_alive() and len(failed) == 1 and isinstance(failed[0], Cancelled), failed
+    assert broken.ended and not broken.waiting
+    wait_until(lambda: not broken._reader.is_alive(), message="the reader thread ended")
+    wait_until(lambda: lock.describe().waiters == 0, message="the server let the wait go")
+    lock.release(held)  # over a new stream
+    assert session._stream is not broken and not session._stream.ended
+    assert lock.acquire() is not None
+
+
+def test_sync_close_ends_the_sessions_and_leaves_no_thread(concord_server, name):
+    before = set(threading.enumerate())
+    with concord.Client(concord_server.target) as holder:
+        held = holder.lock(name, ttl=30).acquire()
+        client = concord.Client(concord_server.target)
+        lock = client.lock(name, ttl=30)
+        with client.semaphore(name, limit=1):
+            pass
+        with client.rwlock(name).read():
+            pass
+        failed: list[BaseException] = []
+
+        def wait() -> None:
+            try:
+                lock.acquire(timeout=30)
+            except BaseException as exc:  # noqa: BLE001 (checked below)
+                failed.append(exc)
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        wait_until(lambda: holder.lock(name).describe().waiters == 1, message="the acquire waits")
+        readers = [s._stream._reader for s in client._sessions.values()]
+        assert all(r.is_alive() for r in readers)
+        client.close()
+        waiter.join(10)
+        assert len(failed) == 1 and isinstance(failed[0], Cancelled), failed
+        assert not any(r.is_alive() for r in readers)
+        with pytest.raises(Cancelled):
+            lock.acquire()
+        wait_until(lambda: holder.lock(name).describe().waiters == 0, message="the server let the wait go")
+        holder.lock(name).release(held)
+    wait_until(lambda: not (set(threading.enumerate()) - before),
+               message="no thread left behind")

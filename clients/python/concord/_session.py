@@ -137,14 +137,16 @@ class Session:
             await stream.send(self._kind.pb.SessionRequest(id=rid, **{op: message}))
             sent = True
             async with asyncio.timeout(timeout):
-                answer = await answered
+                # shielded: a timeout or cancel must not cancel ``answered``, or an answer
+                # arriving before this task runs again would be dropped (and its grant kept)
+                answer = await asyncio.shield(answered)
         except (grpc.RpcError, asyncio.InvalidStateError):  # the stream ended: its reader fails
             answer = await answered                         # every request on it
         except (TimeoutError, asyncio.CancelledError) as exc:
             acquire = message if op == "acquire" and sent else None
-            if answered.done() and not answered.cancelled():  # answered just as the wait ended
+            if answered.done():  # answered just as the wait ended
                 self._release_granted(acquire, answered.result())
-            else:  # (awaiting it cancels it)
+            else:
                 self._abandon(stream, rid, acquire)
             if isinstance(exc, TimeoutError):
                 raise no_answer(self._kind, op, timeout) from None
