@@ -62,6 +62,14 @@ def fmt(value: float | None, unit: str) -> str:
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
 
 
+def spread(row: Row) -> str:
+    """The range of the repetitions behind a median, "[low–high]"; empty for one run."""
+    runs = [v for v in row.runs if isinstance(v, (int, float)) and not math.isnan(v)]
+    if len(runs) < 2:
+        return ""
+    return f"[{fmt(min(runs), row.unit)}–{fmt(max(runs), row.unit)}]"
+
+
 def _verdict(row: Row) -> str:
     return {True: "✅", False: "❌", None: ""}[row.passed]
 
@@ -75,7 +83,7 @@ def table(rows: list[Row]) -> str:
             parts.append(f"{r.ratio:.2f}×")
         if r.target:
             parts.append(f"target {r.target}")
-        value = fmt(r.value, r.unit) + (f" ({r.note})" if r.note else "")
+        value = " ".join(filter(None, (fmt(r.value, r.unit), spread(r)))) + (f" ({r.note})" if r.note else "")
         lines.append(f"| {r.scenario} | {r.metric} | {value} | {base} | {'; '.join(parts)} | {_verdict(r)} |")
     return "\n".join(lines)
 
@@ -90,7 +98,8 @@ def arena(rows: list[Row]) -> str:
              "|---|---|---|---|---|---|---|---|"]
     for r in peers:
         ratio = "" if r.ratio is None else f"{r.ratio:.2f}×"
-        lines.append(f"| {r.scenario} | {r.metric} | {fmt(r.value, r.unit)} | {r.peer} | {fmt(r.baseline, r.unit)} "
+        lines.append(f"| {r.scenario} | {r.metric} | {' '.join(filter(None, (fmt(r.value, r.unit), spread(r))))} "
+                     f"| {r.peer} | {fmt(r.baseline, r.unit)} "
                      f"| {ratio} | {r.target} | {_verdict(r)} |")
     return "\n".join(lines)
 

@@ -12,8 +12,8 @@ in Go (``etcd_lock/``, the official client's ``concurrency.Mutex``).
   Valkey runs with persistence off.
 - ``lock_client(tmp)``: ``go build`` of ``etcd_lock/`` into ``tmp`` (modules from
   the Go module proxy, pinned by its go.sum), built once per bench run.
-- ``run_lock_clients(...)``: runs that program in a few processes, starts them at
-  one instant and collects their reports, like handoff.run_client_processes.
+- bench/lock_clients.py runs that program in a few processes (as it runs Concord's
+  Go and Node lock programs).
 """
 
 from __future__ import annotations
@@ -22,20 +22,18 @@ import contextlib
 import fcntl
 import json
 import os
-import select
 import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
-from ..harness import _die_with_parent, _stop, _tail, _wait_for, free_port
+from ..harness import _die_with_parent, _stop, _wait_for, free_port
 from .install import go_program
 
 LOCK_CLIENT_SRC = Path(__file__).resolve().parent / "etcd_lock"
@@ -171,74 +169,3 @@ def client_module_version() -> str:
         if "go.etcd.io/etcd/client/v3" in parts:
             return " ".join(parts[parts.index("go.etcd.io/etcd/client/v3"):][:2])
     return "go.etcd.io/etcd/client/v3"
-
-
-def _read_line(proc: subprocess.Popen, deadline: float) -> bytes:
-    """One line of the process's stdout, read without buffering past it."""
-    fd = proc.stdout.fileno()
-    buf = b""
-    while not buf.endswith(b"\n"):
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            raise TimeoutError
-        chunk = os.read(fd, 1)
-        if not chunk:
-            break
-        buf += chunk
-    return buf
-
-
-def run_lock_clients(binary: Path, endpoint: str, key: str, groups: Sequence[Sequence[int]], *, hold: float,
-                     think: float, wait: float, ttl: float, duration: float, report_within: float,
-                     log_dir: Path) -> tuple[list[dict], float, float]:
-    """One lock-client process per group of client ids; all connect and open their
-    sessions, then start at one instant. Returns (reports, start_at, end_at) on the
-    CLOCK_MONOTONIC clock ``time.monotonic()`` reads."""
-    procs: list[subprocess.Popen] = []
-    logs = []
-    try:
-        for i, ids in enumerate(groups):
-            log = log_dir / f"etcdlock-{os.getpid()}-{i}.log"
-            logs.append(log)
-            with open(log, "ab") as err:
-                procs.append(subprocess.Popen(
-                    [str(binary), "-endpoint", endpoint, "-key", key, "-clients", ",".join(map(str, ids)),
-                     "-hold", repr(hold), "-think", repr(think), "-wait", repr(wait), "-ttl", str(max(1, round(ttl)))],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, preexec_fn=_die_with_parent))
-        deadline = time.monotonic() + 60
-        for proc, log in zip(procs, logs):
-            try:
-                line = _read_line(proc, deadline)
-            except TimeoutError:
-                line = b""
-            if line.strip() != b"ready":
-                raise RuntimeError(f"etcd lock client did not get ready ({line!r}):\n{_tail(log)}")
-        start_at = time.monotonic() + 0.05
-        end_at = start_at + duration
-        for proc in procs:
-            proc.stdin.write(f"{start_at!r} {end_at!r}\n".encode())
-            proc.stdin.close()
-        reports = []
-        for proc, log in zip(procs, logs):
-            try:
-                out = proc.stdout.read() if _wait_readable(proc, start_at + duration + report_within) else b""
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                out = b""
-            if proc.returncode != 0 or not out.strip():
-                raise RuntimeError(f"etcd lock client did not report (exit {proc.returncode}):\n{_tail(log)}")
-            report = json.loads(out)
-            if report.get("errors"):
-                print(f"  etcd lock client errors: {report['errors']} (see {log}):\n{_tail(log, 5)}",
-                      file=sys.stderr, flush=True)
-            report["events"] = [(int(e[0]), *map(float, e[1:])) for e in report["events"]]
-            reports.append(report)
-    finally:
-        for proc in procs:
-            _stop(proc, timeout=5)
-    return reports, start_at, end_at
-
-
-def _wait_readable(proc: subprocess.Popen, deadline: float) -> bool:
-    left = max(0.0, deadline - time.monotonic())
-    return bool(select.select([proc.stdout.fileno()], [], [], left)[0])

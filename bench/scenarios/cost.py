@@ -5,6 +5,14 @@ server, event loop and HTTP/2 connection, doing nothing. Anything a lock pair co
 beyond two of those is Concord's own work (validation, the Lua scripts, the Redis
 round trips, building the responses).
 
+The contended acquisition: CONTENDED_CLIENTS asyncio clients (the handoff scenario's
+workload and clients, each process's clients over one lock Session stream) passing
+one lock back and forth; its server CPU per acquisition is compared with the
+uncontended pair's in the same repetition (issue 33: at most 1.2x). A contended
+acquisition does more than a pair (it queues, is woken, and its grant is handed on
+by the holder's release) and, the server being far from busy, pays its own wake-ups
+instead of sharing them with 31 other calls in flight.
+
 Server CPU is read from the kernel (psutil cpu_times, user+system, all threads)
 before and after a fixed number of calls, so the bench client's own CPU is not
 counted. Calls are driven with a fixed number in flight so the server is busy and
@@ -15,8 +23,10 @@ empty call and both pair variants back to back, so slow drift hits all alike.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from itertools import count
 
 import grpc
@@ -28,10 +38,12 @@ from concord.lock.v1 import lock_pb2_grpc
 
 from ..harness import concord_server, cpu_seconds, median, redis_server
 from ..report import Row
-from . import Context
+from . import Context, handoff
 
 TARGET_RATIO = 2.6
+TARGET_CONTENDED = 1.2  # contended acquisition / uncontended pair, server CPU
 IN_FLIGHT = 32
+CONTENDED_CLIENTS = 8
 
 
 async def _drive(n: int, call: Callable[[int], Awaitable[None]], ps) -> tuple[float, float]:
@@ -47,7 +59,18 @@ async def _drive(n: int, call: Callable[[int], Awaitable[None]], ps) -> tuple[fl
     return cpu_seconds(ps) - cpu0, time.perf_counter() - t0
 
 
-async def _measure(target: str, ps, reps: int, n_empty: int, n_pairs: int) -> dict[str, list[dict]]:
+def _contended(target: str, ps, duration: float, rep: int) -> dict:
+    """One handoff run (handoff.py's workload, no probe): server CPU per acquisition."""
+    cpu0 = cpu_seconds(ps)
+    r = handoff._run_once("concord", CONTENDED_CLIENTS, target, f"bench:cost:contended:{rep}", duration)
+    cpu = cpu_seconds(ps) - cpu0
+    n = r["acquisitions"]
+    return {"n": n, "cpu_s": cpu, "wall_s": duration, "cpu_per_op_s": cpu / n if n else math.nan,
+            "ops_per_s": r["acq_per_s"], "server_busy": cpu / duration, "handoffs": r["handoffs"]}
+
+
+async def _measure(target: str, ps, reps: int, n_empty: int, n_pairs: int,
+                   contended_s: float) -> dict[str, list[dict]]:
     channel = grpc.aio.insecure_channel(target)
     health = health_pb2_grpc.HealthStub(channel)
     locks = lock_pb2_grpc.LockServiceStub(channel)
@@ -68,29 +91,35 @@ async def _measure(target: str, ps, reps: int, n_empty: int, n_pairs: int) -> di
 
     kinds = {"empty": (empty, n_empty), "pair_wait": (pair(wait), n_pairs), "pair_try": (pair(no_wait), n_pairs)}
     try:
-        return await measure_kinds(kinds, reps, ps)
+        return await measure_kinds(kinds, reps, ps, extra={"contended": partial(_contended, target, ps, contended_s)})
     finally:
         await channel.close()
 
 
-async def measure_kinds(kinds: dict, reps: int, ps) -> dict[str, list[dict]]:
+async def measure_kinds(kinds: dict, reps: int, ps, extra: dict | None = None) -> dict[str, list[dict]]:
     """Server CPU and wall time of each kind of call ({kind: (call, n)}), interleaved
-    over reps after one warm-up pass (connections, script cache, allocator)."""
-    out: dict[str, list[dict]] = {k: [] for k in kinds}
+    over reps after one warm-up pass (connections, script cache, allocator). ``extra``
+    ({kind: measure(rep) -> the same dict}) runs blocking measurements in the same
+    rounds, in a thread."""
+    extra = extra or {}
+    out: dict[str, list[dict]] = {k: [] for k in (*kinds, *extra)}
     for call, n in kinds.values():
         await _drive(max(n // 5, 100), call, ps)
-    for _ in range(reps):
+    for rep in range(reps):
         for kind, (call, n) in kinds.items():
             cpu, wall = await _drive(n, call, ps)
             out[kind].append({"n": n, "cpu_s": cpu, "wall_s": wall,
                               "cpu_per_op_s": cpu / n, "ops_per_s": n / wall, "server_busy": cpu / wall})
+        for kind, measure in extra.items():
+            out[kind].append(await asyncio.to_thread(measure, rep))
     return out
 
 
 def run(ctx: Context) -> tuple[list[Row], dict]:
     n_empty, n_pairs = (2000, 1000) if ctx.quick else (6000, 3000)
+    contended_s = 2.0 if ctx.quick else 4.0
     with redis_server(ctx.tmp) as rds, concord_server(rds.url, ctx.tmp, profile_to=ctx.profile("cost")) as srv:
-        runs = asyncio.run(_measure(srv.target, srv.ps, ctx.reps, n_empty, n_pairs))
+        runs = asyncio.run(_measure(srv.target, srv.ps, ctx.reps, n_empty, n_pairs, contended_s))
 
     def med(kind: str, key: str) -> tuple[float, list[float]]:
         values = [r[key] for r in runs[kind]]
@@ -112,4 +141,14 @@ def run(ctx: Context) -> tuple[list[Row], dict]:
                         passed=cpu / empty_cpu <= TARGET_RATIO, runs=cpu_runs))
         rows.append(Row("cost", f"{label}: pairs/s", rate, "/s", baseline=empty_rate, baseline_label="empty calls/s",
                         note=f"server {busy[kind]:.0%} of a core", runs=rate_runs))
-    return rows, {"in_flight": IN_FLIGHT, "n_empty": n_empty, "n_pairs": n_pairs, "runs": runs}
+    ratios = [c["cpu_per_op_s"] / p["cpu_per_op_s"] for c, p in zip(runs["contended"], runs["pair_wait"])]
+    contended, contended_runs = med("contended", "cpu_per_op_s")
+    pair_cpu = med("pair_wait", "cpu_per_op_s")[0]
+    rows.append(Row("cost", f"contended acquisition ({CONTENDED_CLIENTS} clients handing one lock on, sessions): "
+                    "server CPU/acquisition", contended, "s", baseline=pair_cpu,
+                    baseline_label="uncontended Acquire(wait)+Release pair", target=f"≤ {TARGET_CONTENDED}× pair",
+                    passed=median(ratios) <= TARGET_CONTENDED, runs=contended_runs,
+                    note=f"ratio per rep {', '.join(f'{r:.2f}' for r in ratios)}; "
+                         f"{med('contended', 'ops_per_s')[0]:,.0f} acquisitions/s, server {busy['contended']:.0%} of a core"))
+    return rows, {"in_flight": IN_FLIGHT, "n_empty": n_empty, "n_pairs": n_pairs, "contended_s": contended_s,
+                  "contended_clients": CONTENDED_CLIENTS, "runs": runs}
