@@ -12,6 +12,8 @@ readings (system-wide on Linux, so processes can be merged):
 Implementations:
   concord            concord.AsyncClient, one asyncio task per client, one channel (and so one
                      lock Session stream) per process
+  concord-sync       concord.Client, one thread per client, one Client (and so one lock Session
+                     stream, read by one thread) per process
   redis-py           redis.lock.Lock, blocking, default sleep=0.1, one thread per client
   redis-py-1ms       the same with sleep=0.001 (the book's 1 ms polling)
   python-redis-lock  redis_lock.Lock (SET NX + BLPOP on a signal list), one thread per client
@@ -53,7 +55,7 @@ def main(conn: Connection, spec: Spec) -> None:
     from ..harness import _die_with_parent
 
     _die_with_parent()
-    run = _concord if spec.impl == "concord" else _threads
+    run = {"concord": _concord, "concord-sync": _concord_sync}.get(spec.impl, _threads)
     run(conn, spec)
 
 
@@ -101,6 +103,43 @@ async def _concord_client(client, cid: int, spec: Spec, end_at: float, events: l
         await lock.release(lease)
         events.append((cid, t0, t1, t2, time.monotonic()))
         await asyncio.sleep(spec.think)
+
+
+# --- Concord, synchronous: one thread per client over one concord.Client -----------------
+
+def _concord_sync(conn: Connection, spec: Spec) -> None:
+    import concord
+
+    with concord.Client(spec.target) as client:
+        client.lock(spec.name).describe()  # connect before the clock starts
+        start_at, end_at = _handshake(conn)
+        events: list[Event] = []  # list.append is atomic under the GIL
+        threads = [threading.Thread(target=_concord_sync_client, args=(client, cid, spec, start_at, end_at, events))
+                   for cid in spec.clients]
+        for t in threads:
+            t.start()
+        cpu0 = time.process_time()
+        for t in threads:
+            t.join()
+        cpu = time.process_time() - cpu0
+    _report(conn, events, cpu, time.monotonic() - start_at)
+
+
+def _concord_sync_client(client, cid: int, spec: Spec, start_at: float, end_at: float, events: list[Event]) -> None:
+    lock = client.lock(spec.name, ttl=spec.ttl)
+    time.sleep(max(0.0, start_at - time.monotonic()))
+    while time.monotonic() < end_at:
+        t0 = time.monotonic()
+        lease = lock.acquire(timeout=spec.wait)
+        t1 = time.monotonic()
+        if lease is None:
+            events.append((cid, t0, t1, NAN, NAN))
+            continue
+        time.sleep(spec.hold)
+        t2 = time.monotonic()
+        lock.release(lease)
+        events.append((cid, t0, t1, t2, time.monotonic()))
+        time.sleep(spec.think)
 
 
 # --- redis-py and python-redis-lock: one thread per client, sync redis client ------------
