@@ -202,6 +202,15 @@ async def acquire_queued(waiters: Waiters, claim: Claim[G], wait_ms: int, deadlo
                 return grant
 
 
+async def hand_on_first() -> None:
+    """Called by a release that has just woken a waiter of this process
+    (Waiters.deliver): steps aside for one loop step, in which the waiter resumes
+    and answers its client, before the release answers its own. The grant is what
+    the next holder waits for, the release's answer nobody: sent first, its socket
+    write (and the wake-up of the client it goes to) would delay the grant."""
+    await asyncio.sleep(0)
+
+
 def _handoff(queued_ms: int, queued_at: float, granted_ms: int, resumed_at: float) -> float:
     """Seconds from the grant in Redis to the waiter resuming here, without comparing
     two machines' clocks: the time waited here less the time Redis kept the waiter

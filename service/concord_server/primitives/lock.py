@@ -29,7 +29,8 @@ from ..store.reply_shapes import ANY, Codes, Either, INT, STR, Seq, Tagged, Tup
 from ..store.scripts import Commands, script
 from ..statuses import ACQUIRE, HELD, WITHDRAW
 from ..wakeups.waiters import Dropped, PollResult, Waiters
-from .fifo_acquire import GIVE_UP_WITHIN, Attempt, Claim, FifoPrimitive, acquire_queued, keep_alive
+from .fifo_acquire import (GIVE_UP_WITHIN, Attempt, Claim, FifoPrimitive, acquire_queued, hand_on_first,
+                           keep_alive)
 from .deadlocks import Deadlocks, deadlock_error, watching
 from .letting_go import LATE, answer_within
 from .listing import noting, scan_names
@@ -170,8 +171,8 @@ class Locks(FifoPrimitive):
         reply = await self._run(_RELEASE, k, lease, self._process_id)
         if reply[0] != HELD.HELD:
             raise LockNotHeld(f"lock {name!r} is not held by this lease", name=name)
-        if reply[1]:
-            self._waiters.deliver(k.channel, reply[1])
+        if reply[1] and self._waiters.deliver(k.channel, reply[1]):
+            await hand_on_first()
 
     async def refresh(self, name: str, lease: str, ttl_ms: int) -> Grant:
         k = self._keys.lock(name)

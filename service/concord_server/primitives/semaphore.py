@@ -33,7 +33,7 @@ from ..store.reply_shapes import Codes, Either, INT, STR, Seq, Tagged, Tup
 from ..store.scripts import script
 from ..statuses import ACQUIRE, HELD, LIMIT, WITHDRAW
 from ..wakeups.waiters import PollResult
-from .fifo_acquire import Attempt, Claim, FifoPrimitive, acquire_queued, keep_alive
+from .fifo_acquire import Attempt, Claim, FifoPrimitive, acquire_queued, hand_on_first, keep_alive
 from .listing import noting, scan_names
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
@@ -154,8 +154,9 @@ class Semaphores(FifoPrimitive):
         reply = await self._run(_RELEASE, k, permit_id)
         if reply[0] != HELD.HELD:
             raise PermitNotHeld(f"semaphore {name!r}: permit is not held", name=name)
-        for message in reply[1:]:  # admitted waiters of this process wake now
-            self._waiters.deliver(k.channel, message)
+        woke = [self._waiters.deliver(k.channel, message) for message in reply[1:]]  # waiters of this process
+        if any(woke):
+            await hand_on_first()
 
     async def refresh(self, name: str, permit_id: str, ttl_ms: int) -> int:
         """Resets the permit's TTL; returns its new expiry (Redis clock, ms)."""

@@ -118,14 +118,17 @@ class WaitGroup(Listener):
             if not fut.done():
                 fut.set_exception(Unavailable("server is shutting down"))
 
-    def _resolve(self, token: str, payload: str) -> None:
+    def _resolve(self, token: str, payload: str) -> bool:
         fut = self._futures.get(token)
         if fut is not None and not fut.done():
             fut.set_result(payload)
+            return True
+        return False
 
-    def on_message(self, data: str) -> None:
+    def on_message(self, data: str) -> bool:
+        """Wakes the ticket the message names; whether one was waiting here."""
         token, _, payload = data.partition(" ")
-        self._resolve(token, payload)
+        return self._resolve(token, payload)
 
     def on_subscribed(self) -> None:
         self._suspect = True  # a renewed subscription may have lost a grant or a failure
@@ -193,8 +196,8 @@ class Ticket:
         """The grant's payload, or None when timeout passes first. Call it after the
         script queued the token; raises Dropped if the queue dropped it meanwhile
         (queue again, then wait again)."""
-        if self.future.done() and isinstance(self.future.exception(), Dropped):  # queued again since
-            self.rearm()
+        if self.future.cancelled() or (self.future.done() and isinstance(self.future.exception(), Dropped)):
+            self.rearm()  # the last wait timed out, or this token was queued again since it was dropped
         groups: list[WaitGroup] = []
         for i, group in enumerate(self._groups):
             if group is None:
@@ -213,9 +216,13 @@ class Ticket:
                         await asyncio.shield(group.subscribed)
                     elif group.subscribed.exception() is not None:
                         raise group.subscribed.exception()
-                return await asyncio.shield(self.future)
+                # Awaited directly, not through a shield: a grant then resumes the caller
+                # one loop step after it is delivered, not two (the releaser relies on
+                # that: Locks.release). A timeout cancels the future, and a grant that
+                # raced it is kept by the caller's give-up script, as one that came after.
+                return await self.future
         except TimeoutError:
-            return self.future.result() if self.future.done() else None
+            return self.future.result() if self.future.done() and not self.future.cancelled() else None
         finally:
             for group in groups:
                 group.queued(self._token, False)
@@ -250,13 +257,13 @@ class Waiters(Listeners[WaitGroup]):
         """Tickets waiting now, in all groups (metrics)."""
         return sum(g.waiting() for g in self.listeners.values())
 
-    def deliver(self, channel: str, message: str) -> None:
+    def deliver(self, channel: str, message: str) -> bool:
         """A grant this process's own script made (a release's reply names it): wakes
         the local ticket it is for at once, instead of after the pub/sub copy's round
-        trip (which then finds the ticket done). Nothing when the waiter is elsewhere."""
+        trip (which then finds the ticket done). Returns whether a ticket here woke
+        (False when the waiter is elsewhere); its caller resumes at the next loop step."""
         group = self.listeners.get(channel)
-        if group is not None:
-            group.on_message(message)
+        return group is not None and group.on_message(message)
 
     def ticket(self, channel: str, token: str, poll: Poll) -> Ticket:
         return Ticket(self, [(channel, poll)], token)
