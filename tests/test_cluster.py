@@ -179,26 +179,36 @@ def _shard_subscribers(node, channel: str) -> int:
         return c.execute_command("PUBSUB", "SHARDNUMSUB", channel)[1]
 
 
-def test_a_wake_up_travels_by_sharded_pubsub_on_the_owning_node(redis_cluster, client):
+def test_a_wake_up_travels_by_sharded_pubsub_on_the_owning_node(redis_cluster, client, tmp_path):
+    """The waiter waits on the cluster_server; the holder releases through a second
+    server process on the same cluster, so the grant reaches the waiter's process by
+    the owner node's shard channel (a release by the waiter's own process wakes it
+    from the script's reply and publishes nothing)."""
     name = f"wake-{uuid.uuid4().hex[:8]}"
     channel = KeySpace(PREFIX).lock(name).channel
     owner = redis_cluster.owner(channel)
-    holder = client.lock(name, ttl=30).acquire()
-    got: list[concord.Lease] = []
-    t = threading.Thread(target=lambda: got.append(client.lock(name, ttl=30).acquire(timeout=20)))
-    t.start()
-    wait_until(lambda: _shard_subscribers(owner, channel) == 1, message="server subscribed on the owner")
-    assert all(_shard_subscribers(n, channel) == 0 for n in redis_cluster.nodes if n is not owner)
-    # Listen beside the server: the grant is published on the owner's shard channel.
-    listener = redis.Redis.from_url(owner.url, decode_responses=True).pubsub()
-    listener.ssubscribe(channel)
-    assert listener.get_message(timeout=10)["type"] == "ssubscribe"
-    holder.release()
-    t.join(20)
-    assert got and got[0] is not None
-    message = wait_until(lambda: listener.get_message(timeout=1), message="the grant's notification")
-    assert message["type"] == "smessage" and message["data"].split()[0] == got[0].token
-    listener.close()
+    other = ServerProcess("--redis-url", redis_cluster.url, "--redis-cluster", "--key-prefix", PREFIX)
+    other.start(tmp_path / "other-server.log")
+    try:
+        with concord.Client(other.target) as elsewhere:
+            holder = elsewhere.lock(name, ttl=30).acquire()
+            got: list[concord.Lease] = []
+            t = threading.Thread(target=lambda: got.append(client.lock(name, ttl=30).acquire(timeout=20)))
+            t.start()
+            wait_until(lambda: _shard_subscribers(owner, channel) == 1, message="server subscribed on the owner")
+            assert all(_shard_subscribers(n, channel) == 0 for n in redis_cluster.nodes if n is not owner)
+            # Listen beside the server: the grant is published on the owner's shard channel.
+            listener = redis.Redis.from_url(owner.url, decode_responses=True).pubsub()
+            listener.ssubscribe(channel)
+            assert listener.get_message(timeout=10)["type"] == "ssubscribe"
+            holder.release()
+            t.join(20)
+            assert got and got[0] is not None
+            message = wait_until(lambda: listener.get_message(timeout=1), message="the grant's notification")
+            assert message["type"] == "smessage" and message["data"].split()[0] == got[0].token
+            listener.close()
+    finally:
+        assert other.stop() == 0, other.log_text()
 
 
 def test_a_url_with_an_acl_user_authenticates_on_every_discovered_node(redis_cluster, tmp_path):
