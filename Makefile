@@ -32,9 +32,14 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml constraints.txt
 run: $(STAMP)
 	$(VENV)/bin/concord-server
 
-## test: proto lint, stub freshness and the whole pytest suite
+## test: proto lint, stub freshness and the whole pytest suite: on TEST_WORKERS workers (pytest-xdist,
+## one test file per worker at a time: most tests wait on servers), then the few `serial` ones alone
+## (a selection with none of one kind is not a failure: exit status 5 is "no tests")
+TEST_WORKERS ?= 3
 test: $(STAMP) lint tools
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m 'not chaos and not abuse and not serial' $(PYTEST_ARGS) \
+		|| [ $$? -eq 5 ]
+	$(PY) -m pytest -m 'serial and not chaos and not abuse' $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 ## chaos: the long fault campaign (tests/chaos/), several minutes per topology, >= 20 Redis
 ## kills each, >= 12 failovers under Sentinel and on a Cluster with replicas (with and without

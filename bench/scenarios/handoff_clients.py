@@ -105,44 +105,16 @@ async def _concord_client(client, cid: int, spec: Spec, end_at: float, events: l
         await asyncio.sleep(spec.think)
 
 
-# --- Concord, synchronous: one thread per client over one concord.Client -----------------
+# --- one thread per client: Concord's sync client, redis-py and python-redis-lock ---------
 
 def _concord_sync(conn: Connection, spec: Spec) -> None:
+    """One thread per client over one concord.Client (so one lock Session)."""
     import concord
 
     with concord.Client(spec.target) as client:
         client.lock(spec.name).describe()  # connect before the clock starts
-        start_at, end_at = _handshake(conn)
-        events: list[Event] = []  # list.append is atomic under the GIL
-        threads = [threading.Thread(target=_concord_sync_client, args=(client, cid, spec, start_at, end_at, events))
-                   for cid in spec.clients]
-        for t in threads:
-            t.start()
-        cpu0 = time.process_time()
-        for t in threads:
-            t.join()
-        cpu = time.process_time() - cpu0
-    _report(conn, events, cpu, time.monotonic() - start_at)
+        in_threads(conn, spec, _thread_client, client)
 
-
-def _concord_sync_client(client, cid: int, spec: Spec, start_at: float, end_at: float, events: list[Event]) -> None:
-    lock = client.lock(spec.name, ttl=spec.ttl)
-    time.sleep(max(0.0, start_at - time.monotonic()))
-    while time.monotonic() < end_at:
-        t0 = time.monotonic()
-        lease = lock.acquire(timeout=spec.wait)
-        t1 = time.monotonic()
-        if lease is None:
-            events.append((cid, t0, t1, NAN, NAN))
-            continue
-        time.sleep(spec.hold)
-        t2 = time.monotonic()
-        lock.release(lease)
-        events.append((cid, t0, t1, t2, time.monotonic()))
-        time.sleep(spec.think)
-
-
-# --- redis-py and python-redis-lock: one thread per client, sync redis client ------------
 
 def _threads(conn: Connection, spec: Spec) -> None:
     run_threads(conn, spec, _thread_client)
@@ -154,9 +126,18 @@ def run_threads(conn: Connection, spec, thread_client, **redis_kwargs) -> None:
 
     r = redis.Redis(host="127.0.0.1", port=int(spec.target), client_name="bench-client", **redis_kwargs)
     r.ping()
+    try:
+        in_threads(conn, spec, thread_client, r)
+    finally:
+        r.close()
+
+
+def in_threads(conn: Connection, spec, thread_client, client) -> None:
+    """Runs thread_client(client, cid, spec, start_at, end_at, events) in a thread per
+    client from the common start, and reports their events."""
     start_at, end_at = _handshake(conn)
     events: list[Event] = []  # list.append is atomic under the GIL
-    threads = [threading.Thread(target=thread_client, args=(r, cid, spec, start_at, end_at, events))
+    threads = [threading.Thread(target=thread_client, args=(client, cid, spec, start_at, end_at, events))
                for cid in spec.clients]
     for t in threads:
         t.start()
@@ -164,34 +145,36 @@ def run_threads(conn: Connection, spec, thread_client, **redis_kwargs) -> None:
     for t in threads:
         t.join()
     cpu = time.process_time() - cpu0
-    r.close()
     _report(conn, events, cpu, time.monotonic() - start_at)
 
 
-def _make_lock(r, spec: Spec):
-    """A per-thread lock object with a uniform acquire()/release()."""
+def _make_lock(client, spec: Spec):
+    """A per-thread lock: acquire() returns what release() takes, falsy if not had."""
+    if spec.impl == "concord-sync":
+        lock = client.lock(spec.name, ttl=spec.ttl)
+        return (lambda: lock.acquire(timeout=spec.wait)), lock.release
     if spec.impl == "python-redis-lock":
         import redis_lock
 
-        lock = redis_lock.Lock(r, spec.name, expire=int(max(spec.ttl, spec.wait)))
-        return (lambda: lock.acquire(blocking=True, timeout=spec.wait)), lock.release
+        lock = redis_lock.Lock(client, spec.name, expire=int(max(spec.ttl, spec.wait)))
+        return (lambda: lock.acquire(blocking=True, timeout=spec.wait)), lambda _: lock.release()
     sleep = {"redis-py": 0.1, "redis-py-1ms": 0.001}[spec.impl]
-    lock = r.lock(spec.name, timeout=spec.ttl, sleep=sleep, blocking=True, blocking_timeout=spec.wait)
-    return lock.acquire, lock.release
+    lock = client.lock(spec.name, timeout=spec.ttl, sleep=sleep, blocking=True, blocking_timeout=spec.wait)
+    return lock.acquire, lambda _: lock.release()
 
 
-def _thread_client(r, cid: int, spec: Spec, start_at: float, end_at: float, events: list[Event]) -> None:
-    acquire, release = _make_lock(r, spec)
+def _thread_client(client, cid: int, spec: Spec, start_at: float, end_at: float, events: list[Event]) -> None:
+    acquire, release = _make_lock(client, spec)
     time.sleep(max(0.0, start_at - time.monotonic()))
     while time.monotonic() < end_at:
         t0 = time.monotonic()
-        ok = acquire()
+        held = acquire()
         t1 = time.monotonic()
-        if not ok:
+        if not held:
             events.append((cid, t0, t1, NAN, NAN))
             continue
         time.sleep(spec.hold)
         t2 = time.monotonic()
-        release()
+        release(held)
         events.append((cid, t0, t1, t2, time.monotonic()))
         time.sleep(spec.think)
