@@ -2,7 +2,8 @@
 (bench/peers/etcd_lock, the official client's concurrency.Mutex) and Concord's own Go
 and Node clients' (bench/clients/go_lock, bench/clients/node_lock.js).
 
-They all speak the protocol bench/peers/etcd_lock/main.go documents: the same flags
+They all speak the protocol bench/clients/lockrun/lockrun.go documents (the Go ones
+through that package, the Node one on its own): the same flags
 (-endpoint, -key, -clients, -hold, -think, -wait, -ttl), "ready" on stdout once
 connected, one line "start_at end_at" on stdin, then one JSON report shaped like
 handoff_clients.py's (events on CLOCK_MONOTONIC, NaN for a timed-out acquire,

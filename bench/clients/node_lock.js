@@ -1,7 +1,7 @@
 // The Concord Node client's side of the bench's handoff scenario
 // (bench/scenarios/handoff.py): the workload handoff_clients.py runs for the other
 // implementations, with the protocol of the etcd peer's program
-// (bench/peers/etcd_lock/main.go), driven the way Node users drive a Concord lock:
+// (bench/clients/lockrun/lockrun.go), driven the way Node users drive a Concord lock:
 // one Client (one channel, so one lock Session stream) per process, and per client
 // an async loop on the one lock.
 //
