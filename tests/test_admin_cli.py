@@ -217,7 +217,8 @@ def test_describe_says_when_there_is_nothing_to_show(concord_server, unique):
         assert (done.returncode, done.stdout.strip(), done.stderr) == (0, text, ""), (kind, done)
     assert run_json(target, "lock", "describe", f"{unique}:none")["held"] is False
     missing = run(target, "chat", "describe", f"{unique}:none")
-    assert missing.returncode == 1 and missing.stderr == f"concord: chat '{unique}:none' does not exist\n"
+    assert (missing.returncode, missing.stderr) == (
+        1, f"concord: chat '{unique}:none' does not exist (CHAT_NOT_FOUND)\n")
 
 
 def test_semaphore_set_limit_sets_the_only_limit_acquires_may_pass(concord_server, client, unique):
@@ -580,3 +581,201 @@ def test_pausing_one_group_leaves_the_others(concord_server, client, unique):
     assert [t.task_id for t in q.get(2)] == [other]
     assert "resumed" in run(target, "queue", "resume", name, "--group", "g").stdout
     assert len(q.get(2)) == 1
+
+
+def _follow(proc: subprocess.Popen) -> queue.Queue:
+    """The lines a command prints, as they come (get them with a deadline)."""
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+    return lines
+
+
+def test_election_leader_observe_and_resign(concord_server, client, unique):
+    target, name = concord_server.target, f"{unique}:election"
+    assert run_json(target, "election", "leader", name) == {"election": name, "leader": None, "candidates": 0}
+    election = client.election(name, ttl=60, candidate="host-a")
+    observer = subprocess.Popen([*COMMAND, "--target", target, "--json", "election", "observe", name],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    changes = _follow(observer)
+    try:
+        assert "observing election" in observer.stderr.readline()
+        assert json.loads(changes.get(timeout=30))["leader"] is None  # nobody leads yet
+        with pytest.raises(concord.LeadershipLost):
+            with election.campaign(b"host-a:8080", timeout=30) as leadership:
+                shown = run_json(target, "election", "leader", name)
+                assert shown["leader"]["candidate"] == "host-a" and shown["leader"]["term"] == leadership.term
+                assert base64.b64decode(shown["leader"]["value"]) == b"host-a:8080" and shown["candidates"] == 0
+                table = run(target, "election", "leader", name)
+                assert table.returncode == 0 and "host-a:8080" in table.stdout and str(leadership.term) in table.stdout
+                elected = json.loads(changes.get(timeout=30))
+                assert (elected["leader"]["candidate"], elected["leader"]["term"]) == ("host-a", leadership.term)
+                leadership.proclaim(b"host-a:9090")
+                proclaimed = json.loads(changes.get(timeout=30))
+                assert base64.b64decode(proclaimed["leader"]["value"]) == b"host-a:9090"
+                assert proclaimed["position"] > elected["position"]
+
+                declined = run(target, "election", "resign", name, stdin="n\n")
+                assert declined.returncode == 1 and "nothing changed" in declined.stderr and not leadership.lost
+                resigned = run_json(target, "election", "resign", name, "--yes")
+                assert resigned == {"election": name, "resigned": True, "term": leadership.term}
+                assert leadership.wait_lost(30)  # its Lead stream was told
+        assert json.loads(changes.get(timeout=30))["leader"] is None
+        assert observer.poll() is None  # still following
+    finally:
+        observer.send_signal(signal.SIGINT)
+        assert observer.wait(timeout=30) == 0  # Ctrl-C is the way to stop it
+    nobody = run(target, "election", "resign", name, "--yes")
+    assert (nobody.returncode, nobody.stdout.strip()) == (0, f"election '{name}' has no leader")
+
+    # --count: the state now, then stops; --after resumes after a position printed before.
+    [now] = [json.loads(line) for line in run(target, "--json", "election", "observe", name, "--count", "1")
+             .stdout.splitlines()]
+    assert now["leader"] is None
+    again = run(target, "--json", "election", "observe", name, "--after", str(proclaimed["position"]), "--count", "1")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["leader"] is None and json.loads(again.stdout)["position"] > proclaimed["position"]
+
+
+def test_election_campaign_runs_the_command_while_leading_and_exits_with_its_status(concord_server, client, unique):
+    target, name = concord_server.target, f"{unique}:election"
+    script = ("import os, sys, concord\n"
+              "leader = concord.Client(sys.argv[1]).election(sys.argv[2]).leader()\n"
+              "print(os.environ['CONCORD_ELECTION'], os.environ['CONCORD_ELECTION_TERM'], leader.term,\n"
+              "      leader.candidate, leader.value.decode())\n"
+              "sys.exit(7)\n")
+    done = run(target, "election", "campaign", name, "host-a:8080", "--candidate", "host-a", "--ttl", "30s",
+               "--", sys.executable, "-c", script, target, name)
+    assert done.returncode == 7, done.stderr
+    election, term, leader_term, candidate, value = done.stdout.split()
+    assert (election, candidate, value) == (name, "host-a", "host-a:8080") and term == leader_term
+    assert f"leading election '{name}', term {term}" in done.stderr
+    assert client.election(name).leader() is None  # resigned before it exited
+
+    ok = run(target, "election", "campaign", name, "v", "--", sys.executable, "-c", "pass")
+    assert (ok.returncode, ok.stdout) == (0, ""), ok.stderr
+
+    # Someone else leads: not elected within --timeout, the command never runs.
+    with client.election(name, ttl=60, candidate="incumbent").campaign(b"x", timeout=30):
+        late = run(target, "election", "campaign", name, "v", "--timeout", "200ms", "--", "echo", "ran")
+        assert late.returncode == 1 and "ran" not in late.stdout
+        assert late.stderr.strip().endswith("(ELECTION_WAIT_TIMEOUT)") and "Traceback" not in late.stderr, late
+
+    missing = run(target, "election", "campaign", name, "v", "--", "/nonexistent/command")
+    assert missing.returncode == 1 and "cannot run" in missing.stderr and "Traceback" not in missing.stderr
+    assert client.election(name).leader() is None
+    usage = run(target, "election", "campaign", name, "v")  # no command
+    assert usage.returncode == 2
+
+
+def test_election_campaign_terminates_the_command_when_leadership_is_lost(concord_server, client, unique):
+    target, name = concord_server.target, f"{unique}:election"
+    script = "import time; print('working', flush=True); time.sleep(120)"
+    proc = subprocess.Popen([*COMMAND, "--target", target, "election", "campaign", name, "v", "--grace", "5s",
+                             "--", sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline() == "working\n"  # it leads, and its command runs
+        term = client.election(name).leader().term
+        assert run(target, "election", "resign", name, "--term", str(term), "--yes").returncode == 0
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err
+    assert err.strip().splitlines()[-1] == (f"concord: leadership of election '{name}' (term {term}) was lost: "
+                                            f"terminated {admin._command_text([sys.executable, '-c', script])} "
+                                            "(LEADERSHIP_LOST)")
+    assert "Traceback" not in err
+
+
+def test_rwlock_describe_shows_holders_and_waiters_in_line(concord_server, client, unique):
+    target, name = concord_server.target, f"{unique}:rw"
+    idle = run(target, "rwlock", "describe", name)
+    assert (idle.returncode, idle.stdout.strip()) == (0, f"rwlock '{name}' is not held (no writer, no readers, "
+                                                         "no waiters)")
+    readers = [client.rwlock(name, ttl=60, owner=f"reader-{i}").acquire("read") for i in (1, 2)]
+    got: queue.Queue = queue.Queue()
+
+    def wait_for(owner: str, mode: str) -> None:
+        got.put(client.rwlock(name, ttl=60, owner=owner).acquire(mode, timeout=50))
+
+    threads = [threading.Thread(target=wait_for, args=("writer-1", "write"))]
+    threads[0].start()
+    wait_until(lambda: len(client.rwlock(name).describe().waiters) == 1, timeout=30, message="the writer queued")
+    threads.append(threading.Thread(target=wait_for, args=("reader-3", "read")))
+    threads[1].start()
+    wait_until(lambda: len(client.rwlock(name).describe().waiters) == 2, timeout=30, message="the reader queued")
+
+    d = run_json(target, "rwlock", "describe", name)
+    assert d["writer"] is None and [r["owner"] for r in d["readers"]] == ["reader-1", "reader-2"]
+    assert [r["fencing_token"] for r in d["readers"]] == [lease.fencing_token for lease in readers]
+    assert d["waiters"] == [{"owner": "writer-1", "mode": "MODE_WRITE"}, {"owner": "reader-3", "mode": "MODE_READ"}]
+    table = run(target, "rwlock", "describe", name).stdout
+    assert f"rwlock '{name}': held by 2 reader(s), 2 waiting" in table
+    assert re.search(r"1\s+write\s+writer-1\n2\s+read\s+reader-3", table), table
+
+    for lease in readers:
+        lease.release()
+    writer = got.get(timeout=50)
+    d = run_json(target, "rwlock", "describe", name)
+    assert (d["writer"]["owner"], d["writer"]["fencing_token"]) == ("writer-1", writer.fencing_token)
+    assert d["readers"] == [] and d["waiters"] == [{"owner": "reader-3", "mode": "MODE_READ"}]
+    writer.release()
+    got.get(timeout=50).release()
+    for t in threads:
+        t.join(timeout=50)
+
+
+def test_autocomplete_count_suggest_and_recent(concord_server, client, unique):
+    target, index = concord_server.target, f"{unique}:people"
+    client.autocomplete.add_names(index, [("Astrid", 5.0), ("Astor", 1.0), ("Bob", 0.0), "École"])
+    assert run_json(target, "autocomplete", "count", index) == {"index": index, "prefix": "", "count": 4}
+    assert run_json(target, "autocomplete", "count", index, "--prefix", "as")["count"] == 2
+    assert run(target, "autocomplete", "count", index).stdout.strip() == f"index '{index}': 4 name(s)"
+
+    by_name = run_json(target, "autocomplete", "suggest", index, "AS")
+    assert [s["name"] for s in by_name["suggestions"]] == ["Astor", "Astrid"] and by_name["truncated"] is False
+    best = run_json(target, "autocomplete", "suggest", index, "", "--by-score", "--limit", "1")
+    assert best["suggestions"] == [{"name": "Astrid", "score": 5.0}]
+    assert "École" in run(target, "autocomplete", "suggest", index, "éc").stdout
+    none = run(target, "autocomplete", "suggest", index, "zz")
+    assert (none.returncode, none.stdout.strip()) == (0, f"(no names in '{index}' start with 'zz')")
+
+    user = f"{unique}-ann"
+    for contact in ("Thomas Müller", "Tina", "Bert"):
+        client.autocomplete.add_recent(user, contact)
+    assert run_json(target, "autocomplete", "recent", user, "t")["contacts"] == ["Tina", "Thomas Müller"]
+    assert run(target, "autocomplete", "recent", user).stdout.splitlines() == ["Bert", "Tina", "Thomas Müller"]
+
+
+def test_files_describe_shows_bytes_held_and_what_each_worker_has_left(concord_server, client, unique):
+    target, ann = concord_server.target, f"{unique}-ann"
+    group = client.chat.create(ann, [f"{unique}-w1", f"{unique}-w2"], "logs follow", chat_id=f"{unique}:logs")
+    assert run(target, "files", "describe", group).stdout.strip() == f"group '{group}' holds no files"
+    first = client.files.upload([b"first\nsecond\n"], group, sender=ann, name="a.log")
+    second = client.files.upload([b"x" * 1000], group, sender=ann, name="b.log")
+    client.files.mark_done(first.file_id, f"{unique}-w1")
+
+    d = run_json(target, "files", "describe", group)
+    assert d["held_bytes"] == first.size + second.size == 1013
+    assert [(f["name"], f["size"], f["state"], sorted(f["pending"])) for f in d["files"]] == [
+        ("a.log", 13, "FILE_STATE_COMPLETE", [f"{unique}-w2"]),
+        ("b.log", 1000, "FILE_STATE_COMPLETE", [f"{unique}-w1", f"{unique}-w2"])]
+    assert d["workers"] == [{"worker": f"{unique}-w1", "pending_files": 1, "pending_bytes": 1000},
+                            {"worker": f"{unique}-w2", "pending_files": 2, "pending_bytes": 1013}]
+    table = run(target, "files", "describe", group).stdout
+    assert f"group '{group}': 2 file(s), 1013 bytes held" in table
+    assert re.search(rf"{unique}-w2\s+2\s+1013", table), table
+
+
+@pytest.mark.parametrize("command", [
+    ["election", "leader", ""], ["election", "observe", ""], ["election", "resign", "", "--yes"],
+    ["election", "campaign", "", "v", "--", "echo", "ran"], ["rwlock", "describe", ""],
+    ["autocomplete", "count", ""], ["autocomplete", "suggest", "", "a"], ["autocomplete", "recent", ""],
+    ["files", "describe", ""]])
+def test_new_commands_refuse_a_bad_name_in_one_line(concord_server, command):
+    done = run(concord_server.target, *command)
+    assert (done.returncode, done.stdout) == (1, ""), done
+    assert done.stderr.startswith("concord: ") and done.stderr.endswith(" must not be empty (INVALID_ARGUMENT)\n")
+    assert done.stderr.count("\n") == 1, done.stderr

@@ -10,12 +10,20 @@
         [--paused] [--update]
     concord queue schedule-pause | schedule-resume | schedule-delete NAME SCHEDULE
     concord chat list | chat describe CHAT | chat tail CHAT --as USER
+    concord rwlock describe NAME
+    concord election leader NAME | election observe NAME [--count N] [--after POSITION]
+    concord election campaign NAME VALUE [--ttl D] [--timeout D] [--candidate C] [--grace D] -- COMMAND...
+    concord election resign NAME [--term T] [--yes]
+    concord autocomplete count INDEX [--prefix P] | autocomplete suggest INDEX PREFIX [--limit N] [--by-score]
+    concord autocomplete recent USER [PREFIX] [--limit N] [--infix]
+    concord files describe GROUP
 
 Tables by default (durations in human units: 29.5s, 1h2m), ``--json`` for scripts
 (integers are JSON numbers, durations and times as protobuf's JSON mapping writes
 them: "29.500s"). The server is ``--target`` or $CONCORD_TARGET (default
-127.0.0.1:50051). Exit codes: 0 ok, 1 error (one line on stderr, no traceback), 2 usage;
-``queue wait`` adds its own (WAIT_EXIT_CODES).
+127.0.0.1:50051). Exit codes: 0 ok, 1 error (one line on stderr, no traceback, ending
+with the server's ErrorInfo reason: "(INVALID_ARGUMENT)"), 2 usage; ``queue wait`` adds
+its own (WAIT_EXIT_CODES); ``election campaign`` exits with its command's status.
 """
 
 from __future__ import annotations
@@ -26,7 +34,10 @@ import json
 import math
 import os
 import re
+import shlex
+import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -36,12 +47,17 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from ._convert import duration
 from ._version import __version__
+from .autocomplete.v1 import autocomplete_pb2
 from .chat.v1 import chat_pb2
 from .client import DEFAULT_TARGET, Client
-from .errors import ConcordError, NotAMember, from_rpc_error
+from .election.v1 import election_pb2
+from .elections import Leader
+from .errors import ConcordError, LeadershipLost, NotAMember, NotLeader, from_rpc_error
+from .files.v1 import files_pb2
 from .lock.v1 import lock_pb2
 from .queue.v1 import queue_pb2
 from .ratelimit.v1 import ratelimit_pb2
+from .rwlock.v1 import rwlock_pb2
 from .semaphore.v1 import semaphore_pb2
 from .tasks import STATE_NAMES
 
@@ -364,6 +380,59 @@ def _set_retention(r: queue_pb2.Retention, count: int | str | None, age: float |
     r.max_age.SetInParent()
 
 
+_MODE_NAMES = {rwlock_pb2.MODE_READ: "read", rwlock_pb2.MODE_WRITE: "write"}
+_FILE_STATES = {files_pb2.FILE_STATE_UPLOADING: "uploading", files_pb2.FILE_STATE_COMPLETE: "complete"}
+
+
+def _leader_dict(m: election_pb2.Leadership) -> dict[str, Any]:
+    """A leader in JSON: its value is base64, as protobuf's JSON writes bytes."""
+    return {**_dict(m), "expires_at": _time(m, "expires_at")}
+
+
+def _leader_row(m: election_pb2.Leadership) -> dict[str, Any]:
+    return {"candidate": m.candidate, "term": m.term, "expires_at": _time(m, "expires_at"),
+            "value": _bytes_text(m.value)}
+
+
+def _change_leader(leader: Leader | None) -> dict[str, Any] | None:
+    """A leader seen by the client's observe() as `election leader` writes one in JSON."""
+    if leader is None:
+        return None
+    m = election_pb2.Leadership(candidate=leader.candidate, value=leader.value, term=leader.term)
+    if leader.expires_at is not None:
+        m.expires_at.FromDatetime(leader.expires_at)
+    return _leader_dict(m)
+
+
+def _workers_text(workers: Sequence[str], shown: int = 3) -> str:
+    """A file's pending workers for a table: their names, or how many when many."""
+    if not workers:
+        return "-"
+    return ", ".join(workers) if len(workers) <= shown else f"{len(workers)} workers"
+
+
+def _command_text(command: Sequence[str], shown: int = 80) -> str:
+    """A command line for a one-line message: quoted as a shell would, on one line, cut when long."""
+    text = shlex.join(command).replace("\n", "\\n")
+    return text if len(text) <= shown else text[:shown] + "…"
+
+
+def _terminate(proc: subprocess.Popen, grace: float) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``grace`` seconds."""
+    try:
+        proc.terminate()
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+def _exit_status(returncode: int) -> int:
+    """A child's status as a shell gives it: 128 + N when signal N ended it."""
+    return 128 - returncode if returncode < 0 else returncode
+
 class Admin:
     def __init__(self, client: Client, as_json: bool, out: Any = sys.stdout) -> None:
         self.client, self.as_json, self.out = client, as_json, out
@@ -685,6 +754,182 @@ class Admin:
         finally:
             call.cancel()
 
+    # elections
+
+    def election_leader(self, args: argparse.Namespace) -> None:
+        r = self.call("election", "Leader", election_pb2.LeaderRequest(election=args.name))
+        leader = _leader_dict(r.leader) if r.HasField("leader") else None
+        d = {"election": args.name, "leader": leader, "candidates": r.candidates}
+        waiting = f"{r.candidates} candidate(s) waiting"
+        if leader is None:
+            self.emit(d, f"election {args.name!r} has no leader ({waiting})")
+            return
+        self.emit(d, _table([{"election": args.name, **_leader_row(r.leader), "candidates": r.candidates}],
+                            ["election", "candidate", "term", "expires_at", "candidates", "value"]))
+
+    def election_observe(self, args: argparse.Namespace) -> None:
+        """The leader now, then every change as it happens, until Ctrl-C or --count
+        lines: the client's observe(), which resumes after the last change printed
+        when the connection drops, so none is missed or printed twice."""
+        shown = 0
+        with self.client.election(args.name).observe(after=args.after) as changes:
+            for change in changes:
+                if not shown:  # the stream is live: on stderr, so --json output stays one change per line
+                    print(f"observing election {args.name!r} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+                leader = _change_leader(change.leader)
+                d = {"election": args.name, "position": change.position, "gap": change.gap, "leader": leader}
+                who = (f"{leader['candidate']} leads, term {leader['term']}, value "
+                       f"{_bytes_text(change.leader.value)}" if change.leader else "nobody leads")
+                gap = " (changes before this one were no longer kept)" if change.gap else ""
+                self.emit(d, f"{change.position}  {who}{gap}")
+                shown += 1
+                if args.count and shown >= args.count:
+                    return
+
+    def election_campaign(self, args: argparse.Namespace) -> int:
+        """Campaigns (a Lead stream, which keeps the leadership while it is open),
+        runs the command while leading, resigns when it exits and returns its exit
+        status. A lost leadership terminates the command and fails."""
+        election = self.client.election(args.name, ttl=args.ttl, candidate=args.candidate)
+        now = self.call("election", "Leader", election_pb2.LeaderRequest(election=args.name))  # checks the name too
+        if now.HasField("leader"):
+            print(f"campaigning in election {args.name!r}, led by {now.leader.candidate!r} now, "
+                  f"{now.candidates} other candidate(s) waiting" + (" (Ctrl-C to stop)" if args.wait is None else ""),
+                  file=sys.stderr, flush=True)
+        lost_while_running = threading.Event()
+        try:
+            with election.campaign(args.value.encode(), timeout=args.wait) as leadership:
+                print(f"leading election {args.name!r}, term {leadership.term}: running "
+                      f"{_command_text(args.command)}", file=sys.stderr, flush=True)
+                env = {**os.environ, "CONCORD_ELECTION": args.name, "CONCORD_ELECTION_TERM": str(leadership.term)}
+                try:
+                    proc = subprocess.Popen(args.command, env=env)
+                except OSError as exc:
+                    raise Failed(f"cannot run {args.command[0]!r}: {exc.strerror}") from None
+
+                def stop_when_lost() -> None:
+                    leadership.wait_lost()
+                    if proc.poll() is None:
+                        lost_while_running.set()
+                        _terminate(proc, args.grace)
+
+                threading.Thread(target=stop_when_lost, daemon=True, name="concord-campaign-watch").start()
+                try:
+                    status = proc.wait()
+                except KeyboardInterrupt:  # the command, in the same process group, got the Ctrl-C too
+                    _terminate(proc, args.grace)
+                    raise
+                lost = lost_while_running.is_set()
+                if not lost:
+                    try:  # at once, so whoever looks next sees the next leader
+                        election.resign(leadership.term)
+                    except NotLeader:
+                        lost = True
+        except LeadershipLost:  # our own resign's LOST, seen by the stream as the block ended
+            pass
+        if lost_while_running.is_set():
+            raise Failed(f"leadership of election {args.name!r} (term {leadership.term}) was lost: "
+                         f"terminated {_command_text(args.command)} (LEADERSHIP_LOST)")
+        if lost:
+            raise Failed(f"leadership of election {args.name!r} (term {leadership.term}) had ended when "
+                         f"{_command_text(args.command)} exited (with {_exit_status(status)}): it may have run "
+                         "unprotected at its end (LEADERSHIP_LOST)")
+        return _exit_status(status)
+
+    def election_resign(self, args: argparse.Namespace) -> None:
+        """Ends a term from outside: the leader's Lead stream says LOST, and the next
+        candidate leads. The term is the current leader's unless --term names one,
+        so a leadership that changed meanwhile is left alone."""
+        term = args.term
+        if term is None:
+            r = self.call("election", "Leader", election_pb2.LeaderRequest(election=args.name))
+            if not r.HasField("leader"):
+                self.emit({"election": args.name, "resigned": False, "term": None},
+                          f"election {args.name!r} has no leader")
+                return
+            term, who = r.leader.term, f"term {r.leader.term} of {r.leader.candidate!r}"
+        else:
+            who = f"term {term}"
+        if not args.yes and not _confirm(f"End {who} in election {args.name!r}? Its leader is told "
+                                         "(its Lead stream ends) and the next candidate leads. [y/N] "):
+            raise Failed("aborted: nothing changed")
+        self.call("election", "Resign", election_pb2.ResignRequest(election=args.name, term=term))
+        self.emit({"election": args.name, "resigned": True, "term": term},
+                  f"ended {who} in election {args.name!r}")
+
+    # read-write locks
+
+    def rwlock_describe(self, args: argparse.Namespace) -> None:
+        r = self.call("rwlock", "Describe", rwlock_pb2.DescribeRequest(name=args.name))
+        d = {"name": args.name, "writer": None, **_dict(r)}  # null when no writer holds it
+        if not r.HasField("writer") and not r.readers and not r.waiters:
+            self.emit(d, f"rwlock {args.name!r} is not held (no writer, no readers, no waiters)")
+            return
+        holders = ([{"mode": "write", **_dict(r.writer)}] if r.HasField("writer") else []) + [
+            {"mode": "read", **_dict(h)} for h in r.readers]
+        text = f"rwlock {args.name!r}: " + ("held by a writer" if r.HasField("writer") else
+                                              f"held by {len(r.readers)} reader(s)") + f", {len(r.waiters)} waiting"
+        if holders:
+            text += "\n\n" + _table(holders, ["mode", "owner", "fencing_token", "ttl_remaining"])
+        if r.waiters:
+            text += "\n\nwaiting, first in line first:\n" + _table(
+                [{"position": i, "mode": _MODE_NAMES.get(w.mode, str(w.mode)), "owner": w.owner}
+                 for i, w in enumerate(r.waiters, 1)], ["position", "mode", "owner"])
+        self.emit(d, text)
+
+    # autocomplete
+
+    def autocomplete_count(self, args: argparse.Namespace) -> None:
+        r = self.call("autocomplete", "Count", autocomplete_pb2.CountRequest(index=args.index, prefix=args.prefix))
+        starting = f" starting with {args.prefix!r}" if args.prefix else ""
+        self.emit({"index": args.index, "prefix": args.prefix, "count": r.count},
+                  f"index {args.index!r}: {r.count} name(s){starting}")
+
+    def autocomplete_suggest(self, args: argparse.Namespace) -> None:
+        order = autocomplete_pb2.SUGGEST_ORDER_SCORE if args.by_score else autocomplete_pb2.SUGGEST_ORDER_NAME
+        r = self.call("autocomplete", "Suggest", autocomplete_pb2.SuggestRequest(
+            index=args.index, prefix=args.prefix, limit=args.limit, order=order))
+        d = {"index": args.index, "prefix": args.prefix, **_dict(r)}
+        rows = [{"name": s.name, "score": f"{s.score:g}"} for s in r.suggestions]
+        text = _table(rows, ["name", "score"]) if rows else f"(no names in {args.index!r} start with {args.prefix!r})"
+        if r.truncated:
+            text += "\n(the best of the names examined, not necessarily of all: see the README's Autocomplete API)"
+        self.emit(d, text)
+
+    def autocomplete_recent(self, args: argparse.Namespace) -> None:
+        r = self.call("autocomplete", "SuggestRecent", autocomplete_pb2.SuggestRecentRequest(
+            user=args.user, prefix=args.prefix, limit=args.limit, include_infix=args.infix))
+        self.emit({"user": args.user, "prefix": args.prefix, "contacts": list(r.contacts)},
+                  "\n".join(r.contacts) if r.contacts else f"(no recent contacts of {args.user!r} match)")
+
+    # files
+
+    def files_describe(self, args: argparse.Namespace) -> None:
+        """A group's files, the bytes they hold in Redis, and each worker's progress:
+        the files it has not marked done yet (ListFiles knows no more of a worker)."""
+        r = self.call("files", "ListFiles", files_pb2.ListFilesRequest(group=args.group))
+        workers: dict[str, dict[str, Any]] = {}
+        for f in r.files:
+            for w in f.pending:
+                row = workers.setdefault(w, {"worker": w, "pending_files": 0, "pending_bytes": 0})
+                row["pending_files"] += 1
+                row["pending_bytes"] += f.size
+        d = {"group": args.group, "held_bytes": r.held_bytes, "files": [_dict(f) for f in r.files],
+             "workers": sorted(workers.values(), key=lambda w: w["worker"])}
+        head = (f"group {args.group!r}: {len(r.files)} file(s), {r.held_bytes} bytes held "
+                "(uploads wait while the others hold more than the server's --file-group-bound)")
+        if not r.files:
+            self.emit(d, f"group {args.group!r} holds no files")
+            return
+        rows = [{"file_id": f.file_id, "name": f.name, "size": f.size, "state": _FILE_STATES.get(f.state, ""),
+                 "gzip": "yes" if f.gzip else "no", "pending": _workers_text(f.pending),
+                 "created_at": _time(f, "created_at")}
+                for f in r.files]
+        text = head + "\n\n" + _table(rows, ["file_id", "name", "size", "state", "gzip", "pending", "created_at"])
+        if workers:
+            text += "\n\nworkers, by what they have not finished:\n" + _table(
+                d["workers"], ["worker", "pending_files", "pending_bytes"])
+        self.emit(d, text)
 
 def _message_dict(m: chat_pb2.ChatMessage) -> dict[str, Any]:
     return {"chat_id": m.chat_id, "message_id": m.message_id, "sender": m.sender, "body": m.body,
@@ -717,7 +962,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cert", default=env("CONCORD_CERT"),
                    help="PEM client certificate, for mutual TLS; with --key (env CONCORD_CERT)")
     p.add_argument("--key", default=env("CONCORD_KEY"), help="PEM key of --cert (env CONCORD_KEY)")
-    kinds = p.add_subparsers(dest="kind", required=True, metavar="{lock,semaphore,limit,queue,chat}")
+    kinds = p.add_subparsers(dest="kind", required=True,
+                             metavar="{lock,semaphore,rwlock,election,limit,queue,chat,autocomplete,files}")
 
     def command(kind: argparse._SubParsersAction, name: str, handler: str, help: str,
                 **more: Any) -> argparse.ArgumentParser:
@@ -744,6 +990,44 @@ def parser() -> argparse.ArgumentParser:
     set_limit.add_argument("name")
     set_limit.add_argument("limit", type=_semaphore_limit, metavar="LIMIT", help="most permits held at once (1 to the "
                            "server's --max-semaphore-limit)")
+
+    rw = kinds.add_parser("rwlock", help="read-write locks").add_subparsers(dest="action", required=True)
+    command(rw, "describe", "rwlock_describe", "the writer or the readers, and the waiters in line with their modes"
+            ).add_argument("name")
+
+    election = kinds.add_parser("election", help="leader elections").add_subparsers(dest="action", required=True)
+    command(election, "leader", "election_leader", "the leader now: candidate, value, term, expiry; candidates waiting"
+            ).add_argument("name")
+    observe = command(election, "observe", "election_observe",
+                      "print the leader now, then each change as it happens, until Ctrl-C")
+    observe.add_argument("name")
+    observe.add_argument("--count", type=int, default=0, metavar="N",
+                         help="stop after N lines, the first being the leader now (default: until Ctrl-C)")
+    observe.add_argument("--after", type=int, default=0, metavar="POSITION",
+                         help="start after this change's position (as printed), not with the leader now")
+    camp = command(election, "campaign", "election_campaign",
+                   "lead, run COMMAND while leading, resign when it exits; exit with its status",
+                   description="Waits to lead the election, then runs COMMAND with CONCORD_ELECTION and "
+                   "CONCORD_ELECTION_TERM (pass the term to what it writes) in its environment. A Lead stream keeps "
+                   "the leadership while COMMAND runs; when COMMAND exits the leadership is resigned and its exit "
+                   "status is this command's. If the leadership is lost (its TTL ran out while the server could "
+                   "not renew it, or someone resigned it), COMMAND is terminated (SIGTERM, then SIGKILL after "
+                   "--grace) and this command fails with LEADERSHIP_LOST, exit 1.")
+    camp.add_argument("name")
+    camp.add_argument("value", help="the value the leader publishes (UTF-8 text, such as host:port)")
+    camp.add_argument("command", nargs="+", metavar="-- COMMAND", help="the command to run while leading, after --")
+    camp.add_argument("--ttl", type=parse_duration, default=10.0,
+                      help="how long the leadership outlives a lost connection (default 10s)")
+    camp.add_argument("--timeout", dest="wait", type=parse_duration, metavar="DURATION",
+                      help="give up if not elected within this long (default: wait until elected)")
+    camp.add_argument("--candidate", default="", help="a label observers see (default: this client's address)")
+    camp.add_argument("--grace", type=parse_duration, default=10.0, metavar="DURATION",
+                      help="after a lost leadership, how long COMMAND has to exit after SIGTERM (default 10s)")
+    resign = command(election, "resign", "election_resign",
+                     "end the leader's term from outside: it is told, and the next candidate leads")
+    resign.add_argument("name")
+    resign.add_argument("--term", type=int, help="end this term only (default: the current leader's)")
+    resign.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
     limit = kinds.add_parser("limit", help="rate limits").add_subparsers(dest="action", required=True)
     command(limit, "show", "limit_show", "the key's stored rate limit").add_argument("key")
@@ -847,6 +1131,27 @@ def parser() -> argparse.ArgumentParser:
     tail = command(chat, "tail", "chat_tail", "print messages sent from now on, until Ctrl-C")
     tail.add_argument("chat_id")
     tail.add_argument("--as", dest="user", required=True, help="a member to read as (nothing is marked seen)")
+
+    ac = kinds.add_parser("autocomplete", help="name indexes and recent contacts").add_subparsers(
+        dest="action", required=True)
+    count = command(ac, "count", "autocomplete_count", "how many names an index holds (that start with --prefix)")
+    count.add_argument("index")
+    count.add_argument("--prefix", default="", help="count only the names that start with it")
+    suggest = command(ac, "suggest", "autocomplete_suggest", "the names of an index that start with PREFIX")
+    suggest.add_argument("index")
+    suggest.add_argument("prefix", help='case-insensitive ("" matches every name)')
+    suggest.add_argument("--limit", type=int, default=10, metavar="N", help="at most N names, 1-1000 (default 10)")
+    suggest.add_argument("--by-score", action="store_true", help="best score first (default: in name order)")
+    recent = command(ac, "recent", "autocomplete_recent", "a user's recent contacts that start with PREFIX")
+    recent.add_argument("user")
+    recent.add_argument("prefix", nargs="?", default="", help="(default: every recent contact, most recent first)")
+    recent.add_argument("--limit", type=int, default=10, metavar="N", help="at most N contacts, 1-1000 (default 10)")
+    recent.add_argument("--infix", action="store_true", help="then the contacts that contain PREFIX elsewhere")
+
+    files = kinds.add_parser("files", help="file distribution").add_subparsers(dest="action", required=True)
+    command(files, "describe", "files_describe",
+            "a group's files (size, state, workers pending), the bytes they hold, each worker's pending files"
+            ).add_argument("group", help="the group: a chat")
     return p
 
 
@@ -859,13 +1164,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                     client_cert=args.cert, client_key=args.key, token=args.token) as client:
             return getattr(Admin(client, args.json), args.handler)(args) or 0
     except KeyboardInterrupt:  # the way to stop `chat tail`; `queue wait` must not look like success
-        return WAIT_INTERRUPTED if args.handler == "queue_wait" else 0
+        return WAIT_INTERRUPTED if args.handler in INTERRUPTED_FAILS else 0
     except (Failed, ConcordError) as exc:
-        print(f"concord: {exc}", file=sys.stderr)
+        print(_error_line(exc), file=sys.stderr)
         return 1
     except grpc.RpcError as exc:
-        print(f"concord: {from_rpc_error(exc)}", file=sys.stderr)
+        print(_error_line(from_rpc_error(exc)), file=sys.stderr)
         return 1
+
+
+# Commands that Ctrl-C stops before they are done (exit 130), not the way to end them.
+INTERRUPTED_FAILS = {"queue_wait", "election_campaign"}
+
+
+def _error_line(exc: Exception) -> str:
+    """``concord: MESSAGE (REASON)``: the ErrorInfo reason too, for scripts to match."""
+    reason = getattr(exc, "reason", "")
+    return f"concord: {exc} ({reason})" if reason and reason not in str(exc) else f"concord: {exc}"
 
 
 if __name__ == "__main__":
