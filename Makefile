@@ -35,7 +35,7 @@ run: $(STAMP)
 ## test: proto lint, stub freshness and the whole pytest suite: on TEST_WORKERS workers (pytest-xdist,
 ## one test file per worker at a time: most tests wait on servers), then the few `serial` ones alone
 ## (a selection with none of one kind is not a failure: exit status 5 is "no tests")
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 test: $(STAMP) lint tools
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m 'not chaos and not abuse and not serial' $(PYTEST_ARGS) \
 		|| [ $$? -eq 5 ]

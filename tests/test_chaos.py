@@ -33,6 +33,10 @@ import pytest
 
 from chaos.campaign import Config, run, seed_from_env
 
+# Its rules bound answer times and lease lifetimes: run alone after the rest (make test);
+# beside other test workers on two cores a short run broke blocked_calls_answer_in_time.
+pytestmark = pytest.mark.serial
+
 # The one-server short run has the two busy loops beside it throughout: issue 30's
 # double lease showed under a Redis flap only with CPU pressure (the old code failed 3
 # runs in 3 so, 2 in 6 without).

@@ -22,6 +22,9 @@ import test_lock_invariants as lock_inv
 import test_queue_invariants as queue_inv
 from support import ServerProcess
 
+# Contention across server processes with answer-time bounds: run alone after the rest (make test).
+pytestmark = pytest.mark.serial
+
 REPLICAS = 3
 
 
