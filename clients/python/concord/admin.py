@@ -829,11 +829,11 @@ class Admin:
             pass
         if lost_while_running.is_set():
             raise Failed(f"leadership of election {args.name!r} (term {leadership.term}) was lost: "
-                         f"terminated {_command_text(args.command)} (LEADERSHIP_LOST)")
+                         f"terminated {_command_text(args.command)} ({NotLeader.reason})")
         if lost:
             raise Failed(f"leadership of election {args.name!r} (term {leadership.term}) had ended when "
                          f"{_command_text(args.command)} exited (with {_exit_status(status)}): it may have run "
-                         "unprotected at its end (LEADERSHIP_LOST)")
+                         f"unprotected at its end ({NotLeader.reason})")
         return _exit_status(status)
 
     def election_resign(self, args: argparse.Namespace) -> None:
@@ -1012,7 +1012,7 @@ def parser() -> argparse.ArgumentParser:
                    "the leadership while COMMAND runs; when COMMAND exits the leadership is resigned and its exit "
                    "status is this command's. If the leadership is lost (its TTL ran out while the server could "
                    "not renew it, or someone resigned it), COMMAND is terminated (SIGTERM, then SIGKILL after "
-                   "--grace) and this command fails with LEADERSHIP_LOST, exit 1.")
+                   "--grace) and this command fails with NOT_LEADER, exit 1.")
     camp.add_argument("name")
     camp.add_argument("value", help="the value the leader publishes (UTF-8 text, such as host:port)")
     camp.add_argument("command", nargs="+", metavar="-- COMMAND", help="the command to run while leading, after --")
