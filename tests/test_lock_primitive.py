@@ -148,6 +148,20 @@ async def test_a_grant_to_a_waiter_of_the_releasing_process_is_not_published(loc
         await pubsub.aclose()
 
 
+async def test_a_grant_between_two_waits_of_a_ticket_is_kept_for_the_next(redis_server, name):
+    """A ticket's wait that times out cancels its future; a grant delivered before its
+    next wait begins is kept for that wait, not lost until a poll (an hour away here)."""
+    async with lock_primitive(redis_server.url, interval=3600) as locks:
+        k = locks._keys.lock(name)
+        holder = await locks.acquire(name, 10_000, 0, "holder")
+        await locks._run(_ACQUIRE, k, "waiter-token", 10_000, "waiter", *locks._waiting_args(30_000))
+        with locks._waiters.ticket(k.channel, "waiter-token", lambda tokens: locks._poll(k, tokens)) as ticket:
+            assert await ticket.wait(0.05, None) is None  # timed out: its future is cancelled
+            assert locks._waiters.deliver(k.channel, "waiter-token 7 12345")
+            assert await asyncio.wait_for(ticket.wait(30, None), 5) == "7 12345"
+        await locks.release(name, holder.lease)
+
+
 async def test_a_waiter_rides_out_a_redis_restart_and_gets_the_lock(fresh_redis, name):
     """Redis SIGKILLed and restarted from its AOF while a waiter is queued: the
     waiter's call keeps waiting through the outage (its subscription is renewed by

@@ -74,6 +74,9 @@ CASES = {
 }
 
 
+# The clock is the test's, but keys expire on Redis's: a step more than a window's
+# rest late in real time (a loaded machine) finds its counter gone. Run alone (make test).
+@pytest.mark.serial
 @pytest.mark.parametrize("algorithm", list(CASES), ids=[a.name for a in CASES])
 async def test_each_limiter_decides_its_table_of_cases(limits, name, algorithm):
     rl, clock = limits

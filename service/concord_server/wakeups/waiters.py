@@ -120,10 +120,21 @@ class WaitGroup(Listener):
 
     def _resolve(self, token: str, payload: str) -> bool:
         fut = self._futures.get(token)
-        if fut is not None and not fut.done():
-            fut.set_result(payload)
-            return True
-        return False
+        if fut is None:
+            return False
+        if fut.cancelled():
+            # The ticket's last wait timed out (cancelling its future) and its next has
+            # not begun: keep the payload for it (Ticket.rearm takes it up).
+            fut = self._futures[token] = asyncio.get_running_loop().create_future()
+        if fut.done():
+            return False
+        fut.set_result(payload)
+        return True
+
+    def kept(self, token: str, stale: asyncio.Future[str]) -> asyncio.Future[str] | None:
+        """The future _resolve put in place of ``stale`` for the token, if any."""
+        fut = self._futures.get(token)
+        return fut if fut is not None and fut is not stale else None
 
     def on_message(self, data: str) -> bool:
         """Wakes the ticket the message names; whether one was waiting here."""
@@ -218,8 +229,8 @@ class Ticket:
                         raise group.subscribed.exception()
                 # Awaited directly, not through a shield: a grant then resumes the caller
                 # one loop step after it is delivered, not two (the releaser relies on
-                # that: Locks.release). A timeout cancels the future, and a grant that
-                # raced it is kept by the caller's give-up script, as one that came after.
+                # that: Locks.release). A timeout cancels the future; a grant that comes
+                # before the next wait is kept for it (WaitGroup._resolve, rearm).
                 return await self.future
         except TimeoutError:
             return self.future.result() if self.future.done() and not self.future.cancelled() else None
@@ -228,13 +239,17 @@ class Ticket:
                 group.queued(self._token, False)
 
     def rearm(self) -> None:
-        """After a wake-up that granted nothing (a waiter for several locks told to
-        try again), waits for the next one."""
-        if self.future.done():
-            self.future = asyncio.get_running_loop().create_future()
-            for group in self._groups:
-                if group is not None:
-                    group.add(self._token, self.future)
+        """After a wait that timed out, a wake-up that granted nothing (a waiter for
+        several locks told to try again) or a drop, waits for the next one; a grant that
+        came while no wait ran (WaitGroup._resolve kept it) is taken up at once."""
+        if not self.future.done():
+            return
+        stale = self.future
+        kept = next((f for g in self._groups if g is not None and (f := g.kept(self._token, stale)) is not None), None)
+        self.future = kept or asyncio.get_running_loop().create_future()
+        for group in self._groups:
+            if group is not None:
+                group.add(self._token, self.future)
 
     def __enter__(self) -> Ticket:
         return self
