@@ -684,7 +684,7 @@ def test_election_campaign_terminates_the_command_when_leadership_is_lost(concor
             proc.wait()
     assert proc.returncode == 1, err
     assert err.strip().splitlines()[-1] == (f"concord: leadership of election '{name}' (term {term}) was lost: "
-                                            f"terminated {admin._command_text([sys.executable, '-c', script])} "
+                                            f"terminated {admin.election._command_text([sys.executable, '-c', script])} "
                                             "(NOT_LEADER)")
     assert "Traceback" not in err
 

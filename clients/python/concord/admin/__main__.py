@@ -1,0 +1,8 @@
+"""python -m concord.admin"""
+
+import sys
+
+from . import main
+
+
+sys.exit(main())

@@ -1,0 +1,56 @@
+"""`concord files`: describe a group's files and what each worker has left."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from ..files.v1 import files_pb2
+from ._common import Base, Command, _dict, _table, _time
+
+
+_FILE_STATES = {files_pb2.FILE_STATE_UPLOADING: "uploading", files_pb2.FILE_STATE_COMPLETE: "complete"}
+
+
+def _workers_text(workers: Sequence[str], shown: int = 3) -> str:
+    """A file's pending workers for a table: their names, or how many when many."""
+    if not workers:
+        return "-"
+    return ", ".join(workers) if len(workers) <= shown else f"{len(workers)} workers"
+
+
+class Commands(Base):
+    def files_describe(self, args: argparse.Namespace) -> None:
+        """A group's files, the bytes they hold in Redis, and each worker's progress:
+        the files it has not marked done yet (ListFiles knows no more of a worker)."""
+        r = self.call("files", "ListFiles", files_pb2.ListFilesRequest(group=args.group))
+        workers: dict[str, dict[str, Any]] = {}
+        for f in r.files:
+            for w in f.pending:
+                row = workers.setdefault(w, {"worker": w, "pending_files": 0, "pending_bytes": 0})
+                row["pending_files"] += 1
+                row["pending_bytes"] += f.size
+        d = {"group": args.group, "held_bytes": r.held_bytes, "files": [_dict(f) for f in r.files],
+             "workers": sorted(workers.values(), key=lambda w: w["worker"])}
+        head = (f"group {args.group!r}: {len(r.files)} file(s), {r.held_bytes} bytes held "
+                "(uploads wait while the others hold more than the server's --file-group-bound)")
+        if not r.files:
+            self.emit(d, f"group {args.group!r} holds no files")
+            return
+        rows = [{"file_id": f.file_id, "name": f.name, "size": f.size, "state": _FILE_STATES.get(f.state, ""),
+                 "gzip": "yes" if f.gzip else "no", "pending": _workers_text(f.pending),
+                 "created_at": _time(f, "created_at")}
+                for f in r.files]
+        text = head + "\n\n" + _table(rows, ["file_id", "name", "size", "state", "gzip", "pending", "created_at"])
+        if workers:
+            text += "\n\nworkers, by what they have not finished:\n" + _table(
+                d["workers"], ["worker", "pending_files", "pending_bytes"])
+        self.emit(d, text)
+
+
+def add_commands(kinds: argparse._SubParsersAction, command: Command) -> None:
+    files = kinds.add_parser("files", help="file distribution").add_subparsers(dest="action", required=True)
+    command(files, "describe", "files_describe",
+            "a group's files (size, state, workers pending), the bytes they hold, each worker's pending files"
+            ).add_argument("group", help="the group: a chat")
