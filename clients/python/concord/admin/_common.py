@@ -1,5 +1,5 @@
 """What every kind of `concord` command shares: the calls, the output (tables,
-``--json``), durations and the one-line errors."""
+``--json``) and durations; the one-line errors are main's (__init__.py)."""
 
 from __future__ import annotations
 
