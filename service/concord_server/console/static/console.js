@@ -92,7 +92,7 @@ function renderOverview(o) {
         ["bound", r.maxmemory ? `${bytes(r.maxmemory)} (${r.maxmemory_policy})` : "none"],
       ],
       r.maxmemory ? el("div", { class: "meter", role: "img", "aria-label": `${Math.round(100 * r.used_memory / r.maxmemory)} % of the memory bound` },
-        el("span", { style: null, "data-width": "" })) : null),
+        el("span")) : null),
     card("Blocked calls", o.blocked.locks_semaphores + o.blocked.queues + o.blocked.chats_files, [
       ["lock / semaphore waits", o.blocked.locks_semaphores], ["queue waits", o.blocked.queues],
       ["chat / file waits", o.blocked.chats_files], ["open streams", o.streams ?? "n/a"],
@@ -143,9 +143,8 @@ function renderLocks(locks) {
   }
   const canRelease = state.me && state.me.may && state.me.may.force_release;
   const now = state.snapshot.at_ms;
-  box.replaceChildren(el("table", {},
-    el("caption", { class: "legend" }, `${locks.items.length} lock${locks.items.length === 1 ? "" : "s"}` +
-      (locks.more ? ` (the first ${locks.limit})` : "")),
+  box.replaceChildren(el("p", { class: "legend" }, `${locks.items.length} lock${locks.items.length === 1 ? "" : "s"}` +
+      (locks.more ? ` (the first ${locks.limit} by name)` : "")), el("table", {},
     el("thead", {}, el("tr", {}, ["state", "name", "owner", "fencing token", "time left", "waiters"]
       .map((h) => el("th", { scope: "col" }, h)), canRelease ? el("th", { scope: "col" }, "action") : null)),
     el("tbody", {}, locks.items.map((lock) => el("tr", { "data-lock": lock.name },
