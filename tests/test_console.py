@@ -6,6 +6,7 @@ through the gRPC API, a force-release hands the lock to the next waiter."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
@@ -16,7 +17,7 @@ import aiohttp
 import pytest
 
 import concord
-from support import ServerProcess, free_port
+from support import ServerProcess, free_port, wait_until
 
 ACME_ADMIN, ACME_READER, ACME_WRITER, GLOBEX_ADMIN = (
     f"console-{who}-0123456789abcdef" for who in ("acme-admin", "acme-reader", "acme-writer", "globex-admin"))
@@ -200,7 +201,8 @@ def test_without_tokens_the_console_needs_no_login_and_its_address_is_printed(re
     server = ServerProcess("--redis-url", redis_server.url, "--console-listen", f"127.0.0.1:{port}")
     server.start(tmp_path / "server.log")
     try:
-        assert f"web console at http://127.0.0.1:{port}/" in server.log_text()
+        wait_until(lambda: f"web console at http://127.0.0.1:{port}/" in server.log_text(), timeout=5,
+                   message="the console's address in the start-up log")
 
         async def check() -> None:
             async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as s:
@@ -217,3 +219,32 @@ def test_without_tokens_the_console_needs_no_login_and_its_address_is_printed(re
         asyncio.run(check())
     finally:
         assert server.stop() == 0, server.log_text()
+
+
+async def test_viewers_of_one_tenant_share_one_snapshot_per_interval_and_streams_are_capped():
+    """live.Hub on its own (no server): however many pages watch a tenant, its snapshot
+    is computed once per interval; past the cap a stream is refused RESOURCE_EXHAUSTED."""
+    from concord_server import tenants
+    from concord_server.console.live import Hub
+    from concord_server.errors import ResourceExhausted
+
+    computed: list[str | None] = []
+
+    async def snapshot() -> dict[str, Any]:
+        computed.append(tenants.current.get())  # each feed runs in its tenant
+        return {"n": len(computed)}
+
+    hub = Hub(lambda: snapshot, interval=0.2, max_streams=5)
+    async with contextlib.AsyncExitStack() as stack:
+        acme = [await stack.enter_async_context(hub.subscribe("acme")) for _ in range(4)]
+        globex = await stack.enter_async_context(hub.subscribe("globex"))
+        with pytest.raises(ResourceExhausted):
+            await stack.enter_async_context(hub.subscribe("acme"))
+        await asyncio.sleep(1.0)
+        seen = [(await queue.get())["n"] for _, queue in acme]
+        assert len(set(seen)) == 1, seen  # the same snapshot went to every acme viewer
+        assert 8 <= len(computed) <= 14, computed  # about 5 per second per tenant, not per viewer
+        assert set(computed) == {"acme", "globex"}
+        assert acme[0][0] is acme[3][0] and globex[0] is not acme[0][0]
+    assert hub.open_streams == 0
+    await hub.aclose()

@@ -274,16 +274,8 @@ async def start(settings: Settings) -> Server:
         wrap=undecodable.reject)
     # SERVING or NOT_SERVING as Redis answers now, so the first answer is true; then it follows Redis.
     redis_health = await RedisHealth(commands, health_servicer, SERVICE_NAMES).start()
-    port = tls.add_port(server, settings)  # TLS with --tls-cert
-    await server.start()
-    log.info("concord-server serving on %s (port %d)", settings.listen, port)
-    if observer is not None:
-        observer.watch(waiters, doorbells, chat_bells, queues, monitor)
-    if observer is not None and settings.metrics_listen:
-        log.info("metrics at http://%s/metrics (port %d)", settings.metrics_listen,
-                 observer.serve(settings.metrics_listen or ""))
-    console = None
-    if settings.console_listen:
+    console, console_port = None, 0
+    if settings.console_listen:  # listening before the gRPC port: once health answers, the console does too
         from .console.app import Console  # aiohttp is imported only with the console on
         from .console.views import Overview
 
@@ -291,9 +283,17 @@ async def start(settings: Settings) -> Server:
                             interval=1.0)
         console = Console(p, overview, auth_interceptor)
         console_port = await console.start(settings.console_listen)
-        host = settings.console_listen.rpartition(":")[0].strip("[]")
-        shown = f"[{host}]" if ":" in host else (host or "0.0.0.0")
-        log.info("web console at http://%s:%d/", shown, console_port)
+    port = tls.add_port(server, settings)  # TLS with --tls-cert
+    await server.start()
+    log.info("concord-server serving on %s (port %d)", settings.listen, port)
+    if console is not None:
+        host = (settings.console_listen or "").rpartition(":")[0].strip("[]")
+        log.info("web console at http://%s:%d/", f"[{host}]" if ":" in host else (host or "0.0.0.0"), console_port)
+    if observer is not None:
+        observer.watch(waiters, doorbells, chat_bells, queues, monitor)
+    if observer is not None and settings.metrics_listen:
+        log.info("metrics at http://%s/metrics (port %d)", settings.metrics_listen,
+                 observer.serve(settings.metrics_listen or ""))
     # Every process ticks every queue's schedules; the scripts let one claim each tick.
     ticker = Ticker(commands, keyspace, bus, p.queues.weight).start()
     collector = GcPolicy(calls_in_progress)  # full collections stalled the loop for seconds under load

@@ -131,8 +131,10 @@ class Hub:
         finally:
             self.open_streams -= 1
             feed.viewers.discard(queue)
-            if not feed.viewers and self._feeds.get(tenant) is feed:
-                del self._feeds[tenant]  # its task ends at its next turn
+            if not feed.viewers:
+                feed.poke()  # its task wakes and ends
+                if self._feeds.get(tenant) is feed:
+                    del self._feeds[tenant]
 
     async def aclose(self) -> None:
         self.closed = True
