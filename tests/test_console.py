@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import re
+import signal
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -248,3 +249,26 @@ async def test_viewers_of_one_tenant_share_one_snapshot_per_interval_and_streams
         assert acme[0][0] is acme[3][0] and globex[0] is not acme[0][0]
     assert hub.open_streams == 0
     await hub.aclose()
+
+
+async def test_a_token_removed_from_the_file_ends_its_console_session(redis_server, tmp_path):
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(TOKENS)
+    port = free_port()
+    server = ServerProcess("--redis-url", redis_server.url, "--auth-tokens", str(tokens),
+                           "--console-listen", f"127.0.0.1:{port}")
+    server.start(tmp_path / "server.log")
+    try:
+        async with aiohttp.ClientSession(f"http://127.0.0.1:{port}", cookie_jar=aiohttp.CookieJar(unsafe=True)) as s:
+            async with s.post("/api/login", json={"token": ACME_READER}) as r:
+                assert r.status == 200
+            async with s.get("/api/events") as events:
+                assert (await events.content.readline()).startswith(b"retry:")
+                tokens.write_text(TOKENS.replace(ACME_READER, "console-someone-else-0123456789"))
+                server.signal(signal.SIGHUP)
+                # The open stream ends at its next event, and the session with it.
+                await asyncio.wait_for(events.content.read(), DEADLINE)
+            async with s.get("/api/snapshot") as r:
+                assert r.status == 401 and (await r.json())["reason"] == "UNAUTHENTICATED"
+    finally:
+        assert server.stop() == 0, server.log_text()
