@@ -106,8 +106,8 @@ function renderOverview(o) {
     $("calls").replaceChildren(el("p", { class: "empty" }, "Call rates are not available on this server."));
   } else if (!rates.length) {
     $("calls").replaceChildren(el("p", { class: "empty" },
-      "No calls yet. Point a client at this server (for example ", el("code", {}, "concord lock acquire NAME"),
-      ") and its calls appear here within a second."));
+      "No calls yet. Point a client at this server (or run ", el("code", {}, "concord lock list"),
+      ") and its calls appear here within a second, by service and status code."));
   } else {
     $("calls").replaceChildren(el("table", {},
       el("thead", {}, el("tr", {}, el("th", {}, "service"), el("th", {}, "code"), el("th", {}, "per second"), el("th", {}, "since start"))),
@@ -137,12 +137,11 @@ function renderLocks(locks) {
   }
   if (!locks.items.length) {
     box.replaceChildren(el("p", { class: "empty" },
-      "No lock is held or waited for in this tenant. Take one through the API, e.g. ",
-      el("code", {}, "concord lock acquire orders:42 --ttl 30s"), ", and it shows here at once."));
+      "No lock is held or waited for in this tenant. Take one through the API (in Python: ",
+      el("code", {}, 'client.lock("orders:42").acquire()'), ") and it shows here within a second, with its holder and waiters."));
     return;
   }
   const canRelease = state.me && state.me.may && state.me.may.force_release;
-  const now = state.snapshot.at_ms;
   box.replaceChildren(el("p", { class: "legend" }, `${locks.items.length} lock${locks.items.length === 1 ? "" : "s"}` +
       (locks.more ? ` (the first ${locks.limit} by name)` : "")), el("table", {},
     el("thead", {}, el("tr", {}, ["state", "name", "owner", "fencing token", "time left", "waiters"]
@@ -153,7 +152,7 @@ function renderLocks(locks) {
       el("td", { "data-label": "owner" }, lock.held ? lock.owner || "(no label)" : "—"),
       el("td", { "data-label": "fencing token" }, lock.held ? lock.fencing_token : "—"),
       el("td", { "data-label": "time left" }, lock.held
-        ? el("span", { title: `expires ${when(lock.expires_at_ms)}` }, duration(Math.max(0, lock.ttl_ms - (Date.now() - now))))
+        ? el("span", { title: `expires ${when(lock.expires_at_ms)}` }, duration(lock.ttl_ms))
         : "—"),
       el("td", { "data-label": "waiters" }, lock.waiters),
       canRelease ? el("td", { "data-label": "action" }, el("button", {
