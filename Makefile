@@ -28,9 +28,11 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e clients/python -e '.[dev]'
 	touch $(STAMP)
 
-## run: start concord-server (embedded Valkey unless CONCORD_REDIS_URL is set)
+## run: start concord-server (embedded Valkey unless CONCORD_REDIS_URL is set) with its web console on
+## 127.0.0.1:8080 (CONSOLE_LISTEN=host:port for another address; the URL is printed at start-up)
+CONSOLE_LISTEN ?= 127.0.0.1:8080
 run: $(STAMP)
-	$(VENV)/bin/concord-server
+	CONCORD_CONSOLE_LISTEN=$${CONCORD_CONSOLE_LISTEN:-$(CONSOLE_LISTEN)} $(VENV)/bin/concord-server
 
 ## test: proto lint, stub freshness and the whole pytest suite: on TEST_WORKERS workers (pytest-xdist,
 ## one test file per worker at a time: most tests wait on servers), then the few `serial` ones alone

@@ -90,6 +90,15 @@ def test_a_busy_metrics_port_is_one_line(busy_port, redis_server):
                     "already in use")
 
 
+def test_a_busy_console_port_is_one_line(busy_port, redis_server):
+    line = one_line_exit_2(start("--listen", f"127.0.0.1:{free_port()}", "--redis-url", redis_server.url,
+                                 env={"CONCORD_CONSOLE_LISTEN": f"127.0.0.1:{busy_port}"}))
+    assert line == (f"concord-server: CONCORD_CONSOLE_LISTEN=127.0.0.1:{busy_port}: cannot listen: port {busy_port} "
+                    "is already in use")
+    line = one_line_exit_2(start("--console-listen", "nowhere"))
+    assert line == "concord-server: --console-listen: invalid value 'nowhere': must be host:port"
+
+
 @pytest.mark.parametrize("args, env, expected", [
     (["--workers", "0"], {}, "concord-server: --workers: invalid value '0': must be at least 1"),
     ([], {"CONCORD_WORKERS": "x"}, "concord-server: CONCORD_WORKERS: invalid value 'x': expected a whole number"),

@@ -8,6 +8,7 @@ import logging
 import secrets
 import signal
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 import redis.asyncio as aioredis
@@ -137,6 +138,7 @@ class Server:
     redis_health: RedisHealth | None = None  # health NOT_SERVING while Redis is unreachable
     ticker: Ticker | None = None  # runs the queues' schedules
     sentinel_watch: SwitchWatch | None = None  # redis+sentinel://: drops links to a demoted primary
+    console: Any = None  # --console-listen: console.app.Console
 
     async def stop(self) -> None:
         """Health goes NOT_SERVING; blocked waits end with UNAVAILABLE at once (their
@@ -145,6 +147,8 @@ class Server:
         if self.redis_health is not None:  # first: it must not set SERVING again
             await self.redis_health.aclose()
         await self.health.enter_graceful_shutdown()
+        if self.console is not None:
+            await self.console.aclose()
         self.waiters.close()
         for listeners in self.listeners:
             listeners.close()
@@ -239,7 +243,7 @@ async def start(settings: Settings) -> Server:
 
     monitor = start_loop_monitor(settings.loop_stall_report, settings.workers)
     observer = None
-    if settings.metrics_listen:
+    if settings.metrics_listen or settings.console_listen:  # the console shows calls per second from them
         observer = Metrics(RpcMetrics)
         monitor = monitor or LoopMonitor(None).start()  # its stall readings are exported too
     interceptors = [*tracing.interceptors(settings), *([observer.interceptor] if observer else [])]
@@ -270,11 +274,24 @@ async def start(settings: Settings) -> Server:
         wrap=undecodable.reject)
     # SERVING or NOT_SERVING as Redis answers now, so the first answer is true; then it follows Redis.
     redis_health = await RedisHealth(commands, health_servicer, SERVICE_NAMES).start()
+    console, console_port = None, 0
+    if settings.console_listen:  # listening before the gRPC port: once health answers, the console does too
+        from .console.app import Console  # aiohttp is imported only with the console on
+        from .console.views import Overview
+
+        overview = Overview(commands, redis_health, waiters, (doorbells, chat_bells), observer, settings.workers,
+                            interval=1.0)
+        console = Console(p, overview, auth_interceptor)
+        console_port = await console.start(settings.console_listen)
     port = tls.add_port(server, settings)  # TLS with --tls-cert
     await server.start()
     log.info("concord-server serving on %s (port %d)", settings.listen, port)
+    if console is not None:
+        host = (settings.console_listen or "").rpartition(":")[0].strip("[]")
+        log.info("web console at http://%s:%d/", f"[{host}]" if ":" in host else (host or "0.0.0.0"), console_port)
     if observer is not None:
         observer.watch(waiters, doorbells, chat_bells, queues, monitor)
+    if observer is not None and settings.metrics_listen:
         log.info("metrics at http://%s/metrics (port %d)", settings.metrics_listen,
                  observer.serve(settings.metrics_listen or ""))
     # Every process ticks every queue's schedules; the scripts let one claim each tick.
@@ -284,7 +301,7 @@ async def start(settings: Settings) -> Server:
     return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, (doorbells, chat_bells, outcomes),
                   (locks, semaphores, queues, feeds, completer, shipper, p.elections, p.rwlocks, p.ratelimits),
                   monitor, collector, observer, auth=auth_interceptor, redis_health=redis_health, ticker=ticker,
-                  sentinel_watch=sentinel_watch)
+                  sentinel_watch=sentinel_watch, console=console)
 
 
 async def serve(settings: Settings) -> None:

@@ -36,11 +36,17 @@ def _run(settings: config.Settings) -> None:
 
 def _worker_settings(settings: config.Settings, i: int) -> config.Settings:
     """Worker i serves its metrics on the --metrics-listen port + i: each process
-    has its own counters, and Prometheus scrapes each as a target."""
-    if not settings.metrics_listen:
-        return settings
-    host, _, port = settings.metrics_listen.rpartition(":")
-    return dataclasses.replace(settings, metrics_listen=f"{host}:{int(port) + i if int(port) else 0}")
+    has its own counters, and Prometheus scrapes each as a target; its web console
+    on the --console-listen port + i likewise."""
+
+    def shifted(address: str | None) -> str | None:
+        if not address:
+            return address
+        host, _, port = address.rpartition(":")
+        return f"{host}:{int(port) + i if int(port) else 0}"
+
+    return dataclasses.replace(settings, metrics_listen=shifted(settings.metrics_listen),
+                               console_listen=shifted(settings.console_listen))
 
 
 def _run_workers(settings: config.Settings) -> None:
@@ -104,6 +110,12 @@ def _preflight(settings: config.Settings, argv: Sequence[str], environ: Mapping[
             if problem := _bind_problem(address):
                 worker = f" (worker {i}'s port is {address})" if settings.workers > 1 else ""
                 config.fail(f"{who('metrics_listen', settings.metrics_listen)}{worker}: cannot listen: {problem}")
+    if settings.console_listen:
+        for i in range(settings.workers):
+            address = _worker_settings(settings, i).console_listen or ""
+            if problem := _bind_problem(address):
+                worker = f" (worker {i}'s port is {address})" if settings.workers > 1 else ""
+                config.fail(f"{who('console_listen', settings.console_listen)}{worker}: cannot listen: {problem}")
     for name in ("tls_cert", "tls_key", "tls_client_ca", "auth_tokens", "loop_stall_report"):
         path = getattr(settings, name)
         if not path:

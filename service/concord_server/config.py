@@ -102,6 +102,9 @@ class Settings:
     metrics_listen: str | None = _setting(
         None, "host:port of an HTTP endpoint serving Prometheus metrics at /metrics (port 0: any free port; "
               "with --workers N, port + i for worker i). Unset: no metrics endpoint")
+    console_listen: str | None = _setting(
+        None, "host:port of the web console (HTTP; log in with a --auth-tokens token; README \"Web console\"); "
+              "port 0: any free port; with --workers N, port + i for worker i. Unset: no console")
     log_format: str = _setting("text", "text: one human-readable line per record; json: one JSON object per line "
                                        "(time, level, logger, message, exception)", choices=["text", "json"])
     tracing: bool = _setting(False, "trace gRPC calls with OpenTelemetry (needs the [tracing] extra); exporter "
@@ -206,6 +209,7 @@ class Settings:
         check(self.file_group_bound >= 1, "file_group_bound", "must be at least 1 byte")
         check(0.1 <= self.file_upload_lease <= 3600, "file_upload_lease", "must be 100ms to 1h")
         check(self.metrics_listen is None or _host_port(self.metrics_listen), "metrics_listen", "must be host:port")
+        check(self.console_listen is None or _host_port(self.console_listen), "console_listen", "must be host:port")
         check(_host_port(self.listen), "listen", "must be host:port")
         check((self.tls_cert is None) == (self.tls_key is None), "tls_cert tls_key",
               "needs {tls_key} too" if self.tls_key is None else "needs {tls_cert} too")

@@ -1,0 +1,255 @@
+"""The console's aiohttp application: routes, the one action, errors as JSON.
+
+Routes:
+  GET  /                          the page (static/index.html; static/ for the rest)
+  GET  /api/me                    who is logged in, what they may do, whether a token is needed
+  POST /api/login  {"token"}      a session cookie for an API token (auth.py)
+  POST /api/logout
+  GET  /api/snapshot              the viewer's snapshot once (JSON)
+  GET  /api/events                the same, live: Server-Sent Events (live.py)
+  POST /api/locks/force-release {"name"}   an admin's release of a lock (the next waiter gets it)
+
+An action needs what its gRPC method needs (ForceRelease: an admin token; auth.py),
+else 403 with reason PERMISSION_DENIED; each one, done or refused, is logged with
+who asked. POSTs must carry JSON (a cross-site form cannot) and a same-origin Origin
+when one is sent, on top of the SameSite=Strict cookie. Errors are JSON
+``{"code", "reason", "message"}``, the gRPC status code and ErrorInfo reason the API
+would give.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from .. import tenants
+from ..api import validation as v
+from ..errors import ConcordError, InvalidArgument, PermissionDenied
+from ..edge.auth import AuthInterceptor
+from .auth import COOKIE, SESSION_TTL, Sessions, Viewer
+from .live import KEEPALIVE, Hub
+from .views import Overview, locks_view
+
+log = logging.getLogger("concord_server.console")
+
+STATIC = Path(__file__).parent / "static"
+LIST_LOCKS = "/concord.lock.v1.LockService/ListLocks"
+FORCE_RELEASE = "/concord.lock.v1.LockService/ForceRelease"
+HTTP_STATUS = {"INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403, "NOT_FOUND": 404,
+               "FAILED_PRECONDITION": 409, "RESOURCE_EXHAUSTED": 429, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504}
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+                               "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+
+T = TypeVar("T")
+
+
+class Console:
+    """The console of one server process; ``start`` binds it, ``aclose`` ends it."""
+
+    def __init__(self, primitives: Any, overview: Overview, auth: AuthInterceptor | None) -> None:
+        self._primitives = primitives
+        self._overview = overview
+        self.sessions = Sessions(auth)
+        self.hub = Hub(lambda: self._snapshot)
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+
+    def application(self) -> web.Application:
+        app = web.Application(middlewares=[_errors], client_max_size=64 * 1024)
+        app.router.add_get("/", self._index)
+        app.router.add_get("/api/me", self._me)
+        app.router.add_post("/api/login", self._login)
+        app.router.add_post("/api/logout", self._logout)
+        app.router.add_get("/api/snapshot", self._snapshot_once)
+        app.router.add_get("/api/events", self._events)
+        app.router.add_post("/api/locks/force-release", self._force_release)
+        app.router.add_static("/static/", STATIC, follow_symlinks=False)
+        app.on_response_prepare.append(_secure_headers)
+        return app
+
+    async def start(self, listen: str) -> int:
+        host, _, port = listen.rpartition(":")
+        self._runner = web.AppRunner(self.application(), access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host.strip("[]") or None, int(port), reuse_address=True)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        return self.port
+
+    async def aclose(self) -> None:
+        await self.hub.aclose()  # every event stream ends first, so the runner need not wait for them
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- who is asking
+
+    def _viewer(self, request: web.Request) -> Viewer:
+        return self.sessions.viewer(request.cookies.get(COOKIE))
+
+    async def _as(self, viewer: Viewer, work: Callable[[], Awaitable[T]]) -> T:
+        """Runs work in the viewer's tenant (tenants.current), in a context of its own."""
+        async def run() -> T:  # work() itself runs in the context: a Routed primitive is resolved there
+            return await work()
+
+        context = contextvars.copy_context()
+        context.run(tenants.current.set, viewer.tenant)
+        return await asyncio.create_task(run(), context=context)
+
+    # -- what the page shows
+
+    async def _snapshot(self) -> dict[str, Any]:
+        """One tenant's snapshot (run in its feed's context, live.py)."""
+        snapshot: dict[str, Any] = {"overview": await self._overview.read()}
+        try:
+            snapshot["locks"] = await locks_view(self._primitives.locks)
+        except ConcordError as exc:
+            snapshot["locks"] = {"error": exc.message, "code": exc.code}
+        return snapshot
+
+    @staticmethod
+    def _hidden(viewer: Viewer) -> tuple[str, ...]:
+        return () if viewer.may(LIST_LOCKS) else ("locks",)
+
+    async def _index(self, request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+    async def _me(self, request: web.Request) -> web.Response:
+        try:
+            viewer = self._viewer(request)
+        except ConcordError:
+            return web.json_response({"logged_in": False, "needs_token": self.sessions.needs_token})
+        return web.json_response(_me(viewer, self.sessions.needs_token))
+
+    async def _snapshot_once(self, request: web.Request) -> web.Response:
+        viewer = self._viewer(request)
+        snapshot = await self._as(viewer, self._snapshot)
+        return web.json_response({k: v for k, v in snapshot.items() if k not in self._hidden(viewer)})
+
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        viewer = self._viewer(request)
+        hidden = self._hidden(viewer)
+        async with self.hub.subscribe(viewer.tenant) as (feed, queue):
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                                   "X-Accel-Buffering": "no"})
+            await response.prepare(request)
+            try:
+                await response.write(b"retry: 2000\n\n")
+                while True:
+                    try:
+                        snapshot = await asyncio.wait_for(queue.get(), KEEPALIVE)
+                    except asyncio.TimeoutError:
+                        await response.write(b": keepalive\n\n")
+                        continue
+                    if snapshot is None:  # the console is closing
+                        break
+                    # The viewer is checked again for each event: a revoked token's stream ends.
+                    try:
+                        self._viewer(request)
+                    except ConcordError:
+                        break
+                    await response.write(feed.payload(hidden))
+            except ConnectionResetError:  # the page went away
+                pass
+        return response
+
+    # -- log in and out
+
+    async def _login(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        token = body.get("token")
+        if not isinstance(token, str) or not token.strip():
+            raise InvalidArgument("token must be a non-empty string", field="token")
+        session, viewer = self.sessions.login(token.strip())
+        log.info("console: %s logged in from %s", viewer.who, request.remote)
+        response = web.json_response(_me(viewer, True))
+        response.set_cookie(COOKIE, session, max_age=int(SESSION_TTL), path="/", httponly=True, samesite="Strict",
+                            secure=request.secure)
+        return response
+
+    async def _logout(self, request: web.Request) -> web.Response:
+        await _json_body(request)
+        self.sessions.logout(request.cookies.get(COOKIE))
+        response = web.json_response({"logged_in": False, "needs_token": self.sessions.needs_token})
+        response.del_cookie(COOKIE, path="/")
+        return response
+
+    # -- actions
+
+    async def _force_release(self, request: web.Request) -> web.Response:
+        viewer = self._viewer(request)
+        body = await _json_body(request)
+        name = body.get("name")
+        if not isinstance(name, str):
+            raise InvalidArgument("name must be a string", field="name")
+        try:
+            viewer.check(FORCE_RELEASE)
+        except ConcordError:
+            log.warning("console: %s from %s was refused force-releasing lock %r (needs an admin token)",
+                        viewer.who, request.remote, name)
+            raise
+        v.name(name)
+        removed = await self._as(viewer, lambda: self._primitives.locks.force_release(name))
+        if removed is None:
+            log.info("console: %s from %s force-released lock %r: nobody held it", viewer.who, request.remote, name)
+            reply: dict[str, Any] = {"released": False}
+        else:
+            log.info("console: %s from %s force-released lock %r from owner %r (fencing token %d)",
+                     viewer.who, request.remote, name, removed[0], removed[1])
+            reply = {"released": True, "owner": removed[0], "fencing_token": removed[1]}
+        self.hub.poke(viewer.tenant)
+        return web.json_response(reply)
+
+
+def _me(viewer: Viewer, needs_token: bool) -> dict[str, Any]:
+    return {"logged_in": True, "needs_token": needs_token, "who": viewer.who, "tenant": viewer.identity.tenant,
+            "role": viewer.identity.role,
+            "may": {"list_locks": viewer.may(LIST_LOCKS), "force_release": viewer.may(FORCE_RELEASE)}}
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    """The request's JSON object; a POST that is not JSON, or comes from another origin, is refused."""
+    origin = request.headers.get("Origin")
+    if origin is not None and origin != f"{request.scheme}://{request.host}":
+        raise PermissionDenied("cross-origin request refused")
+    if request.content_type != "application/json":
+        raise InvalidArgument("send a JSON body (Content-Type: application/json)", field="body")
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise InvalidArgument("the body is not JSON", field="body") from None
+    if not isinstance(body, dict):
+        raise InvalidArgument("the body must be a JSON object", field="body")
+    return body
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                  ) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ConcordError as exc:
+        return web.json_response({"code": exc.code, "reason": exc.reason, "message": exc.message},
+                                 status=HTTP_STATUS.get(exc.code, 500))
+    except web.HTTPException:
+        raise
+    except (ConnectionResetError, asyncio.CancelledError):
+        raise
+    except Exception:
+        log.exception("console: %s %s failed", request.method, request.path)
+        return web.json_response({"code": "INTERNAL", "reason": "INTERNAL", "message": "internal error"}, status=500)
+
+
+async def _secure_headers(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers.update(SECURITY_HEADERS)

@@ -1,0 +1,248 @@
+// Concord console: plain ES module, no dependencies. The server pushes one snapshot per
+// second over Server-Sent Events (/api/events); this file only renders what it gets.
+// Every string from the server goes through textContent (never innerHTML).
+
+const $ = (id) => document.getElementById(id);
+const state = { me: null, snapshot: null, events: null, view: "overview" };
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (value !== undefined && value !== null && value !== false) node.setAttribute(key, value);
+  }
+  for (const child of children.flat()) {
+    if (child !== null && child !== undefined) node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+const timeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+const when = (ms) => timeFormat.format(new Date(ms)); // the viewer's own time zone
+
+function duration(ms) {
+  if (ms < 1000) return `${ms} ms`;
+  const s = Math.round(ms / 1000);
+  if (s < 120) return `${s} s`;
+  if (s < 7200) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+function bytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
+}
+
+async function api(path, body) {
+  const options = body === undefined ? {} : {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+  };
+  const response = await fetch(path, { credentials: "same-origin", ...options });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    const error = new Error(data.message || response.statusText);
+    error.reason = data.reason;
+    error.status = response.status;
+    throw error;
+  }
+  return data;
+}
+
+function toast(text) {
+  const t = $("toast");
+  t.textContent = text;
+  t.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { t.hidden = true; }, 5000);
+}
+
+// -- views
+
+function showView() {
+  const name = (location.hash || "#overview").slice(1);
+  state.view = ["overview", "locks"].includes(name) ? name : "overview";
+  const loggedIn = state.me && state.me.logged_in;
+  $("login").hidden = loggedIn;
+  for (const v of ["overview", "locks"]) $(`view-${v}`).hidden = !loggedIn || v !== state.view;
+  for (const a of document.querySelectorAll("nav a")) {
+    if (a.dataset.view === state.view) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  render();
+}
+
+function card(title, big, rows = [], extra = null) {
+  return el("div", { class: "card" }, el("h3", {}, title), big === null ? null : el("div", { class: "big" }, big),
+    rows.length ? el("dl", {}, rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])) : null, extra);
+}
+
+function renderOverview(o) {
+  const p = o.process, r = o.redis;
+  const cards = [
+    card("Server process", el("span", { class: "ok" }, "● serving"), [
+      ["pid", p.pid], ["up since", when(p.started_at_ms)], ["memory (RSS)", bytes(p.rss_bytes)],
+      ["CPU", p.cpu_percent === null ? "…" : `${p.cpu_percent} %`], ["workers", p.workers],
+    ]),
+    card("Redis", r.serving ? el("span", { class: "ok" }, "● reachable") : el("span", { class: "bad" }, "■ unreachable"),
+      r.error ? [["error", r.error]] : [
+        ["version", r.version], ["memory used", bytes(r.used_memory)], ["peak", bytes(r.peak_memory)],
+        ["bound", r.maxmemory ? `${bytes(r.maxmemory)} (${r.maxmemory_policy})` : "none"],
+      ],
+      r.maxmemory ? el("div", { class: "meter", role: "img", "aria-label": `${Math.round(100 * r.used_memory / r.maxmemory)} % of the memory bound` },
+        el("span")) : null),
+    card("Blocked calls", o.blocked.locks_semaphores + o.blocked.queues + o.blocked.chats_files, [
+      ["lock / semaphore waits", o.blocked.locks_semaphores], ["queue waits", o.blocked.queues],
+      ["chat / file waits", o.blocked.chats_files], ["open streams", o.streams ?? "n/a"],
+    ]),
+  ];
+  const meter = cards[1].querySelector(".meter > span");
+  if (meter) meter.style.width = `${Math.min(100, (100 * r.used_memory) / r.maxmemory)}%`;
+  $("overview-cards").replaceChildren(...cards);
+  const rates = o.calls.rates.filter((c) => c.per_second > 0 || c.total > 0);
+  if (!o.calls.available) {
+    $("calls").replaceChildren(el("p", { class: "empty" }, "Call rates are not available on this server."));
+  } else if (!rates.length) {
+    $("calls").replaceChildren(el("p", { class: "empty" },
+      "No calls yet. Point a client at this server (or run ", el("code", {}, "concord lock list"),
+      ") and its calls appear here within a second, by service and status code."));
+  } else {
+    $("calls").replaceChildren(el("table", {},
+      el("thead", {}, el("tr", {}, el("th", {}, "service"), el("th", {}, "code"), el("th", {}, "per second"), el("th", {}, "since start"))),
+      el("tbody", {}, rates.map((c) => el("tr", {},
+        el("td", { "data-label": "service" }, c.service),
+        el("td", { "data-label": "code", class: c.code === "OK" ? "ok" : "bad" }, c.code),
+        el("td", { "data-label": "per second" }, c.per_second.toFixed(1)),
+        el("td", { "data-label": "since start" }, c.total))))));
+  }
+}
+
+function lockState(lock) {
+  if (lock.held && lock.waiters) return el("span", { class: "state waiting", title: "held, with waiters" }, "▲ held");
+  if (lock.held) return el("span", { class: "state held", title: "held" }, "● held");
+  return el("span", { class: "state free", title: "free, with waiters about to take it" }, "○ free");
+}
+
+function renderLocks(locks) {
+  const box = $("locks");
+  if (!locks) {
+    box.replaceChildren(el("p", { class: "empty" }, "Your token may not list locks (its services leave the lock service out)."));
+    return;
+  }
+  if (locks.error) {
+    box.replaceChildren(el("p", { class: "empty error" }, `Locks could not be read: ${locks.error}`));
+    return;
+  }
+  if (!locks.items.length) {
+    box.replaceChildren(el("p", { class: "empty" },
+      "No lock is held or waited for in this tenant. Take one through the API (in Python: ",
+      el("code", {}, 'client.lock("orders:42").acquire()'), ") and it shows here within a second, with its holder and waiters."));
+    return;
+  }
+  const canRelease = state.me && state.me.may && state.me.may.force_release;
+  box.replaceChildren(el("p", { class: "legend" }, `${locks.items.length} lock${locks.items.length === 1 ? "" : "s"}` +
+      (locks.more ? ` (the first ${locks.limit} by name)` : "")), el("table", {},
+    el("thead", {}, el("tr", {}, ["state", "name", "owner", "fencing token", "time left", "waiters"]
+      .map((h) => el("th", { scope: "col" }, h)), canRelease ? el("th", { scope: "col" }, "action") : null)),
+    el("tbody", {}, locks.items.map((lock) => el("tr", { "data-lock": lock.name },
+      el("td", { "data-label": "state" }, lockState(lock)),
+      el("td", { "data-label": "name", class: "name" }, lock.name),
+      el("td", { "data-label": "owner" }, lock.held ? lock.owner || "(no label)" : "—"),
+      el("td", { "data-label": "fencing token" }, lock.held ? lock.fencing_token : "—"),
+      el("td", { "data-label": "time left" }, lock.held
+        ? el("span", { title: `expires ${when(lock.expires_at_ms)}` }, duration(lock.ttl_ms))
+        : "—"),
+      el("td", { "data-label": "waiters" }, lock.waiters),
+      canRelease ? el("td", { "data-label": "action" }, el("button", {
+        type: "button", class: "danger", disabled: !lock.held, onclick: () => forceRelease(lock),
+        "aria-label": `Force-release ${lock.name}`,
+      }, "Force-release")) : null)))));
+}
+
+function render() {
+  const s = state.snapshot;
+  if (!s || !state.me || !state.me.logged_in) return;
+  if (s.error) { $("live").textContent = `error: ${s.error}`; return; }
+  if (state.view === "overview" && s.overview) renderOverview(s.overview);
+  if (state.view === "locks") renderLocks(s.locks);
+}
+
+// -- actions
+
+function forceRelease(lock) {
+  const dialog = $("confirm");
+  $("confirm-text").textContent = `"${lock.name}" is held by ${lock.owner || "(no label)"} with fencing token ` +
+    `${lock.fencing_token}. Its holder is not told; ${lock.waiters ? "the next waiter gets the lock." : "nobody waits for it."}`;
+  dialog.returnValue = "cancel";
+  dialog.onclose = async () => {
+    if (dialog.returnValue !== "ok") return;
+    try {
+      const reply = await api("/api/locks/force-release", { name: lock.name });
+      toast(reply.released ? `Released "${lock.name}" from ${reply.owner || "(no label)"}.` : `"${lock.name}" was not held.`);
+    } catch (error) {
+      toast(`Not released: ${error.reason || ""} ${error.message}`);
+    }
+  };
+  dialog.showModal();
+}
+
+// -- live updates
+
+function connect() {
+  if (state.events) state.events.close();
+  const events = new EventSource("/api/events");
+  state.events = events;
+  events.addEventListener("snapshot", (e) => {
+    state.snapshot = JSON.parse(e.data);
+    $("live").textContent = `live · ${new Date(state.snapshot.at_ms).toLocaleTimeString()}`;
+    $("live").className = "live on";
+    render();
+  });
+  events.onerror = async () => {
+    $("live").textContent = "reconnecting…";
+    $("live").className = "live off";
+    if (events.readyState === EventSource.CLOSED) {
+      events.close();
+      await start(); // a closed stream: maybe logged out; ask again
+    }
+  };
+}
+
+async function start() {
+  try {
+    state.me = await api("/api/me");
+  } catch (error) {
+    $("live").textContent = `cannot reach the server: ${error.message}`;
+    setTimeout(start, 3000);
+    return;
+  }
+  $("who").textContent = state.me.logged_in ? state.me.who : "";
+  $("logout").hidden = !(state.me.logged_in && state.me.needs_token);
+  showView();
+  if (state.me.logged_in) connect();
+  else { $("live").textContent = "not logged in"; $("token").focus(); }
+}
+
+$("login-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  $("login-error").textContent = "";
+  try {
+    await api("/api/login", { token: $("token").value });
+    $("token").value = "";
+    await start();
+  } catch (error) {
+    $("login-error").textContent = error.status === 401 ? "That token is not known to this server." : error.message;
+  }
+});
+
+$("logout").addEventListener("click", async () => {
+  if (state.events) state.events.close();
+  await api("/api/logout", {});
+  state.snapshot = null;
+  await start();
+});
+
+window.addEventListener("hashchange", showView);
+start();

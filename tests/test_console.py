@@ -1,0 +1,274 @@
+"""The web console (--console-listen), over HTTP with aiohttp's client, against a real
+server with tokens of two tenants: log in with a token, tenants see only their own
+locks, a read-only token is refused actions, the event stream delivers a lock taken
+through the gRPC API, a force-release hands the lock to the next waiter."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import signal
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+import concord
+from support import ServerProcess, free_port, wait_until
+
+ACME_ADMIN, ACME_READER, ACME_WRITER, GLOBEX_ADMIN = (
+    f"console-{who}-0123456789abcdef" for who in ("acme-admin", "acme-reader", "acme-writer", "globex-admin"))
+TOKENS = f"""
+[[tokens]]
+token = "{ACME_ADMIN}"
+tenant = "acme"
+role = "admin"
+
+[[tokens]]
+token = "{ACME_READER}"
+tenant = "acme"
+role = "read-only"
+
+[[tokens]]
+token = "{ACME_WRITER}"
+tenant = "acme"
+
+[[tokens]]
+token = "{GLOBEX_ADMIN}"
+tenant = "globex"
+role = "admin"
+"""
+DEADLINE = 3.0  # seconds for a change made through the API to show in the console
+
+
+@pytest.fixture(scope="module")
+def console_server(redis_server, tmp_path_factory) -> Iterator[ServerProcess]:
+    folder = tmp_path_factory.mktemp("console")
+    (folder / "tokens.toml").write_text(TOKENS)
+    port = free_port()
+    server = ServerProcess("--redis-url", redis_server.url, "--auth-tokens", str(folder / "tokens.toml"),
+                           "--console-listen", f"127.0.0.1:{port}")
+    server.console = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
+    server.start(folder / "server.log")
+    yield server
+    assert server.stop() == 0, server.log_text()
+
+
+@pytest.fixture
+async def session_of(console_server) -> AsyncIterator[Any]:
+    """session_of(token): an aiohttp session logged in to the console with that token."""
+    sessions: list[aiohttp.ClientSession] = []
+
+    async def login(token: str | None) -> aiohttp.ClientSession:
+        # unsafe: keep cookies of an IP address host (127.0.0.1)
+        s = aiohttp.ClientSession(console_server.console, cookie_jar=aiohttp.CookieJar(unsafe=True))
+        sessions.append(s)
+        if token is not None:
+            async with s.post("/api/login", json={"token": token}) as r:
+                assert r.status == 200, await r.text()
+        return s
+
+    yield login
+    for s in sessions:
+        await s.close()
+
+
+async def _snapshot(s: aiohttp.ClientSession) -> dict[str, Any]:
+    async with s.get("/api/snapshot") as r:
+        assert r.status == 200, await r.text()
+        return await r.json()
+
+
+def _lock(snapshot: dict[str, Any], name: str) -> dict[str, Any] | None:
+    return next((lock for lock in snapshot["locks"]["items"] if lock["name"] == name), None)
+
+
+async def test_a_token_logs_in_with_an_http_only_strict_cookie(console_server, session_of):
+    s = await session_of(None)
+    async with s.get("/api/me") as r:
+        assert await r.json() == {"logged_in": False, "needs_token": True}
+    async with s.get("/api/snapshot") as r:
+        assert r.status == 401 and (await r.json())["reason"] == "UNAUTHENTICATED"
+    async with s.post("/api/login", json={"token": "not-a-token-of-this-server"}) as r:
+        assert r.status == 401 and (await r.json())["reason"] == "UNAUTHENTICATED"
+    async with s.post("/api/login", json={"token": ACME_READER}) as r:
+        assert r.status == 200
+        cookie = r.headers["Set-Cookie"]
+        assert "HttpOnly" in cookie and re.search(r"SameSite=Strict", cookie, re.I) and "Path=/" in cookie
+        assert ACME_READER not in cookie
+    async with s.get("/api/me") as r:
+        me = await r.json()
+    assert (me["tenant"], me["role"], me["may"]) == ("acme", "read-only", {"list_locks": True, "force_release": False})
+    assert ACME_READER not in json.dumps(me)
+    snapshot = await _snapshot(s)
+    assert snapshot["overview"]["redis"]["serving"] is True and "items" in snapshot["locks"]
+    # A form post (not JSON), as a cross-site page could send, is refused.
+    async with s.post("/api/locks/force-release", data={"name": "x"}) as r:
+        assert r.status == 400
+    async with s.post("/api/logout", json={}) as r:
+        assert r.status == 200
+    async with s.get("/api/snapshot") as r:
+        assert r.status == 401
+
+
+async def test_a_tenant_sees_only_its_own_locks(console_server, session_of, name):
+    acme, globex = await session_of(ACME_READER), await session_of(GLOBEX_ADMIN)
+    async with concord.AsyncClient(console_server.target, token=ACME_WRITER) as client:
+        lease = await client.lock(name, ttl=60, owner="acme-worker").acquire()
+        try:
+            mine = _lock(await _snapshot(acme), name)
+            assert mine is not None and mine["held"] and mine["owner"] == "acme-worker"
+            assert mine["fencing_token"] == lease.fencing_token and 0 < mine["ttl_ms"] <= 60_000
+            assert _lock(await _snapshot(globex), name) is None
+            # ... and globex cannot release it either: the name is its own, and free.
+            async with globex.post("/api/locks/force-release", json={"name": name}) as r:
+                assert r.status == 200 and (await r.json()) == {"released": False}
+            assert (await client.lock(name).describe()).fencing_token == lease.fencing_token
+        finally:
+            await lease.release()
+
+
+async def test_a_read_only_token_is_refused_force_release(console_server, session_of, name):
+    reader, writer = await session_of(ACME_READER), await session_of(ACME_WRITER)
+    async with concord.AsyncClient(console_server.target, token=ACME_WRITER) as client:
+        lease = await client.lock(name, ttl=60).acquire()
+        try:
+            for s in (reader, writer):  # ForceRelease needs an admin token, in the console as in the API
+                async with s.post("/api/locks/force-release", json={"name": name}) as r:
+                    body = await r.json()
+                    assert r.status == 403, body
+                    assert body["reason"] == "PERMISSION_DENIED" and body["code"] == "PERMISSION_DENIED"
+            state = await client.lock(name).describe()
+            assert state.held and state.fencing_token == lease.fencing_token
+        finally:
+            await lease.release()
+    assert re.search(rf"console: tenant=acme role=read-only token=sha256:\w+ from \S+ was refused force-releasing "
+                     rf"lock '{name}'", console_server.log_text())
+
+
+async def test_the_event_stream_delivers_a_lock_taken_through_the_api(console_server, session_of, name):
+    s = await session_of(ACME_READER)
+    async with s.get("/api/events") as events:
+        assert events.status == 200 and events.headers["Content-Type"].startswith("text/event-stream")
+        async with concord.AsyncClient(console_server.target, token=ACME_WRITER) as client:
+            async with client.lock(name, ttl=30, owner="streamed"):
+                started = time.monotonic()
+                found = await asyncio.wait_for(_first_event_with(events, name), DEADLINE)
+                assert found["held"] and found["owner"] == "streamed"
+                assert time.monotonic() - started < DEADLINE
+
+
+async def _first_event_with(events: aiohttp.ClientResponse, name: str) -> dict[str, Any]:
+    data = b""
+    async for line in events.content:
+        if line.startswith(b"data: "):
+            data = line[6:]
+        elif line == b"\n" and data:
+            lock = _lock(json.loads(data), name)
+            if lock is not None:
+                return lock
+            data = b""
+    raise AssertionError("the event stream ended")
+
+
+async def test_force_release_hands_the_lock_to_the_next_waiter(console_server, session_of, name):
+    admin = await session_of(ACME_ADMIN)
+    async with concord.AsyncClient(console_server.target, token=ACME_WRITER) as holder_client, \
+            concord.AsyncClient(console_server.target, token=ACME_WRITER) as waiter_client:
+        held = await holder_client.lock(name, ttl=60, owner="stuck").acquire()
+        waiting = asyncio.create_task(waiter_client.lock(name, ttl=60, owner="next").acquire(timeout=30))
+        deadline = time.monotonic() + DEADLINE
+        while (lock := _lock(await _snapshot(admin), name)) is None or lock["waiters"] < 1:
+            assert time.monotonic() < deadline, lock
+            await asyncio.sleep(0.05)
+        async with admin.post("/api/locks/force-release", json={"name": name}) as r:
+            assert r.status == 200
+            assert await r.json() == {"released": True, "owner": "stuck", "fencing_token": held.fencing_token}
+        granted = await asyncio.wait_for(waiting, DEADLINE)
+        assert granted is not None and granted.fencing_token > held.fencing_token
+        lock = _lock(await _snapshot(admin), name)
+        assert lock["owner"] == "next" and lock["fencing_token"] == granted.fencing_token
+        await granted.release()
+    assert re.search(rf"console: tenant=acme role=admin token=sha256:\w+ from \S+ force-released lock '{name}' "
+                     rf"from owner 'stuck' \(fencing token {held.fencing_token}\)", console_server.log_text())
+
+
+def test_without_tokens_the_console_needs_no_login_and_its_address_is_printed(redis_server, tmp_path):
+    port = free_port()
+    server = ServerProcess("--redis-url", redis_server.url, "--console-listen", f"127.0.0.1:{port}")
+    server.start(tmp_path / "server.log")
+    try:
+        wait_until(lambda: f"web console at http://127.0.0.1:{port}/" in server.log_text(), timeout=5,
+                   message="the console's address in the start-up log")
+
+        async def check() -> None:
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as s:
+                async with s.get("/api/me") as r:
+                    me = await r.json()
+                assert me["logged_in"] and not me["needs_token"] and me["may"]["force_release"]
+                async with s.get("/") as r:
+                    assert r.status == 200 and "default-src 'self'" in r.headers["Content-Security-Policy"]
+                    assert '<script type="module" src="/static/console.js">' in await r.text()
+                for asset in ("console.js", "console.css"):
+                    async with s.get(f"/static/{asset}") as r:
+                        assert r.status == 200
+
+        asyncio.run(check())
+    finally:
+        assert server.stop() == 0, server.log_text()
+
+
+async def test_viewers_of_one_tenant_share_one_snapshot_per_interval_and_streams_are_capped():
+    """live.Hub on its own (no server): however many pages watch a tenant, its snapshot
+    is computed once per interval; past the cap a stream is refused RESOURCE_EXHAUSTED."""
+    from concord_server import tenants
+    from concord_server.console.live import Hub
+    from concord_server.errors import ResourceExhausted
+
+    computed: list[str | None] = []
+
+    async def snapshot() -> dict[str, Any]:
+        computed.append(tenants.current.get())  # each feed runs in its tenant
+        return {"n": len(computed)}
+
+    hub = Hub(lambda: snapshot, interval=0.2, max_streams=5)
+    async with contextlib.AsyncExitStack() as stack:
+        acme = [await stack.enter_async_context(hub.subscribe("acme")) for _ in range(4)]
+        globex = await stack.enter_async_context(hub.subscribe("globex"))
+        with pytest.raises(ResourceExhausted):
+            await stack.enter_async_context(hub.subscribe("acme"))
+        await asyncio.sleep(1.0)
+        seen = [(await queue.get())["n"] for _, queue in acme]
+        assert len(set(seen)) == 1, seen  # the same snapshot went to every acme viewer
+        assert 8 <= len(computed) <= 14, computed  # about 5 per second per tenant, not per viewer
+        assert set(computed) == {"acme", "globex"}
+        assert acme[0][0] is acme[3][0] and globex[0] is not acme[0][0]
+    assert hub.open_streams == 0
+    await hub.aclose()
+
+
+async def test_a_token_removed_from_the_file_ends_its_console_session(redis_server, tmp_path):
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(TOKENS)
+    port = free_port()
+    server = ServerProcess("--redis-url", redis_server.url, "--auth-tokens", str(tokens),
+                           "--console-listen", f"127.0.0.1:{port}")
+    server.start(tmp_path / "server.log")
+    try:
+        async with aiohttp.ClientSession(f"http://127.0.0.1:{port}", cookie_jar=aiohttp.CookieJar(unsafe=True)) as s:
+            async with s.post("/api/login", json={"token": ACME_READER}) as r:
+                assert r.status == 200
+            async with s.get("/api/events") as events:
+                assert (await events.content.readline()).startswith(b"retry:")
+                tokens.write_text(TOKENS.replace(ACME_READER, "console-someone-else-0123456789"))
+                server.signal(signal.SIGHUP)
+                # The open stream ends at its next event, and the session with it.
+                await asyncio.wait_for(events.content.read(), DEADLINE)
+            async with s.get("/api/snapshot") as r:
+                assert r.status == 401 and (await r.json())["reason"] == "UNAUTHENTICATED"
+    finally:
+        assert server.stop() == 0, server.log_text()

@@ -1,0 +1,130 @@
+"""The web console in a real browser: Debian's chromium (/usr/bin/chromium) driven by
+Playwright for Python, nothing downloaded (no `playwright install`). Skipped, with
+the reason, where chromium or playwright is missing.
+
+Against a live server with tokens: the overview and locks pages render with no
+console error; a lock taken through the API shows with its waiter; a force-release
+confirmed in the page hands the lock to the waiter; a read-only token sees no action
+button; at phone width the page still fits. Each page is saved as a screenshot in the
+test's directory, or in $CONSOLE_SCREENSHOTS when set (docs/console/ holds the ones
+the README shows).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import concord
+from support import ServerProcess, free_port
+from test_console import ACME_ADMIN, ACME_READER, ACME_WRITER, TOKENS
+
+CHROMIUM = os.environ.get("CONCORD_CHROMIUM", "/usr/bin/chromium")
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright for Python is not installed")
+if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
+    pytest.skip(f"no chromium at {CHROMIUM} (Debian: apt-get install chromium)", allow_module_level=True)
+
+UI_DEADLINE_MS = 5000
+
+
+@pytest.fixture(scope="module")
+def browser_server(redis_server, tmp_path_factory) -> Iterator[ServerProcess]:
+    folder = tmp_path_factory.mktemp("console-browser")
+    (folder / "tokens.toml").write_text(TOKENS)
+    port = free_port()
+    server = ServerProcess("--redis-url", redis_server.url, "--auth-tokens", str(folder / "tokens.toml"),
+                           "--console-listen", f"127.0.0.1:{port}")
+    server.console = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
+    server.start(folder / "server.log")
+    yield server
+    assert server.stop() == 0, server.log_text()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with sync_api.sync_playwright() as p:
+        # --no-sandbox: tests may run as root (CI does), where chromium's sandbox will not start.
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def shots(tmp_path) -> Path:
+    folder = Path(os.environ.get("CONSOLE_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+class Page:
+    """A browser page on the console that collects console errors and page errors."""
+
+    def __init__(self, browser, base: str, **context) -> None:
+        self.context = browser.new_context(**context)
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.base = base
+
+    def log_in(self, token: str) -> None:
+        self.page.goto(self.base + "/#overview")
+        self.page.get_by_label("Token").fill(token)
+        self.page.keyboard.press("Enter")  # the form is keyboard usable
+        self.page.locator("#live.on").wait_for(timeout=UI_DEADLINE_MS)
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def test_the_pages_render_live_and_force_release_hands_the_lock_on(browser, browser_server, shots, name):
+    admin = Page(browser, browser_server.console, viewport={"width": 1280, "height": 800})
+    reader = Page(browser, browser_server.console, viewport={"width": 390, "height": 844}, is_mobile=True)
+    granted: list[object] = []
+    with concord.Client(browser_server.target, token=ACME_WRITER) as holder, \
+            concord.Client(browser_server.target, token=ACME_WRITER) as waiter:
+        try:
+            admin.log_in(ACME_ADMIN)
+            page = admin.page
+            page.get_by_role("heading", name="Overview").wait_for(timeout=UI_DEADLINE_MS)
+            page.get_by_text("reachable").wait_for(timeout=UI_DEADLINE_MS)
+            page.screenshot(path=str(shots / "console-overview.png"), full_page=True)
+
+            page.get_by_role("link", name="Locks").click()
+            page.get_by_text("No lock is held").wait_for(timeout=UI_DEADLINE_MS)  # the empty state says what to do
+            held = holder.lock(name, ttl=60, owner="stuck-worker").acquire()
+            thread = threading.Thread(target=lambda: granted.append(
+                waiter.lock(name, ttl=60, owner="next-worker").acquire(timeout=30)))
+            thread.start()
+            row = page.locator(f'tr[data-lock="{name}"]')
+            row.get_by_text("▲ held").wait_for(timeout=UI_DEADLINE_MS)  # held, with a waiter: shape and colour
+            assert row.get_by_text("stuck-worker").is_visible()
+            assert row.locator('td[data-label="waiters"]').inner_text() == "1"
+            page.screenshot(path=str(shots / "console-locks.png"), full_page=True)
+
+            reader.log_in(ACME_READER)
+            reader.page.goto(browser_server.console + "/#locks")
+            reader.page.locator(f'tr[data-lock="{name}"]').wait_for(timeout=UI_DEADLINE_MS)
+            assert reader.page.get_by_role("button", name="Force-release").count() == 0  # read-only: no actions
+            reader.page.screenshot(path=str(shots / "console-locks-phone.png"), full_page=True)
+            width = reader.page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, f"the page is {width}px wide at phone width"
+
+            row.get_by_role("button", name=f"Force-release {name}").click()
+            dialog = page.get_by_role("dialog")
+            dialog.get_by_text("the next waiter gets the lock").wait_for(timeout=UI_DEADLINE_MS)
+            dialog.get_by_role("button", name="Force-release").click()
+            thread.join(UI_DEADLINE_MS / 1000)
+            assert granted and granted[0] is not None and granted[0].fencing_token > held.fencing_token
+            row.get_by_text("next-worker").wait_for(timeout=UI_DEADLINE_MS)
+            page.get_by_text(f'Released "{name}" from stuck-worker').wait_for(timeout=UI_DEADLINE_MS)
+            assert admin.errors == [] and reader.errors == [], (admin.errors, reader.errors)
+            granted[0].release()
+        finally:
+            admin.close()
+            reader.close()
