@@ -175,6 +175,39 @@ async def _first_event_with(events: aiohttp.ClientResponse, name: str) -> dict[s
     raise AssertionError("the event stream ended")
 
 
+async def _snapshot_until(s: aiohttp.ClientSession, found: Any, what: str) -> Any:
+    """Polls the snapshot until found(snapshot) is truthy (its value), within DEADLINE."""
+    deadline = time.monotonic() + DEADLINE
+    while not (value := found(await _snapshot(s))):
+        assert time.monotonic() < deadline, f"no {what} within {DEADLINE} s"
+        await asyncio.sleep(0.05)
+    return value
+
+
+async def test_the_locks_view_lists_waiters_in_fifo_order_with_how_long_each_waited(console_server, session_of,
+                                                                                    name):
+    acme, globex = await session_of(ACME_READER), await session_of(GLOBEX_ADMIN)
+    async with concord.AsyncClient(console_server.target, token=ACME_WRITER) as client:
+        held = await client.lock(name, ttl=60, owner="holder").acquire()
+        waiting = []
+        try:
+            for who in ("first", "second", "third"):  # each queued before the next asks
+                waiting.append(asyncio.create_task(client.lock(name, ttl=60, owner=who).acquire(timeout=30)))
+                n = len(waiting)
+                await _snapshot_until(acme, lambda snap: (lock := _lock(snap, name)) and lock["waiters"] == n,
+                                      f"{n} waiters")
+            lock = _lock(await _snapshot(acme), name)
+            assert [w["owner"] for w in lock["queue"]] == ["first", "second", "third"]
+            waited = [w["waited_ms"] for w in lock["queue"]]
+            assert waited == sorted(waited, reverse=True) and 0 <= waited[-1] and waited[0] < 60_000
+            assert _lock(await _snapshot(globex), name) is None
+        finally:
+            await held.release()
+            for task in waiting:
+                grant = await asyncio.wait_for(task, DEADLINE)
+                await grant.release()
+
+
 async def test_force_release_hands_the_lock_to_the_next_waiter(console_server, session_of, name):
     admin = await session_of(ACME_ADMIN)
     async with concord.AsyncClient(console_server.target, token=ACME_WRITER) as holder_client, \

@@ -2,7 +2,9 @@
 primitives app.py built, its Redis commands, waiters and metrics), never a Redis
 client of its own. Each reader is bounded by what it names: the overview reads this
 process and one INFO; the locks view reads at most MAX_LOCKS of the viewer's tenant's
-locks (its own listing index: primitives/listing.py), each with one Describe script.
+locks (its own listing index: primitives/listing.py), each with one Describe script,
+and a lock with waiters one more script for its first MAX_WAITERS waiters in FIFO
+order (lock_waiters.lua).
 
 Everything here is plain data (dicts of str, int, float, bool) ready for JSON.
 """
@@ -18,6 +20,7 @@ from typing import Any
 from ..store.client import command
 
 MAX_LOCKS = 500  # locks one view lists (the page says when there are more)
+MAX_WAITERS = 50  # waiters shown per lock, in FIFO order (with the total count)
 LIST_PAGE = 200
 DESCRIBE_AT_ONCE = 64  # Describe scripts in flight for one view
 
@@ -147,9 +150,14 @@ async def locks_view(locks: Any) -> dict[str, Any]:
     async def describe(name: str) -> dict[str, Any]:
         async with gate:
             s = await locks.describe(name)
+            queue: list[dict[str, Any]] = []
+            if s.waiters:  # one more bounded script, only for a lock someone waits for
+                now_ms, _, first = await locks.waiters(name, MAX_WAITERS)
+                queue = [{"owner": owner, "waited_ms": max(now_ms - since_ms, 0)} for owner, since_ms in first]
         return {"name": name, "held": s.held, "owner": s.owner if s.held else "",
                 "fencing_token": s.fencing_token if s.held else 0, "ttl_ms": s.ttl_remaining_ms if s.held else 0,
-                "expires_at_ms": s.now_ms + s.ttl_remaining_ms if s.held else 0, "waiters": s.waiters}
+                "expires_at_ms": s.now_ms + s.ttl_remaining_ms if s.held else 0, "waiters": s.waiters,
+                "queue": queue}
 
     rows = await asyncio.gather(*(describe(n) for n in names))
     rows.sort(key=lambda r: (not r["held"] and not r["waiters"], -r["waiters"], r["name"]))

@@ -125,6 +125,15 @@ function lockState(lock) {
   return el("span", { class: "state free", title: "free, with waiters about to take it" }, "○ free");
 }
 
+function waiterList(lock) {
+  const queue = lock.queue || [];
+  if (!queue.length) return "—";
+  const more = lock.waiters - queue.length;
+  return el("ol", { class: "waiters" }, queue.map((w) => el("li", {},
+    el("span", { class: "name" }, w.owner || "(no label)"), ` · waiting ${duration(w.waited_ms)}`)),
+    more > 0 ? el("li", { class: "more" }, `… and ${more} more`) : null);
+}
+
 function renderLocks(locks) {
   const box = $("locks");
   if (!locks) {
@@ -144,7 +153,7 @@ function renderLocks(locks) {
   const canRelease = state.me && state.me.may && state.me.may.force_release;
   box.replaceChildren(el("p", { class: "legend" }, `${locks.items.length} lock${locks.items.length === 1 ? "" : "s"}` +
       (locks.more ? ` (the first ${locks.limit} by name)` : "")), el("table", {},
-    el("thead", {}, el("tr", {}, ["state", "name", "owner", "fencing token", "time left", "waiters"]
+    el("thead", {}, el("tr", {}, ["state", "name", "owner", "fencing token", "time left", "waiters", "queue (first in line first)"]
       .map((h) => el("th", { scope: "col" }, h)), canRelease ? el("th", { scope: "col" }, "action") : null)),
     el("tbody", {}, locks.items.map((lock) => el("tr", { "data-lock": lock.name },
       el("td", { "data-label": "state" }, lockState(lock)),
@@ -155,6 +164,7 @@ function renderLocks(locks) {
         ? el("span", { title: `expires ${when(lock.expires_at_ms)}` }, duration(lock.ttl_ms))
         : "—"),
       el("td", { "data-label": "waiters" }, lock.waiters),
+      el("td", { "data-label": "queue" }, waiterList(lock)),
       canRelease ? el("td", { "data-label": "action" }, el("button", {
         type: "button", class: "danger", disabled: !lock.held, onclick: () => forceRelease(lock),
         "aria-label": `Force-release ${lock.name}`,
