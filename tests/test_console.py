@@ -102,7 +102,8 @@ async def test_a_token_logs_in_with_an_http_only_strict_cookie(console_server, s
         assert ACME_READER not in cookie
     async with s.get("/api/me") as r:
         me = await r.json()
-    assert (me["tenant"], me["role"], me["may"]) == ("acme", "read-only", {"list_locks": True, "force_release": False})
+    assert (me["tenant"], me["role"], me["may"]) == ("acme", "read-only", {
+        "list_locks": True, "force_release": False, "list_semaphores": True, "list_queues": True, "retry_dead": False})
     assert ACME_READER not in json.dumps(me)
     snapshot = await _snapshot(s)
     assert snapshot["overview"]["redis"]["serving"] is True and "items" in snapshot["locks"]
@@ -175,6 +176,39 @@ async def _first_event_with(events: aiohttp.ClientResponse, name: str) -> dict[s
     raise AssertionError("the event stream ended")
 
 
+async def _snapshot_until(s: aiohttp.ClientSession, found: Any, what: str) -> Any:
+    """Polls the snapshot until found(snapshot) is truthy (its value), within DEADLINE."""
+    deadline = time.monotonic() + DEADLINE
+    while not (value := found(await _snapshot(s))):
+        assert time.monotonic() < deadline, f"no {what} within {DEADLINE} s"
+        await asyncio.sleep(0.05)
+    return value
+
+
+async def test_the_locks_view_lists_waiters_in_fifo_order_with_how_long_each_waited(console_server, session_of,
+                                                                                    name):
+    acme, globex = await session_of(ACME_READER), await session_of(GLOBEX_ADMIN)
+    async with concord.AsyncClient(console_server.target, token=ACME_WRITER) as client:
+        held = await client.lock(name, ttl=60, owner="holder").acquire()
+        waiting = []
+        try:
+            for who in ("first", "second", "third"):  # each queued before the next asks
+                waiting.append(asyncio.create_task(client.lock(name, ttl=60, owner=who).acquire(timeout=30)))
+                n = len(waiting)
+                await _snapshot_until(acme, lambda snap: (lock := _lock(snap, name)) and lock["waiters"] == n,
+                                      f"{n} waiters")
+            lock = _lock(await _snapshot(acme), name)
+            assert [w["owner"] for w in lock["queue"]] == ["first", "second", "third"]
+            waited = [w["waited_ms"] for w in lock["queue"]]
+            assert waited == sorted(waited, reverse=True) and 0 <= waited[-1] and waited[0] < 60_000
+            assert _lock(await _snapshot(globex), name) is None
+        finally:
+            await held.release()
+            for task in waiting:
+                grant = await asyncio.wait_for(task, DEADLINE)
+                await grant.release()
+
+
 async def test_force_release_hands_the_lock_to_the_next_waiter(console_server, session_of, name):
     admin = await session_of(ACME_ADMIN)
     async with concord.AsyncClient(console_server.target, token=ACME_WRITER) as holder_client, \
@@ -195,6 +229,103 @@ async def test_force_release_hands_the_lock_to_the_next_waiter(console_server, s
         await granted.release()
     assert re.search(rf"console: tenant=acme role=admin token=sha256:\w+ from \S+ force-released lock '{name}' "
                      rf"from owner 'stuck' \(fencing token {held.fencing_token}\)", console_server.log_text())
+
+
+def _named(snapshot: dict[str, Any], part: str, name: str) -> dict[str, Any] | None:
+    return next((row for row in snapshot[part]["items"] if row["name"] == name), None)
+
+
+async def _first_event(events: aiohttp.ClientResponse, found: Any) -> Any:
+    """The first value found(snapshot) gives that is truthy, reading the event stream."""
+    data = b""
+    async for line in events.content:
+        if line.startswith(b"data: "):
+            data = line[6:]
+        elif line == b"\n" and data:
+            value = found(json.loads(data))
+            if value:
+                return value
+            data = b""
+    raise AssertionError("the event stream ended")
+
+
+async def test_the_coordination_view_streams_semaphores_with_holders_and_waiters(console_server, session_of, name):
+    acme, globex = await session_of(ACME_READER), await session_of(GLOBEX_ADMIN)
+    async with acme.get("/api/events") as events, \
+            concord.AsyncClient(console_server.target, token=ACME_WRITER) as client:
+        first = await client.semaphore(name, limit=2, permits=2, ttl=60, owner="crawler-a").acquire()
+        waiting = asyncio.create_task(client.semaphore(name, permits=1, ttl=60, owner="crawler-b").acquire(timeout=30))
+        try:
+            started = time.monotonic()
+            sem = await asyncio.wait_for(_first_event(events, lambda snap: (row := _named(snap, "semaphores", name))
+                                                      and row["waiters"] == 1 and row), DEADLINE)
+            assert time.monotonic() - started < DEADLINE
+            assert (sem["limit"], sem["held"], sem["holder_count"]) == (2, 2, 1)
+            assert [(h["owner"], h["permits"]) for h in sem["holders"]] == [("crawler-a", 2)]
+            assert 0 < sem["holders"][0]["ttl_ms"] <= 60_000
+            assert _named(await _snapshot(globex), "semaphores", name) is None
+        finally:
+            await client.semaphore(name).release(first)
+            granted = await asyncio.wait_for(waiting, DEADLINE)
+            await client.semaphore(name).release(granted)
+
+
+async def _dead_task(client: concord.AsyncClient, queue: str, error: str) -> str:
+    """A task of queue, killed at its one attempt with error; its id."""
+    q = client.queue(queue)
+    handle = await q.put("resize", b"payload", max_attempts=1)
+    (task,) = await q.get(1, lease_ttl=30)
+    assert task.task_id == handle.task_id
+    await q.nack(task, error, retryable=False)
+    return task.task_id
+
+
+async def test_the_queues_view_streams_counts_by_state_and_dead_tasks_with_their_error(console_server, session_of,
+                                                                                     name):
+    acme, globex = await session_of(ACME_READER), await session_of(GLOBEX_ADMIN)
+    async with acme.get("/api/events") as events, \
+            concord.AsyncClient(console_server.target, token=ACME_WRITER) as client:
+        dead_id = await _dead_task(client, name, "disk full")
+        await client.queue(name).put("resize", b"later", delay=600)
+        await client.queue(name).put("resize", b"now")
+        started = time.monotonic()
+        row = await asyncio.wait_for(_first_event(events, lambda snap: (r := _named(snap, "queues", name))
+                                                  and r["ready"] == 1 and r["delayed"] == 1 and r), DEADLINE)
+        assert time.monotonic() - started < DEADLINE
+        assert (row["dead"], row["leased"], row["paused"]) == (1, 0, False)
+        assert row["oldest_ready_age_ms"] >= 0
+        assert [(t["task_id"], t["last_error"], t["type"]) for t in row["dead_tasks"]] == [(dead_id, "disk full",
+                                                                                           "resize")]
+        assert "payload" not in json.dumps(row)  # payloads stay out of the snapshot
+        assert _named(await _snapshot(globex), "queues", name) is None
+
+
+async def test_retry_dead_needs_an_admin_token_and_is_logged_with_who_did_it(console_server, session_of, name):
+    reader, writer, admin = await session_of(ACME_READER), await session_of(ACME_WRITER), await session_of(ACME_ADMIN)
+    globex = await session_of(GLOBEX_ADMIN)
+    async with concord.AsyncClient(console_server.target, token=ACME_WRITER) as client:
+        dead_id = await _dead_task(client, name, "bad input")
+        for s in (reader, writer):  # RetryDead needs an admin token, in the console as in the API
+            async with s.post("/api/queues/retry-dead", json={"queue": name, "task_id": dead_id}) as r:
+                body = await r.json()
+                assert r.status == 403 and body["reason"] == "PERMISSION_DENIED", body
+        # Another tenant's admin names the task in its own tenant, where there is none.
+        async with globex.post("/api/queues/retry-dead", json={"queue": name, "task_id": dead_id}) as r:
+            assert r.status == 200 and await r.json() == {"retried": 0}
+        assert (await client.queue(name).stats()).dead == 1
+        async with admin.post("/api/queues/retry-dead", json={"queue": name, "task_id": dead_id}) as r:
+            assert r.status == 200 and await r.json() == {"retried": 1}
+        row = await _snapshot_until(admin, lambda snap: (q := _named(snap, "queues", name)) and q["ready"] == 1 and q,
+                                    "the task ready again")
+        assert row["dead"] == 0 and row["dead_tasks"] == []
+        (task,) = await client.queue(name).get(1, lease_ttl=30)
+        assert task.task_id == dead_id
+        await client.queue(name).ack(task)
+    log = console_server.log_text()
+    assert re.search(rf"console: tenant=acme role=read-only token=sha256:\w+ from \S+ was refused retrying dead task "
+                     rf"'{dead_id}' of queue '{name}'", log)
+    assert re.search(rf"console: tenant=acme role=admin token=sha256:\w+ from \S+ retried dead task '{dead_id}' of "
+                     rf"queue '{name}': back to ready", log)
 
 
 def test_without_tokens_the_console_needs_no_login_and_its_address_is_printed(redis_server, tmp_path):

@@ -2,10 +2,11 @@
 Playwright for Python, nothing downloaded (no `playwright install`). Skipped, with
 the reason, where chromium or playwright is missing.
 
-Against a live server with tokens: the overview and locks pages render with no
-console error; a lock taken through the API shows with its waiter; a force-release
-confirmed in the page hands the lock to the waiter; a read-only token sees no action
-button; at phone width the page still fits. Each page is saved as a screenshot in the
+Against a live server with tokens: the overview, locks, coordination and queues pages
+render with no console error; a lock taken through the API shows with its waiter; a force-release
+confirmed in the page hands the lock to the waiter; a semaphore shows with its
+holder; a dead task shows with its error and a Retry confirmed in the page makes it
+ready; a read-only token sees no action button; at phone width the page still fits. Each page is saved as a screenshot in the
 test's directory, or in $CONSOLE_SCREENSHOTS when set (docs/console/ holds the ones
 the README shows).
 """
@@ -105,6 +106,7 @@ def test_the_pages_render_live_and_force_release_hands_the_lock_on(browser, brow
             row.get_by_text("▲ held").wait_for(timeout=UI_DEADLINE_MS)  # held, with a waiter: shape and colour
             assert row.get_by_text("stuck-worker").is_visible()
             assert row.locator('td[data-label="waiters"]').inner_text() == "1"
+            row.locator('td[data-label="queue"]').get_by_text("next-worker").wait_for(timeout=UI_DEADLINE_MS)
             page.screenshot(path=str(shots / "console-locks.png"), full_page=True)
 
             reader.log_in(ACME_READER)
@@ -125,6 +127,55 @@ def test_the_pages_render_live_and_force_release_hands_the_lock_on(browser, brow
             page.get_by_text(f'Released "{name}" from stuck-worker').wait_for(timeout=UI_DEADLINE_MS)
             assert admin.errors == [] and reader.errors == [], (admin.errors, reader.errors)
             granted[0].release()
+        finally:
+            admin.close()
+            reader.close()
+
+
+def test_the_coordination_and_queues_pages_render_live_and_retry_makes_a_dead_task_ready(browser, browser_server,
+                                                                                      shots, name):
+    admin = Page(browser, browser_server.console, viewport={"width": 1280, "height": 800})
+    reader = Page(browser, browser_server.console, viewport={"width": 390, "height": 844}, is_mobile=True)
+    with concord.Client(browser_server.target, token=ACME_WRITER) as client:
+        permit = client.semaphore(name, limit=3, ttl=60, owner="crawler-7").acquire()
+        try:
+            admin.log_in(ACME_ADMIN)
+            page = admin.page
+            page.get_by_role("link", name="Coordination").click()
+            row = page.locator(f'tr[data-semaphore="{name}"]')
+            row.get_by_text("crawler-7").wait_for(timeout=UI_DEADLINE_MS)
+            assert row.locator('td[data-label="held / limit"]').inner_text() == "1 / 3"
+            page.get_by_text("Read-write locks and elections are not listed here").wait_for(timeout=UI_DEADLINE_MS)
+            page.screenshot(path=str(shots / "console-coordination.png"), full_page=True)
+        finally:
+            client.semaphore(name).release(permit)
+
+        queue = client.queue(name)
+        handle = queue.put("resize", b"payload", max_attempts=1)
+        (task,) = queue.get(1, lease_ttl=30)
+        queue.nack(task, "disk full", retryable=False)
+        try:
+            page.get_by_role("link", name="Queues").click()
+            dead = page.locator(f'[data-dead-of="{name}"] tr[data-task="{handle.task_id}"]')  # ids are per queue
+            dead.get_by_text("disk full").wait_for(timeout=UI_DEADLINE_MS)
+            page.screenshot(path=str(shots / "console-queues.png"), full_page=True)
+
+            reader.log_in(ACME_READER)
+            reader.page.goto(browser_server.console + "/#queues")
+            reader.page.locator(f'[data-dead-of="{name}"] tr[data-task="{handle.task_id}"]').wait_for(timeout=UI_DEADLINE_MS)
+            assert reader.page.get_by_role("button", name="Retry").count() == 0  # read-only: no actions
+            width = reader.page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, f"the page is {width}px wide at phone width"
+
+            dead.get_by_role("button", name=f"Retry {handle.task_id} of {name}").click()
+            dialog = page.get_by_role("dialog")
+            dialog.get_by_text("goes back to ready").wait_for(timeout=UI_DEADLINE_MS)
+            dialog.get_by_role("button", name="Retry").click()
+            page.get_by_text(f"Task {handle.task_id} is ready again").wait_for(timeout=UI_DEADLINE_MS)
+            dead.wait_for(state="detached", timeout=UI_DEADLINE_MS)
+            page.locator(f'tr[data-queue="{name}"] td[data-label="ready"]').get_by_text("1").wait_for(
+                timeout=UI_DEADLINE_MS)
+            assert admin.errors == [] and reader.errors == [], (admin.errors, reader.errors)
         finally:
             admin.close()
             reader.close()

@@ -8,8 +8,9 @@ Routes:
   GET  /api/snapshot              the viewer's snapshot once (JSON)
   GET  /api/events                the same, live: Server-Sent Events (live.py)
   POST /api/locks/force-release {"name"}   an admin's release of a lock (the next waiter gets it)
+  POST /api/queues/retry-dead {"queue", "task_id"}   an admin's retry of one dead task (back to ready)
 
-An action needs what its gRPC method needs (ForceRelease: an admin token; auth.py),
+An action needs what its gRPC method needs (ForceRelease, RetryDead: an admin token; auth.py),
 else 403 with reason PERMISSION_DENIED; each one, done or refused, is logged with
 who asked. POSTs must carry JSON (a cross-site form cannot) and a same-origin Origin
 when one is sent, on top of the SameSite=Strict cookie. Errors are JSON
@@ -35,13 +36,20 @@ from ..errors import ConcordError, InvalidArgument, PermissionDenied
 from ..edge.auth import AuthInterceptor
 from .auth import COOKIE, SESSION_TTL, Sessions, Viewer
 from .live import KEEPALIVE, Hub
-from .views import Overview, locks_view
+from .views import Overview, locks_view, queues_view, semaphores_view
 
 log = logging.getLogger("concord_server.console")
 
 STATIC = Path(__file__).parent / "static"
 LIST_LOCKS = "/concord.lock.v1.LockService/ListLocks"
 FORCE_RELEASE = "/concord.lock.v1.LockService/ForceRelease"
+LIST_SEMAPHORES = "/concord.semaphore.v1.SemaphoreService/ListSemaphores"
+LIST_QUEUES = "/concord.queue.v1.QueueService/ListQueues"
+RETRY_DEAD = "/concord.queue.v1.QueueService/RetryDead"
+# Each part of a snapshot, its reader, and the method a token must be allowed to see it.
+VIEWS = (("locks", LIST_LOCKS, lambda p: locks_view(p.locks)),
+         ("semaphores", LIST_SEMAPHORES, lambda p: semaphores_view(p.semaphores)),
+         ("queues", LIST_QUEUES, lambda p: queues_view(p.queues)))
 HTTP_STATUS = {"INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403, "NOT_FOUND": 404,
                "FAILED_PRECONDITION": 409, "RESOURCE_EXHAUSTED": 429, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504}
 SECURITY_HEADERS = {
@@ -75,6 +83,7 @@ class Console:
         app.router.add_get("/api/snapshot", self._snapshot_once)
         app.router.add_get("/api/events", self._events)
         app.router.add_post("/api/locks/force-release", self._force_release)
+        app.router.add_post("/api/queues/retry-dead", self._retry_dead)
         app.router.add_static("/static/", STATIC, follow_symlinks=False)
         app.on_response_prepare.append(_secure_headers)
         return app
@@ -112,15 +121,16 @@ class Console:
     async def _snapshot(self) -> dict[str, Any]:
         """One tenant's snapshot (run in its feed's context, live.py)."""
         snapshot: dict[str, Any] = {"overview": await self._overview.read()}
-        try:
-            snapshot["locks"] = await locks_view(self._primitives.locks)
-        except ConcordError as exc:
-            snapshot["locks"] = {"error": exc.message, "code": exc.code}
+        for part, _, read in VIEWS:  # one after the other: each bounds its own Redis work
+            try:
+                snapshot[part] = await read(self._primitives)
+            except ConcordError as exc:
+                snapshot[part] = {"error": exc.message, "code": exc.code}
         return snapshot
 
     @staticmethod
     def _hidden(viewer: Viewer) -> tuple[str, ...]:
-        return () if viewer.may(LIST_LOCKS) else ("locks",)
+        return tuple(part for part, method, _ in VIEWS if not viewer.may(method))
 
     async def _index(self, request: web.Request) -> web.StreamResponse:
         return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
@@ -211,11 +221,35 @@ class Console:
         self.hub.poke(viewer.tenant)
         return web.json_response(reply)
 
+    async def _retry_dead(self, request: web.Request) -> web.Response:
+        viewer = self._viewer(request)
+        body = await _json_body(request)
+        queue, task_id = body.get("queue"), body.get("task_id")
+        if not isinstance(queue, str):
+            raise InvalidArgument("queue must be a string", field="queue")
+        if not isinstance(task_id, str):
+            raise InvalidArgument("task_id must be a string", field="task_id")
+        try:
+            viewer.check(RETRY_DEAD)
+        except ConcordError:
+            log.warning("console: %s from %s was refused retrying dead task %r of queue %r (needs an admin token)",
+                        viewer.who, request.remote, task_id, queue)
+            raise
+        v.name(queue, "queue")
+        v.token(task_id, "task_id")
+        retried = await self._as(viewer, lambda: self._primitives.queues.retry_dead(queue, [task_id], 1))
+        log.info("console: %s from %s retried dead task %r of queue %r: %s", viewer.who, request.remote, task_id,
+                 queue, "back to ready" if retried else "it was not dead")
+        self.hub.poke(viewer.tenant)
+        return web.json_response({"retried": retried})
+
 
 def _me(viewer: Viewer, needs_token: bool) -> dict[str, Any]:
     return {"logged_in": True, "needs_token": needs_token, "who": viewer.who, "tenant": viewer.identity.tenant,
             "role": viewer.identity.role,
-            "may": {"list_locks": viewer.may(LIST_LOCKS), "force_release": viewer.may(FORCE_RELEASE)}}
+            "may": {"list_locks": viewer.may(LIST_LOCKS), "force_release": viewer.may(FORCE_RELEASE),
+                    "list_semaphores": viewer.may(LIST_SEMAPHORES), "list_queues": viewer.may(LIST_QUEUES),
+                    "retry_dead": viewer.may(RETRY_DEAD)}}
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 primitives app.py built, its Redis commands, waiters and metrics), never a Redis
 client of its own. Each reader is bounded by what it names: the overview reads this
 process and one INFO; the locks view reads at most MAX_LOCKS of the viewer's tenant's
-locks (its own listing index: primitives/listing.py), each with one Describe script.
+locks (its own listing index: primitives/listing.py), each with one Describe script,
+and a lock with waiters one more script for its first MAX_WAITERS waiters in FIFO
+order (lock_waiters.lua).
 
 Everything here is plain data (dicts of str, int, float, bool) ready for JSON.
 """
@@ -18,6 +20,11 @@ from typing import Any
 from ..store.client import command
 
 MAX_LOCKS = 500  # locks one view lists (the page says when there are more)
+MAX_WAITERS = 50  # waiters shown per lock, in FIFO order (with the total count)
+MAX_SEMAPHORES = 200  # semaphores one view lists
+MAX_HOLDERS = 50  # holders shown per semaphore (with the total count)
+MAX_QUEUES = 100  # queues one view lists
+MAX_DEAD = 20  # dead tasks shown per queue, with their last error
 LIST_PAGE = 200
 DESCRIBE_AT_ONCE = 64  # Describe scripts in flight for one view
 
@@ -130,27 +137,79 @@ def _info(reply: Any) -> dict[str, str]:
     return {k.strip(): v.strip() for k, v in pairs}
 
 
-async def locks_view(locks: Any) -> dict[str, Any]:
-    """The current tenant's locks (tenants.current): at most MAX_LOCKS names, each
-    described: held or free, owner, fencing token, time left, waiters."""
+async def _names(lister: Any, cap: int) -> tuple[list[str], bool]:
+    """The first ``cap`` names (sorted) of a primitive's listing index, and whether
+    there are more; reads at most about cap + LIST_PAGE names."""
     seen: dict[str, None] = {}  # HSCAN may return a name twice
     token = ""
-    while len(seen) <= MAX_LOCKS:
-        page, token = await locks.names(token, LIST_PAGE)
+    while len(seen) <= cap:
+        page, token = await lister(token, LIST_PAGE)
         seen.update(dict.fromkeys(page))
         if not token:
             break
-    more = bool(token) or len(seen) > MAX_LOCKS
-    names = sorted(seen)[:MAX_LOCKS]
+    return sorted(seen)[:cap], bool(token) or len(seen) > cap
+
+
+async def locks_view(locks: Any) -> dict[str, Any]:
+    """The current tenant's locks (tenants.current): at most MAX_LOCKS names, each
+    described: held or free, owner, fencing token, time left, waiters."""
+    names, more = await _names(locks.names, MAX_LOCKS)
     gate = asyncio.Semaphore(DESCRIBE_AT_ONCE)
 
     async def describe(name: str) -> dict[str, Any]:
         async with gate:
             s = await locks.describe(name)
+            queue: list[dict[str, Any]] = []
+            if s.waiters:  # one more bounded script, only for a lock someone waits for
+                now_ms, _, first = await locks.waiters(name, MAX_WAITERS)
+                queue = [{"owner": owner, "waited_ms": max(now_ms - since_ms, 0)} for owner, since_ms in first]
         return {"name": name, "held": s.held, "owner": s.owner if s.held else "",
                 "fencing_token": s.fencing_token if s.held else 0, "ttl_ms": s.ttl_remaining_ms if s.held else 0,
-                "expires_at_ms": s.now_ms + s.ttl_remaining_ms if s.held else 0, "waiters": s.waiters}
+                "expires_at_ms": s.now_ms + s.ttl_remaining_ms if s.held else 0, "waiters": s.waiters,
+                "queue": queue}
 
     rows = await asyncio.gather(*(describe(n) for n in names))
     rows.sort(key=lambda r: (not r["held"] and not r["waiters"], -r["waiters"], r["name"]))
     return {"items": rows, "more": more, "limit": MAX_LOCKS}
+
+
+async def semaphores_view(semaphores: Any) -> dict[str, Any]:
+    """The current tenant's semaphores that are held or waited for: at most
+    MAX_SEMAPHORES names, each described (one script): limit, permits held, the first
+    MAX_HOLDERS holders (owner, permits, time left), live waiters."""
+    names, more = await _names(semaphores.names, MAX_SEMAPHORES)
+    gate = asyncio.Semaphore(DESCRIBE_AT_ONCE)
+
+    async def describe(name: str) -> dict[str, Any]:
+        async with gate:
+            s = await semaphores.describe(name)
+        holders = sorted(s.holders, key=lambda h: h.ttl_remaining_ms)
+        return {"name": name, "limit": s.limit, "held": s.held, "holder_count": len(holders), "waiters": s.waiters,
+                "holders": [{"owner": h.owner, "permits": h.permits, "ttl_ms": h.ttl_remaining_ms,
+                             "expires_at_ms": s.now_ms + h.ttl_remaining_ms} for h in holders[:MAX_HOLDERS]]}
+
+    rows = await asyncio.gather(*(describe(n) for n in names))
+    rows.sort(key=lambda r: (-r["waiters"], -r["held"], r["name"]))
+    return {"items": rows, "more": more, "limit": MAX_SEMAPHORES, "holders_limit": MAX_HOLDERS}
+
+
+async def queues_view(queues: Any) -> dict[str, Any]:
+    """The current tenant's queues that hold tasks: at most MAX_QUEUES names, each
+    with its counts by state (one Stats script) and, for a queue with dead tasks, the
+    first MAX_DEAD of them (one ListDead read, payloads left out of the snapshot)."""
+    names, more = await _names(queues.names, MAX_QUEUES)
+    gate = asyncio.Semaphore(DESCRIBE_AT_ONCE)
+
+    async def describe(name: str) -> dict[str, Any]:
+        async with gate:
+            s = await queues.stats(name)
+            dead = await queues.peek(name, "dead", MAX_DEAD) if s.dead else []
+        return {"name": name, "ready": s.ready, "delayed": s.delayed, "leased": s.leased, "dead": s.dead,
+                "done": s.finished, "paused": s.paused, "oldest_ready_age_ms": s.oldest_ready_age_ms,
+                "dead_tasks": [{"task_id": t.task_id, "type": t.type, "attempt": t.attempt,
+                                "max_attempts": t.max_attempts, "last_error": t.last_error,
+                                "dead_reason": t.dead_reason} for t in dead[:MAX_DEAD]]}
+
+    rows = await asyncio.gather(*(describe(n) for n in names))
+    rows.sort(key=lambda r: (-r["dead"], -r["ready"], r["name"]))
+    return {"items": rows, "more": more, "limit": MAX_QUEUES, "dead_limit": MAX_DEAD}

@@ -98,6 +98,7 @@ _WITHDRAW = script("lock_withdraw.lua",
                    decode=lambda r: WithdrawReply(*r))
 _POLL = script("lock_poll.lua", Seq(STR, INT, INT, INT, each=(STR,)), decode=lambda r: PollReply(*r[:4], r[4:]))
 _DESCRIBE = script("lock_describe.lua", Tup(Codes(0, 1), STR, INT, INT, INT, INT), decode=DescribeReply._make)
+_WAITERS = script("lock_waiters.lua", Seq(INT, INT, each=(STR, INT)))
 _FORCE_RELEASE = script("lock_force_release.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(ANY, ANY)}),
                         decode=lambda r: ForceReleaseReply(*r))
 
@@ -109,7 +110,7 @@ _WITHDRAW_MANY = script("lock_withdraw_many.lua",
                         Tagged({WITHDRAW.LEFT_QUEUE: Tup(), WITHDRAW.PASSED_ON: Tup(),
                                 WITHDRAW.KEPT: Seq(INT, INT, each=(INT,))}))
 
-SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE, _FORCE_RELEASE,
+SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE, _WAITERS, _FORCE_RELEASE,
            _ACQUIRE_MANY, _RELEASE_MANY, _REFRESH_MANY, _WITHDRAW_MANY)
 
 
@@ -184,6 +185,13 @@ class Locks(FifoPrimitive):
     async def describe(self, name: str) -> LockState:
         r = await self._run(_DESCRIBE, self._keys.lock(name))
         return LockState(r.held == 1, r.owner, r.fence, max(r.pttl_ms, 0), r.waiters, r.now_ms)
+
+    async def waiters(self, name: str, limit: int = 50) -> tuple[int, int, list[tuple[str, int]]]:
+        """The lock's first live waiters in FIFO order (of its first ``limit`` queue
+        entries, at most 50): (Redis clock ms, live waiters in all, [(owner, waiting
+        since ms)]). One bounded script; the web console's read."""
+        r = await self._run(_WAITERS, self._keys.lock(name), limit)
+        return r[0], r[1], [(r[i], r[i + 1]) for i in range(2, len(r), 2)]
 
     async def force_release(self, name: str) -> tuple[str, int] | None:
         """An operator's release, whoever holds the lock: (owner, fencing token) of the

@@ -63,10 +63,10 @@ function toast(text) {
 
 function showView() {
   const name = (location.hash || "#overview").slice(1);
-  state.view = ["overview", "locks"].includes(name) ? name : "overview";
+  state.view = ["overview", "locks", "coordination", "queues"].includes(name) ? name : "overview";
   const loggedIn = state.me && state.me.logged_in;
   $("login").hidden = loggedIn;
-  for (const v of ["overview", "locks"]) $(`view-${v}`).hidden = !loggedIn || v !== state.view;
+  for (const v of ["overview", "locks", "coordination", "queues"]) $(`view-${v}`).hidden = !loggedIn || v !== state.view;
   for (const a of document.querySelectorAll("nav a")) {
     if (a.dataset.view === state.view) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");
@@ -125,6 +125,15 @@ function lockState(lock) {
   return el("span", { class: "state free", title: "free, with waiters about to take it" }, "○ free");
 }
 
+function waiterList(lock) {
+  const queue = lock.queue || [];
+  if (!queue.length) return "—";
+  const more = lock.waiters - queue.length;
+  return el("ol", { class: "waiters" }, queue.map((w) => el("li", {},
+    el("span", { class: "name" }, w.owner || "(no label)"), ` · waiting ${duration(w.waited_ms)}`)),
+    more > 0 ? el("li", { class: "more" }, `… and ${more} more`) : null);
+}
+
 function renderLocks(locks) {
   const box = $("locks");
   if (!locks) {
@@ -144,7 +153,7 @@ function renderLocks(locks) {
   const canRelease = state.me && state.me.may && state.me.may.force_release;
   box.replaceChildren(el("p", { class: "legend" }, `${locks.items.length} lock${locks.items.length === 1 ? "" : "s"}` +
       (locks.more ? ` (the first ${locks.limit} by name)` : "")), el("table", {},
-    el("thead", {}, el("tr", {}, ["state", "name", "owner", "fencing token", "time left", "waiters"]
+    el("thead", {}, el("tr", {}, ["state", "name", "owner", "fencing token", "time left", "waiters", "queue (first in line first)"]
       .map((h) => el("th", { scope: "col" }, h)), canRelease ? el("th", { scope: "col" }, "action") : null)),
     el("tbody", {}, locks.items.map((lock) => el("tr", { "data-lock": lock.name },
       el("td", { "data-label": "state" }, lockState(lock)),
@@ -155,6 +164,7 @@ function renderLocks(locks) {
         ? el("span", { title: `expires ${when(lock.expires_at_ms)}` }, duration(lock.ttl_ms))
         : "—"),
       el("td", { "data-label": "waiters" }, lock.waiters),
+      el("td", { "data-label": "queue" }, waiterList(lock)),
       canRelease ? el("td", { "data-label": "action" }, el("button", {
         type: "button", class: "danger", disabled: !lock.held, onclick: () => forceRelease(lock),
         "aria-label": `Force-release ${lock.name}`,
@@ -167,25 +177,130 @@ function render() {
   if (s.error) { $("live").textContent = `error: ${s.error}`; return; }
   if (state.view === "overview" && s.overview) renderOverview(s.overview);
   if (state.view === "locks") renderLocks(s.locks);
+  if (state.view === "coordination") renderSemaphores(s.semaphores);
+  if (state.view === "queues") renderQueues(s.queues);
+}
+
+// The box's message when a part is missing (the token may not list it) or failed to read;
+// null when there is data to show.
+function unavailable(box, part, what, service) {
+  if (!part) {
+    box.replaceChildren(el("p", { class: "empty" }, `Your token may not list ${what} (its services leave the ${service} out).`));
+    return true;
+  }
+  if (part.error) {
+    box.replaceChildren(el("p", { class: "empty error" }, `${what[0].toUpperCase()}${what.slice(1)} could not be read: ${part.error}`));
+    return true;
+  }
+  return false;
+}
+
+function table(headers, rows) {
+  return el("table", {}, el("thead", {}, el("tr", {}, headers.map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, rows));
+}
+
+const count = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+function renderSemaphores(sems) {
+  const box = $("semaphores");
+  if (unavailable(box, sems, "semaphores", "semaphore service")) return;
+  if (!sems.items.length) {
+    box.replaceChildren(el("p", { class: "empty" },
+      "No semaphore is held or waited for in this tenant. Take a permit through the API (in Python: ",
+      el("code", {}, 'client.semaphore("crawlers", limit=4).acquire()'),
+      ") and it shows here within a second, with its holders and waiters."));
+    return;
+  }
+  box.replaceChildren(el("p", { class: "legend" }, count(sems.items.length, "semaphore") +
+      (sems.more ? ` (the first ${sems.limit} by name)` : "")),
+    table(["name", "held / limit", "holders (soonest to expire first)", "waiters"], sems.items.map((s) =>
+      el("tr", { "data-semaphore": s.name },
+        el("td", { "data-label": "name", class: "name" }, s.name),
+        el("td", { "data-label": "held / limit" }, `${s.held} / ${s.limit}`),
+        el("td", { "data-label": "holders" }, s.holders.length ? el("ul", { class: "waiters" },
+          s.holders.map((h) => el("li", {}, el("span", { class: "name" }, h.owner || "(no label)"),
+            h.permits === 1 ? "" : ` ×${h.permits}`,
+            el("span", { title: `expires ${when(h.expires_at_ms)}` }, ` · ${duration(h.ttl_ms)} left`))),
+          s.holder_count > s.holders.length ? el("li", { class: "more" }, `… and ${s.holder_count - s.holders.length} more`) : null)
+          : "—"),
+        el("td", { "data-label": "waiters" }, s.waiters)))));
+}
+
+function renderQueues(queues) {
+  const box = $("queues");
+  if (unavailable(box, queues, "queues", "queue service")) return;
+  if (!queues.items.length) {
+    box.replaceChildren(el("p", { class: "empty" },
+      "No queue holds tasks in this tenant. Enqueue one through the API (in Python: ",
+      el("code", {}, 'client.queue("emails").enqueue("send", b"...")'),
+      ") and it shows here within a second, with its tasks counted by state."));
+    return;
+  }
+  const canRetry = state.me && state.me.may && state.me.may.retry_dead;
+  const parts = [el("p", { class: "legend" }, count(queues.items.length, "queue") +
+      (queues.more ? ` (the first ${queues.limit} by name)` : "")),
+    table(["name", "ready", "delayed", "leased", "dead", "done", "oldest ready"], queues.items.map((q) =>
+      el("tr", { "data-queue": q.name },
+        el("td", { "data-label": "name", class: "name" }, q.name, q.paused ? el("span", { class: "state free" }, " ⏸ paused") : null),
+        el("td", { "data-label": "ready" }, q.ready),
+        el("td", { "data-label": "delayed" }, q.delayed),
+        el("td", { "data-label": "leased" }, q.leased),
+        el("td", { "data-label": "dead", class: q.dead ? "bad" : null }, q.dead),
+        el("td", { "data-label": "done" }, q.done),
+        el("td", { "data-label": "oldest ready" }, q.ready ? duration(q.oldest_ready_age_ms) : "—"))))];
+  for (const q of queues.items.filter((q) => q.dead_tasks.length)) {
+    parts.push(el("div", { "data-dead-of": q.name }, el("h3", {}, `Dead tasks of ${q.name}`),
+      el("p", { class: "legend" }, q.dead > q.dead_tasks.length ? `the first ${q.dead_tasks.length} of ${q.dead}, oldest death first` : "oldest death first"),
+      table(["task", "type", "attempts", "last error", ...(canRetry ? ["action"] : [])], q.dead_tasks.map((t) =>
+        el("tr", { "data-task": t.task_id },
+          el("td", { "data-label": "task", class: "name" }, t.task_id),
+          el("td", { "data-label": "type" }, t.type),
+          el("td", { "data-label": "attempts" }, `${t.attempt} / ${t.max_attempts}`),
+          el("td", { "data-label": "last error", class: "error" }, t.last_error || `(${t.dead_reason || "no error"})`),
+          canRetry ? el("td", { "data-label": "action" }, el("button", {
+            type: "button", onclick: () => retryDead(q.name, t), "aria-label": `Retry ${t.task_id} of ${q.name}`,
+          }, "Retry")) : null)))));
+  }
+  box.replaceChildren(...parts);
 }
 
 // -- actions
 
-function forceRelease(lock) {
+// Asks in the confirm dialog; then(…) runs only on its OK button.
+function confirmThen(title, text, ok, then) {
   const dialog = $("confirm");
-  $("confirm-text").textContent = `"${lock.name}" is held by ${lock.owner || "(no label)"} with fencing token ` +
-    `${lock.fencing_token}. Its holder is not told; ${lock.waiters ? "the next waiter gets the lock." : "nobody waits for it."}`;
+  $("confirm-title").textContent = title;
+  $("confirm-text").textContent = text;
+  $("confirm-ok").textContent = ok;
   dialog.returnValue = "cancel";
-  dialog.onclose = async () => {
-    if (dialog.returnValue !== "ok") return;
+  dialog.onclose = async () => { if (dialog.returnValue === "ok") await then(); };
+  dialog.showModal();
+}
+
+function retryDead(queue, task) {
+  confirmThen("Retry this dead task?", `Task ${task.task_id} (${task.type}) of queue "${queue}" goes back to ready ` +
+    `with a fresh set of attempts; a worker will run it again.`, "Retry", async () => {
+    try {
+      const reply = await api("/api/queues/retry-dead", { queue, task_id: task.task_id });
+      toast(reply.retried ? `Task ${task.task_id} is ready again.` : `Task ${task.task_id} was no longer dead.`);
+    } catch (error) {
+      toast(`Not retried: ${error.reason || ""} ${error.message}`);
+    }
+  });
+}
+
+function forceRelease(lock) {
+  confirmThen("Force-release this lock?", `"${lock.name}" is held by ${lock.owner || "(no label)"} with fencing token ` +
+    `${lock.fencing_token}. Its holder is not told; ${lock.waiters ? "the next waiter gets the lock." : "nobody waits for it."}`,
+  "Force-release", async () => {
     try {
       const reply = await api("/api/locks/force-release", { name: lock.name });
       toast(reply.released ? `Released "${lock.name}" from ${reply.owner || "(no label)"}.` : `"${lock.name}" was not held.`);
     } catch (error) {
       toast(`Not released: ${error.reason || ""} ${error.message}`);
     }
-  };
-  dialog.showModal();
+  });
 }
 
 // -- live updates
