@@ -14,7 +14,6 @@ the README shows).
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +21,7 @@ from pathlib import Path
 import pytest
 
 import concord
-from support import ServerProcess, free_port
-from test_console import ACME_ADMIN, ACME_READER, ACME_WRITER, TOKENS
+from test_console import ACME_ADMIN, ACME_READER, ACME_WRITER, console_server  # noqa: F401 (a fixture)
 
 CHROMIUM = os.environ.get("CONCORD_CHROMIUM", "/usr/bin/chromium")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright for Python is not installed")
@@ -31,19 +29,6 @@ if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
     pytest.skip(f"no chromium at {CHROMIUM} (Debian: apt-get install chromium)", allow_module_level=True)
 
 UI_DEADLINE_MS = 5000
-
-
-@pytest.fixture(scope="module")
-def browser_server(redis_server, tmp_path_factory) -> Iterator[ServerProcess]:
-    folder = tmp_path_factory.mktemp("console-browser")
-    (folder / "tokens.toml").write_text(TOKENS)
-    port = free_port()
-    server = ServerProcess("--redis-url", redis_server.url, "--auth-tokens", str(folder / "tokens.toml"),
-                           "--console-listen", f"127.0.0.1:{port}")
-    server.console = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
-    server.start(folder / "server.log")
-    yield server
-    assert server.stop() == 0, server.log_text()
 
 
 @pytest.fixture(scope="module")
@@ -83,12 +68,12 @@ class Page:
         self.context.close()
 
 
-def test_the_pages_render_live_and_force_release_hands_the_lock_on(browser, browser_server, shots, name):
-    admin = Page(browser, browser_server.console, viewport={"width": 1280, "height": 800})
-    reader = Page(browser, browser_server.console, viewport={"width": 390, "height": 844}, is_mobile=True)
+def test_the_pages_render_live_and_force_release_hands_the_lock_on(browser, console_server, shots, name):
+    admin = Page(browser, console_server.console, viewport={"width": 1280, "height": 800})
+    reader = Page(browser, console_server.console, viewport={"width": 390, "height": 844}, is_mobile=True)
     granted: list[object] = []
-    with concord.Client(browser_server.target, token=ACME_WRITER) as holder, \
-            concord.Client(browser_server.target, token=ACME_WRITER) as waiter:
+    with concord.Client(console_server.target, token=ACME_WRITER) as holder, \
+            concord.Client(console_server.target, token=ACME_WRITER) as waiter:
         try:
             admin.log_in(ACME_ADMIN)
             page = admin.page
@@ -110,7 +95,7 @@ def test_the_pages_render_live_and_force_release_hands_the_lock_on(browser, brow
             page.screenshot(path=str(shots / "console-locks.png"), full_page=True)
 
             reader.log_in(ACME_READER)
-            reader.page.goto(browser_server.console + "/#locks")
+            reader.page.goto(console_server.console + "/#locks")
             reader.page.locator(f'tr[data-lock="{name}"]').wait_for(timeout=UI_DEADLINE_MS)
             assert reader.page.get_by_role("button", name="Force-release").count() == 0  # read-only: no actions
             reader.page.screenshot(path=str(shots / "console-locks-phone.png"), full_page=True)
@@ -132,11 +117,11 @@ def test_the_pages_render_live_and_force_release_hands_the_lock_on(browser, brow
             reader.close()
 
 
-def test_the_coordination_and_queues_pages_render_live_and_retry_makes_a_dead_task_ready(browser, browser_server,
+def test_the_coordination_and_queues_pages_render_live_and_retry_makes_a_dead_task_ready(browser, console_server,
                                                                                       shots, name):
-    admin = Page(browser, browser_server.console, viewport={"width": 1280, "height": 800})
-    reader = Page(browser, browser_server.console, viewport={"width": 390, "height": 844}, is_mobile=True)
-    with concord.Client(browser_server.target, token=ACME_WRITER) as client:
+    admin = Page(browser, console_server.console, viewport={"width": 1280, "height": 800})
+    reader = Page(browser, console_server.console, viewport={"width": 390, "height": 844}, is_mobile=True)
+    with concord.Client(console_server.target, token=ACME_WRITER) as client:
         permit = client.semaphore(name, limit=3, ttl=60, owner="crawler-7").acquire()
         try:
             admin.log_in(ACME_ADMIN)
@@ -161,7 +146,7 @@ def test_the_coordination_and_queues_pages_render_live_and_retry_makes_a_dead_ta
             page.screenshot(path=str(shots / "console-queues.png"), full_page=True)
 
             reader.log_in(ACME_READER)
-            reader.page.goto(browser_server.console + "/#queues")
+            reader.page.goto(console_server.console + "/#queues")
             reader.page.locator(f'[data-dead-of="{name}"] tr[data-task="{handle.task_id}"]').wait_for(timeout=UI_DEADLINE_MS)
             assert reader.page.get_by_role("button", name="Retry").count() == 0  # read-only: no actions
             width = reader.page.evaluate("document.documentElement.scrollWidth")
