@@ -62,6 +62,11 @@ from concord_server.store.embedded_valkey import valkey_binary
 from support import RedisServer, ServerProcess
 from test_polyglot import GO_CLIENT, NODE_CLIENT, ROOT, go, node, require, tool
 
+# The README's examples talk to the default address, 127.0.0.1:50051, which no other
+# test may hold meanwhile (test_startup's bad settings would see it busy): run alone
+# after the rest (make test).
+pytestmark = pytest.mark.serial
+
 README = ROOT / "README.md"
 README_ADDRESS = "127.0.0.1:50051"
 README_GO_MODULE = "go.concord.dev/concord"
