@@ -77,11 +77,21 @@ async def candidate_loop(i: int, clients: list[concord.AsyncClient], election: s
                 except concord.NotLeader:
                     pass
             else:
-                async with e.campaign(who.encode(), timeout=rng.choice([0.5, 2.0])) as leadership:
-                    t = Term(who, leadership.term, sent, float("inf"), time.monotonic())
-                    won.append(t)
-                    await asyncio.sleep(rng.uniform(0, 0.3))
-                    t.ended = time.monotonic()
+                held = None
+                try:
+                    async with e.campaign(who.encode(), timeout=rng.choice([0.5, 2.0])) as leadership:
+                        held = leadership
+                        t = Term(who, leadership.term, sent, float("inf"), time.monotonic())
+                        won.append(t)
+                        await asyncio.sleep(rng.uniform(0, 0.3))
+                        t.ended = time.monotonic()
+                except concord.LeadershipLost:
+                    # Lost while the block ran (its server was killed, say): the API
+                    # protects the block only until the last renewal's expiry, and the
+                    # next leader may be elected from then on, before the block ends.
+                    if held is not None and held.expires_at is not None:
+                        t.ended = min(t.ended, time.monotonic() + held.expires_at.timestamp() - time.time())
+                    continue
         except (TimeoutError, concord.ElectionTimeout, concord.LeadershipLost):
             continue
         except concord.Unavailable:
