@@ -56,10 +56,7 @@ class LockServicer(lock_pb2_grpc.LockServiceServicer):
     Release = rpc(release)
     Refresh = rpc(refresh)
 
-    @rpc
-    async def Session(self, requests, context):
-        async for answer in session.Session(self, pb, "LockService").run(requests, context):
-            yield answer
+    Session = session.method(pb, "LockService")
 
     @rpc
     async def Describe(self, request: pb.DescribeRequest, context) -> pb.DescribeResponse:

@@ -67,10 +67,7 @@ class ReadWriteLockServicer(rwlock_pb2_grpc.ReadWriteLockServiceServicer):
     Release = rpc(release)
     Refresh = rpc(refresh)
 
-    @rpc
-    async def Session(self, requests, context):
-        async for answer in session.Session(self, pb, "ReadWriteLockService").run(requests, context):
-            yield answer
+    Session = session.method(pb, "ReadWriteLockService")
 
     @rpc
     async def Describe(self, request: pb.DescribeRequest, context) -> pb.DescribeResponse:

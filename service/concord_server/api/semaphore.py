@@ -63,10 +63,7 @@ class SemaphoreServicer(semaphore_pb2_grpc.SemaphoreServiceServicer):
     Release = rpc(release)
     Refresh = rpc(refresh)
 
-    @rpc
-    async def Session(self, requests, context):
-        async for answer in session.Session(self, pb, "SemaphoreService").run(requests, context):
-            yield answer
+    Session = session.method(pb, "SemaphoreService")
 
     @rpc
     async def Describe(self, request: pb.DescribeRequest, context) -> pb.DescribeResponse:

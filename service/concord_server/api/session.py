@@ -27,7 +27,7 @@ from typing import Any
 
 from .. import sub_calls
 from ..errors import ConcordError, InvalidArgument, ResourceExhausted
-from .status import as_concord_error, check_decoded, to_error_message
+from .status import as_concord_error, check_decoded, rpc, to_error_message
 
 MAX_IN_FLIGHT = 1024  # requests one session may have running at once
 OPS = ("acquire", "release", "refresh")
@@ -105,3 +105,15 @@ class Session:
             self._answers.put_nowait(self._pb.SessionResponse(id=rid, error=to_error_message(result)))
         else:
             self._answers.put_nowait(self._pb.SessionResponse(id=rid, **{op: result}))
+
+
+def method(pb: Any, service: str) -> Callable[..., AsyncIterator[Any]]:
+    """The ``Session`` method of a servicer of ``service`` (``Session = session.method(pb, ...)``
+    in its class body): one Session object per stream."""
+
+    async def serve(self: Any, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+        async for answer in Session(self, pb, service).run(requests, context):
+            yield answer
+
+    serve.__name__, serve.__qualname__ = "Session", f"{service}.Session"  # as @rpc's logs name it
+    return rpc(serve)
