@@ -58,7 +58,7 @@ def fmt(value: float | None, unit: str) -> str:
     if unit == "x":
         return f"{value:.2f}"
     if unit == "%":
-        return f"{value:.0f}%"
+        return f"{value:.1f}%" if abs(value) < 10 else f"{value:.0f}%"
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
 
 

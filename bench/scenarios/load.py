@@ -18,7 +18,8 @@ spawned processes with CHANNELS grpc.aio channels each (one TCP connection each)
 with the generated stubs; the bench process only orchestrates and measures. Each
 repetition starts a fresh Valkey and concord-server (``--loop-stall-report`` on,
 ``--file-chunk-size 4096`` so an upload's first chunk is small, ``--file-upload-lease
-3600`` so an open upload outlives the run). Phases:
+3600`` so an open upload outlives the run, ``--max-streams-per-connection 100000`` since
+the calls share 8 connections). Phases:
 
   idle      the client processes have run the whole cycle once at a tiny size (a
             warm-up: every code path loaded) and set up chats and full semaphores;
@@ -33,6 +34,13 @@ repetition starts a fresh Valkey and concord-server (``--loop-stall-report`` on,
             finished; every lock/semaphore waiter releases what it is granted, every
             task is acked, so the storm runs by itself until every call has ended.
             The clients count the calls that ended as they should.
+
+The console's cost (issue 34): the server also serves its web console
+(``--console-listen``); after the steady window come CONSOLE_ROUNDS pairs of windows of
+the same length, one without a console page and one with a page watching (its event
+stream, /api/events: a snapshot of every view each second, computed over the 10,000
+waiters, 300 queues and the rest), on the same server with the same calls open. What
+the page adds to the server's CPU, in % of a core (target: at most 5).
 
 Measured from outside the server: VmRSS from /proc/<pid>/status; the server's Redis
 connections (CLIENT LIST minus the bench's own, named "bench"), sampled every
@@ -52,13 +60,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import multiprocessing
+import socket
 import threading
 import time
 from pathlib import Path
 
 import psutil
 
-from ..harness import RedisServer, concord_server, cpu_seconds, median, redis_server
+from ..harness import RedisServer, concord_server, cpu_seconds, free_port, median, redis_server
 from ..report import Row, fmt
 from . import Context
 from .load_clients import BLOCKED_KINDS, KINDS, RELEASE_TIMEOUT, STREAM_KINDS, Plan, Spec, main as client_main
@@ -76,6 +85,8 @@ IDLE_S, STEADY_S = 2.0, 5.0
 SAMPLE_S = 0.1
 TARGET_STALL = 0.050
 TARGET_CONNECTIONS = 16
+TARGET_CONSOLE = 5.0  # % of a core a watching console may add
+CONSOLE_ROUNDS = 2  # windows without and with a console watching, in turns
 PHASES = ("idle", "ramp-up", "steady", "release")
 LABELS = {"hold": "Hold", "subscribe": "Subscribe", "consume": "Consume", "download": "Upload+Download",
           "lock": "lock Acquire", "semaphore": "semaphore Acquire", "dequeue": "Dequeue"}
@@ -220,9 +231,50 @@ def _redis_figures(rds: RedisServer) -> tuple[float, int]:
     return cpu_seconds(psutil.Process(rds.proc.pid)), calls
 
 
+class ConsoleWatcher:
+    """One console page's event stream (/api/events), read in a thread while the
+    ``with`` lasts: how many snapshots arrived and how many bytes they took. A plain
+    socket: the stream is read as it comes, and stopping never waits on a read."""
+
+    def __init__(self, port: int) -> None:
+        self.port, self.events, self.bytes = port, 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+
+    def _read(self) -> None:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
+            sock.sendall(b"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n")
+            sock.settimeout(0.2)
+            tail = b""
+            while not self._stop.is_set():
+                try:
+                    chunk = sock.recv(1 << 16)
+                except TimeoutError:
+                    continue
+                if not chunk:
+                    return
+                self.bytes += len(chunk)
+                seen = tail + chunk  # an event starts a line with "data:" (chunked framing aside)
+                self.events += seen.count(b"\ndata:") - tail.count(b"\ndata:")
+                tail = seen[-8:]
+
+    def __enter__(self) -> "ConsoleWatcher":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
 def _run_once(ctx: Context, plan: Plan, rep: int, idle_s: float, steady_s: float) -> dict:
     report = ctx.tmp / f"load-stalls-{rep}.json"
-    extra = ["--loop-stall-report", str(report), "--file-chunk-size", str(CHUNK), "--file-upload-lease", "3600"]
+    console_port = free_port()
+    extra = ["--loop-stall-report", str(report), "--file-chunk-size", str(CHUNK), "--file-upload-lease", "3600",
+             "--console-listen", f"127.0.0.1:{console_port}",
+             # Its clients hold 11,000 calls on 8 connections: past the default 100 a
+             # connection's further calls would wait at the HTTP/2 layer for a free stream.
+             "--max-streams-per-connection", "100000"]
     specs = [Spec(target="", plan=plan, warm=WARM, proc=p, nprocs=CLIENT_PROCS, channels=CHANNELS, chunk=CHUNK)
              for p in range(CLIENT_PROCS)]
     stages: list[dict] = []
@@ -253,6 +305,18 @@ def _run_once(ctx: Context, plan: Plan, rep: int, idle_s: float, steady_s: float
         steady_cpu = (cpu_seconds(srv.ps) - cpu0) / steady_s
         redis_cpu1, evalsha1 = _redis_figures(rds)
         open_rss, fds, threads = vm_rss(pid), srv.ps.num_fds(), srv.ps.num_threads()
+        # The console's cost: windows of steady_s in turns, without a page watching and
+        # with one (its event stream), so the calls' own re-checks weigh on both alike.
+        without, watched, events, received = [], [], 0, 0
+        for _ in range(CONSOLE_ROUNDS):
+            cpu0 = cpu_seconds(srv.ps)
+            time.sleep(steady_s)
+            without.append((cpu_seconds(srv.ps) - cpu0) / steady_s)
+            with ConsoleWatcher(console_port) as watcher:
+                cpu0 = cpu_seconds(srv.ps)
+                time.sleep(steady_s)
+                watched.append((cpu_seconds(srv.ps) - cpu0) / steady_s)
+            events, received = events + watcher.events, received + watcher.bytes
         t_release = time.monotonic()
         clients.send(("release",))
         released = [m[1] for m in clients.expect("released", RELEASE_TIMEOUT + 120)]
@@ -292,6 +356,9 @@ def _run_once(ctx: Context, plan: Plan, rep: int, idle_s: float, steady_s: float
                                         default=float("nan")) for s in stages},
         "phase_s": {p: b - a for p, (a, b) in bounds.items()},
         "idle_cpu_busy": idle_cpu, "steady_cpu_busy": steady_cpu,
+        "console_added_cpu": sum(watched) / len(watched) - sum(without) / len(without),
+        "console_unwatched_cpu": sum(without) / len(without),
+        "console_events_per_s": events / (CONSOLE_ROUNDS * steady_s), "console_bytes_per_event": received / max(1, events),
         "steady_redis_cpu_busy": (redis_cpu1 - redis_cpu0) / steady_s,
         "steady_evalsha_per_s": (evalsha1 - evalsha0) / steady_s, "server_fds": fds, "server_threads": threads,
         "release_s": t_done - t_release, "client_release_s": [r["release_s"] for r in released],
@@ -367,6 +434,13 @@ def _rows(runs: list[dict]) -> list[Row]:
                     note=f"idle server {med('idle_cpu_busy'):.0%}; {med('steady_evalsha_per_s'):,.0f} Redis "
                          f"scripts/s (re-checks, heartbeats), Redis {med('steady_redis_cpu_busy'):.0%} of a core; "
                          f"{r0['server_fds']} fds, {r0['server_threads']} threads"))
+    added = _med(runs, lambda r: r["console_added_cpu"] * 100)
+    rows.append(Row(sc, "server CPU a watching console adds (steady)", added[0], "%", runs=added[1],
+                    baseline=med("console_unwatched_cpu") * 100, baseline_label="the same windows unwatched",
+                    target=f"≤ {TARGET_CONSOLE:g}% of a core", passed=added[0] <= TARGET_CONSOLE,
+                    note=f"{CONSOLE_ROUNDS} windows each way, in turns; one page's event stream: "
+                         f"{med('console_events_per_s'):.2f} snapshots/s of "
+                         f"{med('console_bytes_per_event') / 1024:.0f} KiB"))
     release = _med(runs, lambda r: r["release_s"])
     rows.append(Row(sc, "release: until every call has ended", release[0], "s", runs=release[1],
                     note=f"{n + m:,} calls; {(n + m) / release[0]:,.0f}/s; ramp-up took "
