@@ -786,6 +786,11 @@ class Queues:
             raise TaskFinished(f"task {task_id!r} of queue {queue!r} has finished already",
                                queue=queue, task_id=task_id)
 
+    async def delete_dead(self, queue: str, task_ids: Sequence[str]) -> int:
+        """Deletes the named tasks that are dead (as Cancel deletes a dead task); returns
+        how many were. Ids of tasks in any other state, or gone, change nothing."""
+        return (await self._run(_REMOVE, self._keys.queue(queue), "delete_dead", *task_ids)).deleted
+
     async def purge(self, queue: str, include_dead: bool) -> int:
         """Deletes ready and delayed (include_dead: also dead and retained finished)
         tasks, in batches so Redis never blocks for long; leased ones are left to their
