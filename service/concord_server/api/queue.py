@@ -171,7 +171,7 @@ def event_message(e: QueueEvent) -> pb.QueueEvent:
     return m
 
 
-def _search_query(request: pb.SearchTasksRequest) -> SearchQuery:
+def search_query(request: pb.SearchTasksRequest) -> SearchQuery:
     """SearchTasks' filters, each checked: a task id as the server hands them out, a type
     (or prefix) like a name, text and bytes of 1 to MAX_NEEDLE_BYTES."""
     if request.type and request.type_prefix:
@@ -610,7 +610,7 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
         queue = v.name(request.queue, "queue")
         page_size = v.count(request.page_size or DEFAULT_PAGE, "page_size", minimum=1, maximum=MAX_PAGE)
         cursor = Cursor.parse(request.page_token)
-        page = await self._queues.search(queue, _search_query(request), page_size, cursor)
+        page = await self._queues.search(queue, search_query(request), page_size, cursor)
         return pb.SearchTasksResponse(tasks=[task_message(t) for t in page.tasks],
                                       next_page_token=page.next.token() if page.next else "", examined=page.examined)
 
