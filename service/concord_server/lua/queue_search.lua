@@ -34,31 +34,65 @@ local is_paused = paused() and 1 or 0
 local examined, bytes_read, reply_bytes = 0, 0, 0
 local matches = {}
 
+-- The task hash fields the filters read, per set (set 5 may also need the state), and
+-- where each is in HMGET's reply: one command a task whatever the filters. A live
+-- task always has type and state, so a nil among them means its hash is gone (a
+-- retained task whose hash expired before sweep trimmed its entry); a search with no
+-- field filter reads the state for that alone, one by payload only its payload.
+local function layout(with_state)
+  local names, at = {}, {}
+  local function add(name)
+    names[#names + 1] = name
+    at[name] = #names
+  end
+  if ttype ~= '' or prefix ~= '' then
+    add('type')
+  end
+  if err_text ~= '' then
+    add('err')
+  end
+  if with_state or (#names == 0 and payload_text == '') then
+    add('state')
+  end
+  return {names = names, at = at}
+end
+local plain = layout(false)
+local LAYOUTS = {plain, plain, plain, plain, layout(done_state ~= '')}
+
 -- Whether the task (found in set s) passes every filter; counts the bytes it read.
 local function matches_filters(id, s)
   local k = task_key(id)
-  local f = redis.call('HMGET', k, 'type', 'state', 'err')
-  if not f[1] then
-    return false  -- gone (a retained task whose hash expired before sweep trimmed it)
-  end
-  if s == 5 and done_state ~= '' and f[2] ~= done_state then
-    return false
-  end
-  if ttype ~= '' and f[1] ~= ttype then
-    return false
-  end
-  if prefix ~= '' and string.sub(f[1], 1, #prefix) ~= prefix then
-    return false
-  end
-  if err_text ~= '' then
-    local err = f[3] or ''
-    bytes_read = bytes_read + #err
-    if not string.find(string.lower(err), err_text, 1, true) then
+  local l = LAYOUTS[s]
+  if #l.names > 0 then
+    local f = redis.call('HMGET', k, unpack(l.names))
+    for i = 1, #l.names do
+      if not f[i] then
+        return false  -- gone, or no error to match
+      end
+    end
+    local at = l.at
+    if at.state and s == 5 and done_state ~= '' and f[at.state] ~= done_state then
       return false
+    end
+    if ttype ~= '' and f[at.type] ~= ttype then
+      return false
+    end
+    if prefix ~= '' and string.sub(f[at.type], 1, #prefix) ~= prefix then
+      return false
+    end
+    if err_text ~= '' then
+      local err = f[at.err]
+      bytes_read = bytes_read + #err
+      if not string.find(string.lower(err), err_text, 1, true) then
+        return false
+      end
     end
   end
   if payload_text ~= '' then
-    local payload = redis.call('HGET', k, 'payload') or ''
+    local payload = redis.call('HGET', k, 'payload')
+    if not payload then
+      return false  -- gone
+    end
     bytes_read = bytes_read + #payload
     if not string.find(payload, payload_text, 1, true) then
       return false
