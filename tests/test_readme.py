@@ -102,7 +102,7 @@ EXPECTED_OUTPUT = {
     "concord.semaphore.v1.SemaphoreService/SetLimit": ['"previous_limit": 5'],
     "concord.queue.v1.QueueService/Nack": ['"state": "TASK_STATE_DEAD"'],
     "concord.queue.v1.QueueService/ListDead": ['"last_error": "SMTP said no"'],
-    "concord.queue.v1.QueueService/SearchTasks": ['"last_error": "SMTP said no"', '"next_page_token": ""'],
+    "concord.queue.v1.QueueService/SearchTasks": ['"last_error": "SMTP said no"', '"examined": 1'],
     "concord.queue.v1.QueueService/RetryDead": ['"retried": "1"'],
     "concord.queue.v1.QueueService/Consume": ['"task": {', '"state": "TASK_STATE_LEASED"'],
     "concord.queue.v1.QueueService/GetTask": ['"state": "TASK_STATE_SUCCEEDED"', '"result": "eyJpZCI6NDJ9"',
