@@ -78,8 +78,9 @@ async def test_retry_and_delete_dead_tasks_one_selected_and_all_matching(console
 
         status, reply = await post(admin, "retry-dead", {"queue": name, "task_ids": quota[:2]})
         assert status == 200 and reply == {"retried": 2}
-        status, reply = await post(admin, "delete-dead", {"queue": name, "task_ids": [other[0]]})
-        assert status == 200 and reply == {"deleted": 1}
+        status, reply = await post(admin, "delete-dead", {"queue": name, "task_ids": [quota[0], other[0]]})
+        assert status == 200 and reply == {"deleted": 1}  # quota[0] is ready again: left as it is, not cancelled
+        assert (await q.get_task(quota[0])).state == "ready"
         status, reply = await post(admin, "retry-matching", {"queue": name, "error": "QUOTA"})
         assert status == 200 and reply["retried"] == 4 and reply["next_page_token"] == ""
         status, reply = await post(admin, "delete-matching", {"queue": name, "error": "bad input"})
@@ -93,7 +94,7 @@ async def test_retry_and_delete_dead_tasks_one_selected_and_all_matching(console
     assert re.search(rf"{REFUSED} retrying dead task 2 tasks {quota[0]}, {quota[1]} of queue '{name}'", log)
     assert re.search(rf"{WHO} retried dead task 2 tasks {quota[0]}, {quota[1]} of queue '{name}': 2 back to ready",
                      log)
-    assert re.search(rf"{WHO} deleted dead task '{other[0]}' of queue '{name}': 1 deleted", log)
+    assert re.search(rf"{WHO} deleted dead task 2 tasks {quota[0]}, {other[0]} of queue '{name}': 1 deleted", log)
     assert re.search(rf"{WHO} retried 4 dead task\(s\) of queue '{name}' matching {{error='QUOTA'}}", log)
     assert re.search(rf"{WHO} deleted 1 dead task\(s\) of queue '{name}' matching {{error='bad input'}}", log)
 
