@@ -126,6 +126,27 @@ def test_dead_tasks_are_shown_and_retried(concord_server, client, unique):
     assert run_json(target, "queue", "dead", f"{unique}:q") == []
 
 
+def test_search_finds_tasks_by_error_type_state_and_payload(concord_server, client, unique):
+    target, q = concord_server.target, client.queue(f"{unique}:q")
+    kept = q.put("report.build", b'{"customer": 7}')
+    failed = q.put("report.mail", b'{"customer": 9}', max_attempts=1, priority=1)  # taken first
+    [task] = q.get(lease_ttl=30)
+    q.nack(task, "SMTP 550: mailbox unavailable")
+    [found] = run_json(target, "queue", "search", f"{unique}:q", "--error", "MAILBOX")
+    assert (found["task_id"], found["state"], found["last_error"]) == (failed, "TASK_STATE_DEAD",
+                                                                       "SMTP 550: mailbox unavailable")
+    table = run(target, "queue", "search", f"{unique}:q", "--state", "dead", "--type-prefix", "report.")
+    assert table.returncode == 0 and failed in table.stdout and "mailbox unavailable" in table.stdout
+    assert "1 found" in table.stdout and kept not in table.stdout
+    assert [t["task_id"] for t in run_json(target, "queue", "search", f"{unique}:q", "--payload", '"customer": 7',
+                                           "--type", "report.build")] == [kept]
+    assert len(run_json(target, "queue", "search", f"{unique}:q", "--limit", "1")) == 1
+    none = run(target, "queue", "search", f"{unique}:q", "--error", "no such text")
+    assert none.returncode == 0 and "no task of" in none.stdout
+    bad = run(target, "queue", "search", f"{unique}:q", "--type", "a", "--type-prefix", "b")
+    assert bad.returncode == 1 and "type_prefix" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
 def test_queue_pause_and_resume(concord_server, client, unique):
     target, q = concord_server.target, client.queue(f"{unique}:pq")
     assert run_json(target, "queue", "pause", f"{unique}:pq") == {"queue": f"{unique}:pq", "paused": True,

@@ -5,8 +5,9 @@ the reason, where chromium or playwright is missing.
 Against a live server with tokens: the overview, locks, coordination and queues pages
 render with no console error; a lock taken through the API shows with its waiter; a force-release
 confirmed in the page hands the lock to the waiter; a semaphore shows with its
-holder; a dead task shows with its error and a Retry confirmed in the page makes it
-ready; a read-only token sees no action button; at phone width the page still fits. Each page is saved as a screenshot in the
+holder; a dead task shows with its error, is found by a search for its error text,
+and a Retry from the search results confirmed in the page makes it ready; another
+tenant's admin sees neither the queue nor the task; a read-only token sees no action button; at phone width the page still fits. Each page is saved as a screenshot in the
 test's directory, or in $CONSOLE_SCREENSHOTS when set (docs/console/ holds the ones
 the README shows).
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import concord
-from test_console import ACME_ADMIN, ACME_READER, ACME_WRITER, console_server  # noqa: F401 (a fixture)
+from test_console import ACME_ADMIN, ACME_READER, ACME_WRITER, GLOBEX_ADMIN, console_server  # noqa: F401 (a fixture)
 
 CHROMIUM = os.environ.get("CONCORD_CHROMIUM", "/usr/bin/chromium")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright for Python is not installed")
@@ -121,6 +122,7 @@ def test_the_coordination_and_queues_pages_render_live_and_retry_makes_a_dead_ta
                                                                                       shots, name):
     admin = Page(browser, console_server.console, viewport={"width": 1280, "height": 800})
     reader = Page(browser, console_server.console, viewport={"width": 390, "height": 844}, is_mobile=True)
+    other = Page(browser, console_server.console, viewport={"width": 1280, "height": 800})
     with concord.Client(console_server.target, token=ACME_WRITER) as client:
         permit = client.semaphore(name, limit=3, ttl=60, owner="crawler-7").acquire()
         try:
@@ -152,15 +154,42 @@ def test_the_coordination_and_queues_pages_render_live_and_retry_makes_a_dead_ta
             width = reader.page.evaluate("document.documentElement.scrollWidth")
             assert width <= 390, f"the page is {width}px wide at phone width"
 
-            dead.get_by_role("button", name=f"Retry {handle.task_id} of {name}").click()
+            # Found by a search for its error text (served by SearchTasks), and retried from the results.
+            search = page.locator("#search-form")
+            search.get_by_label("Queue").fill(name)
+            search.get_by_label("Error text").fill("DISK FULL")
+            search.get_by_label("Error text").press("Enter")  # the form is keyboard usable
+            found = page.locator(f'#search-results tr[data-task="{handle.task_id}"]')
+            found.get_by_text("✖ dead").wait_for(timeout=UI_DEADLINE_MS)
+            assert found.get_by_text("disk full").is_visible() and found.get_by_text("payload").is_visible()
+            page.locator("#search-status").get_by_text("the whole queue was searched").wait_for(timeout=UI_DEADLINE_MS)
+            search.scroll_into_view_if_needed()
+            page.screenshot(path=str(shots / "console-search.png"), full_page=True)
+
+            found.get_by_role("button", name=f"Retry {handle.task_id} of {name}").click()
             dialog = page.get_by_role("dialog")
             dialog.get_by_text("goes back to ready").wait_for(timeout=UI_DEADLINE_MS)
             dialog.get_by_role("button", name="Retry").click()
             page.get_by_text(f"Task {handle.task_id} is ready again").wait_for(timeout=UI_DEADLINE_MS)
             dead.wait_for(state="detached", timeout=UI_DEADLINE_MS)
+            found.get_by_text("● ready").wait_for(timeout=UI_DEADLINE_MS)  # the search ran again
             page.locator(f'tr[data-queue="{name}"] td[data-label="ready"]').get_by_text("1").wait_for(
                 timeout=UI_DEADLINE_MS)
-            assert admin.errors == [] and reader.errors == [], (admin.errors, reader.errors)
+            assert queue.stats().ready == 1
+
+            # Another tenant's admin: neither the queue nor its task.
+            other.log_in(GLOBEX_ADMIN)
+            other.page.goto(console_server.console + "/#queues")
+            other.page.get_by_role("heading", name="Search tasks").wait_for(timeout=UI_DEADLINE_MS)
+            other_search = other.page.locator("#search-form")
+            other_search.get_by_label("Queue").fill(name)
+            other_search.get_by_role("button", name="Search").click()
+            other.page.get_by_text(f'No task of queue "{name}" matches').wait_for(timeout=UI_DEADLINE_MS)
+            assert other.page.locator(f'tr[data-queue="{name}"]').count() == 0
+            assert other.page.locator(f'tr[data-task="{handle.task_id}"]').count() == 0
+            assert admin.errors == [] and reader.errors == [] and other.errors == [], (
+                admin.errors, reader.errors, other.errors)
         finally:
             admin.close()
             reader.close()
+            other.close()

@@ -118,6 +118,21 @@ BAD_REQUESTS = {
         queue="q", policy=pb.QueuePolicy(succeeded=pb.Retention(max_count=1_000_001))), "policy.succeeded.max_count"),
     "SetQueuePolicy age negative": ("SetQueuePolicy", pb.SetQueuePolicyRequest(
         queue="q", policy=pb.QueuePolicy(dead=pb.Retention(max_age=d(-1)))), "policy.dead.max_age"),
+    "SearchTasks queue empty": ("SearchTasks", pb.SearchTasksRequest(), "queue"),
+    "SearchTasks page too large": ("SearchTasks", pb.SearchTasksRequest(queue="q", page_size=101), "page_size"),
+    "SearchTasks page token not issued": ("SearchTasks", pb.SearchTasksRequest(queue="q", page_token="6:1:x"),
+                                          "page_token"),
+    "SearchTasks page token id not hex": ("SearchTasks", pb.SearchTasksRequest(
+        queue="q", page_token="1:17:00000000000g"), "page_token"),
+    "SearchTasks type and prefix": ("SearchTasks", pb.SearchTasksRequest(queue="q", type="a", type_prefix="a"),
+                                    "type_prefix"),
+    "SearchTasks type control char": ("SearchTasks", pb.SearchTasksRequest(queue="q", type="a\x00"), "type"),
+    "SearchTasks task id with a space": ("SearchTasks", pb.SearchTasksRequest(queue="q", task_id="a b"), "task_id"),
+    "SearchTasks unknown state": ("SearchTasks", pb.SearchTasksRequest(queue="q", states=[1, 99]), "states"),
+    "SearchTasks error text 257 bytes": ("SearchTasks", pb.SearchTasksRequest(queue="q", error_contains="e" * 257),
+                                         "error_contains"),
+    "SearchTasks payload 257 bytes": ("SearchTasks", pb.SearchTasksRequest(queue="q", payload_contains=b"p" * 257),
+                                      "payload_contains"),
 }
 
 

@@ -102,6 +102,7 @@ EXPECTED_OUTPUT = {
     "concord.semaphore.v1.SemaphoreService/SetLimit": ['"previous_limit": 5'],
     "concord.queue.v1.QueueService/Nack": ['"state": "TASK_STATE_DEAD"'],
     "concord.queue.v1.QueueService/ListDead": ['"last_error": "SMTP said no"'],
+    "concord.queue.v1.QueueService/SearchTasks": ['"last_error": "SMTP said no"', '"examined": 1'],
     "concord.queue.v1.QueueService/RetryDead": ['"retried": "1"'],
     "concord.queue.v1.QueueService/Consume": ['"task": {', '"state": "TASK_STATE_LEASED"'],
     "concord.queue.v1.QueueService/GetTask": ['"state": "TASK_STATE_SUCCEEDED"', '"result": "eyJpZCI6NDJ9"',
@@ -127,6 +128,7 @@ COMMAND_OUTPUT = {
     "concord --json chat tail ops": ["tailing chat 'ops'"],
     "concord queue task thumbnails": ["dead", "not_retryable", "notes.txt is not an image"],
     "concord queue wait thumbnails": ["died (not_retryable)", "exit 3"],
+    "concord queue search thumbnails": ["notes.txt is not an image", "1 found"],
     "echo | go -C clients/go run ./examples/lock": ["acquired orders:42", "released orders:42"],
 }
 BLOCK_OUTPUT = {

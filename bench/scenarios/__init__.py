@@ -24,7 +24,7 @@ class Context:
 NAMES = ("cost", "handoff", "scale", "semaphore-cost", "semaphore-handoff", "rwlock-cost", "election-handoff",
          "deadlock-cost", "queue-cost", "queue-delay", "peers-queue",
          "queue-wait", "schedule-lateness", "chat-latency", "chat-fetch", "autocomplete", "files", "load", "redis-io",
-         "replica-acks", "ratelimit", "queue-groups")
+         "replica-acks", "ratelimit", "queue-groups", "console-search")
 
 
 def module_name(name: str) -> str:

@@ -54,7 +54,7 @@ import (
 //     success ends, so a repeat changes nothing and reports TASK_LEASE_NOT_HELD),
 //     ReportProgress (proven by the lease like Ack; a repeat records the same
 //     progress again and sets the lease's TTL from now), SetQueuePolicy (it
-//     replaces the whole policy), Stats, Peek, ListDead, ListQueues, GetTask,
+//     replaces the whole policy), Stats, Peek, ListDead, SearchTasks, ListQueues, GetTask,
 //     WaitTask, GetQueuePolicy, and Enqueue when every task has a dedupe_key (a
 //     repeat names the first task as a duplicate);
 //   - schedules: GetSchedule, ListSchedules, PauseSchedule and ResumeSchedule (a
@@ -103,6 +103,7 @@ var safeToRepeat = map[string]bool{
 	queuev1.QueueService_Stats_FullMethodName:                       true,
 	queuev1.QueueService_Peek_FullMethodName:                        true,
 	queuev1.QueueService_ListDead_FullMethodName:                    true,
+	queuev1.QueueService_SearchTasks_FullMethodName:                 true,
 	queuev1.QueueService_ListQueues_FullMethodName:                  true,
 	queuev1.QueueService_GetTask_FullMethodName:                     true,
 	queuev1.QueueService_WaitTask_FullMethodName:                    true,

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"go.concord.dev/concord"
 	queuev1 "go.concord.dev/concord/gen/concord/queue/v1"
@@ -35,6 +36,49 @@ func TestWaitTaskOnAPendingTaskTimesOut(t *testing.T) {
 	got, err := concord.GetTask(ctx, c.Queues, queue, id)
 	if err != nil || got.GetState() != queuev1.TaskState_TASK_STATE_READY || got.GetType() != "idle" {
 		t.Fatalf("GetTask: %v, %v", got, err)
+	}
+}
+
+// SearchTasks pages through the whole queue; a dead task is found by its error text.
+func TestSearchTasksFindsADeadTaskByItsErrorText(t *testing.T) {
+	t.Parallel()
+	c, queue := connect(t), unique(t)
+	ctx := within(t, 10*time.Second)
+	if _, err := c.Queues.Enqueue(ctx, &queuev1.EnqueueRequest{Queue: queue, Tasks: []*queuev1.NewTask{
+		{Type: "resize", Payload: []byte(`{"file": "cat.png"}`)}, {Type: "mail", MaxAttempts: 1, Priority: 1000}}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Queues.Dequeue(ctx, &queuev1.DequeueRequest{Queues: []string{queue}})
+	if err != nil || len(got.GetTasks()) != 1 {
+		t.Fatalf("Dequeue: %v, %v", got, err)
+	}
+	task := got.GetTasks()[0]
+	if _, err := c.Queues.Nack(ctx, &queuev1.NackRequest{Queue: queue, TaskId: task.GetTaskId(), Lease: task.GetLease(),
+		Error: "SMTP 550: Mailbox full", Retryable: proto.Bool(false)}); err != nil {
+		t.Fatal(err)
+	}
+	found, err := c.Queues.SearchTasks(ctx, &queuev1.SearchTasksRequest{Queue: queue, ErrorContains: "mailbox FULL"})
+	if err != nil || len(found.GetTasks()) != 1 || found.GetTasks()[0].GetTaskId() != task.GetTaskId() ||
+		found.GetTasks()[0].GetState() != queuev1.TaskState_TASK_STATE_DEAD || found.GetNextPageToken() != "" {
+		t.Fatalf("SearchTasks by error: %v, %v", found, err)
+	}
+	var types []string
+	request := &queuev1.SearchTasksRequest{Queue: queue, PageSize: 1}
+	for {
+		page, err := c.Queues.SearchTasks(ctx, request)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, t := range page.GetTasks() {
+			types = append(types, t.GetType())
+		}
+		if page.GetNextPageToken() == "" {
+			break
+		}
+		request.PageToken = page.GetNextPageToken()
+	}
+	if len(types) != 2 || types[0] != "resize" || types[1] != "mail" {
+		t.Fatalf("paged search: %v; want resize (ready), then mail (dead)", types)
 	}
 }
 

@@ -1754,6 +1754,23 @@ export declare namespace concord.queue.v1 {
     /** retryDead, by its name in the .proto file. */
     RetryDead(request: concord.queue.v1.RetryDeadRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.RetryDeadResponse__Output>;
     /**
+     * SearchTasks finds the queue's tasks that match every filter given (task id, type
+     * or type prefix, states, text in the last error, bytes in the payload), served over
+     * the whole queue a page at a time: each call looks at no more than about 1,000 tasks
+     * (and 4 MiB of their payloads), so a page may hold fewer than page_size tasks, even
+     * none, while next_page_token says the search goes on. Tasks come by state (ready,
+     * delayed, leased, dead, then retained succeeded and cancelled ones), within a state
+     * in that state's order (ready: when it became ready; delayed: run-at; leased: lease
+     * expiry; dead and finished: when it finished). The page token is a position in that
+     * order, not a snapshot: a task that stays where it is while the search pages on is
+     * returned exactly once; one that changes state or place meanwhile (dequeued, retried,
+     * acked, its lease extended) may be missed or returned twice, and tasks added during
+     * the search may or may not be.
+     */
+    searchTasks(request: concord.queue.v1.SearchTasksRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.SearchTasksResponse__Output>;
+    /** searchTasks, by its name in the .proto file. */
+    SearchTasks(request: concord.queue.v1.SearchTasksRequest, options?: grpc.CallOptions): Promise<concord.queue.v1.SearchTasksResponse__Output>;
+    /**
      * ListQueues pages through the names of queues that hold tasks. It scans the key space: a name
      * may appear on more than one page, and one created or deleted during the
      * listing may or may not appear.
@@ -2632,6 +2649,76 @@ export declare namespace concord.queue.v1 {
   }
   interface RetryDeadResponse__Output {
     retried: string;
+  }
+
+  interface SearchTasksRequest {
+    queue?: string;
+    /** Only the task with this id: answered by one lookup, with no page after it. */
+    taskId?: string;
+    /** Only tasks of exactly this type. Exclusive with type_prefix. */
+    type?: string;
+    /** Only tasks whose type begins with this (1-256 bytes). */
+    typePrefix?: string;
+    /**
+     * Only tasks in these states (empty: every state). READY also finds the ready tasks
+     * of a paused queue (shown as WAITING); SUCCEEDED and CANCELLED find the finished
+     * tasks the queue's retention keeps.
+     */
+    states?: (concord.queue.v1.TaskState | number)[];
+    /**
+     * Only tasks whose last error contains this text, ASCII letters matched without
+     * regard to case (1-256 bytes).
+     */
+    errorContains?: string;
+    /** Only tasks whose payload contains these bytes (1-256 bytes). */
+    payloadContains?: Buffer | Uint8Array | string;
+    /** Most tasks on one page, 1-100; unset or 0 means 50. */
+    pageSize?: number;
+    /** next_page_token of the previous page; empty for the first. */
+    pageToken?: string;
+  }
+  interface SearchTasksRequest__Output {
+    queue: string;
+    /** Only the task with this id: answered by one lookup, with no page after it. */
+    taskId: string;
+    /** Only tasks of exactly this type. Exclusive with type_prefix. */
+    type: string;
+    /** Only tasks whose type begins with this (1-256 bytes). */
+    typePrefix: string;
+    /**
+     * Only tasks in these states (empty: every state). READY also finds the ready tasks
+     * of a paused queue (shown as WAITING); SUCCEEDED and CANCELLED find the finished
+     * tasks the queue's retention keeps.
+     */
+    states: (concord.queue.v1.TaskState)[];
+    /**
+     * Only tasks whose last error contains this text, ASCII letters matched without
+     * regard to case (1-256 bytes).
+     */
+    errorContains: string;
+    /** Only tasks whose payload contains these bytes (1-256 bytes). */
+    payloadContains: Buffer;
+    /** Most tasks on one page, 1-100; unset or 0 means 50. */
+    pageSize: number;
+    /** next_page_token of the previous page; empty for the first. */
+    pageToken: string;
+  }
+
+  interface SearchTasksResponse {
+    /** The matches this call found, in the order described at SearchTasks. */
+    tasks?: (concord.queue.v1.Task)[];
+    /** Empty once the whole queue has been searched; else pass it as page_token to go on. */
+    nextPageToken?: string;
+    /** How many tasks this call looked at. */
+    examined?: number;
+  }
+  interface SearchTasksResponse__Output {
+    /** The matches this call found, in the order described at SearchTasks. */
+    tasks: (concord.queue.v1.Task__Output)[];
+    /** Empty once the whole queue has been searched; else pass it as page_token to go on. */
+    nextPageToken: string;
+    /** How many tasks this call looked at. */
+    examined: number;
   }
 
   interface ListQueuesRequest {

@@ -129,6 +129,25 @@ describe('concord over grpc-js', { skip }, () => {
     assert.deepEqual(groups.map((g) => [g.name, Number(g.ready), Number(g.leased)]), [['a', 1, 1], ['b', 0, 1]]);
   });
 
+  test('searchTasks finds a dead task by its error text, a page at a time over the whole queue', async () => {
+    const queue = unique('search');
+    await client.queue.enqueue({ queue, tasks: [{ type: 'resize', payload: Buffer.from('{"file": "cat.png"}') },
+      { type: 'mail', maxAttempts: 1, priority: 1000 }] }, soon());
+    const { tasks: [task] } = await client.queue.dequeue({ queues: [queue] }, soon());
+    await client.queue.nack({ queue, taskId: task.taskId, lease: task.lease, error: 'SMTP 550: Mailbox full',
+      retryable: false }, soon());
+    const found = await client.queue.searchTasks({ queue, errorContains: 'mailbox FULL' }, soon());
+    assert.deepEqual(found.tasks.map((t) => [t.taskId, t.state, t.lastError]),
+      [[task.taskId, 'TASK_STATE_DEAD', 'SMTP 550: Mailbox full']]);
+    assert.equal(found.nextPageToken, '');
+    const first = await client.queue.searchTasks({ queue, pageSize: 1 }, soon());
+    assert.equal(first.tasks.length, 1);
+    const rest = await client.queue.searchTasks({ queue, pageToken: first.nextPageToken }, soon());
+    assert.deepEqual([...first.tasks, ...rest.tasks].map((t) => t.type), ['resize', 'mail']);  // ready, then dead
+    const byPayload = await client.queue.searchTasks({ queue, payloadContains: Buffer.from('cat.png') }, soon());
+    assert.deepEqual(byPayload.tasks.map((t) => t.type), ['resize']);
+  });
+
   test("a stream's failure is a ConcordError too", async () => {
     const err = await drain(client.lock.hold({ name: '' }, soon())).then(() => null, (e) => e);
     assert.ok(ConcordError.isReason(err, 'INVALID_ARGUMENT'), String(err));

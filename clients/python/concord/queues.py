@@ -27,7 +27,7 @@ settling calls and reads retry too; ``put`` retries only with a ``dedupe_key``
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -306,6 +306,29 @@ class Schedule:
                         _MISSED_NAMES.get(spec.missed, "once"), seconds(spec.grace), m.paused,
                         _maybe_when(m, "next_run_at"), _maybe_when(m, "last_run_at"), m.last_task_id, m.runs,
                         _maybe_when(m, "last_missed_at"), when(m.created_at), when(m.updated_at), m.version)
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    """One page of ``queue.search(...)``: the matches, and where to go on (``next_page_token``,
+    empty once the whole queue was searched). A page may hold few tasks, or none, while
+    the search goes on: the server looks at a bounded number of tasks per call."""
+
+    tasks: list[Task]
+    next_page_token: str
+    examined: int
+
+
+def _search_request(queue: str, task_id: str, type: str, type_prefix: str, states: Iterable[str], error: str,
+                    payload: bytes | str, page_size: int, page_token: str) -> pb.SearchTasksRequest:
+    return pb.SearchTasksRequest(queue=queue, task_id=task_id, type=type, type_prefix=type_prefix,
+                                 states=[STATE_VALUES[s] for s in states], error_contains=error,
+                                 payload_contains=payload.encode() if isinstance(payload, str) else payload,
+                                 page_size=page_size, page_token=page_token)
+
+
+def _search_page(r: pb.SearchTasksResponse) -> SearchPage:
+    return SearchPage([task_from(t, None) for t in r.tasks], r.next_page_token, r.examined)
 
 
 def _unique(found: list[Schedule]) -> list[Schedule]:
@@ -612,6 +635,30 @@ class Queue(_QueueBase):
         r = self._rpc.call("RetryDead", pb.RetryDeadRequest(queue=self.name, task_ids=list(task_ids), limit=limit))
         return r.retried
 
+    def search(self, *, task_id: str = "", type: str = "", type_prefix: str = "", states: Iterable[str] = (),
+               error: str = "", payload: bytes | str = b"", page_size: int = 50, page_token: str = "") -> SearchPage:
+        """One page of the tasks that match every filter given, searched by the server over
+        the whole queue: a task id, a type (or ``type_prefix``), states ("ready",
+        "delayed", "leased", "dead", "succeeded", "cancelled"), text in the last error
+        (ASCII letters in either case), bytes in the payload. Pass ``next_page_token``
+        back as ``page_token`` to go on; ``search_all`` does that for you."""
+        return _search_page(self._rpc.call_safe("SearchTasks", _search_request(
+            self.name, task_id, type, type_prefix, states, error, payload, page_size, page_token)))
+
+    def search_all(self, *, limit: int | None = None, **filters: Any) -> Iterator[Task]:
+        """Every match of ``search(**filters)``, page after page, up to ``limit`` of them."""
+        token, found = "", 0
+        while True:
+            page = self.search(page_token=token, **filters)
+            for task in page.tasks:
+                if limit is not None and found >= limit:
+                    return
+                found += 1
+                yield task
+            token = page.next_page_token
+            if not token or (limit is not None and found >= limit):
+                return
+
     def schedule(self, name: str, *, cron: str | None = None, every: float | timedelta | None = None,
                  tz: str = "UTC", start_at: datetime | None = None, type: str | None = None, payload: Any = b"",
                  priority: int = 0, max_attempts: int = 0, missed: str = "once",
@@ -782,6 +829,27 @@ class AsyncQueue(_QueueBase):
         r = await self._rpc.call("RetryDead",
                                  pb.RetryDeadRequest(queue=self.name, task_ids=list(task_ids), limit=limit))
         return r.retried
+
+    async def search(self, *, task_id: str = "", type: str = "", type_prefix: str = "", states: Iterable[str] = (),
+                     error: str = "", payload: bytes | str = b"", page_size: int = 50,
+                     page_token: str = "") -> SearchPage:
+        """As Queue.search."""
+        return _search_page(await self._rpc.call_safe("SearchTasks", _search_request(
+            self.name, task_id, type, type_prefix, states, error, payload, page_size, page_token)))
+
+    async def search_all(self, *, limit: int | None = None, **filters: Any) -> AsyncIterator[Task]:
+        """As Queue.search_all."""
+        token, found = "", 0
+        while True:
+            page = await self.search(page_token=token, **filters)
+            for task in page.tasks:
+                if limit is not None and found >= limit:
+                    return
+                found += 1
+                yield task
+            token = page.next_page_token
+            if not token or (limit is not None and found >= limit):
+                return
 
     async def schedule(self, name: str, *, cron: str | None = None, every: float | timedelta | None = None,
                        tz: str = "UTC", start_at: datetime | None = None, type: str | None = None,

@@ -14,6 +14,7 @@ from ..config import Settings
 from ..errors import InvalidArgument
 from ..primitives.queue import (MAX_PRIORITY, GroupInfo, GroupRules, NewTask, Policy, QueueEvent, Queues, Rate,
                                 Retention, RetryPolicy, Settling, TaskRecord)
+from ..primitives.task_search import DEFAULT_PAGE, MAX_NEEDLE_BYTES, MAX_PAGE, Cursor, SearchQuery
 from ..primitives.schedule_times import MAX_CRON_BYTES, BadTiming, Timing, off_loop
 from ..primitives.schedules import ScheduleRecord, Schedules, ScheduleSpec
 from . import validation as v
@@ -168,6 +169,26 @@ def event_message(e: QueueEvent) -> pb.QueueEvent:
         if e.progress.value is not None:
             m.progress.value = e.progress.value
     return m
+
+
+def search_query(request: pb.SearchTasksRequest) -> SearchQuery:
+    """SearchTasks' filters, each checked: a task id as the server hands them out, a type
+    (or prefix) like a name, text and bytes of 1 to MAX_NEEDLE_BYTES."""
+    if request.type and request.type_prefix:
+        raise InvalidArgument("give type or type_prefix, not both", field="type_prefix")
+    states = set()
+    for state in request.states:
+        name = _STATE_NAMES.get(state)
+        if name is None:
+            raise InvalidArgument("states holds an unknown state", field="states")
+        states.add(name)
+    if len(request.payload_contains) > MAX_NEEDLE_BYTES:
+        raise InvalidArgument(f"payload_contains is longer than {MAX_NEEDLE_BYTES} bytes", field="payload_contains")
+    return SearchQuery(task_id=v.token(request.task_id, "task_id") if request.task_id else "",
+                       type=v.name(request.type, "type") if request.type else "",
+                       type_prefix=v.label(request.type_prefix, "type_prefix"),
+                       states=frozenset(states), error_contains=v.label(request.error_contains, "error_contains"),
+                       payload_contains=request.payload_contains)
 
 
 def _bad_timing(exc: BadTiming) -> InvalidArgument:
@@ -583,6 +604,15 @@ class QueueServicer(queue_pb2_grpc.QueueServiceServicer):
         ids = [v.token(t, "task_ids") for t in request.task_ids]
         limit = self._limit(request.limit, MAX_LIST, MAX_RETRY_DEAD)
         return pb.RetryDeadResponse(retried=await self._queues.retry_dead(queue, ids, limit))
+
+    @rpc
+    async def SearchTasks(self, request: pb.SearchTasksRequest, context) -> pb.SearchTasksResponse:
+        queue = v.name(request.queue, "queue")
+        page_size = v.count(request.page_size or DEFAULT_PAGE, "page_size", minimum=1, maximum=MAX_PAGE)
+        cursor = Cursor.parse(request.page_token)
+        page = await self._queues.search(queue, search_query(request), page_size, cursor)
+        return pb.SearchTasksResponse(tasks=[task_message(t) for t in page.tasks],
+                                      next_page_token=page.next.token() if page.next else "", examined=page.examined)
 
     @rpc
     async def Consume(self, request_iterator, context) -> AsyncIterator[pb.ConsumeResponse]:

@@ -1,4 +1,4 @@
-"""The console's aiohttp application: routes, the one action, errors as JSON.
+"""The console's aiohttp application: routes, force-release, errors as JSON.
 
 Routes:
   GET  /                          the page (static/index.html; static/ for the rest)
@@ -8,9 +8,9 @@ Routes:
   GET  /api/snapshot              the viewer's snapshot once (JSON)
   GET  /api/events                the same, live: Server-Sent Events (live.py)
   POST /api/locks/force-release {"name"}   an admin's release of a lock (the next waiter gets it)
-  POST /api/queues/retry-dead {"queue", "task_id"}   an admin's retry of one dead task (back to ready)
+  POST /api/queues/...           task search and queue actions: queue_actions.py
 
-An action needs what its gRPC method needs (ForceRelease, RetryDead: an admin token; auth.py),
+An action needs what its gRPC method needs (ForceRelease: an admin token; auth.py),
 else 403 with reason PERMISSION_DENIED; each one, done or refused, is logged with
 who asked. POSTs must carry JSON (a cross-site form cannot) and a same-origin Origin
 when one is sent, on top of the SameSite=Strict cookie. Errors are JSON
@@ -36,6 +36,8 @@ from ..errors import ConcordError, InvalidArgument, PermissionDenied
 from ..edge.auth import AuthInterceptor
 from .auth import COOKIE, SESSION_TTL, Sessions, Viewer
 from .live import KEEPALIVE, Hub
+from .queue_actions import QueueActions
+from .queue_actions import may as queue_may
 from .views import Overview, locks_view, queues_view, semaphores_view
 
 log = logging.getLogger("concord_server.console")
@@ -45,7 +47,6 @@ LIST_LOCKS = "/concord.lock.v1.LockService/ListLocks"
 FORCE_RELEASE = "/concord.lock.v1.LockService/ForceRelease"
 LIST_SEMAPHORES = "/concord.semaphore.v1.SemaphoreService/ListSemaphores"
 LIST_QUEUES = "/concord.queue.v1.QueueService/ListQueues"
-RETRY_DEAD = "/concord.queue.v1.QueueService/RetryDead"
 # Each part of a snapshot, its reader, and the method a token must be allowed to see it.
 VIEWS = (("locks", LIST_LOCKS, lambda p: locks_view(p.locks)),
          ("semaphores", LIST_SEMAPHORES, lambda p: semaphores_view(p.semaphores)),
@@ -67,10 +68,12 @@ class Console:
     """The console of one server process; ``start`` binds it, ``aclose`` ends it."""
 
     def __init__(self, primitives: Any, overview: Overview, auth: AuthInterceptor | None) -> None:
-        self._primitives = primitives
+        self.primitives = primitives
         self._overview = overview
         self.sessions = Sessions(auth)
         self.hub = Hub(lambda: self._snapshot)
+        self.queue_actions = QueueActions(self)
+        self.json_body = _json_body
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
 
@@ -83,7 +86,7 @@ class Console:
         app.router.add_get("/api/snapshot", self._snapshot_once)
         app.router.add_get("/api/events", self._events)
         app.router.add_post("/api/locks/force-release", self._force_release)
-        app.router.add_post("/api/queues/retry-dead", self._retry_dead)
+        self.queue_actions.add_routes(app)
         app.router.add_static("/static/", STATIC, follow_symlinks=False)
         app.on_response_prepare.append(_secure_headers)
         return app
@@ -104,10 +107,10 @@ class Console:
 
     # -- who is asking
 
-    def _viewer(self, request: web.Request) -> Viewer:
+    def viewer(self, request: web.Request) -> Viewer:
         return self.sessions.viewer(request.cookies.get(COOKIE))
 
-    async def _as(self, viewer: Viewer, work: Callable[[], Awaitable[T]]) -> T:
+    async def run_as(self, viewer: Viewer, work: Callable[[], Awaitable[T]]) -> T:
         """Runs work in the viewer's tenant (tenants.current), in a context of its own."""
         async def run() -> T:  # work() itself runs in the context: a Routed primitive is resolved there
             return await work()
@@ -123,7 +126,7 @@ class Console:
         snapshot: dict[str, Any] = {"overview": await self._overview.read()}
         for part, _, read in VIEWS:  # one after the other: each bounds its own Redis work
             try:
-                snapshot[part] = await read(self._primitives)
+                snapshot[part] = await read(self.primitives)
             except ConcordError as exc:
                 snapshot[part] = {"error": exc.message, "code": exc.code}
         return snapshot
@@ -137,18 +140,18 @@ class Console:
 
     async def _me(self, request: web.Request) -> web.Response:
         try:
-            viewer = self._viewer(request)
+            viewer = self.viewer(request)
         except ConcordError:
             return web.json_response({"logged_in": False, "needs_token": self.sessions.needs_token})
         return web.json_response(_me(viewer, self.sessions.needs_token))
 
     async def _snapshot_once(self, request: web.Request) -> web.Response:
-        viewer = self._viewer(request)
-        snapshot = await self._as(viewer, self._snapshot)
+        viewer = self.viewer(request)
+        snapshot = await self.run_as(viewer, self._snapshot)
         return web.json_response({k: v for k, v in snapshot.items() if k not in self._hidden(viewer)})
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
-        viewer = self._viewer(request)
+        viewer = self.viewer(request)
         hidden = self._hidden(viewer)
         async with self.hub.subscribe(viewer.tenant) as (feed, queue):
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
@@ -166,7 +169,7 @@ class Console:
                         break
                     # The viewer is checked again for each event: a revoked token's stream ends.
                     try:
-                        self._viewer(request)
+                        self.viewer(request)
                     except ConcordError:
                         break
                     await response.write(feed.payload(hidden))
@@ -198,7 +201,7 @@ class Console:
     # -- actions
 
     async def _force_release(self, request: web.Request) -> web.Response:
-        viewer = self._viewer(request)
+        viewer = self.viewer(request)
         body = await _json_body(request)
         name = body.get("name")
         if not isinstance(name, str):
@@ -210,7 +213,7 @@ class Console:
                         viewer.who, request.remote, name)
             raise
         v.name(name)
-        removed = await self._as(viewer, lambda: self._primitives.locks.force_release(name))
+        removed = await self.run_as(viewer, lambda: self.primitives.locks.force_release(name))
         if removed is None:
             log.info("console: %s from %s force-released lock %r: nobody held it", viewer.who, request.remote, name)
             reply: dict[str, Any] = {"released": False}
@@ -221,35 +224,13 @@ class Console:
         self.hub.poke(viewer.tenant)
         return web.json_response(reply)
 
-    async def _retry_dead(self, request: web.Request) -> web.Response:
-        viewer = self._viewer(request)
-        body = await _json_body(request)
-        queue, task_id = body.get("queue"), body.get("task_id")
-        if not isinstance(queue, str):
-            raise InvalidArgument("queue must be a string", field="queue")
-        if not isinstance(task_id, str):
-            raise InvalidArgument("task_id must be a string", field="task_id")
-        try:
-            viewer.check(RETRY_DEAD)
-        except ConcordError:
-            log.warning("console: %s from %s was refused retrying dead task %r of queue %r (needs an admin token)",
-                        viewer.who, request.remote, task_id, queue)
-            raise
-        v.name(queue, "queue")
-        v.token(task_id, "task_id")
-        retried = await self._as(viewer, lambda: self._primitives.queues.retry_dead(queue, [task_id], 1))
-        log.info("console: %s from %s retried dead task %r of queue %r: %s", viewer.who, request.remote, task_id,
-                 queue, "back to ready" if retried else "it was not dead")
-        self.hub.poke(viewer.tenant)
-        return web.json_response({"retried": retried})
-
 
 def _me(viewer: Viewer, needs_token: bool) -> dict[str, Any]:
     return {"logged_in": True, "needs_token": needs_token, "who": viewer.who, "tenant": viewer.identity.tenant,
             "role": viewer.identity.role,
             "may": {"list_locks": viewer.may(LIST_LOCKS), "force_release": viewer.may(FORCE_RELEASE),
                     "list_semaphores": viewer.may(LIST_SEMAPHORES), "list_queues": viewer.may(LIST_QUEUES),
-                    "retry_dead": viewer.may(RETRY_DEAD)}}
+                    **queue_may(viewer)}}
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:

@@ -62,7 +62,7 @@ METHOD_ROLES: dict[str, dict[str, tuple[str, ...]]] = {
         "lock": ("Describe", "ListLocks"),
         "semaphore": ("Describe", "ListSemaphores"),
         "queue": ("Stats", "Peek", "ListDead", "ListQueues", "GetTask", "WaitTask", "GetQueuePolicy", "GetSchedule",
-                  "ListSchedules", "WatchQueue", "GetGroup", "ListGroups"),
+                  "ListSchedules", "WatchQueue", "GetGroup", "ListGroups", "SearchTasks"),
         "chat": ("ListChats", "GetHistory", "ListAllChats"),
         "autocomplete": ("SuggestRecent", "Suggest", "Count"),
         "files": ("Download", "ListFiles"),

@@ -1,9 +1,12 @@
 -- queue_remove.lua: cancel one task, or delete tasks in bulk, that no worker holds.
 -- KEYS: see queue_common.lua
--- ARGV[7] what: cancel | purge | purge_with_dead   ARGV[8] task id (cancel) or batch size (purge)
+-- ARGV[7] what: cancel | delete_dead | purge | purge_with_dead
+-- ARGV[8] task id (cancel) or batch size (purge); delete_dead: ARGV[8..] task ids
 -- Returns for cancel CANCEL.CANCELLED (a ready or delayed task is now cancelled, kept under the
 -- retention; a dead one is deleted), or CANCEL.NO_SUCH_TASK, CANCEL.LEASED, CANCEL.FINISHED
--- (nothing changed); for purge {deleted, 1 if more remain (call again) else 0}.
+-- (nothing changed); for delete_dead {how many of the ids named dead tasks, now deleted as
+-- cancel deletes them; the others are left as they are, 0}; for purge {deleted, 1 if more
+-- remain (call again) else 0}.
 -- purge deletes ready and delayed tasks; purge_with_dead also dead and retained finished
 -- (succeeded, cancelled) ones. Their dedupe keys go with them (not kept for the window). A
 -- purge_with_dead that leaves the queue holding no task at all (none leased either) also
@@ -39,6 +42,19 @@ if what == 'cancel' then
     retire(id, false, now_ms, {'state', 'cancelled'})
   end
   return CANCEL.CANCELLED
+end
+if what == 'delete_dead' then
+  -- Only tasks still dead: one retried meanwhile is not cancelled instead.
+  local deleted = 0
+  for i = 8, #ARGV do
+    local id = ARGV[i]
+    if redis.call('ZREM', KEYS[5], id) == 1 then
+      event(now_ms, 'cancelled', id)
+      forget(id)
+      deleted = deleted + 1
+    end
+  end
+  return {deleted, 0}
 end
 local budget = tonumber(ARGV[8])
 local deleted = 0

@@ -34,6 +34,7 @@ from ..wakeups.outcomes import Outcomes
 from .letting_go import Releaser, answer_within
 from .. import quotas
 from .listing import noting, scan_names
+from .task_search import EXAMINE, READ_BYTES, START, Cursor, SearchQuery
 
 TASK_OVERHEAD = 1024  # queue_common.lua's TASK_OVERHEAD: a task's reply bytes beyond its variable fields
 # One task as queue_common.lua's task_reply gives it: its id, then fourteen fields (nil if unset).
@@ -109,6 +110,22 @@ class EventsReply(NamedTuple):
     events: list[list[str]]  # each: n, kind, task id, ms, then field, value pairs
 
 
+class SearchReply(NamedTuple):
+    examined: int
+    paused: int  # 0/1
+    next_set: int  # 0: the search is done
+    next_score: bytes
+    next_id: bytes
+    tasks: list[list[Any]]  # each as TASK
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    tasks: list[TaskRecord]
+    next: Cursor | None  # None: the whole queue has been searched
+    examined: int
+
+
 class PurgeReply(NamedTuple):
     deleted: int
     more: int  # 1: call again
@@ -141,13 +158,15 @@ _REMOVE = script("queue_remove.lua", Either(Codes(*CANCEL.codes()), Tup(INT, Cod
                  decode=lambda r: PurgeReply(*r) if isinstance(r, list) else r)
 _RETRY_DEAD = script("queue_retry_dead.lua", INT)
 _PAUSE = script("queue_pause.lua", Codes(0, 1))  # 1: it was paused
+_SEARCH = script("queue_search.lua", Seq(INT, Codes(0, 1), Codes(0, 1, 2, 3, 4, 5), STR, STR, each=(TASK,)), raw=True,
+                 decode=lambda r: SearchReply(*r[:5], r[5:]))
 _POLICY = script("queue_policy.lua", POLICY, raw=True, decode=_policy_reply)
 
 _GROUP = script("queue_group.lua", Either(GROUP, Seq(each=(GROUP,))), raw=True)
 _EVENTS = script("queue_events.lua", Seq(INT, INT, each=(Seq(STR, STR, STR, STR, each=(STR,)),)),
                  decode=lambda r: EventsReply(r[0], r[1], r[2:]))
 
-SCRIPTS = (_ENQUEUE, _DEQUEUE, _SETTLE, _INSPECT, _REMOVE, _RETRY_DEAD, _PAUSE, _POLICY, _GROUP, _EVENTS)
+SCRIPTS = (_ENQUEUE, _DEQUEUE, _SETTLE, _INSPECT, _REMOVE, _RETRY_DEAD, _PAUSE, _POLICY, _GROUP, _EVENTS, _SEARCH)
 
 # Strict priority: one priority step outweighs any difference in ready time (2^43 ms
 # is ~280 years), and scores stay exact in Lua's doubles for priorities up to 1000.
@@ -742,6 +761,20 @@ class Queues:
         reply = await self._run(_INSPECT, self._keys.queue(queue), state, offset, limit, self._max_reply_bytes)
         return [_record(queue, f) for f in reply]
 
+    async def search(self, queue: str, query: SearchQuery, page_size: int, cursor: Cursor | None) -> SearchPage:
+        """One page of a search (task_search.py): at most page_size matches, from no more
+        than EXAMINE tasks looked at after the cursor (None: from the start), fewer if more
+        would not fit in a reply; ``next`` is None once the whole queue has been searched.
+        A ready task of a paused queue is ``waiting``."""
+        r = await self._run(_SEARCH, self._keys.queue(queue), query.sets(), query.done_state(),
+                            *(cursor.args() if cursor else START), *query.filters(), page_size, EXAMINE, READ_BYTES,
+                            self._max_reply_bytes)
+        tasks = [_record(queue, f) for f in r.tasks]
+        if r.paused:
+            tasks = [replace(t, state="waiting") if t.state == "ready" else t for t in tasks]
+        cursor = Cursor(r.next_set, _text(r.next_score), _text(r.next_id)) if r.next_set else None
+        return SearchPage(tasks, cursor, r.examined)
+
     async def cancel(self, queue: str, task_id: str) -> None:
         result = await self._run(_REMOVE, self._keys.queue(queue), "cancel", task_id)
         if result == CANCEL.NO_SUCH_TASK:
@@ -752,6 +785,11 @@ class Queues:
         if result == CANCEL.FINISHED:
             raise TaskFinished(f"task {task_id!r} of queue {queue!r} has finished already",
                                queue=queue, task_id=task_id)
+
+    async def delete_dead(self, queue: str, task_ids: Sequence[str]) -> int:
+        """Deletes the named tasks that are dead (as Cancel deletes a dead task); returns
+        how many were. Ids of tasks in any other state, or gone, change nothing."""
+        return (await self._run(_REMOVE, self._keys.queue(queue), "delete_dead", *task_ids)).deleted
 
     async def purge(self, queue: str, include_dead: bool) -> int:
         """Deletes ready and delayed (include_dead: also dead and retained finished)

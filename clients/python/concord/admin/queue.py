@@ -8,7 +8,7 @@ from typing import Any
 
 from .._convert import duration
 from ..queue.v1 import queue_pb2
-from ..tasks import STATE_NAMES
+from ..tasks import STATE_NAMES, STATE_VALUES
 from ._common import (
     UNLIMITED, Base, Command, _age, _bytes_text, _dict, _fields, human_duration, parse_duration, _seconds,
     _table, _time,
@@ -46,6 +46,7 @@ def _retention_count(text: str) -> int | str:
 
 
 GROUPS_SHOWN = 100  # queue describe's group table
+SEARCH_PAGE = 100  # SearchTasks' largest page
 _WAITING = {queue_pb2.WAIT_REASON_GROUP_PAUSED: "paused", queue_pb2.WAIT_REASON_GROUP_AT_CAP: "at cap",
             queue_pb2.WAIT_REASON_GROUP_RATE_LIMITED: "rate limited"}
 
@@ -343,6 +344,29 @@ class Commands(Base):
         self.emit(tasks, _table(rows, ["task_id", "type", "attempt", "max_attempts", "error"]) if tasks
                   else f"(no dead tasks in {args.name!r})")
 
+    def queue_search(self, args: argparse.Namespace) -> None:
+        """Pages through SearchTasks (each call bounded by the server) until --limit matches
+        or the end of the queue."""
+        request = queue_pb2.SearchTasksRequest(
+            queue=args.name, task_id=args.task_id, type=args.type, type_prefix=args.type_prefix,
+            states=[STATE_VALUES[s] for s in args.state], error_contains=args.error,
+            payload_contains=args.payload.encode(), page_size=min(args.limit, SEARCH_PAGE))
+        tasks: list[dict[str, Any]] = []
+        examined = 0
+        while len(tasks) < args.limit:
+            r = self.call("queue", "SearchTasks", request)
+            tasks += [_dict(t) for t in r.tasks][:args.limit - len(tasks)]
+            examined += r.examined
+            if not r.next_page_token:
+                break
+            request.page_token = r.next_page_token
+        rows = [{**t, "state": t["state"].removeprefix("TASK_STATE_").lower(), "error": t.get("last_error", "")}
+                for t in tasks]
+        more = " (--limit reached; there may be more)" if len(tasks) >= args.limit else ""
+        self.emit(tasks, (_table(rows, ["task_id", "state", "type", "attempt", "max_attempts", "error"])
+                          + f"\n{len(tasks)} found{more}") if tasks
+                  else f"(no task of {args.name!r} matches; {examined} looked at)")
+
     def queue_retry_dead(self, args: argparse.Namespace) -> None:
         r = self.call("queue", "RetryDead",
                       queue_pb2.RetryDeadRequest(queue=args.name, task_ids=args.task_ids, limit=args.limit))
@@ -363,6 +387,18 @@ def add_commands(kinds: argparse._SubParsersAction, command: Command) -> None:
     dead = command(queue, "dead", "queue_dead", "dead-lettered tasks")
     dead.add_argument("name")
     dead.add_argument("--limit", type=int, default=100)
+    search = command(queue, "search", "queue_search",
+                     "find tasks by id, type, state, error text or payload bytes, searched by the server over "
+                     "the whole queue")
+    search.add_argument("name")
+    search.add_argument("--task-id", default="", help="only this task")
+    search.add_argument("--type", default="", help="only tasks of this type")
+    search.add_argument("--type-prefix", default="", help="only tasks whose type begins with this")
+    search.add_argument("--state", action="append", default=[], choices=sorted(set(STATE_VALUES) - {"waiting"}),
+                        help="only tasks in this state (repeat for several)")
+    search.add_argument("--error", default="", help="only tasks whose last error holds this text (any case)")
+    search.add_argument("--payload", default="", help="only tasks whose payload holds this text")
+    search.add_argument("--limit", type=int, default=100, help="stop after this many matches (default 100)")
     retry = command(queue, "retry-dead", "queue_retry_dead", "make dead tasks ready again (all, or those named)")
     retry.add_argument("name")
     retry.add_argument("task_ids", nargs="*")

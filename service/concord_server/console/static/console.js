@@ -178,7 +178,10 @@ function render() {
   if (state.view === "overview" && s.overview) renderOverview(s.overview);
   if (state.view === "locks") renderLocks(s.locks);
   if (state.view === "coordination") renderSemaphores(s.semaphores);
-  if (state.view === "queues") renderQueues(s.queues);
+  if (state.view === "queues") {
+    renderQueues(s.queues);
+    if (!search) renderSearch();
+  }
 }
 
 // The box's message when a part is missing (the token may not list it) or failed to read;
@@ -237,10 +240,12 @@ function renderQueues(queues) {
       ") and it shows here within a second, with its tasks counted by state."));
     return;
   }
-  const canRetry = state.me && state.me.may && state.me.may.retry_dead;
+  const may = (state.me && state.me.may) || {};
+  const canRetry = may.retry_dead;
+  $("queue-names").replaceChildren(...queues.items.map((q) => el("option", { value: q.name })));
   const parts = [el("p", { class: "legend" }, count(queues.items.length, "queue") +
       (queues.more ? ` (the first ${queues.limit} by name)` : "")),
-    table(["name", "ready", "delayed", "leased", "dead", "done", "oldest ready"], queues.items.map((q) =>
+    table(["name", "ready", "delayed", "leased", "dead", "done", "oldest ready", "actions"], queues.items.map((q) =>
       el("tr", { "data-queue": q.name },
         el("td", { "data-label": "name", class: "name" }, q.name, q.paused ? el("span", { class: "state free" }, " ⏸ paused") : null),
         el("td", { "data-label": "ready" }, q.ready),
@@ -248,7 +253,8 @@ function renderQueues(queues) {
         el("td", { "data-label": "leased" }, q.leased),
         el("td", { "data-label": "dead", class: q.dead ? "bad" : null }, q.dead),
         el("td", { "data-label": "done" }, q.done),
-        el("td", { "data-label": "oldest ready" }, q.ready ? duration(q.oldest_ready_age_ms) : "—"))))];
+        el("td", { "data-label": "oldest ready" }, q.ready ? duration(q.oldest_ready_age_ms) : "—"),
+        el("td", { "data-label": "actions" }, queueActions(q, may)))))];
   for (const q of queues.items.filter((q) => q.dead_tasks.length)) {
     parts.push(el("div", { "data-dead-of": q.name }, el("h3", {}, `Dead tasks of ${q.name}`),
       el("p", { class: "legend" }, q.dead > q.dead_tasks.length ? `the first ${q.dead_tasks.length} of ${q.dead}, oldest death first` : "oldest death first"),
@@ -265,6 +271,175 @@ function renderQueues(queues) {
   box.replaceChildren(...parts);
 }
 
+function queueActions(q, may) {
+  return el("div", { class: "row-actions" },
+    may.search_tasks ? el("button", { type: "button", onclick: () => searchQueue(q.name), "aria-label": `Search ${q.name}` }, "Search") : null,
+    may.pause_queue ? el("button", { type: "button", onclick: () => pauseQueue(q), "aria-label": `${q.paused ? "Resume" : "Pause"} ${q.name}` },
+      q.paused ? "Resume" : "Pause") : null,
+    may.purge ? el("button", { type: "button", class: "danger", onclick: () => purgeQueue(q), "aria-label": `Purge ${q.name}` }, "Purge") : null);
+}
+
+// -- task search: results come from the server (SearchTasks), a page at a time
+
+const STATE_SHAPES = { ready: "● ready", waiting: "⏸ waiting", delayed: "◷ delayed", leased: "▶ leased",
+  dead: "✖ dead", succeeded: "✔ succeeded", cancelled: "○ cancelled" };
+let search = null; // {query, tasks: Map id -> task, token, examined, done, selected: Set, error}
+
+function searchQueue(name) {
+  const form = $("search-form");
+  form.queue.value = name;
+  form.scrollIntoView({ block: "start" });
+  form.requestSubmit();
+}
+
+function searchQuery() {
+  const f = $("search-form");
+  const query = { queue: f.queue.value.trim() };
+  if (f.task_id.value.trim()) query.task_id = f.task_id.value.trim();
+  if (f.type.value) query[f.prefix.checked ? "type_prefix" : "type"] = f.type.value;
+  if (f.state.value) query.states = [f.state.value];
+  if (f.error.value) query.error = f.error.value;
+  if (f.payload.value) query.payload = f.payload.value;
+  return query;
+}
+
+async function runSearch(fresh = true) {
+  if (fresh) {
+    search = { query: searchQuery(), tasks: new Map(), token: "", examined: 0, done: false, selected: new Set() };
+    loadSchedules(search.query.queue);
+  }
+  const asked = search;
+  asked.busy = true;
+  renderSearch();
+  try {
+    const page = await api("/api/queues/search", { ...asked.query, page_token: asked.token });
+    for (const t of page.tasks) asked.tasks.set(t.task_id, t); // a task that moved may come twice: shown once
+    asked.token = page.next_page_token;
+    asked.examined += page.examined;
+    asked.done = !page.next_page_token;
+    asked.error = null;
+  } catch (error) {
+    asked.error = `${error.reason || ""} ${error.message}`;
+  }
+  asked.busy = false;
+  if (asked === search) renderSearch();
+}
+
+function taskState(t) {
+  return el("span", { class: `state ${t.state}` }, STATE_SHAPES[t.state] || t.state);
+}
+
+function renderSearch() {
+  const box = $("search-results");
+  if (!search) {
+    box.replaceChildren(el("p", { class: "empty" }, "Name a queue and any of a task id, type, state, error text or payload " +
+      "text: the server searches the whole queue, a page at a time. Use a queue's Search button above to start."));
+    return;
+  }
+  const may = (state.me && state.me.may) || {};
+  const tasks = [...search.tasks.values()];
+  const parts = [];
+  const status = search.busy ? "searching…" : search.done ? "the whole queue was searched" : "more of the queue to search";
+  parts.push(el("p", { class: "legend", id: "search-status" },
+    `${count(tasks.length, "task")} found in queue "${search.query.queue}" · ${search.examined} looked at · ${status}`));
+  if (search.error) parts.push(el("p", { class: "error", role: "alert" }, `Search failed: ${search.error}`));
+  if (!tasks.length && !search.busy && !search.error) {
+    parts.push(el("p", { class: "empty" }, search.done ? `No task of queue "${search.query.queue}" matches. ` +
+      "Loosen a filter, or check the queue's name." : "None found yet: press More to search on."));
+  }
+  const actions = may.retry_dead || may.delete_dead || may.cancel;
+  if (tasks.length) {
+    parts.push(table([...(actions ? ["select"] : []), "task", "state", "type", "attempts", "last error", "payload",
+      ...(actions ? ["action"] : [])], tasks.map((t) => el("tr", { "data-task": t.task_id },
+      actions ? el("td", { "data-label": "select" }, el("input", {
+        type: "checkbox", checked: search.selected.has(t.task_id), "aria-label": `Select ${t.task_id}`,
+        onchange: (e) => { if (e.target.checked) search.selected.add(t.task_id); else search.selected.delete(t.task_id); renderBulk(); },
+      })) : null,
+      el("td", { "data-label": "task", class: "name" }, t.task_id),
+      el("td", { "data-label": "state" }, taskState(t)),
+      el("td", { "data-label": "type" }, t.type),
+      el("td", { "data-label": "attempts" }, `${t.attempt} / ${t.max_attempts}`),
+      el("td", { "data-label": "last error", class: "error" }, t.last_error || "—"),
+      el("td", { "data-label": "payload", class: "payload", title: `${t.payload_bytes} bytes` },
+        t.payload_bytes ? t.payload_preview + (t.payload_bytes > t.payload_preview.length ? "…" : "") : "—"),
+      actions ? el("td", { "data-label": "action" }, taskActions(t, may)) : null))));
+  }
+  if (!search.done && !search.busy) {
+    parts.push(el("button", { type: "button", id: "search-more", onclick: () => runSearch(false) }, "More"));
+  }
+  parts.push(el("div", { class: "bulk", id: "bulk" }));
+  box.replaceChildren(...parts);
+  renderBulk();
+}
+
+function taskActions(t, may) {
+  const q = search.query.queue;
+  if (t.state === "dead") {
+    return el("div", { class: "actions" },
+      may.retry_dead ? el("button", { type: "button", onclick: () => retryDead(q, t), "aria-label": `Retry ${t.task_id} of ${q}` }, "Retry") : null,
+      may.delete_dead ? el("button", { type: "button", class: "danger", onclick: () => deleteDead(q, [t.task_id]),
+        "aria-label": `Delete ${t.task_id} of ${q}` }, "Delete") : null);
+  }
+  if (["ready", "waiting", "delayed"].includes(t.state) && may.cancel) {
+    return el("button", { type: "button", class: "danger", onclick: () => cancelTask(q, t), "aria-label": `Cancel ${t.task_id} of ${q}` }, "Cancel");
+  }
+  return "—";
+}
+
+// The bulk actions: on the selected dead tasks, or on every dead task the search finds.
+function renderBulk() {
+  const bar = $("bulk");
+  if (!bar || !search) return;
+  const may = (state.me && state.me.may) || {};
+  const q = search.query.queue;
+  const deadSelected = [...search.selected].filter((id) => (search.tasks.get(id) || {}).state === "dead");
+  const deadShown = [...search.tasks.values()].some((t) => t.state === "dead");
+  const buttons = [];
+  if (may.retry_dead && deadSelected.length) {
+    buttons.push(el("button", { type: "button", onclick: () => retrySelected(q, deadSelected) }, `Retry ${count(deadSelected.length, "selected dead task")}`));
+  }
+  if (may.delete_dead && deadSelected.length) {
+    buttons.push(el("button", { type: "button", class: "danger", onclick: () => deleteDead(q, deadSelected) }, `Delete ${count(deadSelected.length, "selected dead task")}`));
+  }
+  if (deadShown && may.retry_dead) buttons.push(el("button", { type: "button", onclick: () => allMatching("retry") }, "Retry all matching dead tasks"));
+  if (deadShown && may.delete_dead) buttons.push(el("button", { type: "button", class: "danger", onclick: () => allMatching("delete") }, "Delete all matching dead tasks"));
+  bar.replaceChildren(...buttons);
+}
+
+function filtersText(query) {
+  const shown = [["type", query.type], ["type prefix", query.type_prefix], ["error text", query.error], ["payload text", query.payload]]
+    .filter(([, value]) => value).map(([k, value]) => `${k} "${value}"`);
+  return shown.length ? shown.join(", ") : "no filter";
+}
+
+async function loadSchedules(queue) {
+  const box = $("schedules");
+  const may = (state.me && state.me.may) || {};
+  if (!may.list_schedules) { box.replaceChildren(); return; }
+  let reply;
+  try {
+    reply = await api("/api/queues/schedules", { queue });
+  } catch (error) {
+    box.replaceChildren(el("p", { class: "empty error" }, `Schedules could not be read: ${error.message}`));
+    return;
+  }
+  if (!reply.schedules.length) {
+    box.replaceChildren(el("h3", {}, `Schedules of ${queue}`), el("p", { class: "empty" },
+      "This queue has no schedule. Create one through the API (in Python: ", el("code", {}, `client.queue("${queue}").schedule("nightly", cron="0 3 * * *")`), ")."));
+    return;
+  }
+  box.replaceChildren(el("h3", {}, `Schedules of ${queue}`), table(["name", "when", "next run", "runs", "state", ...(may.pause_schedule ? ["action"] : [])],
+    reply.schedules.map((s) => el("tr", { "data-schedule": s.name },
+      el("td", { "data-label": "name", class: "name" }, s.name),
+      el("td", { "data-label": "when" }, s.when),
+      el("td", { "data-label": "next run" }, s.next_run_ms ? when(s.next_run_ms) : "—"),
+      el("td", { "data-label": "runs" }, s.runs),
+      el("td", { "data-label": "state" }, s.paused ? el("span", { class: "state free" }, "⏸ paused") : el("span", { class: "state held" }, "● running")),
+      may.pause_schedule ? el("td", { "data-label": "action" }, el("button", {
+        type: "button", onclick: () => pauseSchedule(queue, s), "aria-label": `${s.paused ? "Resume" : "Pause"} schedule ${s.name}`,
+      }, s.paused ? "Resume" : "Pause")) : null))));
+}
+
 // -- actions
 
 // Asks in the confirm dialog; then(…) runs only on its OK button.
@@ -278,15 +453,86 @@ function confirmThen(title, text, ok, then) {
   dialog.showModal();
 }
 
-function retryDead(queue, task) {
-  confirmThen("Retry this dead task?", `Task ${task.task_id} (${task.type}) of queue "${queue}" goes back to ready ` +
-    `with a fresh set of attempts; a worker will run it again.`, "Retry", async () => {
+// Confirms, then POSTs body to path; toasts what done(reply) says, and searches again.
+function act(title, text, ok, path, body, done) {
+  confirmThen(title, text, ok, async () => {
     try {
-      const reply = await api("/api/queues/retry-dead", { queue, task_id: task.task_id });
-      toast(reply.retried ? `Task ${task.task_id} is ready again.` : `Task ${task.task_id} was no longer dead.`);
+      toast(done(await api(path, body)));
     } catch (error) {
-      toast(`Not retried: ${error.reason || ""} ${error.message}`);
+      toast(`Not done: ${error.reason || ""} ${error.message}`);
     }
+    if (search) runSearch();
+  });
+}
+
+function retryDead(queue, task) {
+  act("Retry this dead task?", `Task ${task.task_id} (${task.type}) of queue "${queue}" goes back to ready ` +
+    "with a fresh set of attempts; a worker will run it again.", "Retry", "/api/queues/retry-dead",
+  { queue, task_id: task.task_id },
+  (reply) => (reply.retried ? `Task ${task.task_id} is ready again.` : `Task ${task.task_id} was no longer dead.`));
+}
+
+function retrySelected(queue, ids) {
+  act(`Retry ${count(ids.length, "dead task")}?`, `They go back to ready in queue "${queue}" with a fresh set of attempts.`,
+    "Retry", "/api/queues/retry-dead", { queue, task_ids: ids }, (reply) => `${count(reply.retried, "task")} ready again.`);
+}
+
+function deleteDead(queue, ids) {
+  act(ids.length === 1 ? "Delete this dead task?" : `Delete ${count(ids.length, "dead task")}?`,
+    `${ids.length === 1 ? `Task ${ids[0]}` : `These ${ids.length} tasks`} of queue "${queue}" will be deleted for good, ` +
+    "with their payload and error.", "Delete", "/api/queues/delete-dead", { queue, task_ids: ids },
+    (reply) => `${count(reply.deleted, "dead task")} deleted.`);
+}
+
+function cancelTask(queue, task) {
+  act("Cancel this task?", `Task ${task.task_id} (${task.type}) of queue "${queue}" will not run; it is kept as cancelled ` +
+    "under the queue's retention.", "Cancel task", "/api/queues/cancel", { queue, task_id: task.task_id },
+  () => `Task ${task.task_id} is cancelled.`);
+}
+
+// Every dead task the search finds: the server takes a bounded step per request; the page asks until done.
+function allMatching(verb) {
+  const query = { ...search.query };
+  const word = verb === "retry" ? "Retry" : "Delete";
+  confirmThen(`${word} every matching dead task?`, `Every dead task of queue "${query.queue}" with ${filtersText(query)} ` +
+    (verb === "retry" ? "goes back to ready with a fresh set of attempts." : "will be deleted for good."), word, async () => {
+    let token = "", total = 0;
+    try {
+      do {
+        const reply = await api(`/api/queues/${verb}-matching`, { ...query, page_token: token });
+        total += verb === "retry" ? reply.retried : reply.deleted;
+        token = reply.next_page_token;
+        toast(`${verb === "retry" ? "Retried" : "Deleted"} ${count(total, "dead task")}${token ? " so far…" : "."}`);
+      } while (token);
+    } catch (error) {
+      toast(`Stopped after ${total}: ${error.reason || ""} ${error.message}`);
+    }
+    if (search) runSearch();
+  });
+}
+
+function pauseQueue(q) {
+  const pausing = !q.paused;
+  act(pausing ? "Pause this queue?" : "Resume this queue?", pausing
+    ? `Workers get no task of "${q.name}" until it is resumed; tasks keep arriving.`
+    : `Workers get tasks of "${q.name}" again at once.`, pausing ? "Pause" : "Resume", "/api/queues/pause",
+  { queue: q.name, paused: pausing }, () => `Queue "${q.name}" is ${pausing ? "paused" : "running"}.`);
+}
+
+function purgeQueue(q) {
+  act("Purge this queue?", `Every ready and delayed task of "${q.name}" (${q.ready + q.delayed}) is deleted for good; ` +
+    "leased tasks are left to their workers, dead ones stay.", "Purge", "/api/queues/purge", { queue: q.name },
+  (reply) => `Purged ${count(reply.deleted, "task")} from "${q.name}".`);
+}
+
+function pauseSchedule(queue, s) {
+  const pausing = !s.paused;
+  act(pausing ? "Pause this schedule?" : "Resume this schedule?", pausing
+    ? `Schedule "${s.name}" of queue "${queue}" enqueues nothing until it is resumed.`
+    : `Schedule "${s.name}" ticks again from its next time after now (ticks missed while paused do not run).`,
+  pausing ? "Pause" : "Resume", "/api/queues/schedule-pause", { queue, name: s.name, paused: pausing }, (reply) => {
+    loadSchedules(queue);
+    return `Schedule "${s.name}" is ${reply.paused ? "paused" : "running"}.`;
   });
 }
 
@@ -357,6 +603,11 @@ $("logout").addEventListener("click", async () => {
   await api("/api/logout", {});
   state.snapshot = null;
   await start();
+});
+
+$("search-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  runSearch();
 });
 
 window.addEventListener("hashchange", showView);

@@ -514,6 +514,38 @@ class RetryDeadResponse(_message.Message):
     retried: int
     def __init__(self, retried: _Optional[int] = ...) -> None: ...
 
+class SearchTasksRequest(_message.Message):
+    __slots__ = ("queue", "task_id", "type", "type_prefix", "states", "error_contains", "payload_contains", "page_size", "page_token")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    TYPE_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CONTAINS_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_CONTAINS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    task_id: str
+    type: str
+    type_prefix: str
+    states: _containers.RepeatedScalarFieldContainer[TaskState]
+    error_contains: str
+    payload_contains: bytes
+    page_size: int
+    page_token: str
+    def __init__(self, queue: _Optional[str] = ..., task_id: _Optional[str] = ..., type: _Optional[str] = ..., type_prefix: _Optional[str] = ..., states: _Optional[_Iterable[_Union[TaskState, str]]] = ..., error_contains: _Optional[str] = ..., payload_contains: _Optional[bytes] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class SearchTasksResponse(_message.Message):
+    __slots__ = ("tasks", "next_page_token", "examined")
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    EXAMINED_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[Task]
+    next_page_token: str
+    examined: int
+    def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., examined: _Optional[int] = ...) -> None: ...
+
 class ListQueuesRequest(_message.Message):
     __slots__ = ("page_token", "page_size")
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]

@@ -118,6 +118,11 @@ class QueueServiceStub:
                 request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.RetryDeadRequest.SerializeToString,
                 response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.RetryDeadResponse.FromString,
                 _registered_method=True)
+        self.SearchTasks = channel.unary_unary(
+                '/concord.queue.v1.QueueService/SearchTasks',
+                request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.SearchTasksRequest.SerializeToString,
+                response_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.SearchTasksResponse.FromString,
+                _registered_method=True)
         self.ListQueues = channel.unary_unary(
                 '/concord.queue.v1.QueueService/ListQueues',
                 request_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.ListQueuesRequest.SerializeToString,
@@ -349,6 +354,24 @@ class QueueServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SearchTasks(self, request, context):
+        """SearchTasks finds the queue's tasks that match every filter given (task id, type
+        or type prefix, states, text in the last error, bytes in the payload), served over
+        the whole queue a page at a time: each call looks at no more than about 1,000 tasks
+        (and 4 MiB of their payloads), so a page may hold fewer than page_size tasks, even
+        none, while next_page_token says the search goes on. Tasks come by state (ready,
+        delayed, leased, dead, then retained succeeded and cancelled ones), within a state
+        in that state's order (ready: when it became ready; delayed: run-at; leased: lease
+        expiry; dead and finished: when it finished). The page token is a position in that
+        order, not a snapshot: a task that stays where it is while the search pages on is
+        returned exactly once; one that changes state or place meanwhile (dequeued, retried,
+        acked, its lease extended) may be missed or returned twice, and tasks added during
+        the search may or may not be.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListQueues(self, request, context):
         """ListQueues pages through the names of queues that hold tasks. It scans the key space: a name
         may appear on more than one page, and one created or deleted during the
@@ -573,6 +596,11 @@ def add_QueueServiceServicer_to_server(servicer, server):
                     servicer.RetryDead,
                     request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.RetryDeadRequest.FromString,
                     response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.RetryDeadResponse.SerializeToString,
+            ),
+            'SearchTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchTasks,
+                    request_deserializer=concord_dot_queue_dot_v1_dot_queue__pb2.SearchTasksRequest.FromString,
+                    response_serializer=concord_dot_queue_dot_v1_dot_queue__pb2.SearchTasksResponse.SerializeToString,
             ),
             'ListQueues': grpc.unary_unary_rpc_method_handler(
                     servicer.ListQueues,
@@ -1040,6 +1068,33 @@ class QueueService:
             '/concord.queue.v1.QueueService/RetryDead',
             concord_dot_queue_dot_v1_dot_queue__pb2.RetryDeadRequest.SerializeToString,
             concord_dot_queue_dot_v1_dot_queue__pb2.RetryDeadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.queue.v1.QueueService/SearchTasks',
+            concord_dot_queue_dot_v1_dot_queue__pb2.SearchTasksRequest.SerializeToString,
+            concord_dot_queue_dot_v1_dot_queue__pb2.SearchTasksResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -109,6 +109,20 @@ class QueueServiceStub:
     """RetryDead makes dead tasks ready again with a fresh set of attempts: the ones
     named, or (with no ids) up to `limit` of the oldest.
     """
+    SearchTasks: _grpc.UnaryUnaryMultiCallable[_queue_pb2.SearchTasksRequest, _queue_pb2.SearchTasksResponse]
+    """SearchTasks finds the queue's tasks that match every filter given (task id, type
+    or type prefix, states, text in the last error, bytes in the payload), served over
+    the whole queue a page at a time: each call looks at no more than about 1,000 tasks
+    (and 4 MiB of their payloads), so a page may hold fewer than page_size tasks, even
+    none, while next_page_token says the search goes on. Tasks come by state (ready,
+    delayed, leased, dead, then retained succeeded and cancelled ones), within a state
+    in that state's order (ready: when it became ready; delayed: run-at; leased: lease
+    expiry; dead and finished: when it finished). The page token is a position in that
+    order, not a snapshot: a task that stays where it is while the search pages on is
+    returned exactly once; one that changes state or place meanwhile (dequeued, retried,
+    acked, its lease extended) may be missed or returned twice, and tasks added during
+    the search may or may not be.
+    """
     ListQueues: _grpc.UnaryUnaryMultiCallable[_queue_pb2.ListQueuesRequest, _queue_pb2.ListQueuesResponse]
     """ListQueues pages through the names of queues that hold tasks. It scans the key space: a name
     may appear on more than one page, and one created or deleted during the
@@ -265,6 +279,20 @@ class QueueServiceAsyncStub(QueueServiceStub):
     RetryDead: _aio.UnaryUnaryMultiCallable[_queue_pb2.RetryDeadRequest, _queue_pb2.RetryDeadResponse]  # type: ignore[assignment]
     """RetryDead makes dead tasks ready again with a fresh set of attempts: the ones
     named, or (with no ids) up to `limit` of the oldest.
+    """
+    SearchTasks: _aio.UnaryUnaryMultiCallable[_queue_pb2.SearchTasksRequest, _queue_pb2.SearchTasksResponse]  # type: ignore[assignment]
+    """SearchTasks finds the queue's tasks that match every filter given (task id, type
+    or type prefix, states, text in the last error, bytes in the payload), served over
+    the whole queue a page at a time: each call looks at no more than about 1,000 tasks
+    (and 4 MiB of their payloads), so a page may hold fewer than page_size tasks, even
+    none, while next_page_token says the search goes on. Tasks come by state (ready,
+    delayed, leased, dead, then retained succeeded and cancelled ones), within a state
+    in that state's order (ready: when it became ready; delayed: run-at; leased: lease
+    expiry; dead and finished: when it finished). The page token is a position in that
+    order, not a snapshot: a task that stays where it is while the search pages on is
+    returned exactly once; one that changes state or place meanwhile (dequeued, retried,
+    acked, its lease extended) may be missed or returned twice, and tasks added during
+    the search may or may not be.
     """
     ListQueues: _aio.UnaryUnaryMultiCallable[_queue_pb2.ListQueuesRequest, _queue_pb2.ListQueuesResponse]  # type: ignore[assignment]
     """ListQueues pages through the names of queues that hold tasks. It scans the key space: a name
@@ -497,6 +525,26 @@ class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_queue_pb2.RetryDeadResponse, _abc.Awaitable[_queue_pb2.RetryDeadResponse]]:
         """RetryDead makes dead tasks ready again with a fresh set of attempts: the ones
         named, or (with no ids) up to `limit` of the oldest.
+        """
+
+    @_abc_1.abstractmethod
+    def SearchTasks(
+        self,
+        request: _queue_pb2.SearchTasksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_pb2.SearchTasksResponse, _abc.Awaitable[_queue_pb2.SearchTasksResponse]]:
+        """SearchTasks finds the queue's tasks that match every filter given (task id, type
+        or type prefix, states, text in the last error, bytes in the payload), served over
+        the whole queue a page at a time: each call looks at no more than about 1,000 tasks
+        (and 4 MiB of their payloads), so a page may hold fewer than page_size tasks, even
+        none, while next_page_token says the search goes on. Tasks come by state (ready,
+        delayed, leased, dead, then retained succeeded and cancelled ones), within a state
+        in that state's order (ready: when it became ready; delayed: run-at; leased: lease
+        expiry; dead and finished: when it finished). The page token is a position in that
+        order, not a snapshot: a task that stays where it is while the search pages on is
+        returned exactly once; one that changes state or place meanwhile (dequeued, retried,
+        acked, its lease extended) may be missed or returned twice, and tasks added during
+        the search may or may not be.
         """
 
     @_abc_1.abstractmethod

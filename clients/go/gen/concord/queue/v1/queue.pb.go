@@ -2992,6 +2992,188 @@ func (x *RetryDeadResponse) GetRetried() uint64 {
 	return 0
 }
 
+type SearchTasksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Only the task with this id: answered by one lookup, with no page after it.
+	TaskId string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Only tasks of exactly this type. Exclusive with type_prefix.
+	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	// Only tasks whose type begins with this (1-256 bytes).
+	TypePrefix string `protobuf:"bytes,4,opt,name=type_prefix,json=typePrefix,proto3" json:"type_prefix,omitempty"`
+	// Only tasks in these states (empty: every state). READY also finds the ready tasks
+	// of a paused queue (shown as WAITING); SUCCEEDED and CANCELLED find the finished
+	// tasks the queue's retention keeps.
+	States []TaskState `protobuf:"varint,5,rep,packed,name=states,proto3,enum=concord.queue.v1.TaskState" json:"states,omitempty"`
+	// Only tasks whose last error contains this text, ASCII letters matched without
+	// regard to case (1-256 bytes).
+	ErrorContains string `protobuf:"bytes,6,opt,name=error_contains,json=errorContains,proto3" json:"error_contains,omitempty"`
+	// Only tasks whose payload contains these bytes (1-256 bytes).
+	PayloadContains []byte `protobuf:"bytes,7,opt,name=payload_contains,json=payloadContains,proto3" json:"payload_contains,omitempty"`
+	// Most tasks on one page, 1-100; unset or 0 means 50.
+	PageSize uint32 `protobuf:"varint,8,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,9,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchTasksRequest) Reset() {
+	*x = SearchTasksRequest{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchTasksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchTasksRequest) ProtoMessage() {}
+
+func (x *SearchTasksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchTasksRequest.ProtoReflect.Descriptor instead.
+func (*SearchTasksRequest) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *SearchTasksRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SearchTasksRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *SearchTasksRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *SearchTasksRequest) GetTypePrefix() string {
+	if x != nil {
+		return x.TypePrefix
+	}
+	return ""
+}
+
+func (x *SearchTasksRequest) GetStates() []TaskState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *SearchTasksRequest) GetErrorContains() string {
+	if x != nil {
+		return x.ErrorContains
+	}
+	return ""
+}
+
+func (x *SearchTasksRequest) GetPayloadContains() []byte {
+	if x != nil {
+		return x.PayloadContains
+	}
+	return nil
+}
+
+func (x *SearchTasksRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *SearchTasksRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type SearchTasksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The matches this call found, in the order described at SearchTasks.
+	Tasks []*Task `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	// Empty once the whole queue has been searched; else pass it as page_token to go on.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// How many tasks this call looked at.
+	Examined      uint32 `protobuf:"varint,3,opt,name=examined,proto3" json:"examined,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchTasksResponse) Reset() {
+	*x = SearchTasksResponse{}
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchTasksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchTasksResponse) ProtoMessage() {}
+
+func (x *SearchTasksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchTasksResponse.ProtoReflect.Descriptor instead.
+func (*SearchTasksResponse) Descriptor() ([]byte, []int) {
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *SearchTasksResponse) GetTasks() []*Task {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+func (x *SearchTasksResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *SearchTasksResponse) GetExamined() uint32 {
+	if x != nil {
+		return x.Examined
+	}
+	return 0
+}
+
 type ListQueuesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// next_page_token of the previous page; empty for the first.
@@ -3004,7 +3186,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[38]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3016,7 +3198,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[38]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3029,7 +3211,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{38}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListQueuesRequest) GetPageToken() string {
@@ -3057,7 +3239,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[39]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3069,7 +3251,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[39]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3082,7 +3264,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{39}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListQueuesResponse) GetNames() []string {
@@ -3110,7 +3292,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[40]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3122,7 +3304,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[40]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3135,7 +3317,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{40}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -3162,7 +3344,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[41]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3174,7 +3356,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[41]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3187,7 +3369,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{41}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PauseQueueResponse) GetWasPaused() bool {
@@ -3208,7 +3390,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[42]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3220,7 +3402,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[42]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3233,7 +3415,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{42}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -3260,7 +3442,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[43]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3272,7 +3454,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[43]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3285,7 +3467,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{43}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ResumeQueueResponse) GetWasPaused() bool {
@@ -3305,7 +3487,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[44]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3317,7 +3499,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[44]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3330,7 +3512,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{44}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetTaskRequest) GetQueue() string {
@@ -3356,7 +3538,7 @@ type GetTaskResponse struct {
 
 func (x *GetTaskResponse) Reset() {
 	*x = GetTaskResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[45]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3368,7 +3550,7 @@ func (x *GetTaskResponse) String() string {
 func (*GetTaskResponse) ProtoMessage() {}
 
 func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[45]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3381,7 +3563,7 @@ func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{45}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetTaskResponse) GetTask() *Task {
@@ -3403,7 +3585,7 @@ type WaitTaskRequest struct {
 
 func (x *WaitTaskRequest) Reset() {
 	*x = WaitTaskRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[46]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3415,7 +3597,7 @@ func (x *WaitTaskRequest) String() string {
 func (*WaitTaskRequest) ProtoMessage() {}
 
 func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[46]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3428,7 +3610,7 @@ func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitTaskRequest.ProtoReflect.Descriptor instead.
 func (*WaitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{46}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WaitTaskRequest) GetQueue() string {
@@ -3464,7 +3646,7 @@ type WaitTaskResponse struct {
 
 func (x *WaitTaskResponse) Reset() {
 	*x = WaitTaskResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[47]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3476,7 +3658,7 @@ func (x *WaitTaskResponse) String() string {
 func (*WaitTaskResponse) ProtoMessage() {}
 
 func (x *WaitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[47]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3489,7 +3671,7 @@ func (x *WaitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitTaskResponse.ProtoReflect.Descriptor instead.
 func (*WaitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{47}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *WaitTaskResponse) GetFinished() bool {
@@ -3522,7 +3704,7 @@ type ReportProgressRequest struct {
 
 func (x *ReportProgressRequest) Reset() {
 	*x = ReportProgressRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[48]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3534,7 +3716,7 @@ func (x *ReportProgressRequest) String() string {
 func (*ReportProgressRequest) ProtoMessage() {}
 
 func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[48]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3547,7 +3729,7 @@ func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportProgressRequest.ProtoReflect.Descriptor instead.
 func (*ReportProgressRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{48}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ReportProgressRequest) GetQueue() string {
@@ -3601,7 +3783,7 @@ type ReportProgressResponse struct {
 
 func (x *ReportProgressResponse) Reset() {
 	*x = ReportProgressResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[49]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3613,7 +3795,7 @@ func (x *ReportProgressResponse) String() string {
 func (*ReportProgressResponse) ProtoMessage() {}
 
 func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[49]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3626,7 +3808,7 @@ func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportProgressResponse.ProtoReflect.Descriptor instead.
 func (*ReportProgressResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{49}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ReportProgressResponse) GetLeaseExpiresAt() *timestamppb.Timestamp {
@@ -3650,7 +3832,7 @@ type Retention struct {
 
 func (x *Retention) Reset() {
 	*x = Retention{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[50]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3662,7 +3844,7 @@ func (x *Retention) String() string {
 func (*Retention) ProtoMessage() {}
 
 func (x *Retention) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[50]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3675,7 +3857,7 @@ func (x *Retention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retention.ProtoReflect.Descriptor instead.
 func (*Retention) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{50}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Retention) GetMaxCount() uint32 {
@@ -3721,7 +3903,7 @@ type QueuePolicy struct {
 
 func (x *QueuePolicy) Reset() {
 	*x = QueuePolicy{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[51]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3733,7 +3915,7 @@ func (x *QueuePolicy) String() string {
 func (*QueuePolicy) ProtoMessage() {}
 
 func (x *QueuePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[51]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3746,7 +3928,7 @@ func (x *QueuePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePolicy.ProtoReflect.Descriptor instead.
 func (*QueuePolicy) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{51}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *QueuePolicy) GetSucceeded() *Retention {
@@ -3819,7 +4001,7 @@ type GroupRules struct {
 
 func (x *GroupRules) Reset() {
 	*x = GroupRules{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[52]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3831,7 +4013,7 @@ func (x *GroupRules) String() string {
 func (*GroupRules) ProtoMessage() {}
 
 func (x *GroupRules) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[52]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3844,7 +4026,7 @@ func (x *GroupRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRules.ProtoReflect.Descriptor instead.
 func (*GroupRules) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{52}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GroupRules) GetMaxLeased() uint32 {
@@ -3887,7 +4069,7 @@ type Group struct {
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[53]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3899,7 +4081,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[53]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3912,7 +4094,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{53}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Group) GetQueue() string {
@@ -3982,7 +4164,7 @@ type SetGroupRulesRequest struct {
 
 func (x *SetGroupRulesRequest) Reset() {
 	*x = SetGroupRulesRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[54]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3994,7 +4176,7 @@ func (x *SetGroupRulesRequest) String() string {
 func (*SetGroupRulesRequest) ProtoMessage() {}
 
 func (x *SetGroupRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[54]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4007,7 +4189,7 @@ func (x *SetGroupRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGroupRulesRequest.ProtoReflect.Descriptor instead.
 func (*SetGroupRulesRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{54}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SetGroupRulesRequest) GetQueue() string {
@@ -4040,7 +4222,7 @@ type SetGroupRulesResponse struct {
 
 func (x *SetGroupRulesResponse) Reset() {
 	*x = SetGroupRulesResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[55]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4052,7 +4234,7 @@ func (x *SetGroupRulesResponse) String() string {
 func (*SetGroupRulesResponse) ProtoMessage() {}
 
 func (x *SetGroupRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[55]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4065,7 +4247,7 @@ func (x *SetGroupRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGroupRulesResponse.ProtoReflect.Descriptor instead.
 func (*SetGroupRulesResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{55}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SetGroupRulesResponse) GetGroup() *Group {
@@ -4085,7 +4267,7 @@ type GetGroupRequest struct {
 
 func (x *GetGroupRequest) Reset() {
 	*x = GetGroupRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[56]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4097,7 +4279,7 @@ func (x *GetGroupRequest) String() string {
 func (*GetGroupRequest) ProtoMessage() {}
 
 func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[56]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4110,7 +4292,7 @@ func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{56}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetGroupRequest) GetQueue() string {
@@ -4136,7 +4318,7 @@ type GetGroupResponse struct {
 
 func (x *GetGroupResponse) Reset() {
 	*x = GetGroupResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[57]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4148,7 +4330,7 @@ func (x *GetGroupResponse) String() string {
 func (*GetGroupResponse) ProtoMessage() {}
 
 func (x *GetGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[57]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4161,7 +4343,7 @@ func (x *GetGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupResponse.ProtoReflect.Descriptor instead.
 func (*GetGroupResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{57}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetGroupResponse) GetGroup() *Group {
@@ -4184,7 +4366,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[58]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4196,7 +4378,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[58]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4209,7 +4391,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{58}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListGroupsRequest) GetQueue() string {
@@ -4244,7 +4426,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[59]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4256,7 +4438,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[59]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4269,7 +4451,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{59}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*Group {
@@ -4296,7 +4478,7 @@ type SetQueuePolicyRequest struct {
 
 func (x *SetQueuePolicyRequest) Reset() {
 	*x = SetQueuePolicyRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[60]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4308,7 +4490,7 @@ func (x *SetQueuePolicyRequest) String() string {
 func (*SetQueuePolicyRequest) ProtoMessage() {}
 
 func (x *SetQueuePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[60]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4321,7 +4503,7 @@ func (x *SetQueuePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueuePolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetQueuePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{60}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SetQueuePolicyRequest) GetQueue() string {
@@ -4347,7 +4529,7 @@ type SetQueuePolicyResponse struct {
 
 func (x *SetQueuePolicyResponse) Reset() {
 	*x = SetQueuePolicyResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[61]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4359,7 +4541,7 @@ func (x *SetQueuePolicyResponse) String() string {
 func (*SetQueuePolicyResponse) ProtoMessage() {}
 
 func (x *SetQueuePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[61]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4372,7 +4554,7 @@ func (x *SetQueuePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQueuePolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetQueuePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{61}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SetQueuePolicyResponse) GetPolicy() *QueuePolicy {
@@ -4391,7 +4573,7 @@ type GetQueuePolicyRequest struct {
 
 func (x *GetQueuePolicyRequest) Reset() {
 	*x = GetQueuePolicyRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[62]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4403,7 +4585,7 @@ func (x *GetQueuePolicyRequest) String() string {
 func (*GetQueuePolicyRequest) ProtoMessage() {}
 
 func (x *GetQueuePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[62]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4416,7 +4598,7 @@ func (x *GetQueuePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueuePolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetQueuePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{62}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetQueuePolicyRequest) GetQueue() string {
@@ -4435,7 +4617,7 @@ type GetQueuePolicyResponse struct {
 
 func (x *GetQueuePolicyResponse) Reset() {
 	*x = GetQueuePolicyResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[63]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4447,7 +4629,7 @@ func (x *GetQueuePolicyResponse) String() string {
 func (*GetQueuePolicyResponse) ProtoMessage() {}
 
 func (x *GetQueuePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[63]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4460,7 +4642,7 @@ func (x *GetQueuePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueuePolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetQueuePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{63}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetQueuePolicyResponse) GetPolicy() *QueuePolicy {
@@ -4502,7 +4684,7 @@ type ScheduleSpec struct {
 
 func (x *ScheduleSpec) Reset() {
 	*x = ScheduleSpec{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[64]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4514,7 +4696,7 @@ func (x *ScheduleSpec) String() string {
 func (*ScheduleSpec) ProtoMessage() {}
 
 func (x *ScheduleSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[64]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4527,7 +4709,7 @@ func (x *ScheduleSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleSpec.ProtoReflect.Descriptor instead.
 func (*ScheduleSpec) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{64}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ScheduleSpec) GetTiming() isScheduleSpec_Timing {
@@ -4655,7 +4837,7 @@ type Schedule struct {
 
 func (x *Schedule) Reset() {
 	*x = Schedule{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[65]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4667,7 +4849,7 @@ func (x *Schedule) String() string {
 func (*Schedule) ProtoMessage() {}
 
 func (x *Schedule) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[65]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4680,7 +4862,7 @@ func (x *Schedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Schedule.ProtoReflect.Descriptor instead.
 func (*Schedule) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{65}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *Schedule) GetQueue() string {
@@ -4781,7 +4963,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[66]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4793,7 +4975,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[66]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4806,7 +4988,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{66}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CreateScheduleRequest) GetQueue() string {
@@ -4846,7 +5028,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[67]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4858,7 +5040,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[67]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4871,7 +5053,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{67}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CreateScheduleResponse) GetSchedule() *Schedule {
@@ -4895,7 +5077,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[68]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4907,7 +5089,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[68]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4920,7 +5102,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{68}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *UpdateScheduleRequest) GetQueue() string {
@@ -4960,7 +5142,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[69]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4972,7 +5154,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[69]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4985,7 +5167,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{69}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *UpdateScheduleResponse) GetSchedule() *Schedule {
@@ -5005,7 +5187,7 @@ type PauseScheduleRequest struct {
 
 func (x *PauseScheduleRequest) Reset() {
 	*x = PauseScheduleRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[70]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5017,7 +5199,7 @@ func (x *PauseScheduleRequest) String() string {
 func (*PauseScheduleRequest) ProtoMessage() {}
 
 func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[70]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5030,7 +5212,7 @@ func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{70}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *PauseScheduleRequest) GetQueue() string {
@@ -5056,7 +5238,7 @@ type PauseScheduleResponse struct {
 
 func (x *PauseScheduleResponse) Reset() {
 	*x = PauseScheduleResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[71]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5068,7 +5250,7 @@ func (x *PauseScheduleResponse) String() string {
 func (*PauseScheduleResponse) ProtoMessage() {}
 
 func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[71]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5081,7 +5263,7 @@ func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{71}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *PauseScheduleResponse) GetSchedule() *Schedule {
@@ -5101,7 +5283,7 @@ type ResumeScheduleRequest struct {
 
 func (x *ResumeScheduleRequest) Reset() {
 	*x = ResumeScheduleRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[72]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5113,7 +5295,7 @@ func (x *ResumeScheduleRequest) String() string {
 func (*ResumeScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[72]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5126,7 +5308,7 @@ func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{72}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ResumeScheduleRequest) GetQueue() string {
@@ -5152,7 +5334,7 @@ type ResumeScheduleResponse struct {
 
 func (x *ResumeScheduleResponse) Reset() {
 	*x = ResumeScheduleResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[73]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5164,7 +5346,7 @@ func (x *ResumeScheduleResponse) String() string {
 func (*ResumeScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[73]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5177,7 +5359,7 @@ func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{73}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ResumeScheduleResponse) GetSchedule() *Schedule {
@@ -5197,7 +5379,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[74]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5209,7 +5391,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[74]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5222,7 +5404,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{74}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *DeleteScheduleRequest) GetQueue() string {
@@ -5247,7 +5429,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[75]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5259,7 +5441,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[75]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5272,7 +5454,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{75}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{77}
 }
 
 type GetScheduleRequest struct {
@@ -5285,7 +5467,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[76]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5297,7 +5479,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[76]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5310,7 +5492,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{76}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetScheduleRequest) GetQueue() string {
@@ -5336,7 +5518,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[77]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5348,7 +5530,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[77]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5361,7 +5543,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{77}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *Schedule {
@@ -5384,7 +5566,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[78]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5396,7 +5578,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[78]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5409,7 +5591,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{78}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListSchedulesRequest) GetQueue() string {
@@ -5443,7 +5625,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[79]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5455,7 +5637,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[79]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5468,7 +5650,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{79}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
@@ -5498,7 +5680,7 @@ type WatchQueueRequest struct {
 
 func (x *WatchQueueRequest) Reset() {
 	*x = WatchQueueRequest{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[80]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5510,7 +5692,7 @@ func (x *WatchQueueRequest) String() string {
 func (*WatchQueueRequest) ProtoMessage() {}
 
 func (x *WatchQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[80]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5523,7 +5705,7 @@ func (x *WatchQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchQueueRequest.ProtoReflect.Descriptor instead.
 func (*WatchQueueRequest) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{80}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *WatchQueueRequest) GetQueue() string {
@@ -5556,7 +5738,7 @@ type WatchQueueResponse struct {
 
 func (x *WatchQueueResponse) Reset() {
 	*x = WatchQueueResponse{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[81]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5568,7 +5750,7 @@ func (x *WatchQueueResponse) String() string {
 func (*WatchQueueResponse) ProtoMessage() {}
 
 func (x *WatchQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[81]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5581,7 +5763,7 @@ func (x *WatchQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchQueueResponse.ProtoReflect.Descriptor instead.
 func (*WatchQueueResponse) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{81}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *WatchQueueResponse) GetEvent() *QueueEvent {
@@ -5623,7 +5805,7 @@ type QueueEvent struct {
 
 func (x *QueueEvent) Reset() {
 	*x = QueueEvent{}
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[82]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5635,7 +5817,7 @@ func (x *QueueEvent) String() string {
 func (*QueueEvent) ProtoMessage() {}
 
 func (x *QueueEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_queue_v1_queue_proto_msgTypes[82]
+	mi := &file_concord_queue_v1_queue_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5648,7 +5830,7 @@ func (x *QueueEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueEvent.ProtoReflect.Descriptor instead.
 func (*QueueEvent) Descriptor() ([]byte, []int) {
-	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{82}
+	return file_concord_queue_v1_queue_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *QueueEvent) GetPosition() string {
@@ -5942,7 +6124,23 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\btask_ids\x18\x02 \x03(\tR\ataskIds\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\"-\n" +
 	"\x11RetryDeadResponse\x12\x18\n" +
-	"\aretried\x18\x01 \x01(\x04R\aretried\"O\n" +
+	"\aretried\x18\x01 \x01(\x04R\aretried\"\xbb\x02\n" +
+	"\x12SearchTasksRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\x1f\n" +
+	"\vtype_prefix\x18\x04 \x01(\tR\n" +
+	"typePrefix\x123\n" +
+	"\x06states\x18\x05 \x03(\x0e2\x1b.concord.queue.v1.TaskStateR\x06states\x12%\n" +
+	"\x0eerror_contains\x18\x06 \x01(\tR\rerrorContains\x12)\n" +
+	"\x10payload_contains\x18\a \x01(\fR\x0fpayloadContains\x12\x1b\n" +
+	"\tpage_size\x18\b \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\t \x01(\tR\tpageToken\"\x87\x01\n" +
+	"\x13SearchTasksResponse\x12,\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x16.concord.queue.v1.TaskR\x05tasks\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1a\n" +
+	"\bexamined\x18\x03 \x01(\rR\bexamined\"O\n" +
 	"\x11ListQueuesRequest\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x1b\n" +
@@ -6187,7 +6385,7 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\x14QUEUE_EVENT_KIND_GAP\x10\n" +
 	"\x12\x1e\n" +
 	"\x1aQUEUE_EVENT_KIND_CAUGHT_UP\x10\v\x12\x19\n" +
-	"\x15QUEUE_EVENT_KIND_HELD\x10\f2\x87\x16\n" +
+	"\x15QUEUE_EVENT_KIND_HELD\x10\f2\xe3\x16\n" +
 	"\fQueueService\x12N\n" +
 	"\aEnqueue\x12 .concord.queue.v1.EnqueueRequest\x1a!.concord.queue.v1.EnqueueResponse\x12N\n" +
 	"\aDequeue\x12 .concord.queue.v1.DequeueRequest\x1a!.concord.queue.v1.DequeueResponse\x12B\n" +
@@ -6201,7 +6399,8 @@ const file_concord_queue_v1_queue_proto_rawDesc = "" +
 	"\x06Cancel\x12\x1f.concord.queue.v1.CancelRequest\x1a .concord.queue.v1.CancelResponse\x12H\n" +
 	"\x05Purge\x12\x1e.concord.queue.v1.PurgeRequest\x1a\x1f.concord.queue.v1.PurgeResponse\x12Q\n" +
 	"\bListDead\x12!.concord.queue.v1.ListDeadRequest\x1a\".concord.queue.v1.ListDeadResponse\x12T\n" +
-	"\tRetryDead\x12\".concord.queue.v1.RetryDeadRequest\x1a#.concord.queue.v1.RetryDeadResponse\x12W\n" +
+	"\tRetryDead\x12\".concord.queue.v1.RetryDeadRequest\x1a#.concord.queue.v1.RetryDeadResponse\x12Z\n" +
+	"\vSearchTasks\x12$.concord.queue.v1.SearchTasksRequest\x1a%.concord.queue.v1.SearchTasksResponse\x12W\n" +
 	"\n" +
 	"ListQueues\x12#.concord.queue.v1.ListQueuesRequest\x1a$.concord.queue.v1.ListQueuesResponse\x12W\n" +
 	"\n" +
@@ -6241,7 +6440,7 @@ func file_concord_queue_v1_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_queue_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_concord_queue_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
+var file_concord_queue_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
 var file_concord_queue_v1_queue_proto_goTypes = []any{
 	(TaskState)(0),                 // 0: concord.queue.v1.TaskState
 	(WaitReason)(0),                // 1: concord.queue.v1.WaitReason
@@ -6286,87 +6485,89 @@ var file_concord_queue_v1_queue_proto_goTypes = []any{
 	(*ListDeadResponse)(nil),       // 40: concord.queue.v1.ListDeadResponse
 	(*RetryDeadRequest)(nil),       // 41: concord.queue.v1.RetryDeadRequest
 	(*RetryDeadResponse)(nil),      // 42: concord.queue.v1.RetryDeadResponse
-	(*ListQueuesRequest)(nil),      // 43: concord.queue.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),     // 44: concord.queue.v1.ListQueuesResponse
-	(*PauseQueueRequest)(nil),      // 45: concord.queue.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),     // 46: concord.queue.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),     // 47: concord.queue.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),    // 48: concord.queue.v1.ResumeQueueResponse
-	(*GetTaskRequest)(nil),         // 49: concord.queue.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),        // 50: concord.queue.v1.GetTaskResponse
-	(*WaitTaskRequest)(nil),        // 51: concord.queue.v1.WaitTaskRequest
-	(*WaitTaskResponse)(nil),       // 52: concord.queue.v1.WaitTaskResponse
-	(*ReportProgressRequest)(nil),  // 53: concord.queue.v1.ReportProgressRequest
-	(*ReportProgressResponse)(nil), // 54: concord.queue.v1.ReportProgressResponse
-	(*Retention)(nil),              // 55: concord.queue.v1.Retention
-	(*QueuePolicy)(nil),            // 56: concord.queue.v1.QueuePolicy
-	(*GroupRules)(nil),             // 57: concord.queue.v1.GroupRules
-	(*Group)(nil),                  // 58: concord.queue.v1.Group
-	(*SetGroupRulesRequest)(nil),   // 59: concord.queue.v1.SetGroupRulesRequest
-	(*SetGroupRulesResponse)(nil),  // 60: concord.queue.v1.SetGroupRulesResponse
-	(*GetGroupRequest)(nil),        // 61: concord.queue.v1.GetGroupRequest
-	(*GetGroupResponse)(nil),       // 62: concord.queue.v1.GetGroupResponse
-	(*ListGroupsRequest)(nil),      // 63: concord.queue.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),     // 64: concord.queue.v1.ListGroupsResponse
-	(*SetQueuePolicyRequest)(nil),  // 65: concord.queue.v1.SetQueuePolicyRequest
-	(*SetQueuePolicyResponse)(nil), // 66: concord.queue.v1.SetQueuePolicyResponse
-	(*GetQueuePolicyRequest)(nil),  // 67: concord.queue.v1.GetQueuePolicyRequest
-	(*GetQueuePolicyResponse)(nil), // 68: concord.queue.v1.GetQueuePolicyResponse
-	(*ScheduleSpec)(nil),           // 69: concord.queue.v1.ScheduleSpec
-	(*Schedule)(nil),               // 70: concord.queue.v1.Schedule
-	(*CreateScheduleRequest)(nil),  // 71: concord.queue.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil), // 72: concord.queue.v1.CreateScheduleResponse
-	(*UpdateScheduleRequest)(nil),  // 73: concord.queue.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil), // 74: concord.queue.v1.UpdateScheduleResponse
-	(*PauseScheduleRequest)(nil),   // 75: concord.queue.v1.PauseScheduleRequest
-	(*PauseScheduleResponse)(nil),  // 76: concord.queue.v1.PauseScheduleResponse
-	(*ResumeScheduleRequest)(nil),  // 77: concord.queue.v1.ResumeScheduleRequest
-	(*ResumeScheduleResponse)(nil), // 78: concord.queue.v1.ResumeScheduleResponse
-	(*DeleteScheduleRequest)(nil),  // 79: concord.queue.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 80: concord.queue.v1.DeleteScheduleResponse
-	(*GetScheduleRequest)(nil),     // 81: concord.queue.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),    // 82: concord.queue.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 83: concord.queue.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 84: concord.queue.v1.ListSchedulesResponse
-	(*WatchQueueRequest)(nil),      // 85: concord.queue.v1.WatchQueueRequest
-	(*WatchQueueResponse)(nil),     // 86: concord.queue.v1.WatchQueueResponse
-	(*QueueEvent)(nil),             // 87: concord.queue.v1.QueueEvent
-	(*durationpb.Duration)(nil),    // 88: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 89: google.protobuf.Timestamp
+	(*SearchTasksRequest)(nil),     // 43: concord.queue.v1.SearchTasksRequest
+	(*SearchTasksResponse)(nil),    // 44: concord.queue.v1.SearchTasksResponse
+	(*ListQueuesRequest)(nil),      // 45: concord.queue.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),     // 46: concord.queue.v1.ListQueuesResponse
+	(*PauseQueueRequest)(nil),      // 47: concord.queue.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),     // 48: concord.queue.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),     // 49: concord.queue.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),    // 50: concord.queue.v1.ResumeQueueResponse
+	(*GetTaskRequest)(nil),         // 51: concord.queue.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),        // 52: concord.queue.v1.GetTaskResponse
+	(*WaitTaskRequest)(nil),        // 53: concord.queue.v1.WaitTaskRequest
+	(*WaitTaskResponse)(nil),       // 54: concord.queue.v1.WaitTaskResponse
+	(*ReportProgressRequest)(nil),  // 55: concord.queue.v1.ReportProgressRequest
+	(*ReportProgressResponse)(nil), // 56: concord.queue.v1.ReportProgressResponse
+	(*Retention)(nil),              // 57: concord.queue.v1.Retention
+	(*QueuePolicy)(nil),            // 58: concord.queue.v1.QueuePolicy
+	(*GroupRules)(nil),             // 59: concord.queue.v1.GroupRules
+	(*Group)(nil),                  // 60: concord.queue.v1.Group
+	(*SetGroupRulesRequest)(nil),   // 61: concord.queue.v1.SetGroupRulesRequest
+	(*SetGroupRulesResponse)(nil),  // 62: concord.queue.v1.SetGroupRulesResponse
+	(*GetGroupRequest)(nil),        // 63: concord.queue.v1.GetGroupRequest
+	(*GetGroupResponse)(nil),       // 64: concord.queue.v1.GetGroupResponse
+	(*ListGroupsRequest)(nil),      // 65: concord.queue.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),     // 66: concord.queue.v1.ListGroupsResponse
+	(*SetQueuePolicyRequest)(nil),  // 67: concord.queue.v1.SetQueuePolicyRequest
+	(*SetQueuePolicyResponse)(nil), // 68: concord.queue.v1.SetQueuePolicyResponse
+	(*GetQueuePolicyRequest)(nil),  // 69: concord.queue.v1.GetQueuePolicyRequest
+	(*GetQueuePolicyResponse)(nil), // 70: concord.queue.v1.GetQueuePolicyResponse
+	(*ScheduleSpec)(nil),           // 71: concord.queue.v1.ScheduleSpec
+	(*Schedule)(nil),               // 72: concord.queue.v1.Schedule
+	(*CreateScheduleRequest)(nil),  // 73: concord.queue.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil), // 74: concord.queue.v1.CreateScheduleResponse
+	(*UpdateScheduleRequest)(nil),  // 75: concord.queue.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil), // 76: concord.queue.v1.UpdateScheduleResponse
+	(*PauseScheduleRequest)(nil),   // 77: concord.queue.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),  // 78: concord.queue.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),  // 79: concord.queue.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil), // 80: concord.queue.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),  // 81: concord.queue.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 82: concord.queue.v1.DeleteScheduleResponse
+	(*GetScheduleRequest)(nil),     // 83: concord.queue.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 84: concord.queue.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 85: concord.queue.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 86: concord.queue.v1.ListSchedulesResponse
+	(*WatchQueueRequest)(nil),      // 87: concord.queue.v1.WatchQueueRequest
+	(*WatchQueueResponse)(nil),     // 88: concord.queue.v1.WatchQueueResponse
+	(*QueueEvent)(nil),             // 89: concord.queue.v1.QueueEvent
+	(*durationpb.Duration)(nil),    // 90: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 91: google.protobuf.Timestamp
 }
 var file_concord_queue_v1_queue_proto_depIdxs = []int32{
-	88,  // 0: concord.queue.v1.NewTask.delay:type_name -> google.protobuf.Duration
-	89,  // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
-	88,  // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
+	90,  // 0: concord.queue.v1.NewTask.delay:type_name -> google.protobuf.Duration
+	91,  // 1: concord.queue.v1.NewTask.run_at:type_name -> google.protobuf.Timestamp
+	90,  // 2: concord.queue.v1.NewTask.dedupe_window:type_name -> google.protobuf.Duration
 	7,   // 3: concord.queue.v1.NewTask.retry:type_name -> concord.queue.v1.RetryPolicy
-	88,  // 4: concord.queue.v1.NewTask.throttle_period:type_name -> google.protobuf.Duration
-	88,  // 5: concord.queue.v1.LeaseRate.period:type_name -> google.protobuf.Duration
+	90,  // 4: concord.queue.v1.NewTask.throttle_period:type_name -> google.protobuf.Duration
+	90,  // 5: concord.queue.v1.LeaseRate.period:type_name -> google.protobuf.Duration
 	2,   // 6: concord.queue.v1.RetryPolicy.backoff:type_name -> concord.queue.v1.Backoff
-	88,  // 7: concord.queue.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
-	88,  // 8: concord.queue.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
+	90,  // 7: concord.queue.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
+	90,  // 8: concord.queue.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
 	5,   // 9: concord.queue.v1.EnqueueRequest.tasks:type_name -> concord.queue.v1.NewTask
 	9,   // 10: concord.queue.v1.EnqueueResponse.results:type_name -> concord.queue.v1.EnqueueResult
 	0,   // 11: concord.queue.v1.Task.state:type_name -> concord.queue.v1.TaskState
-	89,  // 12: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
-	89,  // 13: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
-	89,  // 14: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
+	91,  // 12: concord.queue.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
+	91,  // 13: concord.queue.v1.Task.enqueued_at:type_name -> google.protobuf.Timestamp
+	91,  // 14: concord.queue.v1.Task.ready_at:type_name -> google.protobuf.Timestamp
 	12,  // 15: concord.queue.v1.Task.progress:type_name -> concord.queue.v1.Progress
-	89,  // 16: concord.queue.v1.Task.leased_at:type_name -> google.protobuf.Timestamp
-	89,  // 17: concord.queue.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
+	91,  // 16: concord.queue.v1.Task.leased_at:type_name -> google.protobuf.Timestamp
+	91,  // 17: concord.queue.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
 	7,   // 18: concord.queue.v1.Task.retry:type_name -> concord.queue.v1.RetryPolicy
-	89,  // 19: concord.queue.v1.Task.scheduled_at:type_name -> google.protobuf.Timestamp
+	91,  // 19: concord.queue.v1.Task.scheduled_at:type_name -> google.protobuf.Timestamp
 	1,   // 20: concord.queue.v1.Task.wait_reason:type_name -> concord.queue.v1.WaitReason
-	89,  // 21: concord.queue.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
-	88,  // 22: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
-	88,  // 23: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
+	91,  // 21: concord.queue.v1.Progress.reported_at:type_name -> google.protobuf.Timestamp
+	90,  // 22: concord.queue.v1.DequeueRequest.lease_ttl:type_name -> google.protobuf.Duration
+	90,  // 23: concord.queue.v1.DequeueRequest.wait_timeout:type_name -> google.protobuf.Duration
 	11,  // 24: concord.queue.v1.DequeueResponse.tasks:type_name -> concord.queue.v1.Task
-	88,  // 25: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
+	90,  // 25: concord.queue.v1.NackRequest.retry_delay:type_name -> google.protobuf.Duration
 	0,   // 26: concord.queue.v1.NackResponse.state:type_name -> concord.queue.v1.TaskState
-	89,  // 27: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
-	88,  // 28: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
-	89,  // 29: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	88,  // 30: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
-	88,  // 31: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
+	91,  // 27: concord.queue.v1.NackResponse.retry_at:type_name -> google.protobuf.Timestamp
+	90,  // 28: concord.queue.v1.ExtendLeaseRequest.lease_ttl:type_name -> google.protobuf.Duration
+	91,  // 29: concord.queue.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	90,  // 30: concord.queue.v1.ConsumeStart.lease_ttl:type_name -> google.protobuf.Duration
+	90,  // 31: concord.queue.v1.Settle.retry_delay:type_name -> google.protobuf.Duration
 	23,  // 32: concord.queue.v1.ConsumeRequest.start:type_name -> concord.queue.v1.ConsumeStart
 	24,  // 33: concord.queue.v1.ConsumeRequest.settle:type_name -> concord.queue.v1.Settle
 	26,  // 34: concord.queue.v1.ConsumeRequest.settles:type_name -> concord.queue.v1.SettleBatch
@@ -6377,125 +6578,129 @@ var file_concord_queue_v1_queue_proto_depIdxs = []int32{
 	29,  // 39: concord.queue.v1.ConsumeResponse.settled:type_name -> concord.queue.v1.Settled
 	27,  // 40: concord.queue.v1.ConsumeResponse.tasks:type_name -> concord.queue.v1.TaskBatch
 	28,  // 41: concord.queue.v1.ConsumeResponse.settled_batch:type_name -> concord.queue.v1.SettledBatch
-	88,  // 42: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
+	90,  // 42: concord.queue.v1.StatsResponse.oldest_ready_age:type_name -> google.protobuf.Duration
 	0,   // 43: concord.queue.v1.PeekRequest.state:type_name -> concord.queue.v1.TaskState
 	11,  // 44: concord.queue.v1.PeekResponse.tasks:type_name -> concord.queue.v1.Task
 	11,  // 45: concord.queue.v1.ListDeadResponse.tasks:type_name -> concord.queue.v1.Task
-	11,  // 46: concord.queue.v1.GetTaskResponse.task:type_name -> concord.queue.v1.Task
-	88,  // 47: concord.queue.v1.WaitTaskRequest.wait_timeout:type_name -> google.protobuf.Duration
-	11,  // 48: concord.queue.v1.WaitTaskResponse.task:type_name -> concord.queue.v1.Task
-	88,  // 49: concord.queue.v1.ReportProgressRequest.lease_ttl:type_name -> google.protobuf.Duration
-	89,  // 50: concord.queue.v1.ReportProgressResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	88,  // 51: concord.queue.v1.Retention.max_age:type_name -> google.protobuf.Duration
-	55,  // 52: concord.queue.v1.QueuePolicy.succeeded:type_name -> concord.queue.v1.Retention
-	55,  // 53: concord.queue.v1.QueuePolicy.dead:type_name -> concord.queue.v1.Retention
-	7,   // 54: concord.queue.v1.QueuePolicy.retry:type_name -> concord.queue.v1.RetryPolicy
-	6,   // 55: concord.queue.v1.QueuePolicy.rate:type_name -> concord.queue.v1.LeaseRate
-	6,   // 56: concord.queue.v1.QueuePolicy.group_rate:type_name -> concord.queue.v1.LeaseRate
-	6,   // 57: concord.queue.v1.GroupRules.rate:type_name -> concord.queue.v1.LeaseRate
-	57,  // 58: concord.queue.v1.Group.own:type_name -> concord.queue.v1.GroupRules
-	57,  // 59: concord.queue.v1.Group.effective:type_name -> concord.queue.v1.GroupRules
-	1,   // 60: concord.queue.v1.Group.wait_reason:type_name -> concord.queue.v1.WaitReason
-	57,  // 61: concord.queue.v1.SetGroupRulesRequest.rules:type_name -> concord.queue.v1.GroupRules
-	58,  // 62: concord.queue.v1.SetGroupRulesResponse.group:type_name -> concord.queue.v1.Group
-	58,  // 63: concord.queue.v1.GetGroupResponse.group:type_name -> concord.queue.v1.Group
-	58,  // 64: concord.queue.v1.ListGroupsResponse.groups:type_name -> concord.queue.v1.Group
-	56,  // 65: concord.queue.v1.SetQueuePolicyRequest.policy:type_name -> concord.queue.v1.QueuePolicy
-	56,  // 66: concord.queue.v1.SetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
-	56,  // 67: concord.queue.v1.GetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
-	88,  // 68: concord.queue.v1.ScheduleSpec.every:type_name -> google.protobuf.Duration
-	89,  // 69: concord.queue.v1.ScheduleSpec.start_at:type_name -> google.protobuf.Timestamp
-	3,   // 70: concord.queue.v1.ScheduleSpec.missed:type_name -> concord.queue.v1.MissedTicks
-	88,  // 71: concord.queue.v1.ScheduleSpec.grace:type_name -> google.protobuf.Duration
-	69,  // 72: concord.queue.v1.Schedule.spec:type_name -> concord.queue.v1.ScheduleSpec
-	89,  // 73: concord.queue.v1.Schedule.next_run_at:type_name -> google.protobuf.Timestamp
-	89,  // 74: concord.queue.v1.Schedule.last_run_at:type_name -> google.protobuf.Timestamp
-	89,  // 75: concord.queue.v1.Schedule.last_missed_at:type_name -> google.protobuf.Timestamp
-	89,  // 76: concord.queue.v1.Schedule.created_at:type_name -> google.protobuf.Timestamp
-	89,  // 77: concord.queue.v1.Schedule.updated_at:type_name -> google.protobuf.Timestamp
-	69,  // 78: concord.queue.v1.CreateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
-	70,  // 79: concord.queue.v1.CreateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	69,  // 80: concord.queue.v1.UpdateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
-	70,  // 81: concord.queue.v1.UpdateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	70,  // 82: concord.queue.v1.PauseScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	70,  // 83: concord.queue.v1.ResumeScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	70,  // 84: concord.queue.v1.GetScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
-	70,  // 85: concord.queue.v1.ListSchedulesResponse.schedules:type_name -> concord.queue.v1.Schedule
-	87,  // 86: concord.queue.v1.WatchQueueResponse.event:type_name -> concord.queue.v1.QueueEvent
-	4,   // 87: concord.queue.v1.QueueEvent.kind:type_name -> concord.queue.v1.QueueEventKind
-	89,  // 88: concord.queue.v1.QueueEvent.at:type_name -> google.protobuf.Timestamp
-	89,  // 89: concord.queue.v1.QueueEvent.ready_at:type_name -> google.protobuf.Timestamp
-	12,  // 90: concord.queue.v1.QueueEvent.progress:type_name -> concord.queue.v1.Progress
-	1,   // 91: concord.queue.v1.QueueEvent.wait_reason:type_name -> concord.queue.v1.WaitReason
-	8,   // 92: concord.queue.v1.QueueService.Enqueue:input_type -> concord.queue.v1.EnqueueRequest
-	13,  // 93: concord.queue.v1.QueueService.Dequeue:input_type -> concord.queue.v1.DequeueRequest
-	15,  // 94: concord.queue.v1.QueueService.Ack:input_type -> concord.queue.v1.AckRequest
-	17,  // 95: concord.queue.v1.QueueService.Nack:input_type -> concord.queue.v1.NackRequest
-	19,  // 96: concord.queue.v1.QueueService.ExtendLease:input_type -> concord.queue.v1.ExtendLeaseRequest
-	21,  // 97: concord.queue.v1.QueueService.Release:input_type -> concord.queue.v1.ReleaseRequest
-	25,  // 98: concord.queue.v1.QueueService.Consume:input_type -> concord.queue.v1.ConsumeRequest
-	31,  // 99: concord.queue.v1.QueueService.Stats:input_type -> concord.queue.v1.StatsRequest
-	33,  // 100: concord.queue.v1.QueueService.Peek:input_type -> concord.queue.v1.PeekRequest
-	35,  // 101: concord.queue.v1.QueueService.Cancel:input_type -> concord.queue.v1.CancelRequest
-	37,  // 102: concord.queue.v1.QueueService.Purge:input_type -> concord.queue.v1.PurgeRequest
-	39,  // 103: concord.queue.v1.QueueService.ListDead:input_type -> concord.queue.v1.ListDeadRequest
-	41,  // 104: concord.queue.v1.QueueService.RetryDead:input_type -> concord.queue.v1.RetryDeadRequest
-	43,  // 105: concord.queue.v1.QueueService.ListQueues:input_type -> concord.queue.v1.ListQueuesRequest
-	45,  // 106: concord.queue.v1.QueueService.PauseQueue:input_type -> concord.queue.v1.PauseQueueRequest
-	47,  // 107: concord.queue.v1.QueueService.ResumeQueue:input_type -> concord.queue.v1.ResumeQueueRequest
-	59,  // 108: concord.queue.v1.QueueService.SetGroupRules:input_type -> concord.queue.v1.SetGroupRulesRequest
-	61,  // 109: concord.queue.v1.QueueService.GetGroup:input_type -> concord.queue.v1.GetGroupRequest
-	63,  // 110: concord.queue.v1.QueueService.ListGroups:input_type -> concord.queue.v1.ListGroupsRequest
-	49,  // 111: concord.queue.v1.QueueService.GetTask:input_type -> concord.queue.v1.GetTaskRequest
-	51,  // 112: concord.queue.v1.QueueService.WaitTask:input_type -> concord.queue.v1.WaitTaskRequest
-	53,  // 113: concord.queue.v1.QueueService.ReportProgress:input_type -> concord.queue.v1.ReportProgressRequest
-	65,  // 114: concord.queue.v1.QueueService.SetQueuePolicy:input_type -> concord.queue.v1.SetQueuePolicyRequest
-	67,  // 115: concord.queue.v1.QueueService.GetQueuePolicy:input_type -> concord.queue.v1.GetQueuePolicyRequest
-	71,  // 116: concord.queue.v1.QueueService.CreateSchedule:input_type -> concord.queue.v1.CreateScheduleRequest
-	73,  // 117: concord.queue.v1.QueueService.UpdateSchedule:input_type -> concord.queue.v1.UpdateScheduleRequest
-	75,  // 118: concord.queue.v1.QueueService.PauseSchedule:input_type -> concord.queue.v1.PauseScheduleRequest
-	77,  // 119: concord.queue.v1.QueueService.ResumeSchedule:input_type -> concord.queue.v1.ResumeScheduleRequest
-	79,  // 120: concord.queue.v1.QueueService.DeleteSchedule:input_type -> concord.queue.v1.DeleteScheduleRequest
-	81,  // 121: concord.queue.v1.QueueService.GetSchedule:input_type -> concord.queue.v1.GetScheduleRequest
-	83,  // 122: concord.queue.v1.QueueService.ListSchedules:input_type -> concord.queue.v1.ListSchedulesRequest
-	85,  // 123: concord.queue.v1.QueueService.WatchQueue:input_type -> concord.queue.v1.WatchQueueRequest
-	10,  // 124: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
-	14,  // 125: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
-	16,  // 126: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
-	18,  // 127: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
-	20,  // 128: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
-	22,  // 129: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
-	30,  // 130: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
-	32,  // 131: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
-	34,  // 132: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
-	36,  // 133: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
-	38,  // 134: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
-	40,  // 135: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
-	42,  // 136: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
-	44,  // 137: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
-	46,  // 138: concord.queue.v1.QueueService.PauseQueue:output_type -> concord.queue.v1.PauseQueueResponse
-	48,  // 139: concord.queue.v1.QueueService.ResumeQueue:output_type -> concord.queue.v1.ResumeQueueResponse
-	60,  // 140: concord.queue.v1.QueueService.SetGroupRules:output_type -> concord.queue.v1.SetGroupRulesResponse
-	62,  // 141: concord.queue.v1.QueueService.GetGroup:output_type -> concord.queue.v1.GetGroupResponse
-	64,  // 142: concord.queue.v1.QueueService.ListGroups:output_type -> concord.queue.v1.ListGroupsResponse
-	50,  // 143: concord.queue.v1.QueueService.GetTask:output_type -> concord.queue.v1.GetTaskResponse
-	52,  // 144: concord.queue.v1.QueueService.WaitTask:output_type -> concord.queue.v1.WaitTaskResponse
-	54,  // 145: concord.queue.v1.QueueService.ReportProgress:output_type -> concord.queue.v1.ReportProgressResponse
-	66,  // 146: concord.queue.v1.QueueService.SetQueuePolicy:output_type -> concord.queue.v1.SetQueuePolicyResponse
-	68,  // 147: concord.queue.v1.QueueService.GetQueuePolicy:output_type -> concord.queue.v1.GetQueuePolicyResponse
-	72,  // 148: concord.queue.v1.QueueService.CreateSchedule:output_type -> concord.queue.v1.CreateScheduleResponse
-	74,  // 149: concord.queue.v1.QueueService.UpdateSchedule:output_type -> concord.queue.v1.UpdateScheduleResponse
-	76,  // 150: concord.queue.v1.QueueService.PauseSchedule:output_type -> concord.queue.v1.PauseScheduleResponse
-	78,  // 151: concord.queue.v1.QueueService.ResumeSchedule:output_type -> concord.queue.v1.ResumeScheduleResponse
-	80,  // 152: concord.queue.v1.QueueService.DeleteSchedule:output_type -> concord.queue.v1.DeleteScheduleResponse
-	82,  // 153: concord.queue.v1.QueueService.GetSchedule:output_type -> concord.queue.v1.GetScheduleResponse
-	84,  // 154: concord.queue.v1.QueueService.ListSchedules:output_type -> concord.queue.v1.ListSchedulesResponse
-	86,  // 155: concord.queue.v1.QueueService.WatchQueue:output_type -> concord.queue.v1.WatchQueueResponse
-	124, // [124:156] is the sub-list for method output_type
-	92,  // [92:124] is the sub-list for method input_type
-	92,  // [92:92] is the sub-list for extension type_name
-	92,  // [92:92] is the sub-list for extension extendee
-	0,   // [0:92] is the sub-list for field type_name
+	0,   // 46: concord.queue.v1.SearchTasksRequest.states:type_name -> concord.queue.v1.TaskState
+	11,  // 47: concord.queue.v1.SearchTasksResponse.tasks:type_name -> concord.queue.v1.Task
+	11,  // 48: concord.queue.v1.GetTaskResponse.task:type_name -> concord.queue.v1.Task
+	90,  // 49: concord.queue.v1.WaitTaskRequest.wait_timeout:type_name -> google.protobuf.Duration
+	11,  // 50: concord.queue.v1.WaitTaskResponse.task:type_name -> concord.queue.v1.Task
+	90,  // 51: concord.queue.v1.ReportProgressRequest.lease_ttl:type_name -> google.protobuf.Duration
+	91,  // 52: concord.queue.v1.ReportProgressResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	90,  // 53: concord.queue.v1.Retention.max_age:type_name -> google.protobuf.Duration
+	57,  // 54: concord.queue.v1.QueuePolicy.succeeded:type_name -> concord.queue.v1.Retention
+	57,  // 55: concord.queue.v1.QueuePolicy.dead:type_name -> concord.queue.v1.Retention
+	7,   // 56: concord.queue.v1.QueuePolicy.retry:type_name -> concord.queue.v1.RetryPolicy
+	6,   // 57: concord.queue.v1.QueuePolicy.rate:type_name -> concord.queue.v1.LeaseRate
+	6,   // 58: concord.queue.v1.QueuePolicy.group_rate:type_name -> concord.queue.v1.LeaseRate
+	6,   // 59: concord.queue.v1.GroupRules.rate:type_name -> concord.queue.v1.LeaseRate
+	59,  // 60: concord.queue.v1.Group.own:type_name -> concord.queue.v1.GroupRules
+	59,  // 61: concord.queue.v1.Group.effective:type_name -> concord.queue.v1.GroupRules
+	1,   // 62: concord.queue.v1.Group.wait_reason:type_name -> concord.queue.v1.WaitReason
+	59,  // 63: concord.queue.v1.SetGroupRulesRequest.rules:type_name -> concord.queue.v1.GroupRules
+	60,  // 64: concord.queue.v1.SetGroupRulesResponse.group:type_name -> concord.queue.v1.Group
+	60,  // 65: concord.queue.v1.GetGroupResponse.group:type_name -> concord.queue.v1.Group
+	60,  // 66: concord.queue.v1.ListGroupsResponse.groups:type_name -> concord.queue.v1.Group
+	58,  // 67: concord.queue.v1.SetQueuePolicyRequest.policy:type_name -> concord.queue.v1.QueuePolicy
+	58,  // 68: concord.queue.v1.SetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
+	58,  // 69: concord.queue.v1.GetQueuePolicyResponse.policy:type_name -> concord.queue.v1.QueuePolicy
+	90,  // 70: concord.queue.v1.ScheduleSpec.every:type_name -> google.protobuf.Duration
+	91,  // 71: concord.queue.v1.ScheduleSpec.start_at:type_name -> google.protobuf.Timestamp
+	3,   // 72: concord.queue.v1.ScheduleSpec.missed:type_name -> concord.queue.v1.MissedTicks
+	90,  // 73: concord.queue.v1.ScheduleSpec.grace:type_name -> google.protobuf.Duration
+	71,  // 74: concord.queue.v1.Schedule.spec:type_name -> concord.queue.v1.ScheduleSpec
+	91,  // 75: concord.queue.v1.Schedule.next_run_at:type_name -> google.protobuf.Timestamp
+	91,  // 76: concord.queue.v1.Schedule.last_run_at:type_name -> google.protobuf.Timestamp
+	91,  // 77: concord.queue.v1.Schedule.last_missed_at:type_name -> google.protobuf.Timestamp
+	91,  // 78: concord.queue.v1.Schedule.created_at:type_name -> google.protobuf.Timestamp
+	91,  // 79: concord.queue.v1.Schedule.updated_at:type_name -> google.protobuf.Timestamp
+	71,  // 80: concord.queue.v1.CreateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
+	72,  // 81: concord.queue.v1.CreateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	71,  // 82: concord.queue.v1.UpdateScheduleRequest.spec:type_name -> concord.queue.v1.ScheduleSpec
+	72,  // 83: concord.queue.v1.UpdateScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	72,  // 84: concord.queue.v1.PauseScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	72,  // 85: concord.queue.v1.ResumeScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	72,  // 86: concord.queue.v1.GetScheduleResponse.schedule:type_name -> concord.queue.v1.Schedule
+	72,  // 87: concord.queue.v1.ListSchedulesResponse.schedules:type_name -> concord.queue.v1.Schedule
+	89,  // 88: concord.queue.v1.WatchQueueResponse.event:type_name -> concord.queue.v1.QueueEvent
+	4,   // 89: concord.queue.v1.QueueEvent.kind:type_name -> concord.queue.v1.QueueEventKind
+	91,  // 90: concord.queue.v1.QueueEvent.at:type_name -> google.protobuf.Timestamp
+	91,  // 91: concord.queue.v1.QueueEvent.ready_at:type_name -> google.protobuf.Timestamp
+	12,  // 92: concord.queue.v1.QueueEvent.progress:type_name -> concord.queue.v1.Progress
+	1,   // 93: concord.queue.v1.QueueEvent.wait_reason:type_name -> concord.queue.v1.WaitReason
+	8,   // 94: concord.queue.v1.QueueService.Enqueue:input_type -> concord.queue.v1.EnqueueRequest
+	13,  // 95: concord.queue.v1.QueueService.Dequeue:input_type -> concord.queue.v1.DequeueRequest
+	15,  // 96: concord.queue.v1.QueueService.Ack:input_type -> concord.queue.v1.AckRequest
+	17,  // 97: concord.queue.v1.QueueService.Nack:input_type -> concord.queue.v1.NackRequest
+	19,  // 98: concord.queue.v1.QueueService.ExtendLease:input_type -> concord.queue.v1.ExtendLeaseRequest
+	21,  // 99: concord.queue.v1.QueueService.Release:input_type -> concord.queue.v1.ReleaseRequest
+	25,  // 100: concord.queue.v1.QueueService.Consume:input_type -> concord.queue.v1.ConsumeRequest
+	31,  // 101: concord.queue.v1.QueueService.Stats:input_type -> concord.queue.v1.StatsRequest
+	33,  // 102: concord.queue.v1.QueueService.Peek:input_type -> concord.queue.v1.PeekRequest
+	35,  // 103: concord.queue.v1.QueueService.Cancel:input_type -> concord.queue.v1.CancelRequest
+	37,  // 104: concord.queue.v1.QueueService.Purge:input_type -> concord.queue.v1.PurgeRequest
+	39,  // 105: concord.queue.v1.QueueService.ListDead:input_type -> concord.queue.v1.ListDeadRequest
+	41,  // 106: concord.queue.v1.QueueService.RetryDead:input_type -> concord.queue.v1.RetryDeadRequest
+	43,  // 107: concord.queue.v1.QueueService.SearchTasks:input_type -> concord.queue.v1.SearchTasksRequest
+	45,  // 108: concord.queue.v1.QueueService.ListQueues:input_type -> concord.queue.v1.ListQueuesRequest
+	47,  // 109: concord.queue.v1.QueueService.PauseQueue:input_type -> concord.queue.v1.PauseQueueRequest
+	49,  // 110: concord.queue.v1.QueueService.ResumeQueue:input_type -> concord.queue.v1.ResumeQueueRequest
+	61,  // 111: concord.queue.v1.QueueService.SetGroupRules:input_type -> concord.queue.v1.SetGroupRulesRequest
+	63,  // 112: concord.queue.v1.QueueService.GetGroup:input_type -> concord.queue.v1.GetGroupRequest
+	65,  // 113: concord.queue.v1.QueueService.ListGroups:input_type -> concord.queue.v1.ListGroupsRequest
+	51,  // 114: concord.queue.v1.QueueService.GetTask:input_type -> concord.queue.v1.GetTaskRequest
+	53,  // 115: concord.queue.v1.QueueService.WaitTask:input_type -> concord.queue.v1.WaitTaskRequest
+	55,  // 116: concord.queue.v1.QueueService.ReportProgress:input_type -> concord.queue.v1.ReportProgressRequest
+	67,  // 117: concord.queue.v1.QueueService.SetQueuePolicy:input_type -> concord.queue.v1.SetQueuePolicyRequest
+	69,  // 118: concord.queue.v1.QueueService.GetQueuePolicy:input_type -> concord.queue.v1.GetQueuePolicyRequest
+	73,  // 119: concord.queue.v1.QueueService.CreateSchedule:input_type -> concord.queue.v1.CreateScheduleRequest
+	75,  // 120: concord.queue.v1.QueueService.UpdateSchedule:input_type -> concord.queue.v1.UpdateScheduleRequest
+	77,  // 121: concord.queue.v1.QueueService.PauseSchedule:input_type -> concord.queue.v1.PauseScheduleRequest
+	79,  // 122: concord.queue.v1.QueueService.ResumeSchedule:input_type -> concord.queue.v1.ResumeScheduleRequest
+	81,  // 123: concord.queue.v1.QueueService.DeleteSchedule:input_type -> concord.queue.v1.DeleteScheduleRequest
+	83,  // 124: concord.queue.v1.QueueService.GetSchedule:input_type -> concord.queue.v1.GetScheduleRequest
+	85,  // 125: concord.queue.v1.QueueService.ListSchedules:input_type -> concord.queue.v1.ListSchedulesRequest
+	87,  // 126: concord.queue.v1.QueueService.WatchQueue:input_type -> concord.queue.v1.WatchQueueRequest
+	10,  // 127: concord.queue.v1.QueueService.Enqueue:output_type -> concord.queue.v1.EnqueueResponse
+	14,  // 128: concord.queue.v1.QueueService.Dequeue:output_type -> concord.queue.v1.DequeueResponse
+	16,  // 129: concord.queue.v1.QueueService.Ack:output_type -> concord.queue.v1.AckResponse
+	18,  // 130: concord.queue.v1.QueueService.Nack:output_type -> concord.queue.v1.NackResponse
+	20,  // 131: concord.queue.v1.QueueService.ExtendLease:output_type -> concord.queue.v1.ExtendLeaseResponse
+	22,  // 132: concord.queue.v1.QueueService.Release:output_type -> concord.queue.v1.ReleaseResponse
+	30,  // 133: concord.queue.v1.QueueService.Consume:output_type -> concord.queue.v1.ConsumeResponse
+	32,  // 134: concord.queue.v1.QueueService.Stats:output_type -> concord.queue.v1.StatsResponse
+	34,  // 135: concord.queue.v1.QueueService.Peek:output_type -> concord.queue.v1.PeekResponse
+	36,  // 136: concord.queue.v1.QueueService.Cancel:output_type -> concord.queue.v1.CancelResponse
+	38,  // 137: concord.queue.v1.QueueService.Purge:output_type -> concord.queue.v1.PurgeResponse
+	40,  // 138: concord.queue.v1.QueueService.ListDead:output_type -> concord.queue.v1.ListDeadResponse
+	42,  // 139: concord.queue.v1.QueueService.RetryDead:output_type -> concord.queue.v1.RetryDeadResponse
+	44,  // 140: concord.queue.v1.QueueService.SearchTasks:output_type -> concord.queue.v1.SearchTasksResponse
+	46,  // 141: concord.queue.v1.QueueService.ListQueues:output_type -> concord.queue.v1.ListQueuesResponse
+	48,  // 142: concord.queue.v1.QueueService.PauseQueue:output_type -> concord.queue.v1.PauseQueueResponse
+	50,  // 143: concord.queue.v1.QueueService.ResumeQueue:output_type -> concord.queue.v1.ResumeQueueResponse
+	62,  // 144: concord.queue.v1.QueueService.SetGroupRules:output_type -> concord.queue.v1.SetGroupRulesResponse
+	64,  // 145: concord.queue.v1.QueueService.GetGroup:output_type -> concord.queue.v1.GetGroupResponse
+	66,  // 146: concord.queue.v1.QueueService.ListGroups:output_type -> concord.queue.v1.ListGroupsResponse
+	52,  // 147: concord.queue.v1.QueueService.GetTask:output_type -> concord.queue.v1.GetTaskResponse
+	54,  // 148: concord.queue.v1.QueueService.WaitTask:output_type -> concord.queue.v1.WaitTaskResponse
+	56,  // 149: concord.queue.v1.QueueService.ReportProgress:output_type -> concord.queue.v1.ReportProgressResponse
+	68,  // 150: concord.queue.v1.QueueService.SetQueuePolicy:output_type -> concord.queue.v1.SetQueuePolicyResponse
+	70,  // 151: concord.queue.v1.QueueService.GetQueuePolicy:output_type -> concord.queue.v1.GetQueuePolicyResponse
+	74,  // 152: concord.queue.v1.QueueService.CreateSchedule:output_type -> concord.queue.v1.CreateScheduleResponse
+	76,  // 153: concord.queue.v1.QueueService.UpdateSchedule:output_type -> concord.queue.v1.UpdateScheduleResponse
+	78,  // 154: concord.queue.v1.QueueService.PauseSchedule:output_type -> concord.queue.v1.PauseScheduleResponse
+	80,  // 155: concord.queue.v1.QueueService.ResumeSchedule:output_type -> concord.queue.v1.ResumeScheduleResponse
+	82,  // 156: concord.queue.v1.QueueService.DeleteSchedule:output_type -> concord.queue.v1.DeleteScheduleResponse
+	84,  // 157: concord.queue.v1.QueueService.GetSchedule:output_type -> concord.queue.v1.GetScheduleResponse
+	86,  // 158: concord.queue.v1.QueueService.ListSchedules:output_type -> concord.queue.v1.ListSchedulesResponse
+	88,  // 159: concord.queue.v1.QueueService.WatchQueue:output_type -> concord.queue.v1.WatchQueueResponse
+	127, // [127:160] is the sub-list for method output_type
+	94,  // [94:127] is the sub-list for method input_type
+	94,  // [94:94] is the sub-list for extension type_name
+	94,  // [94:94] is the sub-list for extension extendee
+	0,   // [0:94] is the sub-list for field type_name
 }
 
 func init() { file_concord_queue_v1_queue_proto_init() }
@@ -6519,22 +6724,22 @@ func file_concord_queue_v1_queue_proto_init() {
 		(*ConsumeResponse_Tasks)(nil),
 		(*ConsumeResponse_SettledBatch)(nil),
 	}
-	file_concord_queue_v1_queue_proto_msgTypes[48].OneofWrappers = []any{}
 	file_concord_queue_v1_queue_proto_msgTypes[50].OneofWrappers = []any{}
-	file_concord_queue_v1_queue_proto_msgTypes[51].OneofWrappers = []any{}
 	file_concord_queue_v1_queue_proto_msgTypes[52].OneofWrappers = []any{}
-	file_concord_queue_v1_queue_proto_msgTypes[64].OneofWrappers = []any{
+	file_concord_queue_v1_queue_proto_msgTypes[53].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[54].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[66].OneofWrappers = []any{
 		(*ScheduleSpec_Cron)(nil),
 		(*ScheduleSpec_Every)(nil),
 	}
-	file_concord_queue_v1_queue_proto_msgTypes[68].OneofWrappers = []any{}
+	file_concord_queue_v1_queue_proto_msgTypes[70].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_queue_v1_queue_proto_rawDesc), len(file_concord_queue_v1_queue_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   83,
+			NumMessages:   85,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,7 @@ const (
 	QueueService_Purge_FullMethodName          = "/concord.queue.v1.QueueService/Purge"
 	QueueService_ListDead_FullMethodName       = "/concord.queue.v1.QueueService/ListDead"
 	QueueService_RetryDead_FullMethodName      = "/concord.queue.v1.QueueService/RetryDead"
+	QueueService_SearchTasks_FullMethodName    = "/concord.queue.v1.QueueService/SearchTasks"
 	QueueService_ListQueues_FullMethodName     = "/concord.queue.v1.QueueService/ListQueues"
 	QueueService_PauseQueue_FullMethodName     = "/concord.queue.v1.QueueService/PauseQueue"
 	QueueService_ResumeQueue_FullMethodName    = "/concord.queue.v1.QueueService/ResumeQueue"
@@ -124,6 +125,19 @@ type QueueServiceClient interface {
 	// RetryDead makes dead tasks ready again with a fresh set of attempts: the ones
 	// named, or (with no ids) up to `limit` of the oldest.
 	RetryDead(ctx context.Context, in *RetryDeadRequest, opts ...grpc.CallOption) (*RetryDeadResponse, error)
+	// SearchTasks finds the queue's tasks that match every filter given (task id, type
+	// or type prefix, states, text in the last error, bytes in the payload), served over
+	// the whole queue a page at a time: each call looks at no more than about 1,000 tasks
+	// (and 4 MiB of their payloads), so a page may hold fewer than page_size tasks, even
+	// none, while next_page_token says the search goes on. Tasks come by state (ready,
+	// delayed, leased, dead, then retained succeeded and cancelled ones), within a state
+	// in that state's order (ready: when it became ready; delayed: run-at; leased: lease
+	// expiry; dead and finished: when it finished). The page token is a position in that
+	// order, not a snapshot: a task that stays where it is while the search pages on is
+	// returned exactly once; one that changes state or place meanwhile (dequeued, retried,
+	// acked, its lease extended) may be missed or returned twice, and tasks added during
+	// the search may or may not be.
+	SearchTasks(ctx context.Context, in *SearchTasksRequest, opts ...grpc.CallOption) (*SearchTasksResponse, error)
 	// ListQueues pages through the names of queues that hold tasks. It scans the key space: a name
 	// may appear on more than one page, and one created or deleted during the
 	// listing may or may not appear.
@@ -323,6 +337,16 @@ func (c *queueServiceClient) RetryDead(ctx context.Context, in *RetryDeadRequest
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RetryDeadResponse)
 	err := c.cc.Invoke(ctx, QueueService_RetryDead_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) SearchTasks(ctx context.Context, in *SearchTasksRequest, opts ...grpc.CallOption) (*SearchTasksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SearchTasksResponse)
+	err := c.cc.Invoke(ctx, QueueService_SearchTasks_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -599,6 +623,19 @@ type QueueServiceServer interface {
 	// RetryDead makes dead tasks ready again with a fresh set of attempts: the ones
 	// named, or (with no ids) up to `limit` of the oldest.
 	RetryDead(context.Context, *RetryDeadRequest) (*RetryDeadResponse, error)
+	// SearchTasks finds the queue's tasks that match every filter given (task id, type
+	// or type prefix, states, text in the last error, bytes in the payload), served over
+	// the whole queue a page at a time: each call looks at no more than about 1,000 tasks
+	// (and 4 MiB of their payloads), so a page may hold fewer than page_size tasks, even
+	// none, while next_page_token says the search goes on. Tasks come by state (ready,
+	// delayed, leased, dead, then retained succeeded and cancelled ones), within a state
+	// in that state's order (ready: when it became ready; delayed: run-at; leased: lease
+	// expiry; dead and finished: when it finished). The page token is a position in that
+	// order, not a snapshot: a task that stays where it is while the search pages on is
+	// returned exactly once; one that changes state or place meanwhile (dequeued, retried,
+	// acked, its lease extended) may be missed or returned twice, and tasks added during
+	// the search may or may not be.
+	SearchTasks(context.Context, *SearchTasksRequest) (*SearchTasksResponse, error)
 	// ListQueues pages through the names of queues that hold tasks. It scans the key space: a name
 	// may appear on more than one page, and one created or deleted during the
 	// listing may or may not appear.
@@ -709,6 +746,9 @@ func (UnimplementedQueueServiceServer) ListDead(context.Context, *ListDeadReques
 }
 func (UnimplementedQueueServiceServer) RetryDead(context.Context, *RetryDeadRequest) (*RetryDeadResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RetryDead not implemented")
+}
+func (UnimplementedQueueServiceServer) SearchTasks(context.Context, *SearchTasksRequest) (*SearchTasksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SearchTasks not implemented")
 }
 func (UnimplementedQueueServiceServer) ListQueues(context.Context, *ListQueuesRequest) (*ListQueuesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListQueues not implemented")
@@ -1007,6 +1047,24 @@ func _QueueService_RetryDead_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(QueueServiceServer).RetryDead(ctx, req.(*RetryDeadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_SearchTasks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SearchTasksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).SearchTasks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_SearchTasks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).SearchTasks(ctx, req.(*SearchTasksRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1400,6 +1458,10 @@ var QueueService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RetryDead",
 			Handler:    _QueueService_RetryDead_Handler,
+		},
+		{
+			MethodName: "SearchTasks",
+			Handler:    _QueueService_SearchTasks_Handler,
 		},
 		{
 			MethodName: "ListQueues",
