@@ -158,6 +158,7 @@ def test_bad_paging_is_invalid_argument(client, kind, page_size, page_token, fie
 
 
 TOKENS = {tenant: f"{tenant}-token-0123456789abcdef" for tenant in ("busy", "quiet")}
+READER = "busy-reader-token-0123456789abcdef"  # the busy tenant's, read-only
 MANY = 600  # more than a small hash's one-page HSCAN (hash-max-listpack-entries: 512 by default)
 
 
@@ -165,7 +166,8 @@ MANY = 600  # more than a small hash's one-page HSCAN (hash-max-listpack-entries
 def tenant_server(redis_server, tmp_path_factory):
     d = tmp_path_factory.mktemp("listings")
     (d / "tokens.toml").write_text("".join(f'[[tokens]]\ntoken = "{t}"\ntenant = "{tenant}"\n\n'
-                                           for tenant, t in TOKENS.items()))
+                                           for tenant, t in TOKENS.items())
+                                   + f'[[tokens]]\ntoken = "{READER}"\ntenant = "busy"\nrole = "read-only"\n')
     server = ServerProcess("--redis-url", redis_server.url, "--key-prefix", "listings", "--auth-tokens",
                            str(d / "tokens.toml"), "--log-level", "WARNING").start(d / "server.log")
     yield server
@@ -199,3 +201,15 @@ def test_a_listing_pages_through_the_tenant_s_own_resources_only(tenant_server, 
         _create(quiet, kind, f"{name}-quiet")
         assert sorted(pages(quiet, kind, 10)[0]) == [f"{name}-quiet"]
         assert f"{name}-quiet" not in pages(busy, kind, 1000)[0]
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_read_only_token_may_list(tenant_server, kind, name):
+    """Listings are reads (edge/methods.METHOD_ROLES): a read-only token lists its
+    tenant's resources, and is refused what creates one."""
+    with concord.Client(tenant_server.target, token=TOKENS["busy"]) as busy, \
+            concord.Client(tenant_server.target, token=READER) as reader:
+        _create(busy, kind, f"{name}-{kind}")
+        assert f"{name}-{kind}" in pages(reader, kind, 1000)[0]
+        with pytest.raises(concord.PermissionDenied):
+            _create(reader, kind, f"{name}-{kind}-refused")
