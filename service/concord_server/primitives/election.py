@@ -33,8 +33,11 @@ from ..statuses import ACQUIRE, HELD, WITHDRAW
 from ..wakeups.doorbells import Doorbells
 from ..wakeups.waiters import PollResult, Waiters
 from .fifo_acquire import Attempt, Claim, FifoPrimitive, acquire_queued, keep_alive
+from .listing import noting, scan_summaries
 
 HISTORY_BATCH = 100  # changes read per script call
+LISTED = "elect"  # the listing index's kind (primitives/listing.py): the keys' tag
+LISTED_VALUE_BYTES = 1024  # of a leader's value (up to 64 KiB) a listing shows: a page of 1000 stays small
 OBSERVE_WAIT = 10.0  # longest an observer sleeps without looking (the doorbell's safety ring covers it too)
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
@@ -74,6 +77,18 @@ class HistoryReply(NamedTuple):
     changes: list[list]  # [n, term, candidate, value]
 
 
+class SummaryReply(NamedTuple):
+    term: int  # 0: nobody leads
+    candidate: bytes
+    value: bytes  # its first LISTED_VALUE_BYTES
+    value_cut: int  # 0/1
+    pttl_ms: int
+    candidates: int  # entries in the queue
+    now_ms: int
+
+
+_SUMMARY = script("election_summary.lua", Tup(INT, STR, STR, Codes(0, 1), INT, INT, INT), raw=True,
+                  decode=SummaryReply._make)
 _CAMPAIGN = script("election_campaign.lua", Tup(Codes(*ACQUIRE.codes()), INT, INT, INT), decode=CampaignReply._make)
 _RESIGN = script("election_resign.lua", Codes(*HELD.codes()))
 _REFRESH = script("election_refresh.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(INT)}))
@@ -86,7 +101,7 @@ _POLL = script("election_poll.lua", Seq(STR, INT, INT, INT, each=(STR,)), decode
 _HISTORY = script("election_history.lua", Seq(INT, INT, STR, STR, INT, INT, INT, INT, each=(Tup(INT, INT, STR, STR),)),
                   raw=True, decode=lambda r: HistoryReply(*r[:8], r[8:]))
 
-SCRIPTS = (_CAMPAIGN, _RESIGN, _REFRESH, _PROCLAIM, _WITHDRAW, _POLL, _HISTORY)
+SCRIPTS = (_CAMPAIGN, _RESIGN, _REFRESH, _PROCLAIM, _WITHDRAW, _POLL, _HISTORY, _SUMMARY)
 
 
 @dataclass(frozen=True)
@@ -120,6 +135,16 @@ class LeaderState:
     leader: Leadership | None
     candidates: int  # live candidates waiting
     position: int  # the last change's number
+
+
+@dataclass(frozen=True)
+class ElectionSummary:
+    """One election as a listing shows it."""
+
+    election: str
+    leader: Leadership | None  # its value cut to LISTED_VALUE_BYTES (value_cut)
+    value_cut: bool
+    candidates: int  # entries in its queue (candidates of dead servers too, until skipped)
 
 
 class Elections(FifoPrimitive):
@@ -160,6 +185,18 @@ class Elections(FifoPrimitive):
     async def leader(self, election: str) -> LeaderState:
         r = await self._run(_HISTORY, self._keys.election(election), 0, 0)
         return LeaderState(_leadership(r.candidate, r.value, r.term, r.now_ms + r.pttl_ms), r.waiting, r.last)
+
+    async def summaries(self, page_token: str, count: int) -> tuple[list[ElectionSummary], str]:
+        """A page of the elections that have a leader or candidates, each read by one
+        O(1) script (listing.scan_summaries)."""
+        return await scan_summaries(self._redis, self._keys, LISTED, page_token, count, self._summary)
+
+    async def _summary(self, election: str) -> ElectionSummary | None:
+        r = await self._run(_SUMMARY, self._keys.election(election), LISTED_VALUE_BYTES)
+        if r.term == 0 and not r.candidates:
+            return None  # nobody leads or waits any more: gone since the listing found it live
+        leader = _leadership(r.candidate, r.value, r.term, r.now_ms + r.pttl_ms)
+        return ElectionSummary(election, leader, r.value_cut == 1, r.candidates)
 
     async def observe(self, election: str, after: int = 0) -> AsyncIterator[Change]:
         """The leader now, then every change as it happens, in order. With ``after``
@@ -261,8 +298,9 @@ class _Candidacy(Claim[Term]):
         self.value = value
 
     async def attempt(self) -> Attempt[Term]:
-        r = await self.of._run(_CAMPAIGN, self.k, self.token, self.ttl_ms, self.owner, self.value,
-                               *self.of._waiting_args(self.wait_ms))
+        r = await noting(self.of._run(_CAMPAIGN, self.k, self.token, self.ttl_ms, self.owner, self.value,
+                                      *self.of._waiting_args(self.wait_ms)),
+                         self.of._redis, self.of._keys, LISTED, self.to_note([self.name]))  # leads or queued: listed
         return Attempt(Term(r.term, self.token, r.now_ms + r.ms) if r.status == ACQUIRE.ACQUIRED else None,
                        r.ms, r.now_ms)
 

@@ -23,6 +23,7 @@ Imports no grpc: api/files.py maps its errors to status codes.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import zlib
 from collections.abc import AsyncIterator
@@ -48,6 +49,9 @@ from ..statuses import DONE, UPLOAD
 from ..wakeups.doorbells import Doorbells, Watch
 from .chat import Chats
 from .letting_go import Releaser
+from .listing import noting, scan_summaries
+
+LISTED = "files"  # the listing index's kind (primitives/listing.py): the keys' tag
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
 
@@ -124,6 +128,16 @@ class FileInfo:
     created_ms: int
 
 
+@dataclass(frozen=True)
+class GroupSummary:
+    """One file group as a listing shows it."""
+
+    group: str
+    files: int  # stored, uploads in progress included
+    held_bytes: int
+    bound_bytes: int  # this server's group bound (--file-group-bound)
+
+
 def file_id(group: str, n: int | str) -> str:
     return f"{n}:{group}"
 
@@ -178,7 +192,8 @@ class Files:
         try:
             # Inside the try: a call cancelled while "begin" is in flight still has
             # its file created in Redis, and must delete it.
-            await self._run(_UPLOAD, k, "begin", n, name, sender, self.chunk_size, self._lease_ms)
+            await noting(self._run(_UPLOAD, k, "begin", n, name, sender, self.chunk_size, self._lease_ms),
+                         self._redis, self._keys, LISTED, [group])  # it holds a file now: listed
             size, first = 0, b""
             pending = bytearray()
             async with self._bells.watch([k.channel]) as freed:
@@ -282,6 +297,23 @@ class Files:
         if result == DONE.NOT_A_WORKER:
             raise NotAWorker(f"{worker!r} is not one of the workers file {fid!r} was sent to", file_id=fid)
         return result == DONE.DELETED
+
+    @property
+    def bound(self) -> int:
+        """Bytes a group's other files may hold before an upload waits."""
+        return self._bound
+
+    async def summaries(self, page_token: str, count: int) -> tuple[list[GroupSummary], str]:
+        """A page of the groups that hold files, each read by a ZCARD and a GET
+        (listing.scan_summaries)."""
+        return await scan_summaries(self._redis, self._keys, LISTED, page_token, count, self._summary)
+
+    async def _summary(self, group: str) -> GroupSummary | None:
+        k = self._keys.file_group(group)
+        files, held = await asyncio.gather(command(self._redis, "ZCARD", k.files), command(self._redis, "GET", k.held))
+        if not files:
+            return None  # its last file went since the listing found it live
+        return GroupSummary(group, files, int(held or 0), self._bound)
 
     async def list(self, group: str) -> tuple[list[FileInfo], int]:
         """The group's files and the bytes they hold."""
