@@ -3,17 +3,18 @@ Playwright for Python, nothing downloaded (no `playwright install`). Skipped, wi
 the reason, where chromium or playwright is missing.
 
 Against a live server with tokens: the overview, locks, coordination, queues, chats,
-autocomplete and files pages render with no console error; a lock taken through the API shows with its waiter; a force-release
-confirmed in the page hands the lock to the waiter; a semaphore shows with its
-holder; a dead task shows with its error, is found by a search for its error text,
-and a Retry from the search results confirmed in the page makes it ready; another
-tenant's admin sees neither the queue nor the task; a read-only token sees no action button; at phone width the page still fits;
-a read-write lock's writer taken through the API shows with its waiter, an election's
+autocomplete and files pages render with no console error; a lock taken through the
+API shows with its waiter; a force-release confirmed in the page hands the lock to the
+waiter; a semaphore shows with its holder; a dead task shows with its error, is found
+by a search for its error text, and a Retry from the search results confirmed in the
+page makes it ready; another tenant's admin sees neither the queue nor the task; a
+read-only token sees no action button; at phone width the page still fits; a
+read-write lock's writer taken through the API shows with its waiter, an election's
 leader with its candidate and the history of leaders, a chat with its members' unread
-counts and a gap, a file group with its bytes and workers, and the suggestion box
-suggests a name added through the API, typed into it. Each page is saved as a screenshot in the
-test's directory, or in $CONSOLE_SCREENSHOTS when set (docs/console/ holds the ones
-the README shows).
+counts, a file group with its bytes and workers, and the suggestion box suggests a
+name added through the API, typed into it; another tenant sees none of them. Each
+page is saved as a screenshot in the test's directory, or in $CONSOLE_SCREENSHOTS when
+set (docs/console/ holds the ones the README shows).
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ def test_the_coordination_and_queues_pages_render_live_and_retry_makes_a_dead_ta
             row = page.locator(f'tr[data-semaphore="{name}"]')
             row.get_by_text("crawler-7").wait_for(timeout=UI_DEADLINE_MS)
             assert row.locator('td[data-label="held / limit"]').inner_text() == "1 / 3"
-            page.get_by_text("No read-write lock is held").wait_for(timeout=UI_DEADLINE_MS)  # empty states say what to do
+            page.get_by_text("No read-write lock is held").wait_for(timeout=UI_DEADLINE_MS)  # says what to do
             page.get_by_text("No election has a leader").wait_for(timeout=UI_DEADLINE_MS)
         finally:
             client.semaphore(name).release(permit)

@@ -284,7 +284,8 @@ async def test_every_list_stops_at_its_cap(views_server, session_of, name):
             assert len(e["queue"]) == c.MAX_CANDIDATES and len(e["history"]) == c.HISTORY
             assert e["history"][0]["value"]["text"] == f"value {c.HISTORY}"  # newest first
             chat = row(snap, "chats", busy)
-            assert chat["member_count"] == views_chats.MAX_MEMBERS + 2 and len(chat["members"]) == views_chats.MAX_MEMBERS
+            assert chat["member_count"] == views_chats.MAX_MEMBERS + 2
+            assert len(chat["members"]) == views_chats.MAX_MEMBERS
             # The first MAX_RWLOCKS by name (shown with the ones waited for first): not the last.
             assert f"{name}:{c.MAX_RWLOCKS:03}" not in {r["name"] for r in snap["rwlocks"]["items"]}
         finally:

@@ -16,15 +16,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .capped import AT_ONCE
-from .views import _names
+from .capped import AT_ONCE, first_names
 
 MAX_CHATS = 100  # chats one view lists
 MAX_MEMBERS = 50  # members shown per chat, furthest behind first (with the count)
 
 
 async def chats_view(chats: Any) -> dict[str, Any]:
-    names, more = await _names(chats.names, MAX_CHATS)
+    names, more = await first_names(chats.names, MAX_CHATS)
     gate = asyncio.Semaphore(AT_ONCE)
 
     async def row(chat_id: str) -> dict[str, Any] | None:
@@ -36,7 +35,6 @@ async def chats_view(chats: Any) -> dict[str, Any]:
                    for user, seen in s.members]
         return {"name": chat_id, "last_id": s.last_id, "first_id": s.first_id, "kept": s.kept,
                 "kept_bytes": s.kept_bytes, "member_count": s.member_count, "members": members,
-                "dropped_before": s.first_id,  # ids below it are no longer kept (seen by all, or retention)
                 "gaps": sum(1 for m in members if m["missed"])}
 
     rows = [r for r in await asyncio.gather(*(row(n) for n in names)) if r is not None]

@@ -73,9 +73,10 @@ async def elections_view(elections: Any) -> dict[str, Any]:
                 elections.candidates(s.election, MAX_CANDIDATES) if s.candidates else _nobody(),
                 elections.recent(s.election, HISTORY, VALUE_BYTES))
         leader = s.leader
+        cut = leader is not None and (s.value_cut or len(leader.value) > VALUE_BYTES)
         return {"name": s.election,
                 "leader": {"candidate": leader.candidate, "term": leader.term,
-                           "value": shown_value(leader.value[:VALUE_BYTES], s.value_cut or len(leader.value) > VALUE_BYTES),
+                           "value": shown_value(leader.value[:VALUE_BYTES], cut),
                            "expires_at_ms": leader.expires_at_ms,
                            "ttl_ms": max(leader.expires_at_ms - now_ms, 0)}
                 if leader else None,

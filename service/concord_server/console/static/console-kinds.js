@@ -57,7 +57,7 @@ function renderRWLocks(s) {
         el("td", { "data-label": "writer" }, lock.writer ? lock.writer.owner || "(no label)" : "—"),
         el("td", { "data-label": "fencing token" }, lock.writer ? lock.writer.fencing_token : "—"),
         el("td", { "data-label": "time left" }, lock.writer
-          ? el("span", { title: `expires ${when(s.at_ms + lock.writer.ttl_ms)}` }, duration(lock.writer.ttl_ms)) : "—"),
+          ? el("span", { title: `expires about ${when(Date.now() + lock.writer.ttl_ms)}` }, duration(lock.writer.ttl_ms)) : "—"),
         el("td", { "data-label": "readers" }, lock.readers),
         el("td", { "data-label": "waiters" }, rwQueue(lock))))));
 }
