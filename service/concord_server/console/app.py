@@ -9,6 +9,7 @@ Routes:
   GET  /api/events                the same, live: Server-Sent Events (live.py)
   POST /api/locks/force-release {"name"}   an admin's release of a lock (the next waiter gets it)
   POST /api/queues/...           task search and queue actions: queue_actions.py
+  POST /api/autocomplete/suggest  the suggestion box (a read): views_autocomplete.py
 
 An action needs what its gRPC method needs (ForceRelease: an admin token; auth.py),
 else 403 with reason PERMISSION_DENIED; each one, done or refused, is logged with
@@ -38,6 +39,7 @@ from .auth import COOKIE, SESSION_TTL, Sessions, Viewer
 from .live import KEEPALIVE, Hub
 from .queue_actions import QueueActions
 from .queue_actions import may as queue_may
+from . import extra_views
 from .views import Overview, locks_view, queues_view, semaphores_view
 
 log = logging.getLogger("concord_server.console")
@@ -50,7 +52,8 @@ LIST_QUEUES = "/concord.queue.v1.QueueService/ListQueues"
 # Each part of a snapshot, its reader, and the method a token must be allowed to see it.
 VIEWS = (("locks", LIST_LOCKS, lambda p: locks_view(p.locks)),
          ("semaphores", LIST_SEMAPHORES, lambda p: semaphores_view(p.semaphores)),
-         ("queues", LIST_QUEUES, lambda p: queues_view(p.queues)))
+         ("queues", LIST_QUEUES, lambda p: queues_view(p.queues)),
+         *extra_views.VIEWS)  # read-write locks, elections, chats, autocomplete, files
 HTTP_STATUS = {"INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403, "NOT_FOUND": 404,
                "FAILED_PRECONDITION": 409, "RESOURCE_EXHAUSTED": 429, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504}
 SECURITY_HEADERS = {
@@ -87,6 +90,7 @@ class Console:
         app.router.add_get("/api/events", self._events)
         app.router.add_post("/api/locks/force-release", self._force_release)
         self.queue_actions.add_routes(app)
+        extra_views.add_routes(self, app)  # POST /api/autocomplete/suggest
         app.router.add_static("/static/", STATIC, follow_symlinks=False)
         app.on_response_prepare.append(_secure_headers)
         return app
@@ -230,7 +234,7 @@ def _me(viewer: Viewer, needs_token: bool) -> dict[str, Any]:
             "role": viewer.identity.role,
             "may": {"list_locks": viewer.may(LIST_LOCKS), "force_release": viewer.may(FORCE_RELEASE),
                     "list_semaphores": viewer.may(LIST_SEMAPHORES), "list_queues": viewer.may(LIST_QUEUES),
-                    **queue_may(viewer)}}
+                    **queue_may(viewer), **extra_views.may(viewer)}}
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:

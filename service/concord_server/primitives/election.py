@@ -34,6 +34,7 @@ from ..wakeups.doorbells import Doorbells
 from ..wakeups.waiters import PollResult, Waiters
 from .fifo_acquire import Attempt, Claim, FifoPrimitive, acquire_queued, keep_alive
 from .listing import noting, scan_summaries
+from .lock import _WAITERS as _LOCK_WAITERS
 
 HISTORY_BATCH = 100  # changes read per script call
 LISTED = "elect"  # the listing index's kind (primitives/listing.py): the keys' tag
@@ -101,7 +102,9 @@ _POLL = script("election_poll.lua", Seq(STR, INT, INT, INT, each=(STR,)), decode
 _HISTORY = script("election_history.lua", Seq(INT, INT, STR, STR, INT, INT, INT, INT, each=(Tup(INT, INT, STR, STR),)),
                   raw=True, decode=lambda r: HistoryReply(*r[:8], r[8:]))
 
-SCRIPTS = (_CAMPAIGN, _RESIGN, _REFRESH, _PROCLAIM, _WITHDRAW, _POLL, _HISTORY, _SUMMARY)
+_RECENT = script("election_recent.lua", Seq(INT, each=(INT, INT, STR, STR, Codes(0, 1), INT)), raw=True)
+
+SCRIPTS = (_CAMPAIGN, _RESIGN, _REFRESH, _PROCLAIM, _WITHDRAW, _POLL, _HISTORY, _SUMMARY, _RECENT)
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,18 @@ class Change:
     position: int
     leader: Leadership | None  # None: nobody leads from here on
     gap: bool = False  # changes between the observer's position and this one were not kept
+
+
+@dataclass(frozen=True)
+class RecentChange:
+    """One kept change of leadership, as the console lists them."""
+
+    position: int
+    term: int  # 0: nobody led from then on
+    candidate: str
+    value: bytes  # cut to the asked bytes (value_cut)
+    value_cut: bool
+    at_ms: int  # when it was recorded (Redis clock)
 
 
 @dataclass(frozen=True)
@@ -197,6 +212,24 @@ class Elections(FifoPrimitive):
             return None  # nobody leads or waits any more: gone since the listing found it live
         leader = _leadership(r.candidate, r.value, r.term, r.now_ms + r.pttl_ms)
         return ElectionSummary(election, leader, r.value_cut == 1, r.candidates)
+
+    async def candidates(self, election: str, limit: int = 50) -> tuple[int, list[tuple[str, int]]]:
+        """The first live candidates waiting, in FIFO order (of the first ``limit``
+        queue entries, at most 50): (Redis clock ms, [(candidate, waiting since ms)]).
+        An election's queue is a lock's (keys.ElectionKeys), so this is the lock's
+        bounded waiters script; the web console's read."""
+        r = await self._run(_LOCK_WAITERS, self._keys.election(election), limit)
+        return r[0], [(r[i], r[i + 1]) for i in range(2, len(r), 2)]
+
+    async def recent(self, election: str, limit: int, value_bytes: int = LISTED_VALUE_BYTES
+                     ) -> tuple[int, list[RecentChange]]:
+        """The last ``limit`` (at most 50) changes of leadership, newest first, from the
+        history the election keeps anyway (the last 1,000 changes, as long as its
+        terms are kept), with the Redis clock (ms); values cut to ``value_bytes``. One
+        bounded script, writes nothing; the web console's read."""
+        r = await self._run(_RECENT, self._keys.election(election), limit, value_bytes)
+        return r[0], [RecentChange(r[i], r[i + 1], r[i + 2].decode(errors="replace"), r[i + 3], r[i + 4] == 1,
+                                   r[i + 5]) for i in range(1, len(r), 6)]
 
     async def observe(self, election: str, after: int = 0) -> AsyncIterator[Change]:
         """The leader now, then every change as it happens, in order. With ``after``

@@ -102,7 +102,9 @@ _READ = script("files_read.lua", Either(Tup(), Seq(STR, STR, STR, STR, each=(STR
                decode=_read_reply)
 _LIST = script("files_list.lua", Seq(INT, each=(Either(STR, INT, NIL),)), decode=_list_reply)
 
-SCRIPTS = (_UPLOAD, _DONE, _READ, _LIST)
+_PROGRESS = script("files_progress.lua", Seq(INT, INT, each=(Either(STR, INT),)))
+
+SCRIPTS = (_UPLOAD, _DONE, _READ, _LIST, _PROGRESS)
 
 READ_CHUNKS = 4  # chunks per read while downloading
 SAFETY_WAIT = 1.0  # a follower re-reads at least this often (lost notifications)
@@ -126,6 +128,23 @@ class FileInfo:
     gzip: bool
     pending: list[str]
     created_ms: int
+
+
+@dataclass(frozen=True)
+class FileProgress:
+    """One file and where its workers stand (files_progress.lua)."""
+
+    file_id: str
+    name: str
+    sender: str
+    size: int  # so far, while uploading
+    state: str  # uploading | complete
+    gzip: bool
+    created_ms: int
+    lease_until_ms: int  # an upload's lease (renewed with every chunk)
+    pending: int  # workers that have not marked it done
+    done: int  # workers that have
+    workers: list[tuple[str, bool]]  # some of them by name (at most the asked number of each): (worker, done)
 
 
 @dataclass(frozen=True)
@@ -320,6 +339,21 @@ class Files:
         reply = await self._run(_LIST, self._keys.file_group(group))
         return [FileInfo(file_id(group, f.n), f.name, f.size, f.state, f.gzip, sorted(f.pending), f.created_ms)
                 for f in reply.files], reply.held
+
+    async def progress(self, group: str, files: int, workers: int) -> tuple[int, int, list[FileProgress]]:
+        """(files in the group, bytes held, its oldest ``files`` files with up to
+        ``workers`` pending and as many done workers each): one bounded script that
+        writes nothing; the web console's read. How far a download has got is not
+        kept anywhere but in the worker: only whether it marked a file done."""
+        r = await self._run(_PROGRESS, self._keys.file_group(group), files, workers)
+        found, i = [], 2
+        while i < len(r):
+            n, name, sender, size, state, gz, created, lease, pending, done, k = r[i:i + 11]
+            pairs = r[i + 11:i + 11 + 2 * k]
+            found.append(FileProgress(file_id(group, n), name, sender, size, state, gz == 1, created, lease,
+                                      pending, done, [(pairs[j], pairs[j + 1] == 1) for j in range(0, len(pairs), 2)]))
+            i += 11 + 2 * k
+        return r[0], r[1], found
 
     async def finish(self, group: str, sender: str) -> int:
         """Sends the group the closing marker; returns its message id."""

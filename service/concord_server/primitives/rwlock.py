@@ -97,8 +97,9 @@ class SummaryReply(NamedTuple):
 _SUMMARY = script("rwlock_summary.lua", Tup(Codes(0, 1), STR, INT, INT, INT, INT), decode=SummaryReply._make)
 _DESCRIBE = script("rwlock_describe.lua", Seq(INT, INT, each=(Codes(*MODES), STR, INT, INT)),
                    decode=lambda r: DescribeReply(r[0], r[1], r[2:]))
+_WAITERS = script("rwlock_waiters.lua", Seq(INT, each=(Codes(*MODES), STR, INT)))
 
-SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE, _SUMMARY)
+SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE, _SUMMARY, _WAITERS)
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,13 @@ class RWLocks(FifoPrimitive):
         """A page of the read-write locks that are held or have waiters, each read
         by one bounded script (listing.scan_summaries)."""
         return await scan_summaries(self._redis, self._keys, LISTED, page_token, count, self._summary)
+
+    async def waiters(self, name: str, limit: int = 50) -> tuple[int, list[tuple[int, str, int]]]:
+        """The lock's first live waiters in FIFO order (of its first ``limit`` queue
+        entries, at most 50): (Redis clock ms, [(mode, owner, waiting since ms)]). One
+        bounded script (Describe walks the whole queue); the web console's read."""
+        r = await self._run(_WAITERS, self._keys.rwlock(name), limit)
+        return r[0], [(r[i], r[i + 1], r[i + 2]) for i in range(1, len(r), 3)]
 
     async def _summary(self, name: str) -> RWLockSummary | None:
         r = await self._run(_SUMMARY, self._keys.rwlock(name))
