@@ -143,6 +143,16 @@ class LoopMonitor:
             "windows": list(self._windows),  # the last KEEP_WINDOWS, oldest first
         }
 
+    def recent_max(self, since: float) -> float:
+        """The largest lateness in the windows that closed after ``since`` (monotonic),
+        and in the one open now (the process registry's beat: process_figures.py)."""
+        found = self._current.max
+        for window in reversed(self._windows):
+            if window["end"] <= since:
+                break
+            found = max(found, window["max_s"])
+        return found
+
     def write(self) -> None:
         if self.path is None:
             return
