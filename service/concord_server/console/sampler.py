@@ -85,10 +85,11 @@ class HistorySampler:
         budget, done = MAX_PER_TICK, 0
         interval_ms = max(1, int(self.interval * 1000))
         gate = asyncio.Semaphore(SAMPLES_AT_ONCE)
+        first = self._next
         for turn in range(min(len(known), MAX_TENANTS_PER_TICK)):
             if budget <= 0:
                 break
-            i = (self._next + turn) % len(known)
+            i = (first + turn) % len(known)
             tenant = known[i]
 
             async def sample_tenant(cap: int) -> int:

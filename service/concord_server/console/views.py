@@ -176,24 +176,23 @@ async def locks_view(locks: Any, activity: Any) -> dict[str, Any]:
 
     rows = await asyncio.gather(*(describe(n) for n in names))
     rows.sort(key=lambda r: (not r["held"] and not r["waiters"], -r["waiters"], r["name"]))
-    return {"items": rows, "more": more, "limit": MAX_LOCKS, "activity": activity_summary(await activity.read(),
-                                                                                         activity.interval_ms)}
+    now_ms, intervals = await activity.read()
+    return {"items": rows, "more": more, "limit": MAX_LOCKS,
+            "activity": activity_summary(now_ms, intervals, activity.interval_ms)}
 
 
-def activity_summary(intervals: list[Any], interval_ms: int) -> dict[str, Any]:
-    """Handoffs per second in the last whole interval (of the ones kept: those with any
-    activity), and deadlocks broken in the kept hour with the last one's interval."""
-    summary: dict[str, Any] = {"interval_ms": interval_ms, "handoffs_per_second": {}, "handoffs_at_ms": 0,
-                               "deadlocks_broken": sum(i.deadlocks for i in intervals),
-                               "last_deadlock_at_ms": max((i.at_ms for i in intervals if i.deadlocks), default=0),
-                               "since_ms": intervals[0].at_ms if intervals else 0}
-    if intervals:
-        # The newest entry may still be filling; the one before it is whole (or empty when absent).
-        whole = intervals[-2] if len(intervals) > 1 else intervals[-1]
-        summary["handoffs_at_ms"] = whole.at_ms
-        summary["handoffs_per_second"] = {k: round(getattr(whole, k) * 1000 / interval_ms, 2)
-                                          for k in ("lock", "semaphore", "rwlock", "election")}
-    return summary
+def activity_summary(now_ms: int, intervals: list[Any], interval_ms: int) -> dict[str, Any]:
+    """Handoffs per second over the last whole interval of the Redis clock (0 when it
+    had none: only intervals with activity are kept), handoffs and deadlocks broken
+    over the kept hour, and the interval of the last deadlock."""
+    kinds = ("lock", "semaphore", "rwlock", "election")
+    whole = now_ms - now_ms % interval_ms - interval_ms
+    last = next((i for i in intervals if i.at_ms == whole), None)
+    return {"interval_ms": interval_ms, "handoffs_at_ms": whole,
+            "handoffs_per_second": {k: round(getattr(last, k) * 1000 / interval_ms, 2) if last else 0.0 for k in kinds},
+            "handoffs_last_hour": {k: sum(getattr(i, k) for i in intervals) for k in kinds},
+            "deadlocks_broken": sum(i.deadlocks for i in intervals),
+            "last_deadlock_at_ms": max((i.at_ms for i in intervals if i.deadlocks), default=0)}
 
 
 async def queue_histories(history: Any, names: list[str]) -> dict[str, Any]:

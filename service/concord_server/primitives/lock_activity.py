@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from ..keys import KeySpace
-from ..store.client import command
-from ..store.reply_shapes import INT
+from ..store.reply_shapes import INT, STR, Seq
 from ..store.scripts import Commands, script
 from ..tallies import KINDS
 
@@ -24,8 +23,9 @@ INTERVAL_MS = 10_000
 KEEP = 360  # intervals kept: an hour
 
 _ADD = script("lock_activity_add.lua", INT)
+_READ = script("lock_activity_read.lua", Seq(INT, each=(STR,)))
 
-SCRIPTS = (_ADD,)
+SCRIPTS = (_ADD, _READ)
 
 
 class Interval(NamedTuple):
@@ -47,13 +47,13 @@ class LockActivity:
         await _ADD.run(self._redis, [self._key], [self.interval_ms, self.keep, self.interval_ms * (self.keep + 1),
                                                   *(counts.get(kind, 0) for kind in KINDS)])
 
-    async def read(self, limit: int | None = None) -> list[Interval]:
-        """The last ``limit`` intervals with activity (at most keep), oldest first."""
-        n = min(limit or self.keep, self.keep)
-        entries = await command(self._redis, "LRANGE", self._key, 0, n - 1)
+    async def read(self, limit: int | None = None) -> tuple[int, list[Interval]]:
+        """The Redis clock (ms) and the last ``limit`` intervals that had activity (at
+        most keep), oldest first."""
+        reply = await _READ.run(self._redis, [self._key], [min(limit or self.keep, self.keep)])
         found = []
-        for entry in reversed(entries or []):
+        for entry in reversed(reply[1:]):
             fields = (entry.decode() if isinstance(entry, bytes) else str(entry)).split()
             if len(fields) == 1 + len(KINDS) and all(f.isdigit() for f in fields):
                 found.append(Interval(*map(int, fields)))
-        return found
+        return reply[0], found

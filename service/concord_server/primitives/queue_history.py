@@ -6,8 +6,8 @@ A sample is one script (lua/queue_sample.lua) that reads the counts after the
 clock's changes, as Stats does, and pushes ``<interval start ms> ready delayed leased
 dead enqueued`` unless the newest entry already covers the interval: two samplers,
 or one retried, add at most one entry per interval. The list keeps ``keep`` entries
-and expires ``keep`` intervals after its last sample, so a queue nobody samples any
-more leaves nothing behind. Who samples, and how often: console/sampler.py.
+and expires ``keep`` intervals (at least a minute) after its last sample, so a queue
+nobody samples any more leaves nothing behind. Who samples, and how often: console/sampler.py.
 
 Rates need no counter of their own: between two samples, in = the difference of the
 queue's task counter (``seq``: one per task enqueued, schedules' included), out =
@@ -25,6 +25,7 @@ from ..store.reply_shapes import INT, Codes, Tup
 from ..store.scripts import Commands, script
 
 KEEP = 360  # samples kept per queue: an hour at the default 10 s interval
+MIN_TTL_MS = 60_000  # a list outlives its last sample by keep intervals, and at least this
 
 _SAMPLE = script("queue_sample.lua", Tup(Codes(0, 1), INT))
 
@@ -51,7 +52,8 @@ class QueueHistory:
         k = self._keys.queue(queue)
         added, _ = await _SAMPLE.run(self._redis, [*k.keys, k.series],
                                      [k.channel, k.finished, k.task_prefix, self._weight, k.group_prefix,
-                                      k.group_ready_prefix, interval_ms, self.keep, interval_ms * (self.keep + 1)])
+                                      k.group_ready_prefix, interval_ms, self.keep,
+                                      max(MIN_TTL_MS, interval_ms * (self.keep + 1))])
         return added == 1
 
     async def read(self, queue: str, limit: int | None = None) -> list[Sample]:
