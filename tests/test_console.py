@@ -51,7 +51,7 @@ def console_server(redis_server, tmp_path_factory) -> Iterator[ServerProcess]:
     (folder / "tokens.toml").write_text(TOKENS)
     port = free_port()
     server = ServerProcess("--redis-url", redis_server.url, "--auth-tokens", str(folder / "tokens.toml"),
-                           "--console-listen", f"127.0.0.1:{port}")
+                           "--console-listen", f"127.0.0.1:{port}", "--console-history-interval", "1s")
     server.console = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
     server.start(folder / "server.log")
     yield server

@@ -97,7 +97,7 @@ async def test_every_console_lists_every_live_process_a_killed_one_goes_after_it
             assert p["version"] == concord_server.__version__ and p["state"] == "serving"
             # ok, or slow: its first beat covers its start-up, which holds the loop a while
             assert p["health"] in ("ok", "slow") and p["redis_serving"] and p["calls"]["available"]
-            assert p["rss_bytes"] > 0 and p["started_at_ms"] > 0 and p["loop_lag_ms"] is not None
+            assert p["rss_bytes"] > 0 and p["started_at_ms"] > 0 and "loop_lag_ms" in p
             key = f"{{{prefix}#processes}}:{p['id']}"
             assert 0 < redis_sync.pttl(key) <= TTL_BEATS * BEAT_S * 1000
         assert redis_sync.zcard(f"{{{prefix}#processes}}") == 2

@@ -143,14 +143,15 @@ class LoopMonitor:
             "windows": list(self._windows),  # the last KEEP_WINDOWS, oldest first
         }
 
-    def recent_max(self, since: float) -> float:
-        """The largest lateness in the windows that closed after ``since`` (monotonic),
-        and in the one open now (the process registry's beat: process_figures.py)."""
-        found = self._current.max
+    def recent_max(self, since: float) -> float | None:
+        """The largest lateness in the windows that started at ``since`` (monotonic) or
+        later, the one open now included; None before one has (the process registry's
+        beat: process_figures.py, which so leaves out the start-up)."""
+        found = self._current.max if self._current_start >= since and self._current.ticks else None
         for window in reversed(self._windows):
-            if window["end"] <= since:
+            if window["start"] < since:
                 break
-            found = max(found, window["max_s"])
+            found = max(found or 0.0, window["max_s"])
         return found
 
     def write(self) -> None:

@@ -75,11 +75,15 @@ class ProcessFigures:
             return None
         return int(sum(s.value for f in self._metrics.interceptor.streams.collect() for s in f.samples))
 
+    def mark(self) -> None:
+        """Serving starts: the next reading's loop lag leaves out what came before."""
+        self._last_read = time.monotonic()
+
     def _loop_lag_ms(self) -> float | None:
-        """The longest the loop was late in the windows closed since the last reading."""
-        if self._monitor is None:
-            return None
-        return round(self._monitor.recent_max(self._last_read) * 1000, 1)
+        """The longest the loop was late in its per-second windows since the last
+        reading (None until one has started since)."""
+        found = self._monitor.recent_max(self._last_read) if self._monitor is not None else None
+        return None if found is None else round(found * 1000, 1)
 
 
 def _rss(usage: resource.struct_rusage) -> int:

@@ -73,6 +73,7 @@ class ProcessRegistry:
         self._host = socket.gethostname()
 
     def start(self) -> ProcessRegistry:
+        self._figures.mark()
         self._task = asyncio.create_task(self._run(), name="process registry")
         return self
 

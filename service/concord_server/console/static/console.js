@@ -145,14 +145,14 @@ function renderProcesses(procs, self) {
     procs.items.map((p) => el("tr", { "data-process": p.id },
       el("td", { "data-label": "health" }, health(p.health)),
       el("td", { "data-label": "process", class: "name" }, `${p.host} · pid ${p.pid}`,
-        p.id === self ? el("span", { class: "legend" }, " (this console's)") : null),
+        p.id === self ? el("div", { class: "legend" }, "this console's") : null),
       el("td", { "data-label": "gRPC", class: "name" }, p.listen, p.console ? el("div", { class: "legend" }, `console ${p.console}`) : null),
       el("td", { "data-label": "version" }, p.version),
       el("td", { "data-label": "up since" }, when(p.started_at_ms)),
       el("td", { "data-label": "calls / s" }, perSecond(p.calls)),
       el("td", { "data-label": "blocked" }, p.blocked.locks_semaphores + p.blocked.queues + p.blocked.chats_files),
       el("td", { "data-label": "streams" }, p.streams ?? "n/a"),
-      el("td", { "data-label": "loop lag" }, p.loop_lag_ms === null ? "n/a" : `${p.loop_lag_ms} ms`),
+      el("td", { "data-label": "loop lag" }, p.loop_lag_ms === null ? "…" : `${p.loop_lag_ms} ms`),
       el("td", { "data-label": "memory" }, bytes(p.rss_bytes)),
       el("td", { "data-label": "CPU" }, p.cpu_percent === null ? "…" : `${p.cpu_percent} %`)))));
 }
@@ -388,7 +388,7 @@ function historyCells(name) {
   return [
     el("td", { "data-label": "in / s" }, h ? rate(h.in_per_second) : "…"),
     el("td", { "data-label": "out / s" }, h ? rate(h.out_per_second) : "…"),
-    el("td", { "data-label": "last hour" }, h ? chart(h.samples, charts.data.interval_ms, charts.data.keep) : "…"),
+    el("td", { "data-label": "last hour" }, h ? chart(h.samples) : "…"),
   ];
 }
 
@@ -402,23 +402,25 @@ function svg(tag, attrs, ...children) {
   return node;
 }
 
-// A queue's counts over the kept window as one small inline SVG: a line per state.
-// samples: [[at_ms, ready, delayed, leased, dead, enqueued], ...] oldest first.
-function chart(samples, intervalMs, keep) {
+// A queue's counts over its kept samples as one small inline SVG: a line per state,
+// time left to right (the first sample to the last; at most the kept hour), counts
+// scaled to the highest. samples: [[at_ms, ready, delayed, leased, dead, enqueued], ...] oldest first.
+function chart(samples) {
   if (!samples.length) return el("span", { class: "legend" }, "no samples yet");
   const W = 160, H = 36;
-  const end = samples[samples.length - 1][0], start = end - intervalMs * (keep - 1);
-  const top = Math.max(1, ...samples.flatMap((s) => SERIES.map(([, i]) => s[i])));
-  const x = (at) => (((at - start) / Math.max(1, end - start)) * (W - 2) + 1).toFixed(1);
+  const points = samples.length > 1 ? samples : [samples[0], samples[0]]; // one sample: a level line
+  const start = points[0][0], span = Math.max(1, points[points.length - 1][0] - start);
+  const top = Math.max(1, ...points.flatMap((s) => SERIES.map(([, i]) => s[i])));
+  const x = (k, at) => (points === samples ? ((at - start) / span) * (W - 2) + 1 : k * (W - 2) + 1).toFixed(1);
   const y = (n) => (H - 1 - (n / top) * (H - 2)).toFixed(1);
   const last = samples[samples.length - 1];
   const label = `${SERIES.map(([name, i]) => `${name} ${last[i]}`).join(", ")}; highest ${top}; ` +
     `${count(samples.length, "sample")} since ${when(samples[0][0])}`;
   return svg("svg", { class: "spark", viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img", "aria-label": label },
     svg("title", {}, label),
-    ...SERIES.map(([name, i]) => svg(samples.length > 1 ? "polyline" : "circle", samples.length > 1
-      ? { class: name, points: samples.map((s) => `${x(s[0])},${y(s[i])}`).join(" ") }
-      : { class: name, cx: x(last[0]), cy: y(last[i]), r: 1.5 })));
+    ...SERIES.map(([name, i]) => svg("polyline", {
+      class: name, points: points.map((s, k) => `${x(k, s[0])},${y(s[i])}`).join(" "),
+    })));
 }
 
 function queueActions(q, may) {
