@@ -316,8 +316,9 @@ async def start(settings: Settings) -> Server:
         sampler = HistorySampler(commands, keyspace, process_id, p, known_tenants,
                                  settings.console_history_interval)
     port = tls.add_port(server, settings)  # TLS with --tls-cert
-    await server.start()
     registry.listen = f"{settings.listen.rpartition(':')[0]}:{port}"
+    await registry.first_beat()  # listed before the port serves: a caller finds the record there
+    await server.start()
     registry.start()
     if sampler is not None:
         sampler.start()
