@@ -2,7 +2,7 @@
 process of one Redis is listed by every console; a killed one goes when its record's
 TTL ends, a stopped one at once), a queue's history (grows, survives a restart of
 the server, is its tenant's own), the tenant's lock activity (handoffs, deadlocks
-broken), and the bounds: one sample per interval, a bounded list, at most
+broken), the same on a Redis Cluster, and the bounds: one sample per interval, a bounded list, at most
 MAX_LISTED processes listed, at most MAX_PER_TICK queues sampled a tick with the
 tenants taken in turn, one sampler at a time."""
 
@@ -304,3 +304,22 @@ async def _sampled(commands: Any, root: KeySpace, names: dict[str, list[str]]) -
             if await commands.execute_command("EXISTS", root.tenant(t).queue(q).series):
                 found.add((t, q))
     return found
+
+
+async def test_on_a_redis_cluster_the_registry_and_the_history_work_unchanged(redis_cluster, tmp_path):
+    """Each script touches one slot: the registry's keys share a tag, a queue's series is in its queue's."""
+    port, name = free_port(), f"cq-{uuid.uuid4().hex[:6]}"
+    server = ServerProcess("--redis-url", redis_cluster.url, "--redis-cluster", "--key-prefix",
+                           f"cl{uuid.uuid4().hex[:8]}", "--console-listen", f"127.0.0.1:{port}",
+                           "--console-history-interval", "200ms")
+    server.start(tmp_path / "server.log")
+    try:
+        async with concord.AsyncClient(server.target) as client, \
+                aiohttp.ClientSession(f"http://127.0.0.1:{port}") as s:  # no tokens: no login
+            await client.queue(name).put("send", b"x")
+            await async_wait_until(lambda: _has(s, {server.proc.pid}), DEADLINE, message="the process listed")
+            samples = await async_wait_until(lambda: _samples_where(s, name, lambda found: found[-1][1] == 1),
+                                             DEADLINE, message="a sample of the queue")
+            assert samples[-1][5] == 1
+    finally:
+        assert server.stop() == 0, server.log_text()

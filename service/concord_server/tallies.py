@@ -8,7 +8,8 @@ process registry's beat (process_registry.py) takes what was counted once per be
 and adds it to each tenant's per-interval list in Redis (primitives/lock_activity.py),
 one script per tenant that had any. At most MAX_TENANTS tenants are held between two
 beats (tenants come from --auth-tokens; past that a new tenant's counts are dropped,
-not another's).
+not another's). The counts are the Python process's: one server per process, as
+concord-server runs (servers started side by side in one test process share them).
 """
 
 from __future__ import annotations
