@@ -2,9 +2,9 @@
 process of one Redis is listed by every console; a killed one goes when its record's
 TTL ends, a stopped one at once), a queue's history (grows, survives a restart of
 the server, is its tenant's own), the tenant's lock activity (handoffs, deadlocks
-broken), the same on a Redis Cluster, and the bounds: one sample per interval, a bounded list, at most
-MAX_LISTED processes listed, at most MAX_PER_TICK queues sampled a tick with the
-tenants taken in turn, one sampler at a time."""
+broken), the same on a Redis Cluster, and the bounds: one sample per interval, a
+bounded list, at most MAX_LISTED processes listed, at most MAX_PER_TICK queues
+sampled a tick with the tenants taken in turn, one sampler at a time."""
 
 from __future__ import annotations
 
