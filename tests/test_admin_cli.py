@@ -780,6 +780,7 @@ def test_files_describe_shows_bytes_held_and_what_each_worker_has_left(concord_s
 
     d = run_json(target, "files", "describe", group)
     assert d["held_bytes"] == first.size + second.size == 1013
+    assert d["bound_bytes"] == 64 * 1024 * 1024  # the server's --file-group-bound (default)
     assert [(f["name"], f["size"], f["state"], sorted(f["pending"])) for f in d["files"]] == [
         ("a.log", 13, "FILE_STATE_COMPLETE", [f"{unique}-w2"]),
         ("b.log", 1000, "FILE_STATE_COMPLETE", [f"{unique}-w1", f"{unique}-w2"])]
@@ -788,6 +789,50 @@ def test_files_describe_shows_bytes_held_and_what_each_worker_has_left(concord_s
     table = run(target, "files", "describe", group).stdout
     assert f"group '{group}': 2 file(s), 1013 bytes held" in table
     assert re.search(rf"{unique}-w2\s+2\s+1013", table), table
+
+
+def test_rwlock_election_autocomplete_and_files_list(concord_server, client, unique):
+    """`concord rwlock|election|autocomplete|files list`: every resource of the kind,
+    as a table or --json, and one that is gone is not shown."""
+    target, ann = concord_server.target, f"{unique}-ann"
+    writer = client.rwlock(f"{unique}:w", ttl=60, owner="the-writer").acquire("write")
+    reader = client.rwlock(f"{unique}:r", ttl=60).acquire("read")
+    won = client.election(f"{unique}:e", ttl=60, candidate="alice").elect(b"10.0.0.1:80")
+    client.autocomplete.add_names(f"{unique}:idx", ["Åsa", "Bo"])
+    group = client.chat.create(ann, [f"{unique}-w"], "logs", chat_id=f"{unique}:logs")
+    up = client.files.upload([b"x" * 100], group, sender=ann, name="a.log")
+
+    def mine(rows: list[dict], key: str) -> list[dict]:
+        return [r for r in rows if r[key].startswith(unique)]
+
+    rw = mine(run_json(target, "rwlock", "list"), "name")
+    assert [(r["name"], r["readers"], r["waiters"]) for r in rw] == [(f"{unique}:r", 1, 0), (f"{unique}:w", 0, 0)]
+    assert rw[0]["writer"] is None
+    assert (rw[1]["writer"]["owner"], rw[1]["writer"]["fencing_token"]) == ("the-writer", writer.fencing_token)
+    assert re.search(rf"{re.escape(unique)}:w\s+the-writer\s+{writer.fencing_token}\s", run(target, "rwlock", "list").stdout)
+
+    [e] = mine(run_json(target, "election", "list"), "election")
+    assert (e["leader"]["candidate"], e["leader"]["term"], e["candidates"]) == ("alice", won.term, 0)
+    assert base64.b64decode(e["leader"]["value"]) == b"10.0.0.1:80" and e["value_truncated"] is False
+    assert re.search(rf"{re.escape(unique)}:e\s+alice\s+{won.term}\s", run(target, "election", "list").stdout)
+
+    assert mine(run_json(target, "autocomplete", "list"), "index") == [{"index": f"{unique}:idx", "size": 2}]
+    assert re.search(rf"{re.escape(unique)}:idx\s+2$", run(target, "autocomplete", "list").stdout, re.M)
+
+    assert mine(run_json(target, "files", "list"), "group") == [
+        {"group": group, "files": 1, "held_bytes": 100, "bound_bytes": 64 * 1024 * 1024}]
+    assert re.search(rf"{re.escape(group)}\s+1\s+100\s+67108864", run(target, "files", "list").stdout)
+
+    # Gone: no longer listed.
+    client.rwlock(f"{unique}:w").release(writer)
+    client.rwlock(f"{unique}:r").release(reader)
+    client.election(f"{unique}:e").resign(won.term)
+    client.autocomplete.remove_names(f"{unique}:idx", ["Åsa", "Bo"])
+    client.files.mark_done(up.file_id, f"{unique}-w")
+    assert not mine(run_json(target, "rwlock", "list"), "name")
+    assert not mine(run_json(target, "election", "list"), "election")
+    assert not mine(run_json(target, "autocomplete", "list"), "index")
+    assert not mine(run_json(target, "files", "list"), "group")
 
 
 @pytest.mark.parametrize("command", [

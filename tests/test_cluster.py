@@ -73,6 +73,33 @@ def test_listing_pages_through_every_primary(redis_cluster, client, name):
         lease.release()
 
 
+def test_summary_listings_read_each_resource_on_its_own_primary(redis_cluster, client, name):
+    """ListReadWriteLocks, ListElections, ListIndexes and ListFileGroups: one index key,
+    then one summary read per name on the node that owns it."""
+    names = [f"{name}:{i}" for i in range(12)]
+    keys = KeySpace(PREFIX)
+    assert len({redis_cluster.owner(keys.rwlock(n).holders).port for n in names}) == 3
+    leases = [client.rwlock(n, ttl=60).acquire("read") for n in names]
+    terms = [client.election(n, ttl=60, candidate="c").elect(b"v").term for n in names]
+    for n in names:
+        client.autocomplete.add_names(n, ["a", "b"])
+    client.chat.create(f"{name}-s", [f"{name}-w"], "files", chat_id=f"{name}-g")
+    client.files.upload([b"12345"], f"{name}-g", sender=f"{name}-s", name="f")
+    try:
+        assert [(s.name, s.readers) for s in client.list_rwlocks() if s.name.startswith(name)] == [
+            (n, 1) for n in sorted(names)]
+        assert [(s.election, s.leader.term) for s in client.list_elections() if s.election.startswith(name)] == \
+            sorted(zip(names, terms))
+        assert [(s.index, s.size) for s in client.autocomplete.list_indexes() if s.index.startswith(name)] == [
+            (n, 2) for n in sorted(names)]
+        assert [(g.group, g.files, g.held_bytes) for g in client.files.list_groups() if g.group.startswith(name)] == [
+            (f"{name}-g", 1, 5)]
+    finally:
+        for n, lease, term in zip(names, leases, terms):
+            client.rwlock(n).release(lease)
+            client.election(n).resign(term)
+
+
 def test_semaphore_admits_a_waiter_when_a_permit_is_released(client, name):
     first, second = (client.semaphore(name, limit=2, ttl=30).acquire() for _ in range(2))
     assert first is not None and second is not None

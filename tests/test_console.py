@@ -104,8 +104,10 @@ async def test_a_token_logs_in_with_an_http_only_strict_cookie(console_server, s
         me = await r.json()
     assert (me["tenant"], me["role"], me["may"]) == ("acme", "read-only", {
         "list_locks": True, "force_release": False, "list_semaphores": True, "list_queues": True,
-        "see_processes": False, "search_tasks": True, "list_schedules": True, "retry_dead": False, "delete_dead": False, "cancel": False, "purge": False,
-        "pause_queue": False, "pause_schedule": False})
+        "see_processes": False, "search_tasks": True, "list_schedules": True, "retry_dead": False,
+        "delete_dead": False, "cancel": False, "purge": False, "pause_queue": False, "pause_schedule": False,
+        "list_rwlocks": True, "list_elections": True, "list_chats": True, "list_indexes": True,
+        "list_file_groups": True, "suggest": True})
     assert ACME_READER not in json.dumps(me)
     snapshot = await _snapshot(s)
     assert snapshot["overview"]["redis"]["serving"] is True and "items" in snapshot["locks"]

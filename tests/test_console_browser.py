@@ -3,18 +3,24 @@ Playwright for Python, nothing downloaded (no `playwright install`). Skipped, wi
 the reason, where chromium or playwright is missing.
 
 Against a live server with tokens: the overview (with the server processes), locks
-(with the lock activity), coordination and queues (with each queue's chart) pages
-render with no console error; a lock taken through the API shows with its waiter; a force-release
-confirmed in the page hands the lock to the waiter; a semaphore shows with its
-holder; a dead task shows with its error, is found by a search for its error text,
-and a Retry from the search results confirmed in the page makes it ready; another
-tenant's admin sees neither the queue nor the task; a read-only token sees no action button; at phone width the page still fits. Each page is saved as a screenshot in the
-test's directory, or in $CONSOLE_SCREENSHOTS when set (docs/console/ holds the ones
-the README shows).
+(with the lock activity), coordination, queues (with each queue's chart), chats,
+autocomplete and files pages render with no console error; a lock taken through the
+API shows with its waiter; a force-release confirmed in the page hands the lock to the
+waiter; a semaphore shows with its holder; a dead task shows with its error, is found
+by a search for its error text, and a Retry from the search results confirmed in the
+page makes it ready; another tenant's admin sees neither the queue nor the task; a
+read-only token sees no action button; at phone width the page still fits; a
+read-write lock's writer taken through the API shows with its waiter, an election's
+leader with its candidate and the history of leaders, a chat with its members' unread
+counts, a file group with its bytes and workers, and the suggestion box suggests a
+name added through the API, typed into it; another tenant sees none of them. Each
+page is saved as a screenshot in the test's directory, or in $CONSOLE_SCREENSHOTS when
+set (docs/console/ holds the ones the README shows).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterator
@@ -140,8 +146,8 @@ def test_the_coordination_and_queues_pages_render_live_and_retry_makes_a_dead_ta
             row = page.locator(f'tr[data-semaphore="{name}"]')
             row.get_by_text("crawler-7").wait_for(timeout=UI_DEADLINE_MS)
             assert row.locator('td[data-label="held / limit"]').inner_text() == "1 / 3"
-            page.get_by_text("Read-write locks and elections are not listed here").wait_for(timeout=UI_DEADLINE_MS)
-            page.screenshot(path=str(shots / "console-coordination.png"), full_page=True)
+            page.get_by_text("No read-write lock is held").wait_for(timeout=UI_DEADLINE_MS)  # says what to do
+            page.get_by_text("No election has a leader").wait_for(timeout=UI_DEADLINE_MS)
         finally:
             client.semaphore(name).release(permit)
 
@@ -204,3 +210,115 @@ def test_the_coordination_and_queues_pages_render_live_and_retry_makes_a_dead_ta
             admin.close()
             reader.close()
             other.close()
+
+
+def test_the_coordination_chats_autocomplete_and_files_pages_render_live(browser, console_server, shots, name):
+    admin = Page(browser, console_server.console, viewport={"width": 1280, "height": 800})
+    reader = Page(browser, console_server.console, viewport={"width": 390, "height": 844}, is_mobile=True)
+    other = Page(browser, console_server.console, viewport={"width": 1280, "height": 800})
+    waiting: list[object] = []
+    with concord.Client(console_server.target, token=ACME_WRITER) as client, \
+            concord.Client(console_server.target, token=ACME_WRITER) as waiter:
+        writer = client.rwlock(name, ttl=60, owner="index-builder").acquire("write")
+        thread = threading.Thread(target=lambda: waiting.append(
+            waiter.rwlock(name, ttl=60, owner="report-reader").acquire("read", timeout=30)))
+        thread.start()
+        first = client.election(name, ttl=60, candidate="host-a").elect(b"host-a:8080")
+        candidate = threading.Thread(target=lambda: waiting.append(
+            waiter.election(name, ttl=60, candidate="host-b").elect(b"host-b:8080", timeout=30)))
+        try:
+            admin.log_in(ACME_ADMIN)
+            page = admin.page
+            page.get_by_role("link", name="Coordination").click()
+            rw = page.locator(f'tr[data-rwlock="{name}"]')
+            rw.get_by_text("▲ write-held").wait_for(timeout=UI_DEADLINE_MS)  # held, with a waiter: shape and colour
+            assert rw.get_by_text("index-builder").is_visible()
+            assert rw.locator('td[data-label="fencing token"]').inner_text() == str(writer.fencing_token)
+            rw.locator('td[data-label="waiters"]').get_by_text("report-reader").wait_for(timeout=UI_DEADLINE_MS)
+            election = page.locator(f'tr[data-election="{name}"]')
+            election.get_by_text("★ led").wait_for(timeout=UI_DEADLINE_MS)
+            assert election.locator('td[data-label="leader"]').inner_text() == "host-a"
+            assert election.locator('td[data-label="term"]').inner_text() == str(first.term)
+            assert election.get_by_text("host-a:8080").is_visible()
+            candidate.start()
+            election.locator('td[data-label="candidates"]').get_by_text("host-b").wait_for(timeout=UI_DEADLINE_MS)
+            page.screenshot(path=str(shots / "console-coordination.png"), full_page=True)
+
+            client.election(name).resign(first.term)  # the candidate leads next: two leaders in the history
+            candidate.join(UI_DEADLINE_MS / 1000)
+            election.locator('td[data-label="leader"]').get_by_text("host-b").wait_for(timeout=UI_DEADLINE_MS)
+            history = election.locator('td[data-label="recent leaders"] li')
+            assert history.count() == 2 and "host-b" in history.nth(0).inner_text()
+
+            client.chat.create("alice", ["bob", "carol"], "hello", chat_id=name)
+            client.chat.send(name, "alice", "the report is ready")
+            client.chat.ack("carol", name, 2)
+            page.get_by_role("link", name="Chats").click()
+            chat = page.locator(f'tr[data-chat="{name}"]')
+            chat.locator('li[data-member="bob"]').get_by_text("● 2 unread").wait_for(timeout=UI_DEADLINE_MS)
+            assert chat.locator('li[data-member="carol"]').get_by_text("✔ caught up").is_visible()
+            page.screenshot(path=str(shots / "console-chats.png"), full_page=True)
+
+            client.autocomplete.add_names(name, ["Thomas", "Thea", "Zoe"])
+            page.get_by_role("link", name="Autocomplete").click()
+            page.locator(f'tr[data-index="{name}"] td[data-label="names"]').get_by_text("3").wait_for(
+                timeout=UI_DEADLINE_MS)
+            box = page.locator("#suggest-form")
+            box.get_by_label("Index").fill(name)
+            box.get_by_label("Prefix").press_sequentially("th")  # typed: debounced, answered by the server
+            suggestions = page.locator("#suggestions li")
+            suggestions.get_by_text("Thomas").wait_for(timeout=UI_DEADLINE_MS)
+            assert suggestions.all_inner_texts() == ["Thea", "Thomas"]
+            client.autocomplete.add_names(name, ["Thora"])  # added through the API, suggested on the next key
+            box.get_by_label("Prefix").press_sequentially("o")
+            suggestions.get_by_text("Thora").wait_for(timeout=UI_DEADLINE_MS)
+            assert suggestions.all_inner_texts() == ["Thomas", "Thora"]
+            assert "null" not in page.locator("#view-autocomplete").inner_text()
+            page.screenshot(path=str(shots / "console-autocomplete.png"), full_page=True)
+
+            client.chat.create("sender", ["worker-1", "worker-2"], "files follow", chat_id=f"{name}:files")
+            one = client.files.upload([b"line\n" * 1000], f"{name}:files", sender="sender", name="report.csv")
+            client.files.upload([b"x\n" * 100], f"{name}:files", sender="sender", name="events.log")
+            client.files.mark_done(one.file_id, "worker-1")
+            page.get_by_role("link", name="Files").click()
+            group = page.locator(f'[data-group="{name}:files"]')
+            group.get_by_text("of 64.0 MiB").wait_for(timeout=UI_DEADLINE_MS)
+            group.locator('li[data-worker="worker-1"]').get_by_text("◷ 1 of 2 done").wait_for(timeout=UI_DEADLINE_MS)
+            assert group.locator(f'tr[data-file="{one.file_id}"]').get_by_text("1 of 2").is_visible()
+            page.screenshot(path=str(shots / "console-files.png"), full_page=True)
+
+            # A read-only token sees every page, at phone width; another tenant sees none of it.
+            reader.log_in(ACME_READER)
+            for view, selector in (("coordination", f'tr[data-rwlock="{name}"]'), ("chats", f'tr[data-chat="{name}"]'),
+                                   ("autocomplete", f'tr[data-index="{name}"]'),
+                                   ("files", f'[data-group="{name}:files"]')):
+                reader.page.goto(f"{console_server.console}/#{view}")
+                reader.page.locator(selector).first.wait_for(timeout=UI_DEADLINE_MS)
+                width = reader.page.evaluate("document.documentElement.scrollWidth")
+                assert width <= 390, f"the {view} page is {width}px wide at phone width"
+            reader.page.screenshot(path=str(shots / "console-files-phone.png"), full_page=True)
+            other.log_in(GLOBEX_ADMIN)
+            for view, heading in (("coordination", "Read-write locks"), ("chats", "Chats"),
+                                  ("autocomplete", "Name indexes"), ("files", "Files")):
+                other.page.goto(f"{console_server.console}/#{view}")
+                other.page.get_by_role("heading", name=heading, exact=True).wait_for(timeout=UI_DEADLINE_MS)
+                other.page.locator("#live.on").wait_for(timeout=UI_DEADLINE_MS)
+                assert other.page.locator(f'[data-rwlock="{name}"], [data-election="{name}"], [data-chat="{name}"], '
+                                          f'[data-index="{name}"], [data-group="{name}:files"]').count() == 0
+            assert admin.errors == [] and reader.errors == [] and other.errors == [], (
+                admin.errors, reader.errors, other.errors)
+        finally:
+            client.rwlock(name).release(writer)  # the reader gets it
+            thread.join(UI_DEADLINE_MS / 1000)
+            admin.close()
+            reader.close()
+            other.close()
+            if candidate.ident is not None:
+                with contextlib.suppress(concord.ConcordError):
+                    client.election(name).resign(first.term)
+                candidate.join(UI_DEADLINE_MS / 1000)
+            for held in waiting:
+                if hasattr(held, "mode"):
+                    waiter.rwlock(name).release(held)
+                elif held is not None:
+                    waiter.election(name).resign(held.term)

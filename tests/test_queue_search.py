@@ -13,7 +13,7 @@ import concord
 from concord_server.primitives.task_search import EXAMINE
 from support import ServerProcess
 
-MANY = EXAMINE * 2 + 500  # more tasks than two calls look at
+MANY = EXAMINE * 2 + EXAMINE // 2  # more tasks than two calls look at (not a multiple: the last call ends the walk)
 
 
 def _put(queue: concord.Queue, tasks: list[concord.NewTask]) -> list[str]:

@@ -127,6 +127,15 @@ export declare namespace concord.autocomplete.v1 {
     count(request: concord.autocomplete.v1.CountRequest, options?: grpc.CallOptions): Promise<concord.autocomplete.v1.CountResponse__Output>;
     /** count, by its name in the .proto file. */
     Count(request: concord.autocomplete.v1.CountRequest, options?: grpc.CallOptions): Promise<concord.autocomplete.v1.CountResponse__Output>;
+    /**
+     * ListIndexes pages through the name indexes that hold names, each with its size.
+     * Like LockService.ListLocks, it walks the caller's own index of names: a name
+     * may appear on more than one page, and an index filled or emptied during the
+     * listing may or may not appear. Recent-contact lists are not listed.
+     */
+    listIndexes(request: concord.autocomplete.v1.ListIndexesRequest, options?: grpc.CallOptions): Promise<concord.autocomplete.v1.ListIndexesResponse__Output>;
+    /** listIndexes, by its name in the .proto file. */
+    ListIndexes(request: concord.autocomplete.v1.ListIndexesRequest, options?: grpc.CallOptions): Promise<concord.autocomplete.v1.ListIndexesResponse__Output>;
   }
 
   interface AddRecentRequest {
@@ -326,6 +335,43 @@ export declare namespace concord.autocomplete.v1 {
   }
   interface CountResponse__Output {
     count: string;
+  }
+
+  interface ListIndexesRequest {
+    /** next_page_token of the previous page; empty for the first. */
+    pageToken?: string;
+    /** How many index entries to examine (a hint, 1-1000; 0 = 100). A page may hold fewer. */
+    pageSize?: number;
+  }
+  interface ListIndexesRequest__Output {
+    /** next_page_token of the previous page; empty for the first. */
+    pageToken: string;
+    /** How many index entries to examine (a hint, 1-1000; 0 = 100). A page may hold fewer. */
+    pageSize: number;
+  }
+
+  /** IndexSummary is one name index as a listing shows it. */
+  interface IndexSummary {
+    index?: string;
+    /** How many names it holds. */
+    size?: number | string;
+  }
+  /** IndexSummary is one name index as a listing shows it. */
+  interface IndexSummary__Output {
+    index: string;
+    /** How many names it holds. */
+    size: string;
+  }
+
+  interface ListIndexesResponse {
+    indexes?: (concord.autocomplete.v1.IndexSummary)[];
+    /** Empty on the last page. */
+    nextPageToken?: string;
+  }
+  interface ListIndexesResponse__Output {
+    indexes: (concord.autocomplete.v1.IndexSummary__Output)[];
+    /** Empty on the last page. */
+    nextPageToken: string;
   }
 }
 
@@ -734,6 +780,15 @@ export declare namespace concord.election.v1 {
     resign(request: concord.election.v1.ResignRequest, options?: grpc.CallOptions): Promise<concord.election.v1.ResignResponse__Output>;
     /** resign, by its name in the .proto file. */
     Resign(request: concord.election.v1.ResignRequest, options?: grpc.CallOptions): Promise<concord.election.v1.ResignResponse__Output>;
+    /**
+     * ListElections pages through the elections that have a leader or candidates
+     * waiting, each with its leader. Like LockService.ListLocks, it walks the
+     * caller's own index of names: a name may appear on more than one page, and an
+     * election won or left during the listing may or may not appear.
+     */
+    listElections(request: concord.election.v1.ListElectionsRequest, options?: grpc.CallOptions): Promise<concord.election.v1.ListElectionsResponse__Output>;
+    /** listElections, by its name in the .proto file. */
+    ListElections(request: concord.election.v1.ListElectionsRequest, options?: grpc.CallOptions): Promise<concord.election.v1.ListElectionsResponse__Output>;
   }
 
   interface CampaignRequest {
@@ -940,6 +995,57 @@ export declare namespace concord.election.v1 {
   }
   interface ResignResponse__Output {
   }
+
+  interface ListElectionsRequest {
+    /** next_page_token of the previous page; empty for the first. */
+    pageToken?: string;
+    /** How many index entries to examine (a hint, 1-1000; 0 = 100). A page may hold fewer. */
+    pageSize?: number;
+  }
+  interface ListElectionsRequest__Output {
+    /** next_page_token of the previous page; empty for the first. */
+    pageToken: string;
+    /** How many index entries to examine (a hint, 1-1000; 0 = 100). A page may hold fewer. */
+    pageSize: number;
+  }
+
+  /** ElectionSummary is one election as a listing shows it. */
+  interface ElectionSummary {
+    election?: string;
+    /** Unset when nobody leads. Its value is cut to its first 1024 bytes (Leader has it whole). */
+    leader?: concord.election.v1.Leadership | null;
+    /** The leader's value is longer than the 1024 bytes shown. */
+    valueTruncated?: boolean;
+    /**
+     * Entries in the candidates' FIFO queue, counting any whose server died and that
+     * the next handover will skip.
+     */
+    candidates?: number;
+  }
+  /** ElectionSummary is one election as a listing shows it. */
+  interface ElectionSummary__Output {
+    election: string;
+    /** Unset when nobody leads. Its value is cut to its first 1024 bytes (Leader has it whole). */
+    leader: concord.election.v1.Leadership__Output | null;
+    /** The leader's value is longer than the 1024 bytes shown. */
+    valueTruncated: boolean;
+    /**
+     * Entries in the candidates' FIFO queue, counting any whose server died and that
+     * the next handover will skip.
+     */
+    candidates: number;
+  }
+
+  interface ListElectionsResponse {
+    elections?: (concord.election.v1.ElectionSummary)[];
+    /** Empty on the last page. */
+    nextPageToken?: string;
+  }
+  interface ListElectionsResponse__Output {
+    elections: (concord.election.v1.ElectionSummary__Output)[];
+    /** Empty on the last page. */
+    nextPageToken: string;
+  }
 }
 
 export declare namespace concord.error.v1 {
@@ -1008,6 +1114,16 @@ export declare namespace concord.files.v1 {
     listFiles(request: concord.files.v1.ListFilesRequest, options?: grpc.CallOptions): Promise<concord.files.v1.ListFilesResponse__Output>;
     /** listFiles, by its name in the .proto file. */
     ListFiles(request: concord.files.v1.ListFilesRequest, options?: grpc.CallOptions): Promise<concord.files.v1.ListFilesResponse__Output>;
+    /**
+     * ListFileGroups pages through the groups that hold files (uploads in progress
+     * included), each with its file count, the bytes they hold and the bound. Like
+     * LockService.ListLocks, it walks the caller's own index of names: a group may
+     * appear on more than one page, and one whose files come or go during the
+     * listing may or may not appear.
+     */
+    listFileGroups(request: concord.files.v1.ListFileGroupsRequest, options?: grpc.CallOptions): Promise<concord.files.v1.ListFileGroupsResponse__Output>;
+    /** listFileGroups, by its name in the .proto file. */
+    ListFileGroups(request: concord.files.v1.ListFileGroupsRequest, options?: grpc.CallOptions): Promise<concord.files.v1.ListFileGroupsResponse__Output>;
     /**
      * Finish tells the group's workers that the sender has sent everything: the
      * book's ":done" message, a chat message workers stop at.
@@ -1156,11 +1272,21 @@ export declare namespace concord.files.v1 {
     files?: (concord.files.v1.FileInfo)[];
     /** Bytes the group's files hold in Redis now. */
     heldBytes?: number | string;
+    /**
+     * The group's bound: uploads wait while its other files hold more than this
+     * (the answering server's --file-group-bound).
+     */
+    boundBytes?: number | string;
   }
   interface ListFilesResponse__Output {
     files: (concord.files.v1.FileInfo__Output)[];
     /** Bytes the group's files hold in Redis now. */
     heldBytes: string;
+    /**
+     * The group's bound: uploads wait while its other files hold more than this
+     * (the answering server's --file-group-bound).
+     */
+    boundBytes: string;
   }
 
   interface FinishRequest {
@@ -1177,6 +1303,57 @@ export declare namespace concord.files.v1 {
   }
   interface FinishResponse__Output {
     messageId: string;
+  }
+
+  interface ListFileGroupsRequest {
+    /** next_page_token of the previous page; empty for the first. */
+    pageToken?: string;
+    /** How many index entries to examine (a hint, 1-1000; 0 = 100). A page may hold fewer. */
+    pageSize?: number;
+  }
+  interface ListFileGroupsRequest__Output {
+    /** next_page_token of the previous page; empty for the first. */
+    pageToken: string;
+    /** How many index entries to examine (a hint, 1-1000; 0 = 100). A page may hold fewer. */
+    pageSize: number;
+  }
+
+  /** FileGroupSummary is one file group as a listing shows it (ListFiles has its files). */
+  interface FileGroupSummary {
+    group?: string;
+    /** Files stored, uploads in progress included. */
+    files?: number;
+    /** Bytes its files hold in Redis now. */
+    heldBytes?: number | string;
+    /**
+     * Its bound: uploads wait while its other files hold more than this (the
+     * answering server's --file-group-bound).
+     */
+    boundBytes?: number | string;
+  }
+  /** FileGroupSummary is one file group as a listing shows it (ListFiles has its files). */
+  interface FileGroupSummary__Output {
+    group: string;
+    /** Files stored, uploads in progress included. */
+    files: number;
+    /** Bytes its files hold in Redis now. */
+    heldBytes: string;
+    /**
+     * Its bound: uploads wait while its other files hold more than this (the
+     * answering server's --file-group-bound).
+     */
+    boundBytes: string;
+  }
+
+  interface ListFileGroupsResponse {
+    groups?: (concord.files.v1.FileGroupSummary)[];
+    /** Empty on the last page. */
+    nextPageToken?: string;
+  }
+  interface ListFileGroupsResponse__Output {
+    groups: (concord.files.v1.FileGroupSummary__Output)[];
+    /** Empty on the last page. */
+    nextPageToken: string;
   }
 }
 
@@ -1756,7 +1933,7 @@ export declare namespace concord.queue.v1 {
     /**
      * SearchTasks finds the queue's tasks that match every filter given (task id, type
      * or type prefix, states, text in the last error, bytes in the payload), served over
-     * the whole queue a page at a time: each call looks at no more than about 1,000 tasks
+     * the whole queue a page at a time: each call looks at no more than about 500 tasks
      * (and 4 MiB of their payloads), so a page may hold fewer than page_size tasks, even
      * none, while next_page_token says the search goes on. Tasks come by state (ready,
      * delayed, leased, dead, then retained succeeded and cancelled ones), within a state

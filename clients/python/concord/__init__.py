@@ -19,7 +19,7 @@ See concord.Client, concord.AsyncClient and concord.errors.
 """
 
 from ._version import __version__ as __version__
-from .autocomplete import AsyncAutocomplete, Autocomplete, Suggestion, Suggestions
+from .autocomplete import AsyncAutocomplete, Autocomplete, IndexSummary, Suggestion, Suggestions
 from .chats import (
     AsyncChat,
     AsyncSubscription,
@@ -30,7 +30,7 @@ from .chats import (
     Subscription,
 )
 from .client import AsyncClient, Client
-from .elections import AsyncElection, AsyncLeadership, Change, Election, Leader, Leadership
+from .elections import AsyncElection, AsyncLeadership, Change, Election, ElectionSummary, Leader, Leadership
 from .errors import (
     Aborted,
     AlreadyExists,
@@ -75,7 +75,7 @@ from .errors import (
     TaskNotFound,
     Unavailable,
 )
-from .files import Announced, FileInfo, Files, Line, Uploaded
+from .files import Announced, FileInfo, Files, GroupSummary, Line, Uploaded
 from .locks import AsyncLock, AsyncMultiLock, Lease, Lock, LockInfo, MultiLease, MultiLock
 from .queues import (
     AsyncQueue,
@@ -99,7 +99,8 @@ from .queues import (
     Watch,
 )
 from .ratelimits import AsyncRateLimit, Decision, Limit, RateLimit, RateLimitTimeout
-from .rwlocks import AsyncRWLock, AsyncRWLockHold, RWHolder, RWLease, RWLock, RWLockHold, RWLockInfo, RWWaiter
+from .rwlocks import (AsyncRWLock, AsyncRWLockHold, RWHolder, RWLease, RWLock, RWLockHold, RWLockInfo, RWLockSummary,
+                      RWWaiter)
 from .semaphores import AsyncSemaphore, Permit, Semaphore, SemaphoreInfo
 from .tasks import Progress, TaskFailed
 from .worker import UnrecoverableError, Worker
@@ -137,6 +138,7 @@ __all__ = [
     "DeadlineExceeded",
     "Deadlock",
     "Election",
+    "ElectionSummary",
     "ElectionTimeout",
     "Enqueued",
     "FailedPrecondition",
@@ -144,6 +146,8 @@ __all__ = [
     "FileNotComplete",
     "FileNotFound",
     "Files",
+    "GroupSummary",
+    "IndexSummary",
     "Gap",
     "Internal",
     "InvalidArgument",
@@ -190,6 +194,7 @@ __all__ = [
     "Limit",
     "RWLockHold",
     "RWLockInfo",
+    "RWLockSummary",
     "RWWaiter",
     "ResourceExhausted",
     "Retention",

@@ -19,7 +19,9 @@ from .autocomplete.v1 import autocomplete_pb2_grpc
 from .chat.v1 import chat_pb2_grpc
 from .chats import AsyncChat, Chat
 from .election.v1 import election_pb2_grpc
-from .elections import AsyncElection, Election
+from ._listing import every_page, every_page_async
+from . import elections, rwlocks
+from .elections import AsyncElection, Election, ElectionSummary
 from .errors import from_rpc_error
 from .files import Files
 from .files.v1 import files_pb2_grpc
@@ -30,7 +32,7 @@ from .queues import AsyncQueue, Queue, Task, dequeue_async, dequeue_sync
 from .ratelimit.v1 import ratelimit_pb2_grpc
 from .ratelimits import AsyncRateLimit, Limit, RateLimit
 from .rwlock.v1 import rwlock_pb2_grpc
-from .rwlocks import AsyncRWLock, RWLock
+from .rwlocks import AsyncRWLock, RWLock, RWLockSummary
 from .semaphore.v1 import semaphore_pb2_grpc
 from .semaphores import AsyncSemaphore, Semaphore
 
@@ -225,6 +227,11 @@ class Client(_Connection):
         """
         return RWLock(self, name, ttl=ttl, timeout=timeout, owner=owner)
 
+    def list_rwlocks(self) -> list[RWLockSummary]:
+        """Every read-write lock held or waited for, with its writer, reader count and
+        queue length, by name (all pages of ListReadWriteLocks)."""
+        return every_page(self._service("rwlock").call_safe, *rwlocks.LISTING)
+
     def rate_limit(self, key: str, rate: int | None = None, per: float = 1.0, *, burst: int = 0,
                    algorithm: str = "gcra", drain: bool = False, timeout: float | None = None) -> RateLimit:
         """The rate limit of ``key``: ``rate`` units per ``per`` seconds, up to ``burst``
@@ -243,6 +250,11 @@ class Client(_Connection):
         candidate: a label observers see; defaults to this client's address.
         """
         return Election(self, name, ttl=ttl, candidate=candidate)
+
+    def list_elections(self) -> list[ElectionSummary]:
+        """Every election with a leader or candidates, with its leader, by name (all
+        pages of ListElections)."""
+        return every_page(self._service("election").call_safe, *elections.LISTING)
 
     def queue(self, name: str) -> Queue:
         """The task queue ``name``: put, get, ack, stats, ... (see concord.queues)."""
@@ -342,6 +354,9 @@ class AsyncClient(_Connection):
         """A handle on the read-write lock ``name``: ``async with rw.read()`` / ``rw.write()``."""
         return AsyncRWLock(self, name, ttl=ttl, timeout=timeout, owner=owner)
 
+    async def list_rwlocks(self) -> list[RWLockSummary]:
+        return await every_page_async(self._service("rwlock").call_safe, *rwlocks.LISTING)
+
     def rate_limit(self, key: str, rate: int | None = None, per: float = 1.0, *, burst: int = 0,
                    algorithm: str = "gcra", drain: bool = False, timeout: float | None = None) -> AsyncRateLimit:
         """As Client.rate_limit, awaited: ``async with`` it, or await check/wait."""
@@ -350,6 +365,9 @@ class AsyncClient(_Connection):
 
     def election(self, name: str, *, ttl: float = 10.0, candidate: str = "") -> AsyncElection:
         return AsyncElection(self, name, ttl=ttl, candidate=candidate)
+
+    async def list_elections(self) -> list[ElectionSummary]:
+        return await every_page_async(self._service("election").call_safe, *elections.LISTING)
 
     def queue(self, name: str) -> AsyncQueue:
         """The task queue ``name``; its methods are awaited."""

@@ -55,6 +55,24 @@ class Leader:
 
 
 @dataclass(frozen=True)
+class ElectionSummary:
+    """One election as client.list_elections() shows it."""
+
+    election: str
+    leader: Leader | None  # its value cut to 1024 bytes when value_truncated (leader() has it whole)
+    value_truncated: bool
+    candidates: int  # entries in its queue, candidates of a dead server too until skipped
+
+
+def _summary(m: pb.ElectionSummary) -> ElectionSummary:
+    return ElectionSummary(m.election, Leader.of(m.leader, m.HasField("leader")), m.value_truncated, m.candidates)
+
+
+# client.list_elections(): _listing.every_page's arguments after the call.
+LISTING = ("ListElections", pb.ListElectionsRequest, "elections", "election", _summary)
+
+
+@dataclass(frozen=True)
 class Change:
     """One change of leadership as an observer sees it."""
 

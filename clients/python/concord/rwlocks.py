@@ -50,6 +50,27 @@ class RWWaiter:
 
 
 @dataclass(frozen=True)
+class RWLockSummary:
+    """One read-write lock as client.list_rwlocks() shows it (describe() has the
+    readers and waiters themselves)."""
+
+    name: str
+    writer: RWHolder | None
+    readers: int
+    waiters: int  # entries in its queue, waiters of a dead server too until skipped
+
+
+def _summary(m: pb.ReadWriteLockSummary) -> RWLockSummary:
+    writer = m.writer if m.HasField("writer") else None
+    return RWLockSummary(m.name, RWHolder(writer.owner, writer.fencing_token, seconds(writer.ttl_remaining))
+                         if writer is not None else None, m.readers, m.waiters)
+
+
+# client.list_rwlocks(): _listing.every_page's arguments after the call.
+LISTING = ("ListReadWriteLocks", pb.ListReadWriteLocksRequest, "locks", "name", _summary)
+
+
+@dataclass(frozen=True)
 class RWLockInfo:
     writer: RWHolder | None
     readers: list[RWHolder]

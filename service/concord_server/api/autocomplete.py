@@ -101,6 +101,12 @@ class AutocompleteServicer(autocomplete_pb2_grpc.AutocompleteServiceServicer):
         return pb.SuggestResponse(suggestions=_suggestions(await self._ac.suggest(index, prefix, limit)))
 
     @rpc
+    async def ListIndexes(self, request: pb.ListIndexesRequest, context) -> pb.ListIndexesResponse:
+        found, next_token = await self._ac.summaries(*v.page(request.page_token, request.page_size))
+        return pb.ListIndexesResponse(indexes=[pb.IndexSummary(index=s.index, size=s.size) for s in found],
+                                      next_page_token=next_token)
+
+    @rpc
     async def Count(self, request: pb.CountRequest, context) -> pb.CountResponse:
         count = await self._ac.count(v.name(request.index, "index"), _prefix(request.prefix))
         return pb.CountResponse(count=count)

@@ -12,7 +12,7 @@ from concord.election.v1 import election_pb2_grpc
 
 from ..config import Settings
 from ..errors import ElectionWaitTimeout, InvalidArgument
-from ..primitives.election import Elections, Leadership
+from ..primitives.election import Elections, ElectionSummary, Leadership
 from . import validation as v
 from .convert import timestamp, wait_budget_ms
 from .holding import ACQUIRED, LOST, hold_events
@@ -64,6 +64,11 @@ class ElectionServicer(election_pb2_grpc.ElectionServiceServicer):
         return pb.LeaderResponse(leader=_leadership(state.leader), candidates=state.candidates)
 
     @rpc
+    async def ListElections(self, request: pb.ListElectionsRequest, context) -> pb.ListElectionsResponse:
+        found, next_token = await self._elections.summaries(*v.page(request.page_token, request.page_size))
+        return pb.ListElectionsResponse(elections=[_summary(s) for s in found], next_page_token=next_token)
+
+    @rpc
     async def Observe(self, request: pb.ObserveRequest, context) -> AsyncIterator[pb.ObserveResponse]:
         election = v.name(request.election, "election")
         async for change in self._elections.observe(election, request.after):
@@ -103,3 +108,8 @@ def _leadership(leader: Leadership | None) -> pb.Leadership | None:
         return None
     return pb.Leadership(candidate=leader.candidate, value=leader.value, term=leader.term,
                          expires_at=timestamp(leader.expires_at_ms) if leader.expires_at_ms else None)
+
+
+def _summary(s: ElectionSummary) -> pb.ElectionSummary:
+    return pb.ElectionSummary(election=s.election, leader=_leadership(s.leader), value_truncated=s.value_cut,
+                              candidates=s.candidates)

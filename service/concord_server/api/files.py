@@ -64,9 +64,16 @@ class FileServicer(files_pb2_grpc.FileServiceServicer):
     @rpc
     async def ListFiles(self, request: pb.ListFilesRequest, context) -> pb.ListFilesResponse:
         files, held = await self._files.list(v.name(request.group, "group"))
-        return pb.ListFilesResponse(held_bytes=held, files=[
+        return pb.ListFilesResponse(held_bytes=held, bound_bytes=self._files.bound, files=[
             pb.FileInfo(file_id=f.file_id, name=f.name, size=f.size, state=_STATES[f.state], gzip=f.gzip,
                         pending=f.pending, created_at=timestamp(f.created_ms)) for f in files])
+
+    @rpc
+    async def ListFileGroups(self, request: pb.ListFileGroupsRequest, context) -> pb.ListFileGroupsResponse:
+        found, next_token = await self._files.summaries(*v.page(request.page_token, request.page_size))
+        return pb.ListFileGroupsResponse(next_page_token=next_token, groups=[
+            pb.FileGroupSummary(group=g.group, files=g.files, held_bytes=g.held_bytes, bound_bytes=g.bound_bytes)
+            for g in found])
 
     @rpc
     async def Finish(self, request: pb.FinishRequest, context) -> pb.FinishResponse:

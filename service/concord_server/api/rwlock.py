@@ -11,7 +11,7 @@ from concord.rwlock.v1 import rwlock_pb2_grpc
 
 from ..config import Settings
 from ..errors import InvalidArgument, LockWaitTimeout
-from ..primitives.rwlock import READ, WRITE, Holder, RWLocks
+from ..primitives.rwlock import READ, WRITE, Holder, RWLocks, RWLockSummary
 from . import validation as v
 from .convert import duration, timestamp, wait_budget_ms
 from .holding import ACQUIRED, LOST, hold_events
@@ -31,6 +31,11 @@ def _mode(value: int) -> int:
 
 def _holder(h: Holder) -> pb.Holder:
     return pb.Holder(owner=h.owner, fencing_token=h.fencing_token, ttl_remaining=duration(h.ttl_remaining_ms))
+
+
+def _summary(s: RWLockSummary) -> pb.ReadWriteLockSummary:
+    return pb.ReadWriteLockSummary(name=s.name, writer=_holder(s.writer) if s.writer is not None else None,
+                                   readers=s.readers, waiters=s.waiters)
 
 
 class ReadWriteLockServicer(rwlock_pb2_grpc.ReadWriteLockServiceServicer):
@@ -77,6 +82,11 @@ class ReadWriteLockServicer(rwlock_pb2_grpc.ReadWriteLockServiceServicer):
             readers=[_holder(h) for h in state.readers],
             waiters=[pb.Waiter(owner=w.owner, mode=_PB_MODES[w.mode]) for w in state.waiters],
         )
+
+    @rpc
+    async def ListReadWriteLocks(self, request: pb.ListReadWriteLocksRequest, context) -> pb.ListReadWriteLocksResponse:
+        found, next_token = await self._rw.summaries(*v.page(request.page_token, request.page_size))
+        return pb.ListReadWriteLocksResponse(locks=[_summary(s) for s in found], next_page_token=next_token)
 
     @rpc
     async def Hold(self, request: pb.HoldRequest, context):

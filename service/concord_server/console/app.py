@@ -10,6 +10,7 @@ Routes:
   POST /api/queues/history {"queues"}   the named queues' kept samples (views.queue_histories)
   POST /api/locks/force-release {"name"}   an admin's release of a lock (the next waiter gets it)
   POST /api/queues/...           task search and queue actions: queue_actions.py
+  POST /api/autocomplete/suggest  the suggestion box (a read): views_autocomplete.py
 
 An action needs what its gRPC method needs (ForceRelease: an admin token; auth.py),
 else 403 with reason PERMISSION_DENIED; each one, done or refused, is logged with
@@ -45,6 +46,7 @@ from .auth import COOKIE, SESSION_TTL, Sessions, Viewer
 from .live import KEEPALIVE, Hub
 from .queue_actions import QueueActions
 from .queue_actions import may as queue_may
+from . import extra_views
 from .views import MAX_QUEUES, Overview, locks_view, queue_histories, queues_view, semaphores_view
 
 log = logging.getLogger("concord_server.console")
@@ -57,7 +59,8 @@ LIST_QUEUES = "/concord.queue.v1.QueueService/ListQueues"
 # Each part of a snapshot, its reader, and the method a token must be allowed to see it.
 VIEWS = (("locks", LIST_LOCKS, lambda p: locks_view(p.locks, p.lock_activity)),
          ("semaphores", LIST_SEMAPHORES, lambda p: semaphores_view(p.semaphores)),
-         ("queues", LIST_QUEUES, lambda p: queues_view(p.queues)))
+         ("queues", LIST_QUEUES, lambda p: queues_view(p.queues)),
+         *extra_views.VIEWS)  # read-write locks, elections, chats, autocomplete, files
 HTTP_STATUS = {"INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403, "NOT_FOUND": 404,
                "FAILED_PRECONDITION": 409, "RESOURCE_EXHAUSTED": 429, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504}
 SECURITY_HEADERS = {
@@ -97,6 +100,7 @@ class Console:
         app.router.add_post("/api/locks/force-release", self._force_release)
         app.router.add_post("/api/queues/history", self._queue_history)
         self.queue_actions.add_routes(app)
+        extra_views.add_routes(self, app)  # POST /api/autocomplete/suggest
         app.router.add_static("/static/", STATIC, follow_symlinks=False)
         app.on_response_prepare.append(_secure_headers)
         return app
@@ -257,7 +261,7 @@ def _me(viewer: Viewer, needs_token: bool) -> dict[str, Any]:
             "may": {"list_locks": viewer.may(LIST_LOCKS), "force_release": viewer.may(FORCE_RELEASE),
                     "list_semaphores": viewer.may(LIST_SEMAPHORES), "list_queues": viewer.may(LIST_QUEUES),
                     "see_processes": sees_processes(viewer),
-                    **queue_may(viewer)}}
+                    **queue_may(viewer), **extra_views.may(viewer)}}
 
 
 def sees_processes(viewer: Viewer) -> bool:

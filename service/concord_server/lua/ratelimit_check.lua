@@ -1,14 +1,18 @@
 -- ratelimit_check.lua: Check and CheckMany: decide every check on the Redis clock,
 -- then record what was taken. With all_or_none nothing is recorded unless every
 -- check is allowed (a drain still records on the key that refused).
--- KEYS: eight per check (ratelimit_common.lua), checks in order.
+-- KEYS: per check, in order, either all eight (ratelimit_common.lua: the check names no
+--   limit, so its stored one decides the algorithm) or the stored limit's key and the
+--   state keys of the algorithm of the limit it carries (one; two for CONCURRENCY:
+--   permits, held), since a carried limit either agrees with the stored one or is
+--   refused before any state is touched.
 -- ARGV[1] all_or_none (1 or 0); ARGV[2] the time in us to decide at, '' for the Redis
 --   clock (only tests give one: primitives/ratelimit.py); ARGV[3] the call's permit
 --   prefix (random; check i's concurrency permit is "<prefix>.<i>"); ARGV[4] m, the
 --   number of limits the checks carry, then m limits of five: algorithm, rate,
 --   period ms, burst, drain (1/0) (most checks of a call share one, sent once); then
---   per check, two: hits, and which of the m limits it carries (1-based; 0: the key's
---   stored one).
+--   per check, three: hits, which of the m limits it carries (1-based; 0: the key's
+--   stored one), and how many KEYS are its own (8, or 1 + its algorithm's state keys).
 -- Returns {overall, then seven items per check}: overall RATE.ALLOWED when every check
 -- is, else RATE.REFUSED. A check's seven: RATE.ALLOWED or RATE.REFUSED, remaining,
 -- rate, burst, reset ms, retry ms (-1: the hits exceed what ever passes at once), the
@@ -19,7 +23,6 @@
 --! include status.lua
 --! include ratelimit_common.lua
 local all_or_none = ARGV[1] == '1'
-local n = #KEYS / KEYS_PER_CHECK
 local permit_prefix = ARGV[3]
 local carried = {}
 for j = 1, tonumber(ARGV[4]) do
@@ -27,7 +30,16 @@ for j = 1, tonumber(ARGV[4]) do
   carried[j] = {algo = tonumber(ARGV[a + 1]), rate = tonumber(ARGV[a + 2]), period = tonumber(ARGV[a + 3]),
                 burst = tonumber(ARGV[a + 4]), drain = ARGV[a + 5] == '1'}
 end
-local checks_at = 4 + #carried * 5  -- ARGV index before the first check's two
+local checks_at = 4 + #carried * 5  -- ARGV index before the first check's three
+local n = (#ARGV - checks_at) / 3
+local ks, at = {}, 0  -- each check's keys, by name
+for i = 1, n do
+  local a = checks_at + (i - 1) * 3
+  local count = tonumber(ARGV[a + 3])
+  local asked = carried[tonumber(ARGV[a + 2])]
+  ks[i] = count == KEYS_PER_CHECK and keys_at(at) or state_keys_at(at, asked.algo)
+  at = at + count
+end
 local _, now_us = clock()
 if ARGV[2] ~= '' then
   now_us = tonumber(ARGV[2])
@@ -50,8 +62,8 @@ local every = true
 -- together, as one check of their summed hits that all of them share.
 local first_of, total = {}, {}
 for i = 1, n do
-  local a = checks_at + (i - 1) * 2
-  local k = check_keys(i)
+  local a = checks_at + (i - 1) * 3
+  local k = ks[i]
   local hits = tonumber(ARGV[a + 1])
   local asked = carried[tonumber(ARGV[a + 2])]
   local L = stored_limit(k)
@@ -119,7 +131,7 @@ if all_or_none and not every then
   for i = 1, n do
     local d, o = decisions[i], 1 + (i - 1) * 7
     if d and d.allowed and out[o + 1] == RATE.ALLOWED then
-      out[o + 2] = out[o + 2] + total[first_of[check_keys(i).limit]]
+      out[o + 2] = out[o + 2] + total[first_of[ks[i].limit]]
       out[o + 7] = ''
     end
   end

@@ -52,6 +52,7 @@ from ..keys import KeySpace, NameIndexKeys
 from ..store.client import command
 from ..store.reply_shapes import Codes, INT, Maybe, STR, Seq
 from ..store.scripts import Commands, script
+from .listing import noting, scan_summaries
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
 
@@ -87,6 +88,8 @@ TOP_KEPT = 100
 SCORE_SCAN = 20_000  # most names one best-score Suggest reads (building a list, or without one)
 NAMES_PER_SCRIPT = 1000
 
+LISTED = "names"  # the listing index's kind (primitives/listing.py): the keys' tag
+
 SEPARATOR = b"\x00\x00"
 _ABOVE_ANY_UTF8 = b"\xff"  # never occurs in UTF-8: caps a prefix range
 
@@ -115,6 +118,14 @@ def prefix_range(prefix: str) -> tuple[bytes, bytes]:
         return b"-", b"+"
     p = _key(prefix)
     return b"[" + p, b"[" + p + _ABOVE_ANY_UTF8
+
+
+@dataclass(frozen=True)
+class IndexSummary:
+    """One name index as a listing shows it."""
+
+    index: str
+    size: int  # names it holds
 
 
 @dataclass(frozen=True)
@@ -202,6 +213,7 @@ class Autocomplete:
         k = self._index(index)
 
         def calls() -> Iterator[Awaitable[int]]:
+            noted = False
             for i in range(0, len(names), NAMES_PER_SCRIPT):
                 plain: list[object] = []
                 scored: list[object] = [*self._bounds]
@@ -211,11 +223,28 @@ class Autocomplete:
                     else:
                         scored += (member(name), repr(float(score)))
                 if plain:
-                    yield self._command("ZADD", k.lex, *plain)
+                    yield self._noted(self._command("ZADD", k.lex, *plain), index, noted)
+                    noted = True
                 if len(scored) > len(self._bounds):
-                    yield _NAMES_ADD(self._redis, k.keys, scored)
+                    yield self._noted(_NAMES_ADD(self._redis, k.keys, scored), index, noted)
+                    noted = True
 
         return await self._in_slices(calls())
+
+    def _noted(self, write: Awaitable[int], index: str, already: bool) -> Awaitable[int]:
+        """A batch's first write with the index's listing note sent right behind it
+        (listing.noting: the note follows the write that may create the index, and
+        one note per AddNames call is enough)."""
+        return write if already else noting(write, self._redis, self._keys, LISTED, [index])
+
+    async def summaries(self, page_token: str, count: int) -> tuple[list[IndexSummary], str]:
+        """A page of the name indexes that hold names, each with its size (one ZCARD;
+        listing.scan_summaries)."""
+        return await scan_summaries(self._redis, self._keys, LISTED, page_token, count, self._summary)
+
+    async def _summary(self, index: str) -> IndexSummary | None:
+        size = await self._command("ZCARD", self._index(index).lex)
+        return IndexSummary(index, size) if size else None  # emptied since it was found live
 
     async def remove_names(self, index: str, names: Sequence[str]) -> int:
         keys = self._index(index).keys

@@ -79,8 +79,9 @@ _MEMBER = script("chat_member.lua", Tagged({CHAT.NO_SUCH_CHAT: Tup(), CHAT.NOT_A
                  decode=lambda r: MemberReply(*r))
 _INDEX = script("chat_index.lua", Codes(0, 1))
 _SEEN = script("chat_seen.lua", INT)
+_SUMMARY = script("chat_summary.lua", Either(Tup(), Seq(INT, INT, INT, INT, INT, each=(STR, INT))))
 
-SCRIPTS = (_CREATE, _SEND, _READ, _MEMBER, _INDEX, _SEEN)
+SCRIPTS = (_CREATE, _SEND, _READ, _MEMBER, _INDEX, _SEEN, _SUMMARY)
 
 CARRY_BYTES = 16 * 1024  # bodies up to this size travel whole in the send's publish
 READ_BATCH = 500  # messages per chat per read; a stream reads again while a chat has more
@@ -132,6 +133,26 @@ class ChatView:
     @property
     def unread(self) -> int:
         return self.last_id - max(self.seen, self.first_id - 1)
+
+
+@dataclass(frozen=True)
+class ChatSummary:
+    """One chat as the web console shows it (chat_summary.lua)."""
+
+    chat_id: str
+    last_id: int
+    first_id: int  # oldest kept; last_id + 1 when none is
+    kept: int  # messages kept
+    kept_bytes: int  # their bodies' bytes
+    member_count: int
+    members: list[tuple[str, int]]  # (user, seen id), furthest behind first
+
+    def unread(self, seen: int) -> int:
+        return self.last_id - max(seen, self.first_id - 1)
+
+    def missed(self, seen: int) -> int:
+        """Messages the member never saw that retention dropped (a gap it will be told of)."""
+        return max(0, self.first_id - 1 - seen)
 
 
 class Chats:
@@ -208,6 +229,20 @@ class Chats:
         if not members:
             raise ChatNotFound(f"chat {chat_id!r} does not exist", chat_id=chat_id)
         return members
+
+    @property
+    def retention(self) -> tuple[int, int]:
+        """(most messages, most body bytes) a chat keeps: this server's settings."""
+        return self._retention
+
+    async def summary(self, chat_id: str, members: int) -> ChatSummary | None:
+        """The chat's positions, what it keeps, and its first ``members`` (at most 50)
+        members, furthest behind first; None when it is gone. One bounded script that
+        writes nothing; the web console's read."""
+        r = await self._run(_SUMMARY, self._keys.chat(chat_id), members)
+        if not r:
+            return None
+        return ChatSummary(chat_id, r[0], r[1], r[2], r[3], r[4], [(r[i], r[i + 1]) for i in range(5, len(r), 2)])
 
     async def names(self, page_token: str, count: int) -> tuple[list[str], str]:
         """A page of all chats' ids (listing.scan_names)."""

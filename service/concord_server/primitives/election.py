@@ -33,8 +33,12 @@ from ..statuses import ACQUIRE, HELD, WITHDRAW
 from ..wakeups.doorbells import Doorbells
 from ..wakeups.waiters import PollResult, Waiters
 from .fifo_acquire import Attempt, Claim, FifoPrimitive, acquire_queued, keep_alive
+from .listing import noting, scan_summaries
+from .lock import _WAITERS as _LOCK_WAITERS
 
 HISTORY_BATCH = 100  # changes read per script call
+LISTED = "elect"  # the listing index's kind (primitives/listing.py): the keys' tag
+LISTED_VALUE_BYTES = 1024  # of a leader's value (up to 64 KiB) a listing shows: a page of 1000 stays small
 OBSERVE_WAIT = 10.0  # longest an observer sleeps without looking (the doorbell's safety ring covers it too)
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
@@ -74,6 +78,18 @@ class HistoryReply(NamedTuple):
     changes: list[list]  # [n, term, candidate, value]
 
 
+class SummaryReply(NamedTuple):
+    term: int  # 0: nobody leads
+    candidate: bytes
+    value: bytes  # its first LISTED_VALUE_BYTES
+    value_cut: int  # 0/1
+    pttl_ms: int
+    candidates: int  # entries in the queue
+    now_ms: int
+
+
+_SUMMARY = script("election_summary.lua", Tup(INT, STR, STR, Codes(0, 1), INT, INT, INT), raw=True,
+                  decode=SummaryReply._make)
 _CAMPAIGN = script("election_campaign.lua", Tup(Codes(*ACQUIRE.codes()), INT, INT, INT), decode=CampaignReply._make)
 _RESIGN = script("election_resign.lua", Codes(*HELD.codes()))
 _REFRESH = script("election_refresh.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(INT)}))
@@ -86,7 +102,9 @@ _POLL = script("election_poll.lua", Seq(STR, INT, INT, INT, each=(STR,)), decode
 _HISTORY = script("election_history.lua", Seq(INT, INT, STR, STR, INT, INT, INT, INT, each=(Tup(INT, INT, STR, STR),)),
                   raw=True, decode=lambda r: HistoryReply(*r[:8], r[8:]))
 
-SCRIPTS = (_CAMPAIGN, _RESIGN, _REFRESH, _PROCLAIM, _WITHDRAW, _POLL, _HISTORY)
+_RECENT = script("election_recent.lua", Seq(INT, each=(INT, INT, STR, STR, Codes(0, 1), INT)), raw=True)
+
+SCRIPTS = (_CAMPAIGN, _RESIGN, _REFRESH, _PROCLAIM, _WITHDRAW, _POLL, _HISTORY, _SUMMARY, _RECENT)
 
 
 @dataclass(frozen=True)
@@ -116,10 +134,32 @@ class Change:
 
 
 @dataclass(frozen=True)
+class RecentChange:
+    """One kept change of leadership, as the console lists them."""
+
+    position: int
+    term: int  # 0: nobody led from then on
+    candidate: str
+    value: bytes  # cut to the asked bytes (value_cut)
+    value_cut: bool
+    at_ms: int  # when it was recorded (Redis clock)
+
+
+@dataclass(frozen=True)
 class LeaderState:
     leader: Leadership | None
     candidates: int  # live candidates waiting
     position: int  # the last change's number
+
+
+@dataclass(frozen=True)
+class ElectionSummary:
+    """One election as a listing shows it."""
+
+    election: str
+    leader: Leadership | None  # its value cut to LISTED_VALUE_BYTES (value_cut)
+    value_cut: bool
+    candidates: int  # entries in its queue (candidates of dead servers too, until skipped)
 
 
 class Elections(FifoPrimitive):
@@ -160,6 +200,36 @@ class Elections(FifoPrimitive):
     async def leader(self, election: str) -> LeaderState:
         r = await self._run(_HISTORY, self._keys.election(election), 0, 0)
         return LeaderState(_leadership(r.candidate, r.value, r.term, r.now_ms + r.pttl_ms), r.waiting, r.last)
+
+    async def summaries(self, page_token: str, count: int) -> tuple[list[ElectionSummary], str]:
+        """A page of the elections that have a leader or candidates, each read by one
+        O(1) script (listing.scan_summaries)."""
+        return await scan_summaries(self._redis, self._keys, LISTED, page_token, count, self._summary)
+
+    async def _summary(self, election: str) -> ElectionSummary | None:
+        r = await self._run(_SUMMARY, self._keys.election(election), LISTED_VALUE_BYTES)
+        if r.term == 0 and not r.candidates:
+            return None  # nobody leads or waits any more: gone since the listing found it live
+        leader = _leadership(r.candidate, r.value, r.term, r.now_ms + r.pttl_ms)
+        return ElectionSummary(election, leader, r.value_cut == 1, r.candidates)
+
+    async def candidates(self, election: str, limit: int = 50) -> tuple[int, list[tuple[str, int]]]:
+        """The first live candidates waiting, in FIFO order (of the first ``limit``
+        queue entries, at most 50): (Redis clock ms, [(candidate, waiting since ms)]).
+        An election's queue is a lock's (keys.ElectionKeys), so this is the lock's
+        bounded waiters script; the web console's read."""
+        r = await self._run(_LOCK_WAITERS, self._keys.election(election), limit)
+        return r[0], [(r[i], r[i + 1]) for i in range(2, len(r), 2)]
+
+    async def recent(self, election: str, limit: int, value_bytes: int = LISTED_VALUE_BYTES
+                     ) -> tuple[int, list[RecentChange]]:
+        """The last ``limit`` (at most 50) changes of leadership, newest first, from the
+        history the election keeps anyway (the last 1,000 changes, as long as its
+        terms are kept), with the Redis clock (ms); values cut to ``value_bytes``. One
+        bounded script, writes nothing; the web console's read."""
+        r = await self._run(_RECENT, self._keys.election(election), limit, value_bytes)
+        return r[0], [RecentChange(r[i], r[i + 1], r[i + 2].decode(errors="replace"), r[i + 3], r[i + 4] == 1,
+                                   r[i + 5]) for i in range(1, len(r), 6)]
 
     async def observe(self, election: str, after: int = 0) -> AsyncIterator[Change]:
         """The leader now, then every change as it happens, in order. With ``after``
@@ -261,8 +331,9 @@ class _Candidacy(Claim[Term]):
         self.value = value
 
     async def attempt(self) -> Attempt[Term]:
-        r = await self.of._run(_CAMPAIGN, self.k, self.token, self.ttl_ms, self.owner, self.value,
-                               *self.of._waiting_args(self.wait_ms))
+        r = await noting(self.of._run(_CAMPAIGN, self.k, self.token, self.ttl_ms, self.owner, self.value,
+                                      *self.of._waiting_args(self.wait_ms)),
+                         self.of._redis, self.of._keys, LISTED, self.to_note([self.name]))  # leads or queued: listed
         return Attempt(Term(r.term, self.token, r.now_ms + r.ms) if r.status == ACQUIRE.ACQUIRED else None,
                        r.ms, r.now_ms)
 

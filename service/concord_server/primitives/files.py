@@ -23,6 +23,7 @@ Imports no grpc: api/files.py maps its errors to status codes.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import zlib
 from collections.abc import AsyncIterator
@@ -48,6 +49,9 @@ from ..statuses import DONE, UPLOAD
 from ..wakeups.doorbells import Doorbells, Watch
 from .chat import Chats
 from .letting_go import Releaser
+from .listing import noting, scan_summaries
+
+LISTED = "files"  # the listing index's kind (primitives/listing.py): the keys' tag
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
 
@@ -98,7 +102,9 @@ _READ = script("files_read.lua", Either(Tup(), Seq(STR, STR, STR, STR, each=(STR
                decode=_read_reply)
 _LIST = script("files_list.lua", Seq(INT, each=(Either(STR, INT, NIL),)), decode=_list_reply)
 
-SCRIPTS = (_UPLOAD, _DONE, _READ, _LIST)
+_PROGRESS = script("files_progress.lua", Seq(INT, INT, each=(Either(STR, INT),)))
+
+SCRIPTS = (_UPLOAD, _DONE, _READ, _LIST, _PROGRESS)
 
 READ_CHUNKS = 4  # chunks per read while downloading
 SAFETY_WAIT = 1.0  # a follower re-reads at least this often (lost notifications)
@@ -122,6 +128,33 @@ class FileInfo:
     gzip: bool
     pending: list[str]
     created_ms: int
+
+
+@dataclass(frozen=True)
+class FileProgress:
+    """One file and where its workers stand (files_progress.lua)."""
+
+    file_id: str
+    name: str
+    sender: str
+    size: int  # so far, while uploading
+    state: str  # uploading | complete
+    gzip: bool
+    created_ms: int
+    lease_until_ms: int  # an upload's lease (renewed with every chunk)
+    pending: int  # workers that have not marked it done
+    done: int  # workers that have
+    workers: list[tuple[str, bool]]  # some of them by name (at most the asked number of each): (worker, done)
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """One file group as a listing shows it."""
+
+    group: str
+    files: int  # stored, uploads in progress included
+    held_bytes: int
+    bound_bytes: int  # this server's group bound (--file-group-bound)
 
 
 def file_id(group: str, n: int | str) -> str:
@@ -178,7 +211,8 @@ class Files:
         try:
             # Inside the try: a call cancelled while "begin" is in flight still has
             # its file created in Redis, and must delete it.
-            await self._run(_UPLOAD, k, "begin", n, name, sender, self.chunk_size, self._lease_ms)
+            await noting(self._run(_UPLOAD, k, "begin", n, name, sender, self.chunk_size, self._lease_ms),
+                         self._redis, self._keys, LISTED, [group])  # it holds a file now: listed
             size, first = 0, b""
             pending = bytearray()
             async with self._bells.watch([k.channel]) as freed:
@@ -283,11 +317,43 @@ class Files:
             raise NotAWorker(f"{worker!r} is not one of the workers file {fid!r} was sent to", file_id=fid)
         return result == DONE.DELETED
 
+    @property
+    def bound(self) -> int:
+        """Bytes a group's other files may hold before an upload waits."""
+        return self._bound
+
+    async def summaries(self, page_token: str, count: int) -> tuple[list[GroupSummary], str]:
+        """A page of the groups that hold files, each read by a ZCARD and a GET
+        (listing.scan_summaries)."""
+        return await scan_summaries(self._redis, self._keys, LISTED, page_token, count, self._summary)
+
+    async def _summary(self, group: str) -> GroupSummary | None:
+        k = self._keys.file_group(group)
+        files, held = await asyncio.gather(command(self._redis, "ZCARD", k.files), command(self._redis, "GET", k.held))
+        if not files:
+            return None  # its last file went since the listing found it live
+        return GroupSummary(group, files, int(held or 0), self._bound)
+
     async def list(self, group: str) -> tuple[list[FileInfo], int]:
         """The group's files and the bytes they hold."""
         reply = await self._run(_LIST, self._keys.file_group(group))
         return [FileInfo(file_id(group, f.n), f.name, f.size, f.state, f.gzip, sorted(f.pending), f.created_ms)
                 for f in reply.files], reply.held
+
+    async def progress(self, group: str, files: int, workers: int) -> tuple[int, int, list[FileProgress]]:
+        """(files in the group, bytes held, its oldest ``files`` files with up to
+        ``workers`` pending and as many done workers each): one bounded script that
+        writes nothing; the web console's read. How far a download has got is not
+        kept anywhere but in the worker: only whether it marked a file done."""
+        r = await self._run(_PROGRESS, self._keys.file_group(group), files, workers)
+        found, i = [], 2
+        while i < len(r):
+            n, name, sender, size, state, gz, created, lease, pending, done, k = r[i:i + 11]
+            pairs = r[i + 11:i + 11 + 2 * k]
+            found.append(FileProgress(file_id(group, n), name, sender, size, state, gz == 1, created, lease,
+                                      pending, done, [(pairs[j], pairs[j + 1] == 1) for j in range(0, len(pairs), 2)]))
+            i += 11 + 2 * k
+        return r[0], r[1], found
 
     async def finish(self, group: str, sender: str) -> int:
         """Sends the group the closing marker; returns its message id."""

@@ -3,7 +3,9 @@ per-key-space index, so a listing walks only the caller's own resources.
 
 Each key space (one per tenant) keeps one index per kind: a hash ``{<prefix>:index:<kind>}``
 (KeySpace.index) from resource name to a version, bumped (HINCRBY) by ``note`` after
-every call that may create the resource (Enqueue, CreateSchedule, CreateChat, Acquire).
+every call that may create the resource (Enqueue, CreateSchedule, CreateChat, the
+Acquires of locks, semaphores and read-write locks, Campaign, AddNames, Upload). The
+kinds are the resources' key tags (KeySpace.tag), so LIVE names their keys.
 A listing pages through that hash with HSCAN (the cursor is the page token), keeps
 the names whose resource is live (one of its keys ending in ``suffixes`` exists: the
 keys that say it is live, not the ones kept after it, like a lock's last fencing
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import TypeVar
 
 from ..keys import KeySpace
@@ -49,14 +51,18 @@ _PRUNE = script("listing_prune.lua", INT)
 SWEEP_EVERY = 8  # notes of a process between two sweeps of one of its indexes
 SWEEP_SAMPLE = 2 * SWEEP_EVERY  # entries a sweep checks: twice what the notes between sweeps add
 
-# The keys that say a resource of each kind is live (what its listing asks for too).
+# The keys that say a resource of each kind is live (what its listing asks for too):
+# a lock, read-write lock or election while held or queued for, an autocomplete
+# name index while it holds a name, a file group while it holds a file.
 LIVE = {"lock": ("holder", "queue"), "sem": ("holders", "queue"), "chat": ("meta",),
-        "queue": ("ready", "delayed", "leased", "dead", "done", "schedules")}
+        "queue": ("ready", "delayed", "leased", "dead", "done", "schedules"),
+        "rw": ("holders", "queue"), "elect": ("holder", "queue"), "names": ("lex",), "files": ("files",)}
 
 _new_names = 0  # names this process added to an index: only they can grow one
 _sweeps: set[asyncio.Task[None]] = set()  # sweeps running in the background
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 async def note(redis: Commands, keyspace: KeySpace, kind: str, name: str) -> None:
@@ -103,6 +109,18 @@ async def scan_names(redis: Commands, keyspace: KeySpace, kind: str, page_token:
     live = await _prune_gone(redis, keyspace, kind, index, _pairs(flat))
     cursor = _text(cursor)
     return sorted(set(live)), "" if cursor == "0" else cursor
+
+
+async def scan_summaries(redis: Commands, keyspace: KeySpace, kind: str, page_token: str, count: int,
+                         summary: Callable[[str], Awaitable[S | None]]) -> tuple[list[S], str]:
+    """(a summary of each live name on this page, next page token or "" at the end).
+    ``summary`` reads one resource in a bounded number of steps (never a walk over its
+    holders or waiters), so a page costs at most one such read per entry examined;
+    the reads go out together, pipelined. It returns None for a resource gone since
+    its liveness check, which the page then leaves out."""
+    names, token = await scan_names(redis, keyspace, kind, page_token, count)
+    found = await asyncio.gather(*(summary(name) for name in names))
+    return [s for s in found if s is not None], token
 
 
 async def _prune_gone(redis: Commands, keyspace: KeySpace, kind: str, index: str,

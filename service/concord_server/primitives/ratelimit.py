@@ -55,6 +55,11 @@ class Algorithm(enum.IntEnum):  # ratelimit.proto's Algorithm; lua's ALGO
 
 
 BURSTY = (Algorithm.GCRA, Algorithm.TOKEN_BUCKET)  # the ones with a burst
+# Each algorithm's state keys (RateLimitKeys fields; lua STATE_KEYS): a check that
+# carries its limit sends only these beside the limit key, not all eight.
+STATE_KEYS = {Algorithm.GCRA: ("gcra",), Algorithm.TOKEN_BUCKET: ("bucket",), Algorithm.SLIDING_LOG: ("log",),
+              Algorithm.SLIDING_WINDOW: ("window",), Algorithm.FIXED_WINDOW: ("fixed",),
+              Algorithm.CONCURRENCY: ("permits", "held")}
 
 
 @dataclass(frozen=True)
@@ -137,19 +142,25 @@ class RateLimits:
         self._releaser = Releaser()
         self._cluster = cluster
         self._clock_us = clock_us  # tests only: decide at this time instead of the Redis clock
-        self._recent_keys: dict[str, list[str]] = {}
+        self._recent_keys: dict[tuple[str, Algorithm | None], list[str]] = {}
 
     def keys(self, key: str) -> RateLimitKeys:
         return self._keys.ratelimit(key)
 
-    def _check_keys(self, key: str) -> list[str]:
-        """The key's KEYS for the check script, remembered for the most recent keys
-        (a CheckMany of 100 would otherwise build 800 names; bounded, cleared when full)."""
-        got = self._recent_keys.get(key)
+    def _check_keys(self, key: str, limit: Limit | None) -> list[str]:
+        """The key's KEYS for the check script: all eight when the stored limit
+        decides, else the limit key and the carried algorithm's state keys (the
+        script refuses a disagreeing limit before it touches state). Remembered for
+        the most recent keys (a CheckMany of 100 would otherwise build hundreds of
+        names; bounded, cleared when full)."""
+        algo = None if limit is None else limit.algorithm
+        got = self._recent_keys.get((key, algo))
         if got is None:
             if len(self._recent_keys) >= RECENT_KEYS:
                 self._recent_keys.clear()
-            got = self._recent_keys[key] = self.keys(key).keys
+            k = self.keys(key)
+            got = k.keys if algo is None else [k.limit, *(getattr(k, name) for name in STATE_KEYS[algo])]
+            self._recent_keys[(key, algo)] = got
         return got
 
     async def check(self, key: str, limit: Limit | None, hits: int) -> Decision:
@@ -193,8 +204,9 @@ class RateLimits:
         carried: dict[Limit, int] = {}  # each limit the checks carry, sent once: its number
         per_check: list[int] = []
         for c in checks:
-            keys += self._check_keys(c.key)
-            per_check += (c.hits, 0 if c.limit is None else carried.setdefault(c.limit, len(carried) + 1))
+            mine = self._check_keys(c.key, c.limit)
+            keys += mine
+            per_check += (c.hits, 0 if c.limit is None else carried.setdefault(c.limit, len(carried) + 1), len(mine))
         args: list[Any] = [int(all_or_none), str(self._clock_us()) if self._clock_us else "",
                            secrets.token_hex(12), len(carried)]  # the permit prefix: concurrency's
         for limit in carried:

@@ -33,6 +33,9 @@ from ..store.scripts import Commands, script
 from ..statuses import ACQUIRE, HELD, WITHDRAW
 from ..wakeups.waiters import PollResult, Waiters
 from .fifo_acquire import Attempt, Claim, FifoPrimitive, acquire_queued, keep_alive
+from .listing import noting, scan_summaries
+
+LISTED = "rw"  # the listing index's kind (primitives/listing.py): the keys' tag
 
 READ, WRITE = 1, 2  # the proto's Mode values, as the scripts store them
 MODES = (READ, WRITE)
@@ -82,10 +85,21 @@ _WITHDRAW = script("rwlock_withdraw.lua",
                    decode=lambda r: WithdrawReply(*r))
 _POLL = script("rwlock_poll.lua", Seq(INT, INT, each=(STR, Codes(0, 1), INT, INT)),
                decode=lambda r: PollReply(r[0], r[1], r[2:]))
+class SummaryReply(NamedTuple):
+    write_held: int  # 0/1
+    owner: str  # the writer's, or ''
+    fence: int
+    ms_left: int
+    readers: int
+    waiters: int  # entries in the queue
+
+
+_SUMMARY = script("rwlock_summary.lua", Tup(Codes(0, 1), STR, INT, INT, INT, INT), decode=SummaryReply._make)
 _DESCRIBE = script("rwlock_describe.lua", Seq(INT, INT, each=(Codes(*MODES), STR, INT, INT)),
                    decode=lambda r: DescribeReply(r[0], r[1], r[2:]))
+_WAITERS = script("rwlock_waiters.lua", Seq(INT, each=(Codes(*MODES), STR, INT)))
 
-SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE)
+SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE, _SUMMARY, _WAITERS)
 
 
 @dataclass(frozen=True)
@@ -116,6 +130,16 @@ class RWLockState:
     readers: list[Holder]  # in grant order
     waiters: list[Waiter]  # live ones, first in line first
     now_ms: int
+
+
+@dataclass(frozen=True)
+class RWLockSummary:
+    """One read-write lock as a listing shows it."""
+
+    name: str
+    writer: Holder | None
+    readers: int
+    waiters: int  # entries in its queue (waiters of dead servers too, until skipped)
 
 
 class RWLocks(FifoPrimitive):
@@ -161,6 +185,25 @@ class RWLocks(FifoPrimitive):
         return RWLockState(writer, [h for h in holders if h.mode == READ],
                            [Waiter(mode, owner) for mode, owner, _, _ in groups[r.holders:]], r.now_ms)
 
+    async def summaries(self, page_token: str, count: int) -> tuple[list[RWLockSummary], str]:
+        """A page of the read-write locks that are held or have waiters, each read
+        by one bounded script (listing.scan_summaries)."""
+        return await scan_summaries(self._redis, self._keys, LISTED, page_token, count, self._summary)
+
+    async def waiters(self, name: str, limit: int = 50) -> tuple[int, list[tuple[int, str, int]]]:
+        """The lock's first live waiters in FIFO order (of its first ``limit`` queue
+        entries, at most 50): (Redis clock ms, [(mode, owner, waiting since ms)]). One
+        bounded script (Describe walks the whole queue); the web console's read."""
+        r = await self._run(_WAITERS, self._keys.rwlock(name), limit)
+        return r[0], [(r[i], r[i + 1], r[i + 2]) for i in range(1, len(r), 3)]
+
+    async def _summary(self, name: str) -> RWLockSummary | None:
+        r = await self._run(_SUMMARY, self._keys.rwlock(name))
+        writer = Holder(WRITE, r.owner, r.fence, max(r.ms_left, 0)) if r.write_held else None
+        if writer is None and not r.readers and not r.waiters:
+            return None  # freed since the listing found it live, or only expired holders are left
+        return RWLockSummary(name, writer, r.readers, r.waiters)
+
     def keep_alive(self, name: str, grant: Grant, ttl_ms: int) -> AsyncIterator[Grant]:
         """Refreshes the hold every ttl/3 and yields each renewed grant; ends when it is
         lost (see fifo_acquire.keep_alive)."""
@@ -194,8 +237,9 @@ class _RWClaim(Claim[Grant]):
     mode: int
 
     async def attempt(self) -> Attempt[Grant]:
-        r = await self.of._run(_ACQUIRE, self.k, self.token, self.mode, self.ttl_ms, self.owner,
-                               *self.of._waiting_args(self.wait_ms))
+        r = await noting(self.of._run(_ACQUIRE, self.k, self.token, self.mode, self.ttl_ms, self.owner,
+                                      *self.of._waiting_args(self.wait_ms)),
+                         self.of._redis, self.of._keys, LISTED, self.to_note([self.name]))  # held or queued: listed
         if r.status == ACQUIRE.ACQUIRED:
             return Attempt(self._grant(r.fence, r.now_ms + r.ms), 0, r.now_ms)
         return Attempt(None, r.ms, r.now_ms)

@@ -10,13 +10,14 @@
         [--paused] [--update]
     concord queue schedule-pause | schedule-resume | schedule-delete NAME SCHEDULE
     concord chat list | chat describe CHAT | chat tail CHAT --as USER
-    concord rwlock describe NAME
-    concord election leader NAME | election observe NAME [--count N] [--after POSITION]
+    concord rwlock list | rwlock describe NAME
+    concord election list | election leader NAME | election observe NAME [--count N] [--after POSITION]
     concord election campaign NAME VALUE [--ttl D] [--timeout D] [--candidate C] [--grace D] -- COMMAND...
     concord election resign NAME [--term T] [--yes]
-    concord autocomplete count INDEX [--prefix P] | autocomplete suggest INDEX PREFIX [--limit N] [--by-score]
+    concord autocomplete list | autocomplete count INDEX [--prefix P]
+    concord autocomplete suggest INDEX PREFIX [--limit N] [--by-score]
     concord autocomplete recent USER [PREFIX] [--limit N] [--infix]
-    concord files describe GROUP
+    concord files list | files describe GROUP
 
 Tables by default (durations in human units: 29.5s, 1h2m), ``--json`` for scripts
 (integers are JSON numbers, durations and times as protobuf's JSON mapping writes

@@ -186,6 +186,18 @@ class Base:
             if not token:
                 return sorted(names)
 
+    def entries(self, service: str, method: str, request_type: Any, field: str, key: str) -> list[Any]:
+        """Every page of a List* RPC whose entries are summaries (ListReadWriteLocks,
+        ListElections, ListIndexes, ListFileGroups), one per name (the last seen), by name."""
+        found: dict[str, Any] = {}
+        token = ""
+        while True:
+            page = self.call(service, method, request_type(page_token=token, page_size=1000))
+            found.update((getattr(e, key), e) for e in getattr(page, field))
+            token = page.next_page_token
+            if not token:
+                return [found[k] for k in sorted(found)]
+
     def list_names(self, kind: str, service: str, method: str, request_type: Any) -> None:
         names = self.names(service, method, request_type)
         self.emit(names, "\n".join(names) if names else f"(no {kind})")

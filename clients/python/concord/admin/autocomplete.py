@@ -1,4 +1,4 @@
-"""`concord autocomplete`: count, suggest, recent."""
+"""`concord autocomplete`: list, count, suggest, recent."""
 
 from __future__ import annotations
 
@@ -9,6 +9,11 @@ from ._common import Base, Command, _dict, _table
 
 
 class Commands(Base):
+    def autocomplete_list(self, args: argparse.Namespace) -> None:
+        found = self.entries("autocomplete", "ListIndexes", autocomplete_pb2.ListIndexesRequest, "indexes", "index")
+        data = [{"index": s.index, "size": s.size} for s in found]
+        self.emit(data, _table(data, ["index", "size"]) if data else "(no autocomplete indexes)")
+
     def autocomplete_count(self, args: argparse.Namespace) -> None:
         r = self.call("autocomplete", "Count", autocomplete_pb2.CountRequest(index=args.index, prefix=args.prefix))
         starting = f" starting with {args.prefix!r}" if args.prefix else ""
@@ -36,6 +41,7 @@ class Commands(Base):
 def add_commands(kinds: argparse._SubParsersAction, command: Command) -> None:
     ac = kinds.add_parser("autocomplete", help="name indexes and recent contacts").add_subparsers(
         dest="action", required=True)
+    command(ac, "list", "autocomplete_list", "name indexes that hold names, with their sizes")
     count = command(ac, "count", "autocomplete_count", "how many names an index holds (that start with --prefix)")
     count.add_argument("index")
     count.add_argument("--prefix", default="", help="count only the names that start with it")

@@ -1,4 +1,4 @@
-"""`concord election`: leader, observe, campaign -- COMMAND, resign."""
+"""`concord election`: list, leader, observe, campaign -- COMMAND, resign."""
 
 from __future__ import annotations
 
@@ -61,6 +61,18 @@ def _exit_status(returncode: int) -> int:
 
 
 class Commands(Base):
+    def election_list(self, args: argparse.Namespace) -> None:
+        """The elections with a leader or candidates; a leader's value is its first
+        1024 bytes (value_truncated), `election leader` has it whole."""
+        found = self.entries("election", "ListElections", election_pb2.ListElectionsRequest, "elections", "election")
+        data = [{"election": s.election, "leader": _leader_dict(s.leader) if s.HasField("leader") else None,
+                 "value_truncated": s.value_truncated, "candidates": s.candidates} for s in found]
+        rows = [{"election": s.election, **(_leader_row(s.leader) if s.HasField("leader") else
+                                            {"candidate": "-", "term": "-", "expires_at": "-", "value": "-"}),
+                 "candidates": s.candidates} for s in found]
+        self.emit(data, _table(rows, ["election", "candidate", "term", "expires_at", "candidates", "value"])
+                  if rows else "(no elections)")
+
     def election_leader(self, args: argparse.Namespace) -> None:
         r = self.call("election", "Leader", election_pb2.LeaderRequest(election=args.name))
         leader = _leader_dict(r.leader) if r.HasField("leader") else None
@@ -165,6 +177,7 @@ class Commands(Base):
 
 def add_commands(kinds: argparse._SubParsersAction, command: Command) -> None:
     election = kinds.add_parser("election", help="leader elections").add_subparsers(dest="action", required=True)
+    command(election, "list", "election_list", "elections with a leader or candidates: leader, term, candidates")
     command(election, "leader", "election_leader", "the leader now: candidate, value, term, expiry; candidates waiting"
             ).add_argument("name")
     observe = command(election, "observe", "election_observe",

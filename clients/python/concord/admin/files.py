@@ -1,4 +1,4 @@
-"""`concord files`: describe a group's files and what each worker has left."""
+"""`concord files`: list the groups; describe a group's files and what each worker has left."""
 
 from __future__ import annotations
 
@@ -21,6 +21,12 @@ def _workers_text(workers: Sequence[str], shown: int = 3) -> str:
 
 
 class Commands(Base):
+    def files_list(self, args: argparse.Namespace) -> None:
+        found = self.entries("files", "ListFileGroups", files_pb2.ListFileGroupsRequest, "groups", "group")
+        data = [{"group": g.group, "files": g.files, "held_bytes": g.held_bytes, "bound_bytes": g.bound_bytes}
+                for g in found]
+        self.emit(data, _table(data, ["group", "files", "held_bytes", "bound_bytes"]) if data else "(no file groups)")
+
     def files_describe(self, args: argparse.Namespace) -> None:
         """A group's files, the bytes they hold in Redis, and each worker's progress:
         the files it has not marked done yet (ListFiles knows no more of a worker)."""
@@ -31,10 +37,11 @@ class Commands(Base):
                 row = workers.setdefault(w, {"worker": w, "pending_files": 0, "pending_bytes": 0})
                 row["pending_files"] += 1
                 row["pending_bytes"] += f.size
-        d = {"group": args.group, "held_bytes": r.held_bytes, "files": [_dict(f) for f in r.files],
+        d = {"group": args.group, "held_bytes": r.held_bytes, "bound_bytes": r.bound_bytes,
+             "files": [_dict(f) for f in r.files],
              "workers": sorted(workers.values(), key=lambda w: w["worker"])}
         head = (f"group {args.group!r}: {len(r.files)} file(s), {r.held_bytes} bytes held "
-                "(uploads wait while the others hold more than the server's --file-group-bound)")
+                f"(uploads wait while the others hold more than {r.bound_bytes}, the server's --file-group-bound)")
         if not r.files:
             self.emit(d, f"group {args.group!r} holds no files")
             return
@@ -51,6 +58,7 @@ class Commands(Base):
 
 def add_commands(kinds: argparse._SubParsersAction, command: Command) -> None:
     files = kinds.add_parser("files", help="file distribution").add_subparsers(dest="action", required=True)
+    command(files, "list", "files_list", "groups that hold files: files, bytes held, the bound")
     command(files, "describe", "files_describe",
             "a group's files (size, state, workers pending), the bytes they hold, each worker's pending files"
             ).add_argument("group", help="the group: a chat")

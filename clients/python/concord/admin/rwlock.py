@@ -1,4 +1,4 @@
-"""`concord rwlock`: describe (the service has no listing RPC)."""
+"""`concord rwlock`: list, describe."""
 
 from __future__ import annotations
 
@@ -12,6 +12,17 @@ _MODE_NAMES = {rwlock_pb2.MODE_READ: "read", rwlock_pb2.MODE_WRITE: "write"}
 
 
 class Commands(Base):
+    def rwlock_list(self, args: argparse.Namespace) -> None:
+        found = self.entries("rwlock", "ListReadWriteLocks", rwlock_pb2.ListReadWriteLocksRequest, "locks", "name")
+        data = [{"name": s.name, "writer": _dict(s.writer) if s.HasField("writer") else None, "readers": s.readers,
+                 "waiters": s.waiters} for s in found]
+        rows = [{"name": s.name, "writer": s.writer.owner if s.HasField("writer") else "-",
+                 "fencing_token": s.writer.fencing_token if s.HasField("writer") else "-",
+                 "ttl_remaining": _dict(s.writer)["ttl_remaining"] if s.HasField("writer") else "-",
+                 "readers": s.readers, "waiters": s.waiters} for s in found]
+        self.emit(data, _table(rows, ["name", "writer", "fencing_token", "ttl_remaining", "readers", "waiters"])
+                  if rows else "(no rwlocks)")
+
     def rwlock_describe(self, args: argparse.Namespace) -> None:
         r = self.call("rwlock", "Describe", rwlock_pb2.DescribeRequest(name=args.name))
         d = {"name": args.name, "writer": None, **_dict(r)}  # null when no writer holds it
@@ -33,5 +44,6 @@ class Commands(Base):
 
 def add_commands(kinds: argparse._SubParsersAction, command: Command) -> None:
     rw = kinds.add_parser("rwlock", help="read-write locks").add_subparsers(dest="action", required=True)
+    command(rw, "list", "rwlock_list", "read-write locks held or waited for: writer, readers, waiters")
     command(rw, "describe", "rwlock_describe", "the writer or the readers, and the waiters in line with their modes"
             ).add_argument("name")

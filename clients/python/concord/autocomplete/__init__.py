@@ -21,11 +21,21 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .._listing import every_page, every_page_async
 from .v1 import autocomplete_pb2 as pb
 
 _ORDERS = {"name": pb.SUGGEST_ORDER_NAME, "score": pb.SUGGEST_ORDER_SCORE}
 # The reads, retried on UNAVAILABLE (concord._retry); the writes are not.
 _SAFE = frozenset({"SuggestRecent", "Suggest", "Count"})
+_LISTING = ("ListIndexes", pb.ListIndexesRequest, "indexes", "index", lambda m: IndexSummary(m.index, m.size))
+
+
+@dataclass(frozen=True)
+class IndexSummary:
+    """A name index as list_indexes() shows it."""
+
+    index: str
+    size: int  # names it holds
 
 
 @dataclass(frozen=True)
@@ -135,6 +145,10 @@ class Autocomplete:
     def count(self, index: str, prefix: str = "") -> int:
         return self._run(_Requests.count(index, prefix))
 
+    def list_indexes(self) -> list[IndexSummary]:
+        """Every name index that holds names, with its size, by name (all pages of ListIndexes)."""
+        return every_page(self._rpc.call_safe, *_LISTING)
+
 
 class AsyncAutocomplete:
     """``client.autocomplete`` on an AsyncClient: the same methods, awaited."""
@@ -172,3 +186,6 @@ class AsyncAutocomplete:
 
     async def count(self, index: str, prefix: str = "") -> int:
         return await self._run(_Requests.count(index, prefix))
+
+    async def list_indexes(self) -> list[IndexSummary]:
+        return await every_page_async(self._rpc.call_safe, *_LISTING)

@@ -29,6 +29,7 @@ from typing import IO, Any
 import grpc
 
 from ..errors import ConcordError, FileNotFound, from_rpc_error
+from .._listing import every_page
 from .v1 import files_pb2 as pb
 
 PIECE = 256 * 1024  # bytes per Upload message
@@ -53,6 +54,20 @@ class Uploaded:
     size: int
     gzip: bool
     message_id: int
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """A file group as list_groups() shows it."""
+
+    group: str
+    files: int  # stored, uploads in progress included
+    held_bytes: int
+    bound_bytes: int  # uploads wait while the group's other files hold more (the server's --file-group-bound)
+
+
+_LISTING = ("ListFileGroups", pb.ListFileGroupsRequest, "groups", "group",
+            lambda m: GroupSummary(m.group, m.files, m.held_bytes, m.bound_bytes))
 
 
 @dataclass(frozen=True)
@@ -138,6 +153,11 @@ class Files:
         r = self._call("ListFiles", pb.ListFilesRequest(group=group))
         return [FileInfo(f.file_id, f.name, f.size, _STATES.get(f.state, "unknown"), f.gzip, list(f.pending))
                 for f in r.files], r.held_bytes
+
+    def list_groups(self) -> list[GroupSummary]:
+        """Every group that holds files, with the bytes held and the bound, by name
+        (all pages of ListFileGroups)."""
+        return every_page(self._rpc.call_safe, *_LISTING)
 
     def finish(self, group: str, *, sender: str) -> int:
         """Tells the group's workers that no more files will come."""

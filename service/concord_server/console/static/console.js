@@ -61,13 +61,23 @@ function toast(text) {
 
 // -- views
 
+// Pages and parts other modules render (console-kinds.js): page name -> render(snapshot) functions.
+const extraViews = new Map();
+
+export function registerView(page, render) {
+  if (!extraViews.has(page)) extraViews.set(page, []);
+  extraViews.get(page).push(render);
+  if (state.me) showView(); // registered after the page was shown: show it again
+}
+
 function showView() {
   const name = (location.hash || "#overview").slice(1);
-  state.view = ["overview", "locks", "coordination", "queues"].includes(name) ? name : "overview";
+  const pages = ["overview", "locks", "coordination", "queues", ...extraViews.keys()].filter((v, i, all) => all.indexOf(v) === i);
+  state.view = pages.includes(name) ? name : "overview";
   if (state.view !== "queues") { clearTimeout(charts.timer); charts.timer = null; }
   const loggedIn = state.me && state.me.logged_in;
   $("login").hidden = loggedIn;
-  for (const v of ["overview", "locks", "coordination", "queues"]) $(`view-${v}`).hidden = !loggedIn || v !== state.view;
+  for (const v of pages) $(`view-${v}`).hidden = !loggedIn || v !== state.view;
   for (const a of document.querySelectorAll("nav a")) {
     if (a.dataset.view === state.view) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");
@@ -261,6 +271,7 @@ function render() {
     renderQueues(s.queues);
     if (!search) renderSearch();
   }
+  for (const renderPart of extraViews.get(state.view) || []) renderPart(s);
 }
 
 // The box's message when a part is missing (the token may not list it) or failed to read;
@@ -764,3 +775,5 @@ $("search-form").addEventListener("submit", (e) => {
 
 window.addEventListener("hashchange", showView);
 start();
+
+export { $, el, when, duration, bytes, api, count, table, unavailable, state, toast };

@@ -275,10 +275,26 @@ end
 local LIMITERS = {gcra, token_bucket, sliding_log, sliding_window, fixed_window, concurrency}
 
 -- The keys of the i-th check (1-based) among KEYS.
-local function check_keys(i)
-  local b = (i - 1) * KEYS_PER_CHECK
+-- A check's eight keys, KEYS[b + 1] to KEYS[b + 8], by name.
+local function keys_at(b)
   return {limit = KEYS[b + 1], gcra = KEYS[b + 2], bucket = KEYS[b + 3], log = KEYS[b + 4],
           window = KEYS[b + 5], fixed = KEYS[b + 6], permits = KEYS[b + 7], held = KEYS[b + 8]}
+end
+
+local function check_keys(i)
+  return keys_at((i - 1) * KEYS_PER_CHECK)
+end
+
+-- By algorithm (ALGO's numbers), the names of its state keys, in KEYS order.
+local STATE_KEYS = {{'gcra'}, {'bucket'}, {'log'}, {'window'}, {'fixed'}, {'permits', 'held'}}
+
+-- A check that sent only its limit key and its algorithm's state keys, from KEYS[b + 1].
+local function state_keys_at(b, algo)
+  local k = {limit = KEYS[b + 1]}
+  for j, name in ipairs(STATE_KEYS[algo]) do
+    k[name] = KEYS[b + 1 + j]
+  end
+  return k
 end
 
 local function stored_limit(k)

@@ -155,3 +155,27 @@ class CountResponse(_message.Message):
     COUNT_FIELD_NUMBER: _ClassVar[int]
     count: int
     def __init__(self, count: _Optional[int] = ...) -> None: ...
+
+class ListIndexesRequest(_message.Message):
+    __slots__ = ("page_token", "page_size")
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    page_token: str
+    page_size: int
+    def __init__(self, page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class IndexSummary(_message.Message):
+    __slots__ = ("index", "size")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    index: str
+    size: int
+    def __init__(self, index: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+
+class ListIndexesResponse(_message.Message):
+    __slots__ = ("indexes", "next_page_token")
+    INDEXES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    indexes: _containers.RepeatedCompositeFieldContainer[IndexSummary]
+    next_page_token: str
+    def __init__(self, indexes: _Optional[_Iterable[_Union[IndexSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

@@ -82,6 +82,11 @@ class AutocompleteServiceStub:
                 request_serializer=concord_dot_autocomplete_dot_v1_dot_autocomplete__pb2.CountRequest.SerializeToString,
                 response_deserializer=concord_dot_autocomplete_dot_v1_dot_autocomplete__pb2.CountResponse.FromString,
                 _registered_method=True)
+        self.ListIndexes = channel.unary_unary(
+                '/concord.autocomplete.v1.AutocompleteService/ListIndexes',
+                request_serializer=concord_dot_autocomplete_dot_v1_dot_autocomplete__pb2.ListIndexesRequest.SerializeToString,
+                response_deserializer=concord_dot_autocomplete_dot_v1_dot_autocomplete__pb2.ListIndexesResponse.FromString,
+                _registered_method=True)
 
 
 class AutocompleteServiceServicer:
@@ -157,6 +162,16 @@ class AutocompleteServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListIndexes(self, request, context):
+        """ListIndexes pages through the name indexes that hold names, each with its size.
+        Like LockService.ListLocks, it walks the caller's own index of names: a name
+        may appear on more than one page, and an index filled or emptied during the
+        listing may or may not appear. Recent-contact lists are not listed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AutocompleteServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -199,6 +214,11 @@ def add_AutocompleteServiceServicer_to_server(servicer, server):
                     servicer.Count,
                     request_deserializer=concord_dot_autocomplete_dot_v1_dot_autocomplete__pb2.CountRequest.FromString,
                     response_serializer=concord_dot_autocomplete_dot_v1_dot_autocomplete__pb2.CountResponse.SerializeToString,
+            ),
+            'ListIndexes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListIndexes,
+                    request_deserializer=concord_dot_autocomplete_dot_v1_dot_autocomplete__pb2.ListIndexesRequest.FromString,
+                    response_serializer=concord_dot_autocomplete_dot_v1_dot_autocomplete__pb2.ListIndexesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -425,6 +445,33 @@ class AutocompleteService:
             '/concord.autocomplete.v1.AutocompleteService/Count',
             concord_dot_autocomplete_dot_v1_dot_autocomplete__pb2.CountRequest.SerializeToString,
             concord_dot_autocomplete_dot_v1_dot_autocomplete__pb2.CountResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListIndexes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.autocomplete.v1.AutocompleteService/ListIndexes',
+            concord_dot_autocomplete_dot_v1_dot_autocomplete__pb2.ListIndexesRequest.SerializeToString,
+            concord_dot_autocomplete_dot_v1_dot_autocomplete__pb2.ListIndexesResponse.FromString,
             options,
             channel_credentials,
             insecure,

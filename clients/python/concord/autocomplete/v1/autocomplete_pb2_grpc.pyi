@@ -68,6 +68,12 @@ class AutocompleteServiceStub:
     """
     Count: _grpc.UnaryUnaryMultiCallable[_autocomplete_pb2.CountRequest, _autocomplete_pb2.CountResponse]
     """Count counts an index's names, or those that start with a prefix."""
+    ListIndexes: _grpc.UnaryUnaryMultiCallable[_autocomplete_pb2.ListIndexesRequest, _autocomplete_pb2.ListIndexesResponse]
+    """ListIndexes pages through the name indexes that hold names, each with its size.
+    Like LockService.ListLocks, it walks the caller's own index of names: a name
+    may appear on more than one page, and an index filled or emptied during the
+    listing may or may not appear. Recent-contact lists are not listed.
+    """
 
 @_typing.type_check_only
 class AutocompleteServiceAsyncStub(AutocompleteServiceStub):
@@ -109,6 +115,12 @@ class AutocompleteServiceAsyncStub(AutocompleteServiceStub):
     """
     Count: _aio.UnaryUnaryMultiCallable[_autocomplete_pb2.CountRequest, _autocomplete_pb2.CountResponse]  # type: ignore[assignment]
     """Count counts an index's names, or those that start with a prefix."""
+    ListIndexes: _aio.UnaryUnaryMultiCallable[_autocomplete_pb2.ListIndexesRequest, _autocomplete_pb2.ListIndexesResponse]  # type: ignore[assignment]
+    """ListIndexes pages through the name indexes that hold names, each with its size.
+    Like LockService.ListLocks, it walks the caller's own index of names: a name
+    may appear on more than one page, and an index filled or emptied during the
+    listing may or may not appear. Recent-contact lists are not listed.
+    """
 
 class AutocompleteServiceServicer(metaclass=_abc_1.ABCMeta):
     """AutocompleteService suggests names by prefix, for real-world text: matching is
@@ -195,5 +207,17 @@ class AutocompleteServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_autocomplete_pb2.CountResponse, _abc.Awaitable[_autocomplete_pb2.CountResponse]]:
         """Count counts an index's names, or those that start with a prefix."""
+
+    @_abc_1.abstractmethod
+    def ListIndexes(
+        self,
+        request: _autocomplete_pb2.ListIndexesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_autocomplete_pb2.ListIndexesResponse, _abc.Awaitable[_autocomplete_pb2.ListIndexesResponse]]:
+        """ListIndexes pages through the name indexes that hold names, each with its size.
+        Like LockService.ListLocks, it walks the caller's own index of names: a name
+        may appear on more than one page, and an index filled or emptied during the
+        listing may or may not appear. Recent-contact lists are not listed.
+        """
 
 def add_AutocompleteServiceServicer_to_server(servicer: AutocompleteServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -2,10 +2,11 @@ import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -154,3 +155,31 @@ class ResignRequest(_message.Message):
 class ResignResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ListElectionsRequest(_message.Message):
+    __slots__ = ("page_token", "page_size")
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    page_token: str
+    page_size: int
+    def __init__(self, page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class ElectionSummary(_message.Message):
+    __slots__ = ("election", "leader", "value_truncated", "candidates")
+    ELECTION_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    VALUE_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    election: str
+    leader: Leadership
+    value_truncated: bool
+    candidates: int
+    def __init__(self, election: _Optional[str] = ..., leader: _Optional[_Union[Leadership, _Mapping]] = ..., value_truncated: _Optional[bool] = ..., candidates: _Optional[int] = ...) -> None: ...
+
+class ListElectionsResponse(_message.Message):
+    __slots__ = ("elections", "next_page_token")
+    ELECTIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    elections: _containers.RepeatedCompositeFieldContainer[ElectionSummary]
+    next_page_token: str
+    def __init__(self, elections: _Optional[_Iterable[_Union[ElectionSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

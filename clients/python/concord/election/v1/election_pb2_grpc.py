@@ -79,6 +79,11 @@ class ElectionServiceStub:
                 request_serializer=concord_dot_election_dot_v1_dot_election__pb2.ResignRequest.SerializeToString,
                 response_deserializer=concord_dot_election_dot_v1_dot_election__pb2.ResignResponse.FromString,
                 _registered_method=True)
+        self.ListElections = channel.unary_unary(
+                '/concord.election.v1.ElectionService/ListElections',
+                request_serializer=concord_dot_election_dot_v1_dot_election__pb2.ListElectionsRequest.SerializeToString,
+                response_deserializer=concord_dot_election_dot_v1_dot_election__pb2.ListElectionsResponse.FromString,
+                _registered_method=True)
 
 
 class ElectionServiceServicer:
@@ -156,6 +161,16 @@ class ElectionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListElections(self, request, context):
+        """ListElections pages through the elections that have a leader or candidates
+        waiting, each with its leader. Like LockService.ListLocks, it walks the
+        caller's own index of names: a name may appear on more than one page, and an
+        election won or left during the listing may or may not appear.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ElectionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -193,6 +208,11 @@ def add_ElectionServiceServicer_to_server(servicer, server):
                     servicer.Resign,
                     request_deserializer=concord_dot_election_dot_v1_dot_election__pb2.ResignRequest.FromString,
                     response_serializer=concord_dot_election_dot_v1_dot_election__pb2.ResignResponse.SerializeToString,
+            ),
+            'ListElections': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListElections,
+                    request_deserializer=concord_dot_election_dot_v1_dot_election__pb2.ListElectionsRequest.FromString,
+                    response_serializer=concord_dot_election_dot_v1_dot_election__pb2.ListElectionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -394,6 +414,33 @@ class ElectionService:
             '/concord.election.v1.ElectionService/Resign',
             concord_dot_election_dot_v1_dot_election__pb2.ResignRequest.SerializeToString,
             concord_dot_election_dot_v1_dot_election__pb2.ResignResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListElections(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.election.v1.ElectionService/ListElections',
+            concord_dot_election_dot_v1_dot_election__pb2.ListElectionsRequest.SerializeToString,
+            concord_dot_election_dot_v1_dot_election__pb2.ListElectionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -76,6 +76,12 @@ class ElectionServiceStub:
     """Resign ends the term and hands leadership to the next candidate.
     FAILED_PRECONDITION / NOT_LEADER when the term is no longer the leader's.
     """
+    ListElections: _grpc.UnaryUnaryMultiCallable[_election_pb2.ListElectionsRequest, _election_pb2.ListElectionsResponse]
+    """ListElections pages through the elections that have a leader or candidates
+    waiting, each with its leader. Like LockService.ListLocks, it walks the
+    caller's own index of names: a name may appear on more than one page, and an
+    election won or left during the listing may or may not appear.
+    """
 
 @_typing.type_check_only
 class ElectionServiceAsyncStub(ElectionServiceStub):
@@ -124,6 +130,12 @@ class ElectionServiceAsyncStub(ElectionServiceStub):
     Resign: _aio.UnaryUnaryMultiCallable[_election_pb2.ResignRequest, _election_pb2.ResignResponse]  # type: ignore[assignment]
     """Resign ends the term and hands leadership to the next candidate.
     FAILED_PRECONDITION / NOT_LEADER when the term is no longer the leader's.
+    """
+    ListElections: _aio.UnaryUnaryMultiCallable[_election_pb2.ListElectionsRequest, _election_pb2.ListElectionsResponse]  # type: ignore[assignment]
+    """ListElections pages through the elections that have a leader or candidates
+    waiting, each with its leader. Like LockService.ListLocks, it walks the
+    caller's own index of names: a name may appear on more than one page, and an
+    election won or left during the listing may or may not appear.
     """
 
 class ElectionServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -212,6 +224,18 @@ class ElectionServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_election_pb2.ResignResponse, _abc.Awaitable[_election_pb2.ResignResponse]]:
         """Resign ends the term and hands leadership to the next candidate.
         FAILED_PRECONDITION / NOT_LEADER when the term is no longer the leader's.
+        """
+
+    @_abc_1.abstractmethod
+    def ListElections(
+        self,
+        request: _election_pb2.ListElectionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_election_pb2.ListElectionsResponse, _abc.Awaitable[_election_pb2.ListElectionsResponse]]:
+        """ListElections pages through the elections that have a leader or candidates
+        waiting, each with its leader. Like LockService.ListLocks, it walks the
+        caller's own index of names: a name may appear on more than one page, and an
+        election won or left during the listing may or may not appear.
         """
 
 def add_ElectionServiceServicer_to_server(servicer: ElectionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

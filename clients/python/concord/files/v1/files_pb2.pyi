@@ -110,12 +110,14 @@ class ListFilesRequest(_message.Message):
     def __init__(self, group: _Optional[str] = ...) -> None: ...
 
 class ListFilesResponse(_message.Message):
-    __slots__ = ("files", "held_bytes")
+    __slots__ = ("files", "held_bytes", "bound_bytes")
     FILES_FIELD_NUMBER: _ClassVar[int]
     HELD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BOUND_BYTES_FIELD_NUMBER: _ClassVar[int]
     files: _containers.RepeatedCompositeFieldContainer[FileInfo]
     held_bytes: int
-    def __init__(self, files: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ..., held_bytes: _Optional[int] = ...) -> None: ...
+    bound_bytes: int
+    def __init__(self, files: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ..., held_bytes: _Optional[int] = ..., bound_bytes: _Optional[int] = ...) -> None: ...
 
 class FinishRequest(_message.Message):
     __slots__ = ("group", "sender")
@@ -130,3 +132,31 @@ class FinishResponse(_message.Message):
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     message_id: int
     def __init__(self, message_id: _Optional[int] = ...) -> None: ...
+
+class ListFileGroupsRequest(_message.Message):
+    __slots__ = ("page_token", "page_size")
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    page_token: str
+    page_size: int
+    def __init__(self, page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class FileGroupSummary(_message.Message):
+    __slots__ = ("group", "files", "held_bytes", "bound_bytes")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    HELD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BOUND_BYTES_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    files: int
+    held_bytes: int
+    bound_bytes: int
+    def __init__(self, group: _Optional[str] = ..., files: _Optional[int] = ..., held_bytes: _Optional[int] = ..., bound_bytes: _Optional[int] = ...) -> None: ...
+
+class ListFileGroupsResponse(_message.Message):
+    __slots__ = ("groups", "next_page_token")
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[FileGroupSummary]
+    next_page_token: str
+    def __init__(self, groups: _Optional[_Iterable[_Union[FileGroupSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

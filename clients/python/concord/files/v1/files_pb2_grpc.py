@@ -60,6 +60,11 @@ class FileServiceStub:
                 request_serializer=concord_dot_files_dot_v1_dot_files__pb2.ListFilesRequest.SerializeToString,
                 response_deserializer=concord_dot_files_dot_v1_dot_files__pb2.ListFilesResponse.FromString,
                 _registered_method=True)
+        self.ListFileGroups = channel.unary_unary(
+                '/concord.files.v1.FileService/ListFileGroups',
+                request_serializer=concord_dot_files_dot_v1_dot_files__pb2.ListFileGroupsRequest.SerializeToString,
+                response_deserializer=concord_dot_files_dot_v1_dot_files__pb2.ListFileGroupsResponse.FromString,
+                _registered_method=True)
         self.Finish = channel.unary_unary(
                 '/concord.files.v1.FileService/Finish',
                 request_serializer=concord_dot_files_dot_v1_dot_files__pb2.FinishRequest.SerializeToString,
@@ -108,6 +113,17 @@ class FileServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListFileGroups(self, request, context):
+        """ListFileGroups pages through the groups that hold files (uploads in progress
+        included), each with its file count, the bytes they hold and the bound. Like
+        LockService.ListLocks, it walks the caller's own index of names: a group may
+        appear on more than one page, and one whose files come or go during the
+        listing may or may not appear.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Finish(self, request, context):
         """Finish tells the group's workers that the sender has sent everything: the
         book's ":done" message, a chat message workers stop at.
@@ -138,6 +154,11 @@ def add_FileServiceServicer_to_server(servicer, server):
                     servicer.ListFiles,
                     request_deserializer=concord_dot_files_dot_v1_dot_files__pb2.ListFilesRequest.FromString,
                     response_serializer=concord_dot_files_dot_v1_dot_files__pb2.ListFilesResponse.SerializeToString,
+            ),
+            'ListFileGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListFileGroups,
+                    request_deserializer=concord_dot_files_dot_v1_dot_files__pb2.ListFileGroupsRequest.FromString,
+                    response_serializer=concord_dot_files_dot_v1_dot_files__pb2.ListFileGroupsResponse.SerializeToString,
             ),
             'Finish': grpc.unary_unary_rpc_method_handler(
                     servicer.Finish,
@@ -259,6 +280,33 @@ class FileService:
             '/concord.files.v1.FileService/ListFiles',
             concord_dot_files_dot_v1_dot_files__pb2.ListFilesRequest.SerializeToString,
             concord_dot_files_dot_v1_dot_files__pb2.ListFilesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListFileGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.files.v1.FileService/ListFileGroups',
+            concord_dot_files_dot_v1_dot_files__pb2.ListFileGroupsRequest.SerializeToString,
+            concord_dot_files_dot_v1_dot_files__pb2.ListFileGroupsResponse.FromString,
             options,
             channel_credentials,
             insecure,

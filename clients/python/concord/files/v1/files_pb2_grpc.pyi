@@ -53,6 +53,13 @@ class FileServiceStub:
     """MarkDone records that a worker finished a file; the last one deletes it."""
     ListFiles: _grpc.UnaryUnaryMultiCallable[_files_pb2.ListFilesRequest, _files_pb2.ListFilesResponse]
     """ListFiles lists a group's files with their state and the workers still pending."""
+    ListFileGroups: _grpc.UnaryUnaryMultiCallable[_files_pb2.ListFileGroupsRequest, _files_pb2.ListFileGroupsResponse]
+    """ListFileGroups pages through the groups that hold files (uploads in progress
+    included), each with its file count, the bytes they hold and the bound. Like
+    LockService.ListLocks, it walks the caller's own index of names: a group may
+    appear on more than one page, and one whose files come or go during the
+    listing may or may not appear.
+    """
     Finish: _grpc.UnaryUnaryMultiCallable[_files_pb2.FinishRequest, _files_pb2.FinishResponse]
     """Finish tells the group's workers that the sender has sent everything: the
     book's ":done" message, a chat message workers stop at.
@@ -83,6 +90,13 @@ class FileServiceAsyncStub(FileServiceStub):
     """MarkDone records that a worker finished a file; the last one deletes it."""
     ListFiles: _aio.UnaryUnaryMultiCallable[_files_pb2.ListFilesRequest, _files_pb2.ListFilesResponse]  # type: ignore[assignment]
     """ListFiles lists a group's files with their state and the workers still pending."""
+    ListFileGroups: _aio.UnaryUnaryMultiCallable[_files_pb2.ListFileGroupsRequest, _files_pb2.ListFileGroupsResponse]  # type: ignore[assignment]
+    """ListFileGroups pages through the groups that hold files (uploads in progress
+    included), each with its file count, the bytes they hold and the bound. Like
+    LockService.ListLocks, it walks the caller's own index of names: a group may
+    appear on more than one page, and one whose files come or go during the
+    listing may or may not appear.
+    """
     Finish: _aio.UnaryUnaryMultiCallable[_files_pb2.FinishRequest, _files_pb2.FinishResponse]  # type: ignore[assignment]
     """Finish tells the group's workers that the sender has sent everything: the
     book's ":done" message, a chat message workers stop at.
@@ -134,6 +148,19 @@ class FileServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_files_pb2.ListFilesResponse, _abc.Awaitable[_files_pb2.ListFilesResponse]]:
         """ListFiles lists a group's files with their state and the workers still pending."""
+
+    @_abc_1.abstractmethod
+    def ListFileGroups(
+        self,
+        request: _files_pb2.ListFileGroupsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_files_pb2.ListFileGroupsResponse, _abc.Awaitable[_files_pb2.ListFileGroupsResponse]]:
+        """ListFileGroups pages through the groups that hold files (uploads in progress
+        included), each with its file count, the bytes they hold and the bound. Like
+        LockService.ListLocks, it walks the caller's own index of names: a group may
+        appear on more than one page, and one whose files come or go during the
+        listing may or may not appear.
+        """
 
     @_abc_1.abstractmethod
     def Finish(

@@ -112,7 +112,7 @@ class QueueServiceStub:
     SearchTasks: _grpc.UnaryUnaryMultiCallable[_queue_pb2.SearchTasksRequest, _queue_pb2.SearchTasksResponse]
     """SearchTasks finds the queue's tasks that match every filter given (task id, type
     or type prefix, states, text in the last error, bytes in the payload), served over
-    the whole queue a page at a time: each call looks at no more than about 1,000 tasks
+    the whole queue a page at a time: each call looks at no more than about 500 tasks
     (and 4 MiB of their payloads), so a page may hold fewer than page_size tasks, even
     none, while next_page_token says the search goes on. Tasks come by state (ready,
     delayed, leased, dead, then retained succeeded and cancelled ones), within a state
@@ -283,7 +283,7 @@ class QueueServiceAsyncStub(QueueServiceStub):
     SearchTasks: _aio.UnaryUnaryMultiCallable[_queue_pb2.SearchTasksRequest, _queue_pb2.SearchTasksResponse]  # type: ignore[assignment]
     """SearchTasks finds the queue's tasks that match every filter given (task id, type
     or type prefix, states, text in the last error, bytes in the payload), served over
-    the whole queue a page at a time: each call looks at no more than about 1,000 tasks
+    the whole queue a page at a time: each call looks at no more than about 500 tasks
     (and 4 MiB of their payloads), so a page may hold fewer than page_size tasks, even
     none, while next_page_token says the search goes on. Tasks come by state (ready,
     delayed, leased, dead, then retained succeeded and cancelled ones), within a state
@@ -535,7 +535,7 @@ class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_queue_pb2.SearchTasksResponse, _abc.Awaitable[_queue_pb2.SearchTasksResponse]]:
         """SearchTasks finds the queue's tasks that match every filter given (task id, type
         or type prefix, states, text in the last error, bytes in the payload), served over
-        the whole queue a page at a time: each call looks at no more than about 1,000 tasks
+        the whole queue a page at a time: each call looks at no more than about 500 tasks
         (and 4 MiB of their payloads), so a page may hold fewer than page_size tasks, even
         none, while next_page_token says the search goes on. Tasks come by state (ready,
         delayed, leased, dead, then retained succeeded and cancelled ones), within a state

@@ -173,3 +173,31 @@ class HoldResponse(_message.Message):
     fencing_token: int
     expires_at: _timestamp_pb2.Timestamp
     def __init__(self, event: _Optional[_Union[HoldEvent, str]] = ..., lease: _Optional[str] = ..., fencing_token: _Optional[int] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListReadWriteLocksRequest(_message.Message):
+    __slots__ = ("page_token", "page_size")
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    page_token: str
+    page_size: int
+    def __init__(self, page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class ReadWriteLockSummary(_message.Message):
+    __slots__ = ("name", "writer", "readers", "waiters")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    WRITER_FIELD_NUMBER: _ClassVar[int]
+    READERS_FIELD_NUMBER: _ClassVar[int]
+    WAITERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    writer: Holder
+    readers: int
+    waiters: int
+    def __init__(self, name: _Optional[str] = ..., writer: _Optional[_Union[Holder, _Mapping]] = ..., readers: _Optional[int] = ..., waiters: _Optional[int] = ...) -> None: ...
+
+class ListReadWriteLocksResponse(_message.Message):
+    __slots__ = ("locks", "next_page_token")
+    LOCKS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    locks: _containers.RepeatedCompositeFieldContainer[ReadWriteLockSummary]
+    next_page_token: str
+    def __init__(self, locks: _Optional[_Iterable[_Union[ReadWriteLockSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

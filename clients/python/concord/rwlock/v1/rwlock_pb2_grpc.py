@@ -60,6 +60,11 @@ class ReadWriteLockServiceStub:
                 request_serializer=concord_dot_rwlock_dot_v1_dot_rwlock__pb2.DescribeRequest.SerializeToString,
                 response_deserializer=concord_dot_rwlock_dot_v1_dot_rwlock__pb2.DescribeResponse.FromString,
                 _registered_method=True)
+        self.ListReadWriteLocks = channel.unary_unary(
+                '/concord.rwlock.v1.ReadWriteLockService/ListReadWriteLocks',
+                request_serializer=concord_dot_rwlock_dot_v1_dot_rwlock__pb2.ListReadWriteLocksRequest.SerializeToString,
+                response_deserializer=concord_dot_rwlock_dot_v1_dot_rwlock__pb2.ListReadWriteLocksResponse.FromString,
+                _registered_method=True)
         self.Hold = channel.unary_stream(
                 '/concord.rwlock.v1.ReadWriteLockService/Hold',
                 request_serializer=concord_dot_rwlock_dot_v1_dot_rwlock__pb2.HoldRequest.SerializeToString,
@@ -111,6 +116,17 @@ class ReadWriteLockServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListReadWriteLocks(self, request, context):
+        """ListReadWriteLocks pages through the read-write locks that are held or have
+        waiters, each with its writer, its reader count and its queue's length. Like
+        LockService.ListLocks, it walks the caller's own index of names: a name may
+        appear on more than one page, and a lock taken or freed during the listing
+        may or may not appear.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Hold(self, request, context):
         """Hold acquires, then keeps the hold alive while the stream is open: ACQUIRED,
         then REFRESHED on each renewal, LOST if it is lost. Closing the stream (or the
@@ -155,6 +171,11 @@ def add_ReadWriteLockServiceServicer_to_server(servicer, server):
                     servicer.Describe,
                     request_deserializer=concord_dot_rwlock_dot_v1_dot_rwlock__pb2.DescribeRequest.FromString,
                     response_serializer=concord_dot_rwlock_dot_v1_dot_rwlock__pb2.DescribeResponse.SerializeToString,
+            ),
+            'ListReadWriteLocks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListReadWriteLocks,
+                    request_deserializer=concord_dot_rwlock_dot_v1_dot_rwlock__pb2.ListReadWriteLocksRequest.FromString,
+                    response_serializer=concord_dot_rwlock_dot_v1_dot_rwlock__pb2.ListReadWriteLocksResponse.SerializeToString,
             ),
             'Hold': grpc.unary_stream_rpc_method_handler(
                     servicer.Hold,
@@ -281,6 +302,33 @@ class ReadWriteLockService:
             '/concord.rwlock.v1.ReadWriteLockService/Describe',
             concord_dot_rwlock_dot_v1_dot_rwlock__pb2.DescribeRequest.SerializeToString,
             concord_dot_rwlock_dot_v1_dot_rwlock__pb2.DescribeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListReadWriteLocks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.rwlock.v1.ReadWriteLockService/ListReadWriteLocks',
+            concord_dot_rwlock_dot_v1_dot_rwlock__pb2.ListReadWriteLocksRequest.SerializeToString,
+            concord_dot_rwlock_dot_v1_dot_rwlock__pb2.ListReadWriteLocksResponse.FromString,
             options,
             channel_credentials,
             insecure,

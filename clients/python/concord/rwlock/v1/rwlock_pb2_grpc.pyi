@@ -51,6 +51,13 @@ class ReadWriteLockServiceStub:
     """Refresh resets the hold's TTL; FAILED_PRECONDITION / LOCK_NOT_HELD if lost."""
     Describe: _grpc.UnaryUnaryMultiCallable[_rwlock_pb2.DescribeRequest, _rwlock_pb2.DescribeResponse]
     """Describe reports the writer, the readers and the queued waiters in order."""
+    ListReadWriteLocks: _grpc.UnaryUnaryMultiCallable[_rwlock_pb2.ListReadWriteLocksRequest, _rwlock_pb2.ListReadWriteLocksResponse]
+    """ListReadWriteLocks pages through the read-write locks that are held or have
+    waiters, each with its writer, its reader count and its queue's length. Like
+    LockService.ListLocks, it walks the caller's own index of names: a name may
+    appear on more than one page, and a lock taken or freed during the listing
+    may or may not appear.
+    """
     Hold: _grpc.UnaryStreamMultiCallable[_rwlock_pb2.HoldRequest, _rwlock_pb2.HoldResponse]
     """Hold acquires, then keeps the hold alive while the stream is open: ACQUIRED,
     then REFRESHED on each renewal, LOST if it is lost. Closing the stream (or the
@@ -89,6 +96,13 @@ class ReadWriteLockServiceAsyncStub(ReadWriteLockServiceStub):
     """Refresh resets the hold's TTL; FAILED_PRECONDITION / LOCK_NOT_HELD if lost."""
     Describe: _aio.UnaryUnaryMultiCallable[_rwlock_pb2.DescribeRequest, _rwlock_pb2.DescribeResponse]  # type: ignore[assignment]
     """Describe reports the writer, the readers and the queued waiters in order."""
+    ListReadWriteLocks: _aio.UnaryUnaryMultiCallable[_rwlock_pb2.ListReadWriteLocksRequest, _rwlock_pb2.ListReadWriteLocksResponse]  # type: ignore[assignment]
+    """ListReadWriteLocks pages through the read-write locks that are held or have
+    waiters, each with its writer, its reader count and its queue's length. Like
+    LockService.ListLocks, it walks the caller's own index of names: a name may
+    appear on more than one page, and a lock taken or freed during the listing
+    may or may not appear.
+    """
     Hold: _aio.UnaryStreamMultiCallable[_rwlock_pb2.HoldRequest, _rwlock_pb2.HoldResponse]  # type: ignore[assignment]
     """Hold acquires, then keeps the hold alive while the stream is open: ACQUIRED,
     then REFRESHED on each renewal, LOST if it is lost. Closing the stream (or the
@@ -148,6 +162,19 @@ class ReadWriteLockServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_rwlock_pb2.DescribeResponse, _abc.Awaitable[_rwlock_pb2.DescribeResponse]]:
         """Describe reports the writer, the readers and the queued waiters in order."""
+
+    @_abc_1.abstractmethod
+    def ListReadWriteLocks(
+        self,
+        request: _rwlock_pb2.ListReadWriteLocksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_rwlock_pb2.ListReadWriteLocksResponse, _abc.Awaitable[_rwlock_pb2.ListReadWriteLocksResponse]]:
+        """ListReadWriteLocks pages through the read-write locks that are held or have
+        waiters, each with its writer, its reader count and its queue's length. Like
+        LockService.ListLocks, it walks the caller's own index of names: a name may
+        appear on more than one page, and a lock taken or freed during the listing
+        may or may not appear.
+        """
 
     @_abc_1.abstractmethod
     def Hold(

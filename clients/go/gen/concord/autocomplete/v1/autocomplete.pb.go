@@ -1009,6 +1009,167 @@ func (x *CountResponse) GetCount() uint64 {
 	return 0
 }
 
+type ListIndexesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken string `protobuf:"bytes,1,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// How many index entries to examine (a hint, 1-1000; 0 = 100). A page may hold fewer.
+	PageSize      uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListIndexesRequest) Reset() {
+	*x = ListIndexesRequest{}
+	mi := &file_concord_autocomplete_v1_autocomplete_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListIndexesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListIndexesRequest) ProtoMessage() {}
+
+func (x *ListIndexesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_autocomplete_v1_autocomplete_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListIndexesRequest.ProtoReflect.Descriptor instead.
+func (*ListIndexesRequest) Descriptor() ([]byte, []int) {
+	return file_concord_autocomplete_v1_autocomplete_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListIndexesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListIndexesRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+// IndexSummary is one name index as a listing shows it.
+type IndexSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Index string                 `protobuf:"bytes,1,opt,name=index,proto3" json:"index,omitempty"`
+	// How many names it holds.
+	Size          uint64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexSummary) Reset() {
+	*x = IndexSummary{}
+	mi := &file_concord_autocomplete_v1_autocomplete_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexSummary) ProtoMessage() {}
+
+func (x *IndexSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_autocomplete_v1_autocomplete_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexSummary.ProtoReflect.Descriptor instead.
+func (*IndexSummary) Descriptor() ([]byte, []int) {
+	return file_concord_autocomplete_v1_autocomplete_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *IndexSummary) GetIndex() string {
+	if x != nil {
+		return x.Index
+	}
+	return ""
+}
+
+func (x *IndexSummary) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+type ListIndexesResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Indexes []*IndexSummary        `protobuf:"bytes,1,rep,name=indexes,proto3" json:"indexes,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListIndexesResponse) Reset() {
+	*x = ListIndexesResponse{}
+	mi := &file_concord_autocomplete_v1_autocomplete_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListIndexesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListIndexesResponse) ProtoMessage() {}
+
+func (x *ListIndexesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_autocomplete_v1_autocomplete_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListIndexesResponse.ProtoReflect.Descriptor instead.
+func (*ListIndexesResponse) Descriptor() ([]byte, []int) {
+	return file_concord_autocomplete_v1_autocomplete_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListIndexesResponse) GetIndexes() []*IndexSummary {
+	if x != nil {
+		return x.Indexes
+	}
+	return nil
+}
+
+func (x *ListIndexesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_concord_autocomplete_v1_autocomplete_proto protoreflect.FileDescriptor
 
 const file_concord_autocomplete_v1_autocomplete_proto_rawDesc = "" +
@@ -1067,11 +1228,21 @@ const file_concord_autocomplete_v1_autocomplete_proto_rawDesc = "" +
 	"\x05index\x18\x01 \x01(\tR\x05index\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\"%\n" +
 	"\rCountResponse\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x04R\x05count*^\n" +
+	"\x05count\x18\x01 \x01(\x04R\x05count\"P\n" +
+	"\x12ListIndexesRequest\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\"8\n" +
+	"\fIndexSummary\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\tR\x05index\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x04R\x04size\"~\n" +
+	"\x13ListIndexesResponse\x12?\n" +
+	"\aindexes\x18\x01 \x03(\v2%.concord.autocomplete.v1.IndexSummaryR\aindexes\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*^\n" +
 	"\fSuggestOrder\x12\x1d\n" +
 	"\x19SUGGEST_ORDER_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SUGGEST_ORDER_NAME\x10\x01\x12\x17\n" +
-	"\x13SUGGEST_ORDER_SCORE\x10\x022\xca\x06\n" +
+	"\x13SUGGEST_ORDER_SCORE\x10\x022\xb4\a\n" +
 	"\x13AutocompleteService\x12b\n" +
 	"\tAddRecent\x12).concord.autocomplete.v1.AddRecentRequest\x1a*.concord.autocomplete.v1.AddRecentResponse\x12k\n" +
 	"\fRemoveRecent\x12,.concord.autocomplete.v1.RemoveRecentRequest\x1a-.concord.autocomplete.v1.RemoveRecentResponse\x12n\n" +
@@ -1080,7 +1251,8 @@ const file_concord_autocomplete_v1_autocomplete_proto_rawDesc = "" +
 	"\vRemoveNames\x12+.concord.autocomplete.v1.RemoveNamesRequest\x1a,.concord.autocomplete.v1.RemoveNamesResponse\x12q\n" +
 	"\x0eIncrementScore\x12..concord.autocomplete.v1.IncrementScoreRequest\x1a/.concord.autocomplete.v1.IncrementScoreResponse\x12\\\n" +
 	"\aSuggest\x12'.concord.autocomplete.v1.SuggestRequest\x1a(.concord.autocomplete.v1.SuggestResponse\x12V\n" +
-	"\x05Count\x12%.concord.autocomplete.v1.CountRequest\x1a&.concord.autocomplete.v1.CountResponseB\xf1\x01\n" +
+	"\x05Count\x12%.concord.autocomplete.v1.CountRequest\x1a&.concord.autocomplete.v1.CountResponse\x12h\n" +
+	"\vListIndexes\x12+.concord.autocomplete.v1.ListIndexesRequest\x1a,.concord.autocomplete.v1.ListIndexesResponseB\xf1\x01\n" +
 	"\x1bcom.concord.autocomplete.v1B\x11AutocompleteProtoP\x01ZAgo.concord.dev/concord/gen/concord/autocomplete/v1;autocompletev1\xa2\x02\x03CAX\xaa\x02\x17Concord.Autocomplete.V1\xca\x02\x17Concord\\Autocomplete\\V1\xe2\x02#Concord\\Autocomplete\\V1\\GPBMetadata\xea\x02\x19Concord::Autocomplete::V1b\x06proto3"
 
 var (
@@ -1096,7 +1268,7 @@ func file_concord_autocomplete_v1_autocomplete_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_autocomplete_v1_autocomplete_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_concord_autocomplete_v1_autocomplete_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_concord_autocomplete_v1_autocomplete_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_concord_autocomplete_v1_autocomplete_proto_goTypes = []any{
 	(SuggestOrder)(0),              // 0: concord.autocomplete.v1.SuggestOrder
 	(*AddRecentRequest)(nil),       // 1: concord.autocomplete.v1.AddRecentRequest
@@ -1117,32 +1289,38 @@ var file_concord_autocomplete_v1_autocomplete_proto_goTypes = []any{
 	(*SuggestResponse)(nil),        // 16: concord.autocomplete.v1.SuggestResponse
 	(*CountRequest)(nil),           // 17: concord.autocomplete.v1.CountRequest
 	(*CountResponse)(nil),          // 18: concord.autocomplete.v1.CountResponse
+	(*ListIndexesRequest)(nil),     // 19: concord.autocomplete.v1.ListIndexesRequest
+	(*IndexSummary)(nil),           // 20: concord.autocomplete.v1.IndexSummary
+	(*ListIndexesResponse)(nil),    // 21: concord.autocomplete.v1.ListIndexesResponse
 }
 var file_concord_autocomplete_v1_autocomplete_proto_depIdxs = []int32{
 	7,  // 0: concord.autocomplete.v1.AddNamesRequest.names:type_name -> concord.autocomplete.v1.NameEntry
 	0,  // 1: concord.autocomplete.v1.SuggestRequest.order:type_name -> concord.autocomplete.v1.SuggestOrder
 	15, // 2: concord.autocomplete.v1.SuggestResponse.suggestions:type_name -> concord.autocomplete.v1.Suggestion
-	1,  // 3: concord.autocomplete.v1.AutocompleteService.AddRecent:input_type -> concord.autocomplete.v1.AddRecentRequest
-	3,  // 4: concord.autocomplete.v1.AutocompleteService.RemoveRecent:input_type -> concord.autocomplete.v1.RemoveRecentRequest
-	5,  // 5: concord.autocomplete.v1.AutocompleteService.SuggestRecent:input_type -> concord.autocomplete.v1.SuggestRecentRequest
-	8,  // 6: concord.autocomplete.v1.AutocompleteService.AddNames:input_type -> concord.autocomplete.v1.AddNamesRequest
-	10, // 7: concord.autocomplete.v1.AutocompleteService.RemoveNames:input_type -> concord.autocomplete.v1.RemoveNamesRequest
-	12, // 8: concord.autocomplete.v1.AutocompleteService.IncrementScore:input_type -> concord.autocomplete.v1.IncrementScoreRequest
-	14, // 9: concord.autocomplete.v1.AutocompleteService.Suggest:input_type -> concord.autocomplete.v1.SuggestRequest
-	17, // 10: concord.autocomplete.v1.AutocompleteService.Count:input_type -> concord.autocomplete.v1.CountRequest
-	2,  // 11: concord.autocomplete.v1.AutocompleteService.AddRecent:output_type -> concord.autocomplete.v1.AddRecentResponse
-	4,  // 12: concord.autocomplete.v1.AutocompleteService.RemoveRecent:output_type -> concord.autocomplete.v1.RemoveRecentResponse
-	6,  // 13: concord.autocomplete.v1.AutocompleteService.SuggestRecent:output_type -> concord.autocomplete.v1.SuggestRecentResponse
-	9,  // 14: concord.autocomplete.v1.AutocompleteService.AddNames:output_type -> concord.autocomplete.v1.AddNamesResponse
-	11, // 15: concord.autocomplete.v1.AutocompleteService.RemoveNames:output_type -> concord.autocomplete.v1.RemoveNamesResponse
-	13, // 16: concord.autocomplete.v1.AutocompleteService.IncrementScore:output_type -> concord.autocomplete.v1.IncrementScoreResponse
-	16, // 17: concord.autocomplete.v1.AutocompleteService.Suggest:output_type -> concord.autocomplete.v1.SuggestResponse
-	18, // 18: concord.autocomplete.v1.AutocompleteService.Count:output_type -> concord.autocomplete.v1.CountResponse
-	11, // [11:19] is the sub-list for method output_type
-	3,  // [3:11] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	20, // 3: concord.autocomplete.v1.ListIndexesResponse.indexes:type_name -> concord.autocomplete.v1.IndexSummary
+	1,  // 4: concord.autocomplete.v1.AutocompleteService.AddRecent:input_type -> concord.autocomplete.v1.AddRecentRequest
+	3,  // 5: concord.autocomplete.v1.AutocompleteService.RemoveRecent:input_type -> concord.autocomplete.v1.RemoveRecentRequest
+	5,  // 6: concord.autocomplete.v1.AutocompleteService.SuggestRecent:input_type -> concord.autocomplete.v1.SuggestRecentRequest
+	8,  // 7: concord.autocomplete.v1.AutocompleteService.AddNames:input_type -> concord.autocomplete.v1.AddNamesRequest
+	10, // 8: concord.autocomplete.v1.AutocompleteService.RemoveNames:input_type -> concord.autocomplete.v1.RemoveNamesRequest
+	12, // 9: concord.autocomplete.v1.AutocompleteService.IncrementScore:input_type -> concord.autocomplete.v1.IncrementScoreRequest
+	14, // 10: concord.autocomplete.v1.AutocompleteService.Suggest:input_type -> concord.autocomplete.v1.SuggestRequest
+	17, // 11: concord.autocomplete.v1.AutocompleteService.Count:input_type -> concord.autocomplete.v1.CountRequest
+	19, // 12: concord.autocomplete.v1.AutocompleteService.ListIndexes:input_type -> concord.autocomplete.v1.ListIndexesRequest
+	2,  // 13: concord.autocomplete.v1.AutocompleteService.AddRecent:output_type -> concord.autocomplete.v1.AddRecentResponse
+	4,  // 14: concord.autocomplete.v1.AutocompleteService.RemoveRecent:output_type -> concord.autocomplete.v1.RemoveRecentResponse
+	6,  // 15: concord.autocomplete.v1.AutocompleteService.SuggestRecent:output_type -> concord.autocomplete.v1.SuggestRecentResponse
+	9,  // 16: concord.autocomplete.v1.AutocompleteService.AddNames:output_type -> concord.autocomplete.v1.AddNamesResponse
+	11, // 17: concord.autocomplete.v1.AutocompleteService.RemoveNames:output_type -> concord.autocomplete.v1.RemoveNamesResponse
+	13, // 18: concord.autocomplete.v1.AutocompleteService.IncrementScore:output_type -> concord.autocomplete.v1.IncrementScoreResponse
+	16, // 19: concord.autocomplete.v1.AutocompleteService.Suggest:output_type -> concord.autocomplete.v1.SuggestResponse
+	18, // 20: concord.autocomplete.v1.AutocompleteService.Count:output_type -> concord.autocomplete.v1.CountResponse
+	21, // 21: concord.autocomplete.v1.AutocompleteService.ListIndexes:output_type -> concord.autocomplete.v1.ListIndexesResponse
+	13, // [13:22] is the sub-list for method output_type
+	4,  // [4:13] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_concord_autocomplete_v1_autocomplete_proto_init() }
@@ -1157,7 +1335,7 @@ func file_concord_autocomplete_v1_autocomplete_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_autocomplete_v1_autocomplete_proto_rawDesc), len(file_concord_autocomplete_v1_autocomplete_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

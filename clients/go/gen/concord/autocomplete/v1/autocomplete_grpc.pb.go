@@ -27,6 +27,7 @@ const (
 	AutocompleteService_IncrementScore_FullMethodName = "/concord.autocomplete.v1.AutocompleteService/IncrementScore"
 	AutocompleteService_Suggest_FullMethodName        = "/concord.autocomplete.v1.AutocompleteService/Suggest"
 	AutocompleteService_Count_FullMethodName          = "/concord.autocomplete.v1.AutocompleteService/Count"
+	AutocompleteService_ListIndexes_FullMethodName    = "/concord.autocomplete.v1.AutocompleteService/ListIndexes"
 )
 
 // AutocompleteServiceClient is the client API for AutocompleteService service.
@@ -64,6 +65,11 @@ type AutocompleteServiceClient interface {
 	Suggest(ctx context.Context, in *SuggestRequest, opts ...grpc.CallOption) (*SuggestResponse, error)
 	// Count counts an index's names, or those that start with a prefix.
 	Count(ctx context.Context, in *CountRequest, opts ...grpc.CallOption) (*CountResponse, error)
+	// ListIndexes pages through the name indexes that hold names, each with its size.
+	// Like LockService.ListLocks, it walks the caller's own index of names: a name
+	// may appear on more than one page, and an index filled or emptied during the
+	// listing may or may not appear. Recent-contact lists are not listed.
+	ListIndexes(ctx context.Context, in *ListIndexesRequest, opts ...grpc.CallOption) (*ListIndexesResponse, error)
 }
 
 type autocompleteServiceClient struct {
@@ -154,6 +160,16 @@ func (c *autocompleteServiceClient) Count(ctx context.Context, in *CountRequest,
 	return out, nil
 }
 
+func (c *autocompleteServiceClient) ListIndexes(ctx context.Context, in *ListIndexesRequest, opts ...grpc.CallOption) (*ListIndexesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListIndexesResponse)
+	err := c.cc.Invoke(ctx, AutocompleteService_ListIndexes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AutocompleteServiceServer is the server API for AutocompleteService service.
 // All implementations must embed UnimplementedAutocompleteServiceServer
 // for forward compatibility.
@@ -189,6 +205,11 @@ type AutocompleteServiceServer interface {
 	Suggest(context.Context, *SuggestRequest) (*SuggestResponse, error)
 	// Count counts an index's names, or those that start with a prefix.
 	Count(context.Context, *CountRequest) (*CountResponse, error)
+	// ListIndexes pages through the name indexes that hold names, each with its size.
+	// Like LockService.ListLocks, it walks the caller's own index of names: a name
+	// may appear on more than one page, and an index filled or emptied during the
+	// listing may or may not appear. Recent-contact lists are not listed.
+	ListIndexes(context.Context, *ListIndexesRequest) (*ListIndexesResponse, error)
 	mustEmbedUnimplementedAutocompleteServiceServer()
 }
 
@@ -222,6 +243,9 @@ func (UnimplementedAutocompleteServiceServer) Suggest(context.Context, *SuggestR
 }
 func (UnimplementedAutocompleteServiceServer) Count(context.Context, *CountRequest) (*CountResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Count not implemented")
+}
+func (UnimplementedAutocompleteServiceServer) ListIndexes(context.Context, *ListIndexesRequest) (*ListIndexesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListIndexes not implemented")
 }
 func (UnimplementedAutocompleteServiceServer) mustEmbedUnimplementedAutocompleteServiceServer() {}
 func (UnimplementedAutocompleteServiceServer) testEmbeddedByValue()                             {}
@@ -388,6 +412,24 @@ func _AutocompleteService_Count_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AutocompleteService_ListIndexes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListIndexesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AutocompleteServiceServer).ListIndexes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AutocompleteService_ListIndexes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AutocompleteServiceServer).ListIndexes(ctx, req.(*ListIndexesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AutocompleteService_ServiceDesc is the grpc.ServiceDesc for AutocompleteService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -426,6 +468,10 @@ var AutocompleteService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Count",
 			Handler:    _AutocompleteService_Count_Handler,
+		},
+		{
+			MethodName: "ListIndexes",
+			Handler:    _AutocompleteService_ListIndexes_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

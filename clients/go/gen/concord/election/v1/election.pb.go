@@ -935,6 +935,186 @@ func (*ResignResponse) Descriptor() ([]byte, []int) {
 	return file_concord_election_v1_election_proto_rawDescGZIP(), []int{14}
 }
 
+type ListElectionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken string `protobuf:"bytes,1,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// How many index entries to examine (a hint, 1-1000; 0 = 100). A page may hold fewer.
+	PageSize      uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListElectionsRequest) Reset() {
+	*x = ListElectionsRequest{}
+	mi := &file_concord_election_v1_election_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListElectionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListElectionsRequest) ProtoMessage() {}
+
+func (x *ListElectionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_election_v1_election_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListElectionsRequest.ProtoReflect.Descriptor instead.
+func (*ListElectionsRequest) Descriptor() ([]byte, []int) {
+	return file_concord_election_v1_election_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListElectionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListElectionsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+// ElectionSummary is one election as a listing shows it.
+type ElectionSummary struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Election string                 `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
+	// Unset when nobody leads. Its value is cut to its first 1024 bytes (Leader has it whole).
+	Leader *Leadership `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	// The leader's value is longer than the 1024 bytes shown.
+	ValueTruncated bool `protobuf:"varint,3,opt,name=value_truncated,json=valueTruncated,proto3" json:"value_truncated,omitempty"`
+	// Entries in the candidates' FIFO queue, counting any whose server died and that
+	// the next handover will skip.
+	Candidates    uint32 `protobuf:"varint,4,opt,name=candidates,proto3" json:"candidates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectionSummary) Reset() {
+	*x = ElectionSummary{}
+	mi := &file_concord_election_v1_election_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectionSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectionSummary) ProtoMessage() {}
+
+func (x *ElectionSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_election_v1_election_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectionSummary.ProtoReflect.Descriptor instead.
+func (*ElectionSummary) Descriptor() ([]byte, []int) {
+	return file_concord_election_v1_election_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ElectionSummary) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
+func (x *ElectionSummary) GetLeader() *Leadership {
+	if x != nil {
+		return x.Leader
+	}
+	return nil
+}
+
+func (x *ElectionSummary) GetValueTruncated() bool {
+	if x != nil {
+		return x.ValueTruncated
+	}
+	return false
+}
+
+func (x *ElectionSummary) GetCandidates() uint32 {
+	if x != nil {
+		return x.Candidates
+	}
+	return 0
+}
+
+type ListElectionsResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Elections []*ElectionSummary     `protobuf:"bytes,1,rep,name=elections,proto3" json:"elections,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListElectionsResponse) Reset() {
+	*x = ListElectionsResponse{}
+	mi := &file_concord_election_v1_election_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListElectionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListElectionsResponse) ProtoMessage() {}
+
+func (x *ListElectionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_election_v1_election_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListElectionsResponse.ProtoReflect.Descriptor instead.
+func (*ListElectionsResponse) Descriptor() ([]byte, []int) {
+	return file_concord_election_v1_election_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListElectionsResponse) GetElections() []*ElectionSummary {
+	if x != nil {
+		return x.Elections
+	}
+	return nil
+}
+
+func (x *ListElectionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_concord_election_v1_election_proto protoreflect.FileDescriptor
 
 const file_concord_election_v1_election_proto_rawDesc = "" +
@@ -998,12 +1178,26 @@ const file_concord_election_v1_election_proto_rawDesc = "" +
 	"\rResignRequest\x12\x1a\n" +
 	"\belection\x18\x01 \x01(\tR\belection\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\"\x10\n" +
-	"\x0eResignResponse*n\n" +
+	"\x0eResignResponse\"R\n" +
+	"\x14ListElectionsRequest\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\"\xaf\x01\n" +
+	"\x0fElectionSummary\x12\x1a\n" +
+	"\belection\x18\x01 \x01(\tR\belection\x127\n" +
+	"\x06leader\x18\x02 \x01(\v2\x1f.concord.election.v1.LeadershipR\x06leader\x12'\n" +
+	"\x0fvalue_truncated\x18\x03 \x01(\bR\x0evalueTruncated\x12\x1e\n" +
+	"\n" +
+	"candidates\x18\x04 \x01(\rR\n" +
+	"candidates\"\x83\x01\n" +
+	"\x15ListElectionsResponse\x12B\n" +
+	"\telections\x18\x01 \x03(\v2$.concord.election.v1.ElectionSummaryR\telections\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*n\n" +
 	"\tLeadEvent\x12\x1a\n" +
 	"\x16LEAD_EVENT_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12LEAD_EVENT_ELECTED\x10\x01\x12\x18\n" +
 	"\x14LEAD_EVENT_REFRESHED\x10\x02\x12\x13\n" +
-	"\x0fLEAD_EVENT_LOST\x10\x032\xe6\x04\n" +
+	"\x0fLEAD_EVENT_LOST\x10\x032\xce\x05\n" +
 	"\x0fElectionService\x12W\n" +
 	"\bCampaign\x12$.concord.election.v1.CampaignRequest\x1a%.concord.election.v1.CampaignResponse\x12M\n" +
 	"\x04Lead\x12 .concord.election.v1.LeadRequest\x1a!.concord.election.v1.LeadResponse0\x01\x12Q\n" +
@@ -1011,7 +1205,8 @@ const file_concord_election_v1_election_proto_rawDesc = "" +
 	"\aObserve\x12#.concord.election.v1.ObserveRequest\x1a$.concord.election.v1.ObserveResponse0\x01\x12W\n" +
 	"\bProclaim\x12$.concord.election.v1.ProclaimRequest\x1a%.concord.election.v1.ProclaimResponse\x12T\n" +
 	"\aRefresh\x12#.concord.election.v1.RefreshRequest\x1a$.concord.election.v1.RefreshResponse\x12Q\n" +
-	"\x06Resign\x12\".concord.election.v1.ResignRequest\x1a#.concord.election.v1.ResignResponseB\xd1\x01\n" +
+	"\x06Resign\x12\".concord.election.v1.ResignRequest\x1a#.concord.election.v1.ResignResponse\x12f\n" +
+	"\rListElections\x12).concord.election.v1.ListElectionsRequest\x1a*.concord.election.v1.ListElectionsResponseB\xd1\x01\n" +
 	"\x17com.concord.election.v1B\rElectionProtoP\x01Z9go.concord.dev/concord/gen/concord/election/v1;electionv1\xa2\x02\x03CEX\xaa\x02\x13Concord.Election.V1\xca\x02\x13Concord\\Election\\V1\xe2\x02\x1fConcord\\Election\\V1\\GPBMetadata\xea\x02\x15Concord::Election::V1b\x06proto3"
 
 var (
@@ -1027,7 +1222,7 @@ func file_concord_election_v1_election_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_election_v1_election_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_concord_election_v1_election_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_concord_election_v1_election_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_concord_election_v1_election_proto_goTypes = []any{
 	(LeadEvent)(0),                // 0: concord.election.v1.LeadEvent
 	(*CampaignRequest)(nil),       // 1: concord.election.v1.CampaignRequest
@@ -1045,41 +1240,48 @@ var file_concord_election_v1_election_proto_goTypes = []any{
 	(*RefreshResponse)(nil),       // 13: concord.election.v1.RefreshResponse
 	(*ResignRequest)(nil),         // 14: concord.election.v1.ResignRequest
 	(*ResignResponse)(nil),        // 15: concord.election.v1.ResignResponse
-	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*ListElectionsRequest)(nil),  // 16: concord.election.v1.ListElectionsRequest
+	(*ElectionSummary)(nil),       // 17: concord.election.v1.ElectionSummary
+	(*ListElectionsResponse)(nil), // 18: concord.election.v1.ListElectionsResponse
+	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
 }
 var file_concord_election_v1_election_proto_depIdxs = []int32{
-	16, // 0: concord.election.v1.CampaignRequest.ttl:type_name -> google.protobuf.Duration
-	16, // 1: concord.election.v1.CampaignRequest.wait_timeout:type_name -> google.protobuf.Duration
-	17, // 2: concord.election.v1.CampaignResponse.expires_at:type_name -> google.protobuf.Timestamp
-	16, // 3: concord.election.v1.LeadRequest.ttl:type_name -> google.protobuf.Duration
-	16, // 4: concord.election.v1.LeadRequest.wait_timeout:type_name -> google.protobuf.Duration
+	19, // 0: concord.election.v1.CampaignRequest.ttl:type_name -> google.protobuf.Duration
+	19, // 1: concord.election.v1.CampaignRequest.wait_timeout:type_name -> google.protobuf.Duration
+	20, // 2: concord.election.v1.CampaignResponse.expires_at:type_name -> google.protobuf.Timestamp
+	19, // 3: concord.election.v1.LeadRequest.ttl:type_name -> google.protobuf.Duration
+	19, // 4: concord.election.v1.LeadRequest.wait_timeout:type_name -> google.protobuf.Duration
 	0,  // 5: concord.election.v1.LeadResponse.event:type_name -> concord.election.v1.LeadEvent
-	17, // 6: concord.election.v1.LeadResponse.expires_at:type_name -> google.protobuf.Timestamp
-	17, // 7: concord.election.v1.Leadership.expires_at:type_name -> google.protobuf.Timestamp
+	20, // 6: concord.election.v1.LeadResponse.expires_at:type_name -> google.protobuf.Timestamp
+	20, // 7: concord.election.v1.Leadership.expires_at:type_name -> google.protobuf.Timestamp
 	6,  // 8: concord.election.v1.LeaderResponse.leader:type_name -> concord.election.v1.Leadership
 	6,  // 9: concord.election.v1.ObserveResponse.leader:type_name -> concord.election.v1.Leadership
-	16, // 10: concord.election.v1.RefreshRequest.ttl:type_name -> google.protobuf.Duration
-	17, // 11: concord.election.v1.RefreshResponse.expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 12: concord.election.v1.ElectionService.Campaign:input_type -> concord.election.v1.CampaignRequest
-	3,  // 13: concord.election.v1.ElectionService.Lead:input_type -> concord.election.v1.LeadRequest
-	5,  // 14: concord.election.v1.ElectionService.Leader:input_type -> concord.election.v1.LeaderRequest
-	8,  // 15: concord.election.v1.ElectionService.Observe:input_type -> concord.election.v1.ObserveRequest
-	10, // 16: concord.election.v1.ElectionService.Proclaim:input_type -> concord.election.v1.ProclaimRequest
-	12, // 17: concord.election.v1.ElectionService.Refresh:input_type -> concord.election.v1.RefreshRequest
-	14, // 18: concord.election.v1.ElectionService.Resign:input_type -> concord.election.v1.ResignRequest
-	2,  // 19: concord.election.v1.ElectionService.Campaign:output_type -> concord.election.v1.CampaignResponse
-	4,  // 20: concord.election.v1.ElectionService.Lead:output_type -> concord.election.v1.LeadResponse
-	7,  // 21: concord.election.v1.ElectionService.Leader:output_type -> concord.election.v1.LeaderResponse
-	9,  // 22: concord.election.v1.ElectionService.Observe:output_type -> concord.election.v1.ObserveResponse
-	11, // 23: concord.election.v1.ElectionService.Proclaim:output_type -> concord.election.v1.ProclaimResponse
-	13, // 24: concord.election.v1.ElectionService.Refresh:output_type -> concord.election.v1.RefreshResponse
-	15, // 25: concord.election.v1.ElectionService.Resign:output_type -> concord.election.v1.ResignResponse
-	19, // [19:26] is the sub-list for method output_type
-	12, // [12:19] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	19, // 10: concord.election.v1.RefreshRequest.ttl:type_name -> google.protobuf.Duration
+	20, // 11: concord.election.v1.RefreshResponse.expires_at:type_name -> google.protobuf.Timestamp
+	6,  // 12: concord.election.v1.ElectionSummary.leader:type_name -> concord.election.v1.Leadership
+	17, // 13: concord.election.v1.ListElectionsResponse.elections:type_name -> concord.election.v1.ElectionSummary
+	1,  // 14: concord.election.v1.ElectionService.Campaign:input_type -> concord.election.v1.CampaignRequest
+	3,  // 15: concord.election.v1.ElectionService.Lead:input_type -> concord.election.v1.LeadRequest
+	5,  // 16: concord.election.v1.ElectionService.Leader:input_type -> concord.election.v1.LeaderRequest
+	8,  // 17: concord.election.v1.ElectionService.Observe:input_type -> concord.election.v1.ObserveRequest
+	10, // 18: concord.election.v1.ElectionService.Proclaim:input_type -> concord.election.v1.ProclaimRequest
+	12, // 19: concord.election.v1.ElectionService.Refresh:input_type -> concord.election.v1.RefreshRequest
+	14, // 20: concord.election.v1.ElectionService.Resign:input_type -> concord.election.v1.ResignRequest
+	16, // 21: concord.election.v1.ElectionService.ListElections:input_type -> concord.election.v1.ListElectionsRequest
+	2,  // 22: concord.election.v1.ElectionService.Campaign:output_type -> concord.election.v1.CampaignResponse
+	4,  // 23: concord.election.v1.ElectionService.Lead:output_type -> concord.election.v1.LeadResponse
+	7,  // 24: concord.election.v1.ElectionService.Leader:output_type -> concord.election.v1.LeaderResponse
+	9,  // 25: concord.election.v1.ElectionService.Observe:output_type -> concord.election.v1.ObserveResponse
+	11, // 26: concord.election.v1.ElectionService.Proclaim:output_type -> concord.election.v1.ProclaimResponse
+	13, // 27: concord.election.v1.ElectionService.Refresh:output_type -> concord.election.v1.RefreshResponse
+	15, // 28: concord.election.v1.ElectionService.Resign:output_type -> concord.election.v1.ResignResponse
+	18, // 29: concord.election.v1.ElectionService.ListElections:output_type -> concord.election.v1.ListElectionsResponse
+	22, // [22:30] is the sub-list for method output_type
+	14, // [14:22] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_concord_election_v1_election_proto_init() }
@@ -1093,7 +1295,7 @@ func file_concord_election_v1_election_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_election_v1_election_proto_rawDesc), len(file_concord_election_v1_election_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

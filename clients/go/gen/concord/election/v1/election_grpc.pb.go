@@ -19,13 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ElectionService_Campaign_FullMethodName = "/concord.election.v1.ElectionService/Campaign"
-	ElectionService_Lead_FullMethodName     = "/concord.election.v1.ElectionService/Lead"
-	ElectionService_Leader_FullMethodName   = "/concord.election.v1.ElectionService/Leader"
-	ElectionService_Observe_FullMethodName  = "/concord.election.v1.ElectionService/Observe"
-	ElectionService_Proclaim_FullMethodName = "/concord.election.v1.ElectionService/Proclaim"
-	ElectionService_Refresh_FullMethodName  = "/concord.election.v1.ElectionService/Refresh"
-	ElectionService_Resign_FullMethodName   = "/concord.election.v1.ElectionService/Resign"
+	ElectionService_Campaign_FullMethodName      = "/concord.election.v1.ElectionService/Campaign"
+	ElectionService_Lead_FullMethodName          = "/concord.election.v1.ElectionService/Lead"
+	ElectionService_Leader_FullMethodName        = "/concord.election.v1.ElectionService/Leader"
+	ElectionService_Observe_FullMethodName       = "/concord.election.v1.ElectionService/Observe"
+	ElectionService_Proclaim_FullMethodName      = "/concord.election.v1.ElectionService/Proclaim"
+	ElectionService_Refresh_FullMethodName       = "/concord.election.v1.ElectionService/Refresh"
+	ElectionService_Resign_FullMethodName        = "/concord.election.v1.ElectionService/Resign"
+	ElectionService_ListElections_FullMethodName = "/concord.election.v1.ElectionService/ListElections"
 )
 
 // ElectionServiceClient is the client API for ElectionService service.
@@ -70,6 +71,11 @@ type ElectionServiceClient interface {
 	// Resign ends the term and hands leadership to the next candidate.
 	// FAILED_PRECONDITION / NOT_LEADER when the term is no longer the leader's.
 	Resign(ctx context.Context, in *ResignRequest, opts ...grpc.CallOption) (*ResignResponse, error)
+	// ListElections pages through the elections that have a leader or candidates
+	// waiting, each with its leader. Like LockService.ListLocks, it walks the
+	// caller's own index of names: a name may appear on more than one page, and an
+	// election won or left during the listing may or may not appear.
+	ListElections(ctx context.Context, in *ListElectionsRequest, opts ...grpc.CallOption) (*ListElectionsResponse, error)
 }
 
 type electionServiceClient struct {
@@ -168,6 +174,16 @@ func (c *electionServiceClient) Resign(ctx context.Context, in *ResignRequest, o
 	return out, nil
 }
 
+func (c *electionServiceClient) ListElections(ctx context.Context, in *ListElectionsRequest, opts ...grpc.CallOption) (*ListElectionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListElectionsResponse)
+	err := c.cc.Invoke(ctx, ElectionService_ListElections_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ElectionServiceServer is the server API for ElectionService service.
 // All implementations must embed UnimplementedElectionServiceServer
 // for forward compatibility.
@@ -210,6 +226,11 @@ type ElectionServiceServer interface {
 	// Resign ends the term and hands leadership to the next candidate.
 	// FAILED_PRECONDITION / NOT_LEADER when the term is no longer the leader's.
 	Resign(context.Context, *ResignRequest) (*ResignResponse, error)
+	// ListElections pages through the elections that have a leader or candidates
+	// waiting, each with its leader. Like LockService.ListLocks, it walks the
+	// caller's own index of names: a name may appear on more than one page, and an
+	// election won or left during the listing may or may not appear.
+	ListElections(context.Context, *ListElectionsRequest) (*ListElectionsResponse, error)
 	mustEmbedUnimplementedElectionServiceServer()
 }
 
@@ -240,6 +261,9 @@ func (UnimplementedElectionServiceServer) Refresh(context.Context, *RefreshReque
 }
 func (UnimplementedElectionServiceServer) Resign(context.Context, *ResignRequest) (*ResignResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Resign not implemented")
+}
+func (UnimplementedElectionServiceServer) ListElections(context.Context, *ListElectionsRequest) (*ListElectionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListElections not implemented")
 }
 func (UnimplementedElectionServiceServer) mustEmbedUnimplementedElectionServiceServer() {}
 func (UnimplementedElectionServiceServer) testEmbeddedByValue()                         {}
@@ -374,6 +398,24 @@ func _ElectionService_Resign_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ElectionService_ListElections_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListElectionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ElectionServiceServer).ListElections(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ElectionService_ListElections_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ElectionServiceServer).ListElections(ctx, req.(*ListElectionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ElectionService_ServiceDesc is the grpc.ServiceDesc for ElectionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -400,6 +442,10 @@ var ElectionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Resign",
 			Handler:    _ElectionService_Resign_Handler,
+		},
+		{
+			MethodName: "ListElections",
+			Handler:    _ElectionService_ListElections_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

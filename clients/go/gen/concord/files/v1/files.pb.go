@@ -661,7 +661,10 @@ type ListFilesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Files []*FileInfo            `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
 	// Bytes the group's files hold in Redis now.
-	HeldBytes     uint64 `protobuf:"varint,2,opt,name=held_bytes,json=heldBytes,proto3" json:"held_bytes,omitempty"`
+	HeldBytes uint64 `protobuf:"varint,2,opt,name=held_bytes,json=heldBytes,proto3" json:"held_bytes,omitempty"`
+	// The group's bound: uploads wait while its other files hold more than this
+	// (the answering server's --file-group-bound).
+	BoundBytes    uint64 `protobuf:"varint,3,opt,name=bound_bytes,json=boundBytes,proto3" json:"bound_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -706,6 +709,13 @@ func (x *ListFilesResponse) GetFiles() []*FileInfo {
 func (x *ListFilesResponse) GetHeldBytes() uint64 {
 	if x != nil {
 		return x.HeldBytes
+	}
+	return 0
+}
+
+func (x *ListFilesResponse) GetBoundBytes() uint64 {
+	if x != nil {
+		return x.BoundBytes
 	}
 	return 0
 }
@@ -806,6 +816,186 @@ func (x *FinishResponse) GetMessageId() uint64 {
 	return 0
 }
 
+type ListFileGroupsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken string `protobuf:"bytes,1,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// How many index entries to examine (a hint, 1-1000; 0 = 100). A page may hold fewer.
+	PageSize      uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListFileGroupsRequest) Reset() {
+	*x = ListFileGroupsRequest{}
+	mi := &file_concord_files_v1_files_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListFileGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListFileGroupsRequest) ProtoMessage() {}
+
+func (x *ListFileGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_files_v1_files_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListFileGroupsRequest.ProtoReflect.Descriptor instead.
+func (*ListFileGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_concord_files_v1_files_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListFileGroupsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListFileGroupsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+// FileGroupSummary is one file group as a listing shows it (ListFiles has its files).
+type FileGroupSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Files stored, uploads in progress included.
+	Files uint32 `protobuf:"varint,2,opt,name=files,proto3" json:"files,omitempty"`
+	// Bytes its files hold in Redis now.
+	HeldBytes uint64 `protobuf:"varint,3,opt,name=held_bytes,json=heldBytes,proto3" json:"held_bytes,omitempty"`
+	// Its bound: uploads wait while its other files hold more than this (the
+	// answering server's --file-group-bound).
+	BoundBytes    uint64 `protobuf:"varint,4,opt,name=bound_bytes,json=boundBytes,proto3" json:"bound_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileGroupSummary) Reset() {
+	*x = FileGroupSummary{}
+	mi := &file_concord_files_v1_files_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileGroupSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileGroupSummary) ProtoMessage() {}
+
+func (x *FileGroupSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_files_v1_files_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileGroupSummary.ProtoReflect.Descriptor instead.
+func (*FileGroupSummary) Descriptor() ([]byte, []int) {
+	return file_concord_files_v1_files_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *FileGroupSummary) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *FileGroupSummary) GetFiles() uint32 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *FileGroupSummary) GetHeldBytes() uint64 {
+	if x != nil {
+		return x.HeldBytes
+	}
+	return 0
+}
+
+func (x *FileGroupSummary) GetBoundBytes() uint64 {
+	if x != nil {
+		return x.BoundBytes
+	}
+	return 0
+}
+
+type ListFileGroupsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Groups []*FileGroupSummary    `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListFileGroupsResponse) Reset() {
+	*x = ListFileGroupsResponse{}
+	mi := &file_concord_files_v1_files_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListFileGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListFileGroupsResponse) ProtoMessage() {}
+
+func (x *ListFileGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_files_v1_files_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListFileGroupsResponse.ProtoReflect.Descriptor instead.
+func (*ListFileGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_concord_files_v1_files_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListFileGroupsResponse) GetGroups() []*FileGroupSummary {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *ListFileGroupsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_concord_files_v1_files_proto protoreflect.FileDescriptor
 
 const file_concord_files_v1_files_proto_rawDesc = "" +
@@ -850,26 +1040,43 @@ const file_concord_files_v1_files_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"(\n" +
 	"\x10ListFilesRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"d\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\x85\x01\n" +
 	"\x11ListFilesResponse\x120\n" +
 	"\x05files\x18\x01 \x03(\v2\x1a.concord.files.v1.FileInfoR\x05files\x12\x1d\n" +
 	"\n" +
-	"held_bytes\x18\x02 \x01(\x04R\theldBytes\"=\n" +
+	"held_bytes\x18\x02 \x01(\x04R\theldBytes\x12\x1f\n" +
+	"\vbound_bytes\x18\x03 \x01(\x04R\n" +
+	"boundBytes\"=\n" +
 	"\rFinishRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06sender\x18\x02 \x01(\tR\x06sender\"/\n" +
 	"\x0eFinishResponse\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x01 \x01(\x04R\tmessageId*Z\n" +
+	"message_id\x18\x01 \x01(\x04R\tmessageId\"S\n" +
+	"\x15ListFileGroupsRequest\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\"~\n" +
+	"\x10FileGroupSummary\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05files\x18\x02 \x01(\rR\x05files\x12\x1d\n" +
+	"\n" +
+	"held_bytes\x18\x03 \x01(\x04R\theldBytes\x12\x1f\n" +
+	"\vbound_bytes\x18\x04 \x01(\x04R\n" +
+	"boundBytes\"|\n" +
+	"\x16ListFileGroupsResponse\x12:\n" +
+	"\x06groups\x18\x01 \x03(\v2\".concord.files.v1.FileGroupSummaryR\x06groups\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*Z\n" +
 	"\tFileState\x12\x1a\n" +
 	"\x16FILE_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14FILE_STATE_UPLOADING\x10\x01\x12\x17\n" +
-	"\x13FILE_STATE_COMPLETE\x10\x022\xa7\x03\n" +
+	"\x13FILE_STATE_COMPLETE\x10\x022\x8c\x04\n" +
 	"\vFileService\x12M\n" +
 	"\x06Upload\x12\x1f.concord.files.v1.UploadRequest\x1a .concord.files.v1.UploadResponse(\x01\x12S\n" +
 	"\bDownload\x12!.concord.files.v1.DownloadRequest\x1a\".concord.files.v1.DownloadResponse0\x01\x12Q\n" +
 	"\bMarkDone\x12!.concord.files.v1.MarkDoneRequest\x1a\".concord.files.v1.MarkDoneResponse\x12T\n" +
-	"\tListFiles\x12\".concord.files.v1.ListFilesRequest\x1a#.concord.files.v1.ListFilesResponse\x12K\n" +
+	"\tListFiles\x12\".concord.files.v1.ListFilesRequest\x1a#.concord.files.v1.ListFilesResponse\x12c\n" +
+	"\x0eListFileGroups\x12'.concord.files.v1.ListFileGroupsRequest\x1a(.concord.files.v1.ListFileGroupsResponse\x12K\n" +
 	"\x06Finish\x12\x1f.concord.files.v1.FinishRequest\x1a .concord.files.v1.FinishResponseB\xb9\x01\n" +
 	"\x14com.concord.files.v1B\n" +
 	"FilesProtoP\x01Z3go.concord.dev/concord/gen/concord/files/v1;filesv1\xa2\x02\x03CFX\xaa\x02\x10Concord.Files.V1\xca\x02\x10Concord\\Files\\V1\xe2\x02\x1cConcord\\Files\\V1\\GPBMetadata\xea\x02\x12Concord::Files::V1b\x06proto3"
@@ -887,43 +1094,49 @@ func file_concord_files_v1_files_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_files_v1_files_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_concord_files_v1_files_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_concord_files_v1_files_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_concord_files_v1_files_proto_goTypes = []any{
-	(FileState)(0),                // 0: concord.files.v1.FileState
-	(*UploadHeader)(nil),          // 1: concord.files.v1.UploadHeader
-	(*UploadRequest)(nil),         // 2: concord.files.v1.UploadRequest
-	(*UploadResponse)(nil),        // 3: concord.files.v1.UploadResponse
-	(*DownloadRequest)(nil),       // 4: concord.files.v1.DownloadRequest
-	(*DownloadResponse)(nil),      // 5: concord.files.v1.DownloadResponse
-	(*MarkDoneRequest)(nil),       // 6: concord.files.v1.MarkDoneRequest
-	(*MarkDoneResponse)(nil),      // 7: concord.files.v1.MarkDoneResponse
-	(*FileInfo)(nil),              // 8: concord.files.v1.FileInfo
-	(*ListFilesRequest)(nil),      // 9: concord.files.v1.ListFilesRequest
-	(*ListFilesResponse)(nil),     // 10: concord.files.v1.ListFilesResponse
-	(*FinishRequest)(nil),         // 11: concord.files.v1.FinishRequest
-	(*FinishResponse)(nil),        // 12: concord.files.v1.FinishResponse
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(FileState)(0),                 // 0: concord.files.v1.FileState
+	(*UploadHeader)(nil),           // 1: concord.files.v1.UploadHeader
+	(*UploadRequest)(nil),          // 2: concord.files.v1.UploadRequest
+	(*UploadResponse)(nil),         // 3: concord.files.v1.UploadResponse
+	(*DownloadRequest)(nil),        // 4: concord.files.v1.DownloadRequest
+	(*DownloadResponse)(nil),       // 5: concord.files.v1.DownloadResponse
+	(*MarkDoneRequest)(nil),        // 6: concord.files.v1.MarkDoneRequest
+	(*MarkDoneResponse)(nil),       // 7: concord.files.v1.MarkDoneResponse
+	(*FileInfo)(nil),               // 8: concord.files.v1.FileInfo
+	(*ListFilesRequest)(nil),       // 9: concord.files.v1.ListFilesRequest
+	(*ListFilesResponse)(nil),      // 10: concord.files.v1.ListFilesResponse
+	(*FinishRequest)(nil),          // 11: concord.files.v1.FinishRequest
+	(*FinishResponse)(nil),         // 12: concord.files.v1.FinishResponse
+	(*ListFileGroupsRequest)(nil),  // 13: concord.files.v1.ListFileGroupsRequest
+	(*FileGroupSummary)(nil),       // 14: concord.files.v1.FileGroupSummary
+	(*ListFileGroupsResponse)(nil), // 15: concord.files.v1.ListFileGroupsResponse
+	(*timestamppb.Timestamp)(nil),  // 16: google.protobuf.Timestamp
 }
 var file_concord_files_v1_files_proto_depIdxs = []int32{
 	1,  // 0: concord.files.v1.UploadRequest.header:type_name -> concord.files.v1.UploadHeader
 	0,  // 1: concord.files.v1.FileInfo.state:type_name -> concord.files.v1.FileState
-	13, // 2: concord.files.v1.FileInfo.created_at:type_name -> google.protobuf.Timestamp
+	16, // 2: concord.files.v1.FileInfo.created_at:type_name -> google.protobuf.Timestamp
 	8,  // 3: concord.files.v1.ListFilesResponse.files:type_name -> concord.files.v1.FileInfo
-	2,  // 4: concord.files.v1.FileService.Upload:input_type -> concord.files.v1.UploadRequest
-	4,  // 5: concord.files.v1.FileService.Download:input_type -> concord.files.v1.DownloadRequest
-	6,  // 6: concord.files.v1.FileService.MarkDone:input_type -> concord.files.v1.MarkDoneRequest
-	9,  // 7: concord.files.v1.FileService.ListFiles:input_type -> concord.files.v1.ListFilesRequest
-	11, // 8: concord.files.v1.FileService.Finish:input_type -> concord.files.v1.FinishRequest
-	3,  // 9: concord.files.v1.FileService.Upload:output_type -> concord.files.v1.UploadResponse
-	5,  // 10: concord.files.v1.FileService.Download:output_type -> concord.files.v1.DownloadResponse
-	7,  // 11: concord.files.v1.FileService.MarkDone:output_type -> concord.files.v1.MarkDoneResponse
-	10, // 12: concord.files.v1.FileService.ListFiles:output_type -> concord.files.v1.ListFilesResponse
-	12, // 13: concord.files.v1.FileService.Finish:output_type -> concord.files.v1.FinishResponse
-	9,  // [9:14] is the sub-list for method output_type
-	4,  // [4:9] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	14, // 4: concord.files.v1.ListFileGroupsResponse.groups:type_name -> concord.files.v1.FileGroupSummary
+	2,  // 5: concord.files.v1.FileService.Upload:input_type -> concord.files.v1.UploadRequest
+	4,  // 6: concord.files.v1.FileService.Download:input_type -> concord.files.v1.DownloadRequest
+	6,  // 7: concord.files.v1.FileService.MarkDone:input_type -> concord.files.v1.MarkDoneRequest
+	9,  // 8: concord.files.v1.FileService.ListFiles:input_type -> concord.files.v1.ListFilesRequest
+	13, // 9: concord.files.v1.FileService.ListFileGroups:input_type -> concord.files.v1.ListFileGroupsRequest
+	11, // 10: concord.files.v1.FileService.Finish:input_type -> concord.files.v1.FinishRequest
+	3,  // 11: concord.files.v1.FileService.Upload:output_type -> concord.files.v1.UploadResponse
+	5,  // 12: concord.files.v1.FileService.Download:output_type -> concord.files.v1.DownloadResponse
+	7,  // 13: concord.files.v1.FileService.MarkDone:output_type -> concord.files.v1.MarkDoneResponse
+	10, // 14: concord.files.v1.FileService.ListFiles:output_type -> concord.files.v1.ListFilesResponse
+	15, // 15: concord.files.v1.FileService.ListFileGroups:output_type -> concord.files.v1.ListFileGroupsResponse
+	12, // 16: concord.files.v1.FileService.Finish:output_type -> concord.files.v1.FinishResponse
+	11, // [11:17] is the sub-list for method output_type
+	5,  // [5:11] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_concord_files_v1_files_proto_init() }
@@ -941,7 +1154,7 @@ func file_concord_files_v1_files_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_files_v1_files_proto_rawDesc), len(file_concord_files_v1_files_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

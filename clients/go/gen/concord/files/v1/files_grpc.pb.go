@@ -19,11 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	FileService_Upload_FullMethodName    = "/concord.files.v1.FileService/Upload"
-	FileService_Download_FullMethodName  = "/concord.files.v1.FileService/Download"
-	FileService_MarkDone_FullMethodName  = "/concord.files.v1.FileService/MarkDone"
-	FileService_ListFiles_FullMethodName = "/concord.files.v1.FileService/ListFiles"
-	FileService_Finish_FullMethodName    = "/concord.files.v1.FileService/Finish"
+	FileService_Upload_FullMethodName         = "/concord.files.v1.FileService/Upload"
+	FileService_Download_FullMethodName       = "/concord.files.v1.FileService/Download"
+	FileService_MarkDone_FullMethodName       = "/concord.files.v1.FileService/MarkDone"
+	FileService_ListFiles_FullMethodName      = "/concord.files.v1.FileService/ListFiles"
+	FileService_ListFileGroups_FullMethodName = "/concord.files.v1.FileService/ListFileGroups"
+	FileService_Finish_FullMethodName         = "/concord.files.v1.FileService/Finish"
 )
 
 // FileServiceClient is the client API for FileService service.
@@ -49,6 +50,12 @@ type FileServiceClient interface {
 	MarkDone(ctx context.Context, in *MarkDoneRequest, opts ...grpc.CallOption) (*MarkDoneResponse, error)
 	// ListFiles lists a group's files with their state and the workers still pending.
 	ListFiles(ctx context.Context, in *ListFilesRequest, opts ...grpc.CallOption) (*ListFilesResponse, error)
+	// ListFileGroups pages through the groups that hold files (uploads in progress
+	// included), each with its file count, the bytes they hold and the bound. Like
+	// LockService.ListLocks, it walks the caller's own index of names: a group may
+	// appear on more than one page, and one whose files come or go during the
+	// listing may or may not appear.
+	ListFileGroups(ctx context.Context, in *ListFileGroupsRequest, opts ...grpc.CallOption) (*ListFileGroupsResponse, error)
 	// Finish tells the group's workers that the sender has sent everything: the
 	// book's ":done" message, a chat message workers stop at.
 	Finish(ctx context.Context, in *FinishRequest, opts ...grpc.CallOption) (*FinishResponse, error)
@@ -114,6 +121,16 @@ func (c *fileServiceClient) ListFiles(ctx context.Context, in *ListFilesRequest,
 	return out, nil
 }
 
+func (c *fileServiceClient) ListFileGroups(ctx context.Context, in *ListFileGroupsRequest, opts ...grpc.CallOption) (*ListFileGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListFileGroupsResponse)
+	err := c.cc.Invoke(ctx, FileService_ListFileGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *fileServiceClient) Finish(ctx context.Context, in *FinishRequest, opts ...grpc.CallOption) (*FinishResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(FinishResponse)
@@ -147,6 +164,12 @@ type FileServiceServer interface {
 	MarkDone(context.Context, *MarkDoneRequest) (*MarkDoneResponse, error)
 	// ListFiles lists a group's files with their state and the workers still pending.
 	ListFiles(context.Context, *ListFilesRequest) (*ListFilesResponse, error)
+	// ListFileGroups pages through the groups that hold files (uploads in progress
+	// included), each with its file count, the bytes they hold and the bound. Like
+	// LockService.ListLocks, it walks the caller's own index of names: a group may
+	// appear on more than one page, and one whose files come or go during the
+	// listing may or may not appear.
+	ListFileGroups(context.Context, *ListFileGroupsRequest) (*ListFileGroupsResponse, error)
 	// Finish tells the group's workers that the sender has sent everything: the
 	// book's ":done" message, a chat message workers stop at.
 	Finish(context.Context, *FinishRequest) (*FinishResponse, error)
@@ -171,6 +194,9 @@ func (UnimplementedFileServiceServer) MarkDone(context.Context, *MarkDoneRequest
 }
 func (UnimplementedFileServiceServer) ListFiles(context.Context, *ListFilesRequest) (*ListFilesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListFiles not implemented")
+}
+func (UnimplementedFileServiceServer) ListFileGroups(context.Context, *ListFileGroupsRequest) (*ListFileGroupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListFileGroups not implemented")
 }
 func (UnimplementedFileServiceServer) Finish(context.Context, *FinishRequest) (*FinishResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Finish not implemented")
@@ -250,6 +276,24 @@ func _FileService_ListFiles_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FileService_ListFileGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListFileGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FileServiceServer).ListFileGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FileService_ListFileGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FileServiceServer).ListFileGroups(ctx, req.(*ListFileGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _FileService_Finish_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(FinishRequest)
 	if err := dec(in); err != nil {
@@ -282,6 +326,10 @@ var FileService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListFiles",
 			Handler:    _FileService_ListFiles_Handler,
+		},
+		{
+			MethodName: "ListFileGroups",
+			Handler:    _FileService_ListFileGroups_Handler,
 		},
 		{
 			MethodName: "Finish",

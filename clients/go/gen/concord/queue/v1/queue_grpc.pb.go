@@ -127,7 +127,7 @@ type QueueServiceClient interface {
 	RetryDead(ctx context.Context, in *RetryDeadRequest, opts ...grpc.CallOption) (*RetryDeadResponse, error)
 	// SearchTasks finds the queue's tasks that match every filter given (task id, type
 	// or type prefix, states, text in the last error, bytes in the payload), served over
-	// the whole queue a page at a time: each call looks at no more than about 1,000 tasks
+	// the whole queue a page at a time: each call looks at no more than about 500 tasks
 	// (and 4 MiB of their payloads), so a page may hold fewer than page_size tasks, even
 	// none, while next_page_token says the search goes on. Tasks come by state (ready,
 	// delayed, leased, dead, then retained succeeded and cancelled ones), within a state
@@ -625,7 +625,7 @@ type QueueServiceServer interface {
 	RetryDead(context.Context, *RetryDeadRequest) (*RetryDeadResponse, error)
 	// SearchTasks finds the queue's tasks that match every filter given (task id, type
 	// or type prefix, states, text in the last error, bytes in the payload), served over
-	// the whole queue a page at a time: each call looks at no more than about 1,000 tasks
+	// the whole queue a page at a time: each call looks at no more than about 500 tasks
 	// (and 4 MiB of their payloads), so a page may hold fewer than page_size tasks, even
 	// none, while next_page_token says the search goes on. Tasks come by state (ready,
 	// delayed, leased, dead, then retained succeeded and cancelled ones), within a state

@@ -1083,6 +1083,187 @@ func (x *HoldResponse) GetExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+type ListReadWriteLocksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken string `protobuf:"bytes,1,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// How many index entries to examine (a hint, 1-1000; 0 = 100). A page may hold fewer.
+	PageSize      uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReadWriteLocksRequest) Reset() {
+	*x = ListReadWriteLocksRequest{}
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReadWriteLocksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReadWriteLocksRequest) ProtoMessage() {}
+
+func (x *ListReadWriteLocksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReadWriteLocksRequest.ProtoReflect.Descriptor instead.
+func (*ListReadWriteLocksRequest) Descriptor() ([]byte, []int) {
+	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListReadWriteLocksRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListReadWriteLocksRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+// ReadWriteLockSummary is one read-write lock as a listing shows it (Describe has
+// the readers and the waiters themselves).
+type ReadWriteLockSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Set when a writer holds the lock.
+	Writer *Holder `protobuf:"bytes,2,opt,name=writer,proto3" json:"writer,omitempty"`
+	// How many readers hold it (0 while a writer does).
+	Readers uint32 `protobuf:"varint,3,opt,name=readers,proto3" json:"readers,omitempty"`
+	// Entries in its FIFO queue: the waiters, counting any whose server died and that
+	// the next grant will skip.
+	Waiters       uint32 `protobuf:"varint,4,opt,name=waiters,proto3" json:"waiters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadWriteLockSummary) Reset() {
+	*x = ReadWriteLockSummary{}
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadWriteLockSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadWriteLockSummary) ProtoMessage() {}
+
+func (x *ReadWriteLockSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadWriteLockSummary.ProtoReflect.Descriptor instead.
+func (*ReadWriteLockSummary) Descriptor() ([]byte, []int) {
+	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ReadWriteLockSummary) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ReadWriteLockSummary) GetWriter() *Holder {
+	if x != nil {
+		return x.Writer
+	}
+	return nil
+}
+
+func (x *ReadWriteLockSummary) GetReaders() uint32 {
+	if x != nil {
+		return x.Readers
+	}
+	return 0
+}
+
+func (x *ReadWriteLockSummary) GetWaiters() uint32 {
+	if x != nil {
+		return x.Waiters
+	}
+	return 0
+}
+
+type ListReadWriteLocksResponse struct {
+	state protoimpl.MessageState  `protogen:"open.v1"`
+	Locks []*ReadWriteLockSummary `protobuf:"bytes,1,rep,name=locks,proto3" json:"locks,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReadWriteLocksResponse) Reset() {
+	*x = ListReadWriteLocksResponse{}
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReadWriteLocksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReadWriteLocksResponse) ProtoMessage() {}
+
+func (x *ListReadWriteLocksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_rwlock_v1_rwlock_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReadWriteLocksResponse.ProtoReflect.Descriptor instead.
+func (*ListReadWriteLocksResponse) Descriptor() ([]byte, []int) {
+	return file_concord_rwlock_v1_rwlock_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ListReadWriteLocksResponse) GetLocks() []*ReadWriteLockSummary {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
+}
+
+func (x *ListReadWriteLocksResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_concord_rwlock_v1_rwlock_proto protoreflect.FileDescriptor
 
 const file_concord_rwlock_v1_rwlock_proto_rawDesc = "" +
@@ -1149,7 +1330,19 @@ const file_concord_rwlock_v1_rwlock_proto_rawDesc = "" +
 	"\x05lease\x18\x02 \x01(\tR\x05lease\x12#\n" +
 	"\rfencing_token\x18\x03 \x01(\x04R\ffencingToken\x129\n" +
 	"\n" +
-	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt*;\n" +
+	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"W\n" +
+	"\x19ListReadWriteLocksRequest\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\"\x91\x01\n" +
+	"\x14ReadWriteLockSummary\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
+	"\x06writer\x18\x02 \x01(\v2\x19.concord.rwlock.v1.HolderR\x06writer\x12\x18\n" +
+	"\areaders\x18\x03 \x01(\rR\areaders\x12\x18\n" +
+	"\awaiters\x18\x04 \x01(\rR\awaiters\"\x83\x01\n" +
+	"\x1aListReadWriteLocksResponse\x12=\n" +
+	"\x05locks\x18\x01 \x03(\v2'.concord.rwlock.v1.ReadWriteLockSummaryR\x05locks\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*;\n" +
 	"\x04Mode\x12\x14\n" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tMODE_READ\x10\x01\x12\x0e\n" +
@@ -1159,12 +1352,13 @@ const file_concord_rwlock_v1_rwlock_proto_rawDesc = "" +
 	"\x16HOLD_EVENT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13HOLD_EVENT_ACQUIRED\x10\x01\x12\x18\n" +
 	"\x14HOLD_EVENT_REFRESHED\x10\x02\x12\x13\n" +
-	"\x0fHOLD_EVENT_LOST\x10\x032\x82\x04\n" +
+	"\x0fHOLD_EVENT_LOST\x10\x032\xf5\x04\n" +
 	"\x14ReadWriteLockService\x12P\n" +
 	"\aAcquire\x12!.concord.rwlock.v1.AcquireRequest\x1a\".concord.rwlock.v1.AcquireResponse\x12P\n" +
 	"\aRelease\x12!.concord.rwlock.v1.ReleaseRequest\x1a\".concord.rwlock.v1.ReleaseResponse\x12P\n" +
 	"\aRefresh\x12!.concord.rwlock.v1.RefreshRequest\x1a\".concord.rwlock.v1.RefreshResponse\x12S\n" +
-	"\bDescribe\x12\".concord.rwlock.v1.DescribeRequest\x1a#.concord.rwlock.v1.DescribeResponse\x12I\n" +
+	"\bDescribe\x12\".concord.rwlock.v1.DescribeRequest\x1a#.concord.rwlock.v1.DescribeResponse\x12q\n" +
+	"\x12ListReadWriteLocks\x12,.concord.rwlock.v1.ListReadWriteLocksRequest\x1a-.concord.rwlock.v1.ListReadWriteLocksResponse\x12I\n" +
 	"\x04Hold\x12\x1e.concord.rwlock.v1.HoldRequest\x1a\x1f.concord.rwlock.v1.HoldResponse0\x01\x12T\n" +
 	"\aSession\x12!.concord.rwlock.v1.SessionRequest\x1a\".concord.rwlock.v1.SessionResponse(\x010\x01B\xc1\x01\n" +
 	"\x15com.concord.rwlock.v1B\vRwlockProtoP\x01Z5go.concord.dev/concord/gen/concord/rwlock/v1;rwlockv1\xa2\x02\x03CRX\xaa\x02\x11Concord.Rwlock.V1\xca\x02\x11Concord\\Rwlock\\V1\xe2\x02\x1dConcord\\Rwlock\\V1\\GPBMetadata\xea\x02\x13Concord::Rwlock::V1b\x06proto3"
@@ -1182,27 +1376,30 @@ func file_concord_rwlock_v1_rwlock_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_rwlock_v1_rwlock_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_concord_rwlock_v1_rwlock_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_concord_rwlock_v1_rwlock_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_concord_rwlock_v1_rwlock_proto_goTypes = []any{
-	(Mode)(0),                     // 0: concord.rwlock.v1.Mode
-	(HoldEvent)(0),                // 1: concord.rwlock.v1.HoldEvent
-	(*SessionRequest)(nil),        // 2: concord.rwlock.v1.SessionRequest
-	(*SessionResponse)(nil),       // 3: concord.rwlock.v1.SessionResponse
-	(*AcquireRequest)(nil),        // 4: concord.rwlock.v1.AcquireRequest
-	(*AcquireResponse)(nil),       // 5: concord.rwlock.v1.AcquireResponse
-	(*ReleaseRequest)(nil),        // 6: concord.rwlock.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 7: concord.rwlock.v1.ReleaseResponse
-	(*RefreshRequest)(nil),        // 8: concord.rwlock.v1.RefreshRequest
-	(*RefreshResponse)(nil),       // 9: concord.rwlock.v1.RefreshResponse
-	(*DescribeRequest)(nil),       // 10: concord.rwlock.v1.DescribeRequest
-	(*Holder)(nil),                // 11: concord.rwlock.v1.Holder
-	(*Waiter)(nil),                // 12: concord.rwlock.v1.Waiter
-	(*DescribeResponse)(nil),      // 13: concord.rwlock.v1.DescribeResponse
-	(*HoldRequest)(nil),           // 14: concord.rwlock.v1.HoldRequest
-	(*HoldResponse)(nil),          // 15: concord.rwlock.v1.HoldResponse
-	(*v1.Error)(nil),              // 16: concord.error.v1.Error
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(Mode)(0),                          // 0: concord.rwlock.v1.Mode
+	(HoldEvent)(0),                     // 1: concord.rwlock.v1.HoldEvent
+	(*SessionRequest)(nil),             // 2: concord.rwlock.v1.SessionRequest
+	(*SessionResponse)(nil),            // 3: concord.rwlock.v1.SessionResponse
+	(*AcquireRequest)(nil),             // 4: concord.rwlock.v1.AcquireRequest
+	(*AcquireResponse)(nil),            // 5: concord.rwlock.v1.AcquireResponse
+	(*ReleaseRequest)(nil),             // 6: concord.rwlock.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),            // 7: concord.rwlock.v1.ReleaseResponse
+	(*RefreshRequest)(nil),             // 8: concord.rwlock.v1.RefreshRequest
+	(*RefreshResponse)(nil),            // 9: concord.rwlock.v1.RefreshResponse
+	(*DescribeRequest)(nil),            // 10: concord.rwlock.v1.DescribeRequest
+	(*Holder)(nil),                     // 11: concord.rwlock.v1.Holder
+	(*Waiter)(nil),                     // 12: concord.rwlock.v1.Waiter
+	(*DescribeResponse)(nil),           // 13: concord.rwlock.v1.DescribeResponse
+	(*HoldRequest)(nil),                // 14: concord.rwlock.v1.HoldRequest
+	(*HoldResponse)(nil),               // 15: concord.rwlock.v1.HoldResponse
+	(*ListReadWriteLocksRequest)(nil),  // 16: concord.rwlock.v1.ListReadWriteLocksRequest
+	(*ReadWriteLockSummary)(nil),       // 17: concord.rwlock.v1.ReadWriteLockSummary
+	(*ListReadWriteLocksResponse)(nil), // 18: concord.rwlock.v1.ListReadWriteLocksResponse
+	(*v1.Error)(nil),                   // 19: concord.error.v1.Error
+	(*durationpb.Duration)(nil),        // 20: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),      // 21: google.protobuf.Timestamp
 }
 var file_concord_rwlock_v1_rwlock_proto_depIdxs = []int32{
 	4,  // 0: concord.rwlock.v1.SessionRequest.acquire:type_name -> concord.rwlock.v1.AcquireRequest
@@ -1211,40 +1408,44 @@ var file_concord_rwlock_v1_rwlock_proto_depIdxs = []int32{
 	5,  // 3: concord.rwlock.v1.SessionResponse.acquire:type_name -> concord.rwlock.v1.AcquireResponse
 	7,  // 4: concord.rwlock.v1.SessionResponse.release:type_name -> concord.rwlock.v1.ReleaseResponse
 	9,  // 5: concord.rwlock.v1.SessionResponse.refresh:type_name -> concord.rwlock.v1.RefreshResponse
-	16, // 6: concord.rwlock.v1.SessionResponse.error:type_name -> concord.error.v1.Error
+	19, // 6: concord.rwlock.v1.SessionResponse.error:type_name -> concord.error.v1.Error
 	0,  // 7: concord.rwlock.v1.AcquireRequest.mode:type_name -> concord.rwlock.v1.Mode
-	17, // 8: concord.rwlock.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	17, // 9: concord.rwlock.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	18, // 10: concord.rwlock.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
-	17, // 11: concord.rwlock.v1.RefreshRequest.ttl:type_name -> google.protobuf.Duration
-	18, // 12: concord.rwlock.v1.RefreshResponse.expires_at:type_name -> google.protobuf.Timestamp
-	17, // 13: concord.rwlock.v1.Holder.ttl_remaining:type_name -> google.protobuf.Duration
+	20, // 8: concord.rwlock.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	20, // 9: concord.rwlock.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	21, // 10: concord.rwlock.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
+	20, // 11: concord.rwlock.v1.RefreshRequest.ttl:type_name -> google.protobuf.Duration
+	21, // 12: concord.rwlock.v1.RefreshResponse.expires_at:type_name -> google.protobuf.Timestamp
+	20, // 13: concord.rwlock.v1.Holder.ttl_remaining:type_name -> google.protobuf.Duration
 	0,  // 14: concord.rwlock.v1.Waiter.mode:type_name -> concord.rwlock.v1.Mode
 	11, // 15: concord.rwlock.v1.DescribeResponse.writer:type_name -> concord.rwlock.v1.Holder
 	11, // 16: concord.rwlock.v1.DescribeResponse.readers:type_name -> concord.rwlock.v1.Holder
 	12, // 17: concord.rwlock.v1.DescribeResponse.waiters:type_name -> concord.rwlock.v1.Waiter
 	0,  // 18: concord.rwlock.v1.HoldRequest.mode:type_name -> concord.rwlock.v1.Mode
-	17, // 19: concord.rwlock.v1.HoldRequest.ttl:type_name -> google.protobuf.Duration
-	17, // 20: concord.rwlock.v1.HoldRequest.wait_timeout:type_name -> google.protobuf.Duration
+	20, // 19: concord.rwlock.v1.HoldRequest.ttl:type_name -> google.protobuf.Duration
+	20, // 20: concord.rwlock.v1.HoldRequest.wait_timeout:type_name -> google.protobuf.Duration
 	1,  // 21: concord.rwlock.v1.HoldResponse.event:type_name -> concord.rwlock.v1.HoldEvent
-	18, // 22: concord.rwlock.v1.HoldResponse.expires_at:type_name -> google.protobuf.Timestamp
-	4,  // 23: concord.rwlock.v1.ReadWriteLockService.Acquire:input_type -> concord.rwlock.v1.AcquireRequest
-	6,  // 24: concord.rwlock.v1.ReadWriteLockService.Release:input_type -> concord.rwlock.v1.ReleaseRequest
-	8,  // 25: concord.rwlock.v1.ReadWriteLockService.Refresh:input_type -> concord.rwlock.v1.RefreshRequest
-	10, // 26: concord.rwlock.v1.ReadWriteLockService.Describe:input_type -> concord.rwlock.v1.DescribeRequest
-	14, // 27: concord.rwlock.v1.ReadWriteLockService.Hold:input_type -> concord.rwlock.v1.HoldRequest
-	2,  // 28: concord.rwlock.v1.ReadWriteLockService.Session:input_type -> concord.rwlock.v1.SessionRequest
-	5,  // 29: concord.rwlock.v1.ReadWriteLockService.Acquire:output_type -> concord.rwlock.v1.AcquireResponse
-	7,  // 30: concord.rwlock.v1.ReadWriteLockService.Release:output_type -> concord.rwlock.v1.ReleaseResponse
-	9,  // 31: concord.rwlock.v1.ReadWriteLockService.Refresh:output_type -> concord.rwlock.v1.RefreshResponse
-	13, // 32: concord.rwlock.v1.ReadWriteLockService.Describe:output_type -> concord.rwlock.v1.DescribeResponse
-	15, // 33: concord.rwlock.v1.ReadWriteLockService.Hold:output_type -> concord.rwlock.v1.HoldResponse
-	3,  // 34: concord.rwlock.v1.ReadWriteLockService.Session:output_type -> concord.rwlock.v1.SessionResponse
-	29, // [29:35] is the sub-list for method output_type
-	23, // [23:29] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	21, // 22: concord.rwlock.v1.HoldResponse.expires_at:type_name -> google.protobuf.Timestamp
+	11, // 23: concord.rwlock.v1.ReadWriteLockSummary.writer:type_name -> concord.rwlock.v1.Holder
+	17, // 24: concord.rwlock.v1.ListReadWriteLocksResponse.locks:type_name -> concord.rwlock.v1.ReadWriteLockSummary
+	4,  // 25: concord.rwlock.v1.ReadWriteLockService.Acquire:input_type -> concord.rwlock.v1.AcquireRequest
+	6,  // 26: concord.rwlock.v1.ReadWriteLockService.Release:input_type -> concord.rwlock.v1.ReleaseRequest
+	8,  // 27: concord.rwlock.v1.ReadWriteLockService.Refresh:input_type -> concord.rwlock.v1.RefreshRequest
+	10, // 28: concord.rwlock.v1.ReadWriteLockService.Describe:input_type -> concord.rwlock.v1.DescribeRequest
+	16, // 29: concord.rwlock.v1.ReadWriteLockService.ListReadWriteLocks:input_type -> concord.rwlock.v1.ListReadWriteLocksRequest
+	14, // 30: concord.rwlock.v1.ReadWriteLockService.Hold:input_type -> concord.rwlock.v1.HoldRequest
+	2,  // 31: concord.rwlock.v1.ReadWriteLockService.Session:input_type -> concord.rwlock.v1.SessionRequest
+	5,  // 32: concord.rwlock.v1.ReadWriteLockService.Acquire:output_type -> concord.rwlock.v1.AcquireResponse
+	7,  // 33: concord.rwlock.v1.ReadWriteLockService.Release:output_type -> concord.rwlock.v1.ReleaseResponse
+	9,  // 34: concord.rwlock.v1.ReadWriteLockService.Refresh:output_type -> concord.rwlock.v1.RefreshResponse
+	13, // 35: concord.rwlock.v1.ReadWriteLockService.Describe:output_type -> concord.rwlock.v1.DescribeResponse
+	18, // 36: concord.rwlock.v1.ReadWriteLockService.ListReadWriteLocks:output_type -> concord.rwlock.v1.ListReadWriteLocksResponse
+	15, // 37: concord.rwlock.v1.ReadWriteLockService.Hold:output_type -> concord.rwlock.v1.HoldResponse
+	3,  // 38: concord.rwlock.v1.ReadWriteLockService.Session:output_type -> concord.rwlock.v1.SessionResponse
+	32, // [32:39] is the sub-list for method output_type
+	25, // [25:32] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_concord_rwlock_v1_rwlock_proto_init() }
@@ -1270,7 +1471,7 @@ func file_concord_rwlock_v1_rwlock_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_rwlock_v1_rwlock_proto_rawDesc), len(file_concord_rwlock_v1_rwlock_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

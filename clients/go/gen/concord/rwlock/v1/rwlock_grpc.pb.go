@@ -19,12 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ReadWriteLockService_Acquire_FullMethodName  = "/concord.rwlock.v1.ReadWriteLockService/Acquire"
-	ReadWriteLockService_Release_FullMethodName  = "/concord.rwlock.v1.ReadWriteLockService/Release"
-	ReadWriteLockService_Refresh_FullMethodName  = "/concord.rwlock.v1.ReadWriteLockService/Refresh"
-	ReadWriteLockService_Describe_FullMethodName = "/concord.rwlock.v1.ReadWriteLockService/Describe"
-	ReadWriteLockService_Hold_FullMethodName     = "/concord.rwlock.v1.ReadWriteLockService/Hold"
-	ReadWriteLockService_Session_FullMethodName  = "/concord.rwlock.v1.ReadWriteLockService/Session"
+	ReadWriteLockService_Acquire_FullMethodName            = "/concord.rwlock.v1.ReadWriteLockService/Acquire"
+	ReadWriteLockService_Release_FullMethodName            = "/concord.rwlock.v1.ReadWriteLockService/Release"
+	ReadWriteLockService_Refresh_FullMethodName            = "/concord.rwlock.v1.ReadWriteLockService/Refresh"
+	ReadWriteLockService_Describe_FullMethodName           = "/concord.rwlock.v1.ReadWriteLockService/Describe"
+	ReadWriteLockService_ListReadWriteLocks_FullMethodName = "/concord.rwlock.v1.ReadWriteLockService/ListReadWriteLocks"
+	ReadWriteLockService_Hold_FullMethodName               = "/concord.rwlock.v1.ReadWriteLockService/Hold"
+	ReadWriteLockService_Session_FullMethodName            = "/concord.rwlock.v1.ReadWriteLockService/Session"
 )
 
 // ReadWriteLockServiceClient is the client API for ReadWriteLockService service.
@@ -48,6 +49,12 @@ type ReadWriteLockServiceClient interface {
 	Refresh(ctx context.Context, in *RefreshRequest, opts ...grpc.CallOption) (*RefreshResponse, error)
 	// Describe reports the writer, the readers and the queued waiters in order.
 	Describe(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*DescribeResponse, error)
+	// ListReadWriteLocks pages through the read-write locks that are held or have
+	// waiters, each with its writer, its reader count and its queue's length. Like
+	// LockService.ListLocks, it walks the caller's own index of names: a name may
+	// appear on more than one page, and a lock taken or freed during the listing
+	// may or may not appear.
+	ListReadWriteLocks(ctx context.Context, in *ListReadWriteLocksRequest, opts ...grpc.CallOption) (*ListReadWriteLocksResponse, error)
 	// Hold acquires, then keeps the hold alive while the stream is open: ACQUIRED,
 	// then REFRESHED on each renewal, LOST if it is lost. Closing the stream (or the
 	// client going away) releases it at once. If it cannot be had within
@@ -110,6 +117,16 @@ func (c *readWriteLockServiceClient) Describe(ctx context.Context, in *DescribeR
 	return out, nil
 }
 
+func (c *readWriteLockServiceClient) ListReadWriteLocks(ctx context.Context, in *ListReadWriteLocksRequest, opts ...grpc.CallOption) (*ListReadWriteLocksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListReadWriteLocksResponse)
+	err := c.cc.Invoke(ctx, ReadWriteLockService_ListReadWriteLocks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *readWriteLockServiceClient) Hold(ctx context.Context, in *HoldRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HoldResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &ReadWriteLockService_ServiceDesc.Streams[0], ReadWriteLockService_Hold_FullMethodName, cOpts...)
@@ -163,6 +180,12 @@ type ReadWriteLockServiceServer interface {
 	Refresh(context.Context, *RefreshRequest) (*RefreshResponse, error)
 	// Describe reports the writer, the readers and the queued waiters in order.
 	Describe(context.Context, *DescribeRequest) (*DescribeResponse, error)
+	// ListReadWriteLocks pages through the read-write locks that are held or have
+	// waiters, each with its writer, its reader count and its queue's length. Like
+	// LockService.ListLocks, it walks the caller's own index of names: a name may
+	// appear on more than one page, and a lock taken or freed during the listing
+	// may or may not appear.
+	ListReadWriteLocks(context.Context, *ListReadWriteLocksRequest) (*ListReadWriteLocksResponse, error)
 	// Hold acquires, then keeps the hold alive while the stream is open: ACQUIRED,
 	// then REFRESHED on each renewal, LOST if it is lost. Closing the stream (or the
 	// client going away) releases it at once. If it cannot be had within
@@ -196,6 +219,9 @@ func (UnimplementedReadWriteLockServiceServer) Refresh(context.Context, *Refresh
 }
 func (UnimplementedReadWriteLockServiceServer) Describe(context.Context, *DescribeRequest) (*DescribeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Describe not implemented")
+}
+func (UnimplementedReadWriteLockServiceServer) ListReadWriteLocks(context.Context, *ListReadWriteLocksRequest) (*ListReadWriteLocksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListReadWriteLocks not implemented")
 }
 func (UnimplementedReadWriteLockServiceServer) Hold(*HoldRequest, grpc.ServerStreamingServer[HoldResponse]) error {
 	return status.Error(codes.Unimplemented, "method Hold not implemented")
@@ -296,6 +322,24 @@ func _ReadWriteLockService_Describe_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ReadWriteLockService_ListReadWriteLocks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListReadWriteLocksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReadWriteLockServiceServer).ListReadWriteLocks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReadWriteLockService_ListReadWriteLocks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReadWriteLockServiceServer).ListReadWriteLocks(ctx, req.(*ListReadWriteLocksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ReadWriteLockService_Hold_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(HoldRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -336,6 +380,10 @@ var ReadWriteLockService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Describe",
 			Handler:    _ReadWriteLockService_Describe_Handler,
+		},
+		{
+			MethodName: "ListReadWriteLocks",
+			Handler:    _ReadWriteLockService_ListReadWriteLocks_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
