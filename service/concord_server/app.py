@@ -298,13 +298,16 @@ async def start(settings: Settings) -> Server:
         from .console.app import Console  # aiohttp is imported only with the console on
         from .console.sampler import SCRIPTS as SAMPLER_SCRIPTS
         from .console.sampler import HistorySampler
+        from .console.sessions import SCRIPTS as SESSION_SCRIPTS
+        from .console.sessions import SessionStore
         from .console.views import Overview
 
-        console = Console(p, Overview(commands, redis_health, registry, interval=1.0), auth_interceptor,
+        sessions = SessionStore(auth_interceptor, commands, keyspace, cluster=settings.redis_cluster)
+        console = Console(p, Overview(commands, redis_health, registry, interval=1.0), sessions,
                           history_interval=settings.console_history_interval)
         console_port = await console.start(settings.console_listen)
         registry.console = f"{settings.console_listen.rpartition(':')[0]}:{console_port}"
-        for s in SAMPLER_SCRIPTS:
+        for s in (*SAMPLER_SCRIPTS, *SESSION_SCRIPTS):
             with contextlib.suppress(Exception):  # a Redis that is down now is retried on first use
                 await s.load(commands)
 

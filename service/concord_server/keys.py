@@ -244,6 +244,17 @@ class FileGroupKeys(NamedTuple):
         return [self.files, self.held]
 
 
+class ConsoleSessionKeys(NamedTuple):
+    """The web console's sessions of one API token (console/sessions.py), in one slot:
+    the token's index and each session's record share the hash tag."""
+
+    index: str  # zset: session -> created at (ms, Redis clock), oldest first; expires with the newest
+    record: str  # prefix of a session's hash (+ the SHA-256 of its secret): d t r c x a
+
+    def session(self, secret_hash: str) -> str:
+        return self.record + secret_hash
+
+
 _TENANT = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
@@ -296,6 +307,19 @@ class KeySpace:
         """list: this key space's lock handoffs and deadlocks broken per interval, newest
         first (primitives/lock_activity.py); its own slot."""
         return "{%s:lock-activity}" % self.prefix
+
+    def server_console(self) -> KeySpace:
+        """The web console's own keys (its sessions, console/sessions.py):
+        ``{<prefix>#console:<kind>:<name>}``, out of every tenant's reach as
+        server_limits is."""
+        space = KeySpace.__new__(KeySpace)
+        space.prefix = f"{self.root}#console"
+        return space
+
+    def console_sessions(self, token_id: str) -> ConsoleSessionKeys:
+        """The console sessions made from one token (``token_id``: a hash of its digest)."""
+        t = self.tag("token", token_id)
+        return ConsoleSessionKeys(f"{t}:sessions", f"{t}:s:")
 
     def tag(self, kind: str, name: str) -> str:
         return "{%s:%s:%s}" % (self.prefix, kind, escape(name))

@@ -3,7 +3,8 @@
 Routes:
   GET  /                          the page (static/index.html; static/ for the rest)
   GET  /api/me                    who is logged in, what they may do, whether a token is needed
-  POST /api/login  {"token"}      a session cookie for an API token (auth.py)
+  POST /api/login  {"token"}      a session cookie for an API token (sessions.py: kept in Redis; failed
+                                  logins throttled: 429 with Retry-After)
   POST /api/logout
   GET  /api/snapshot              the viewer's snapshot once (JSON)
   GET  /api/events                the same, live: Server-Sent Events (live.py)
@@ -32,6 +33,7 @@ import asyncio
 import contextvars
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -40,9 +42,9 @@ from aiohttp import web
 
 from .. import tenants
 from ..api import validation as v
-from ..errors import ConcordError, InvalidArgument, PermissionDenied
-from ..edge.auth import AuthInterceptor
-from .auth import COOKIE, SESSION_TTL, Sessions, Viewer
+from ..errors import ConcordError, InvalidArgument, PermissionDenied, Unauthenticated
+from .auth import COOKIE, Viewer
+from .sessions import SessionStore, middleware, viewer_of_request
 from .live import KEEPALIVE, Hub
 from .queue_actions import QueueActions
 from .queue_actions import may as queue_may
@@ -77,11 +79,11 @@ T = TypeVar("T")
 class Console:
     """The console of one server process; ``start`` binds it, ``aclose`` ends it."""
 
-    def __init__(self, primitives: Any, overview: Overview, auth: AuthInterceptor | None, *,
+    def __init__(self, primitives: Any, overview: Overview, sessions: SessionStore, *,
                  history_interval: float = 10.0) -> None:
         self.primitives = primitives
         self._overview = overview
-        self.sessions = Sessions(auth)
+        self.sessions = sessions  # in Redis, with the login throttle (sessions.py)
         self.hub = Hub(lambda: self._snapshot)
         self.queue_actions = QueueActions(self)
         self.json_body = _json_body
@@ -90,7 +92,7 @@ class Console:
         self.history_interval = history_interval
 
     def application(self) -> web.Application:
-        app = web.Application(middlewares=[_errors], client_max_size=64 * 1024)
+        app = web.Application(middlewares=[_errors, middleware(self.sessions)], client_max_size=64 * 1024)
         app.router.add_get("/", self._index)
         app.router.add_get("/api/me", self._me)
         app.router.add_post("/api/login", self._login)
@@ -118,11 +120,13 @@ class Console:
         await self.hub.aclose()  # every event stream ends first, so the runner need not wait for them
         if self._runner is not None:
             await self._runner.cleanup()
+        await self.sessions.aclose()
 
     # -- who is asking
 
     def viewer(self, request: web.Request) -> Viewer:
-        return self.sessions.viewer(request.cookies.get(COOKIE))
+        """The request's viewer, found by the sessions middleware; Unauthenticated if none."""
+        return viewer_of_request(request)
 
     async def run_as(self, viewer: Viewer, work: Callable[[], Awaitable[T]]) -> T:
         """Runs work in the viewer's tenant (tenants.current), in a context of its own."""
@@ -156,7 +160,7 @@ class Console:
     async def _me(self, request: web.Request) -> web.Response:
         try:
             viewer = self.viewer(request)
-        except ConcordError:
+        except Unauthenticated:  # Redis away is 503, not "logged out"
             return web.json_response({"logged_in": False, "needs_token": self.sessions.needs_token})
         return web.json_response(_me(viewer, self.sessions.needs_token))
 
@@ -182,11 +186,14 @@ class Console:
                         continue
                     if snapshot is None:  # the console is closing
                         break
-                    # The viewer is checked again for each event: a revoked token's stream ends.
+                    # The viewer is checked again for each event: a revoked token's stream ends,
+                    # and a session logged out on any replica.
                     try:
-                        self.viewer(request)
-                    except ConcordError:
+                        await self.sessions.viewer(request.cookies.get(COOKIE))
+                    except Unauthenticated:
                         break
+                    except ConcordError:  # Redis away: the snapshot says so; the stream goes on
+                        pass
                     await response.write(feed.payload(hidden))
             except ConnectionResetError:  # the page went away
                 pass
@@ -214,16 +221,16 @@ class Console:
         token = body.get("token")
         if not isinstance(token, str) or not token.strip():
             raise InvalidArgument("token must be a non-empty string", field="token")
-        session, viewer = self.sessions.login(token.strip())
+        session, viewer = await self.sessions.login(token.strip(), request.remote, request.cookies.get(COOKIE))
         log.info("console: %s logged in from %s", viewer.who, request.remote)
         response = web.json_response(_me(viewer, True))
-        response.set_cookie(COOKIE, session, max_age=int(SESSION_TTL), path="/", httponly=True, samesite="Strict",
-                            secure=request.secure)
+        response.set_cookie(COOKIE, session, max_age=self.sessions.lifetime, path="/", httponly=True,
+                            samesite="Strict", secure=request.secure)
         return response
 
     async def _logout(self, request: web.Request) -> web.Response:
         await _json_body(request)
-        self.sessions.logout(request.cookies.get(COOKIE))
+        await self.sessions.logout(request.cookies.get(COOKIE))
         response = web.json_response({"logged_in": False, "needs_token": self.sessions.needs_token})
         response.del_cookie(COOKIE, path="/")
         return response
@@ -292,8 +299,10 @@ async def _errors(request: web.Request, handler: Callable[[web.Request], Awaitab
     try:
         return await handler(request)
     except ConcordError as exc:
+        retry = getattr(exc, "retry_delay", None)  # a throttled login: when to try again
         return web.json_response({"code": exc.code, "reason": exc.reason, "message": exc.message},
-                                 status=HTTP_STATUS.get(exc.code, 500))
+                                 status=HTTP_STATUS.get(exc.code, 500),
+                                 headers={"Retry-After": str(max(1, math.ceil(retry)))} if retry else None)
     except web.HTTPException:
         raise
     except (ConnectionResetError, asyncio.CancelledError):

@@ -42,7 +42,7 @@ import hashlib
 import hmac
 import logging
 import tomllib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -188,6 +188,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         self.table = load_tokens(path)
         self.protect_health = protect_health
         self.open_calls = OpenCalls()
+        # Called with (old, new) after each reload that took: the console ends the
+        # sessions of tokens that left (console/sessions.py).
+        self.reload_listeners: list[Callable[[TokenTable, TokenTable], None]] = []
 
     def reload(self) -> None:
         """Re-reads the token file, then ends the open calls it no longer allows."""
@@ -197,6 +200,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         except ValueError as exc:
             log.error("token file not reloaded, the old tokens stay in force: %s", exc)
             return
+        for listener in self.reload_listeners:
+            listener(old, self.table)
         ended = self.open_calls.revoke(lambda digest, method: self._revoked(old, digest, method))
         if ended:
             log.info("token file reload ended %d open calls whose tokens it no longer allows", ended)

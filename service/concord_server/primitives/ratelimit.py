@@ -244,6 +244,12 @@ class RateLimits:
         if keys:
             await _REFUND.run(self._redis, keys, args)
 
+    async def refund(self, key: str, limit: Limit, hits: int, decision: Decision) -> None:
+        """Gives back the hits an allowed check took (lua/ratelimit_refund.lua), as when
+        what they counted turned out not to count (the console's login throttle: a
+        login that succeeded)."""
+        await self._refund([Check(key, limit, hits)], [decision])
+
     async def _peek(self, c: Check) -> Decision:
         _, (d,) = await self._decide([Check(c.key, c.limit, 0)], all_or_none=False)
         return Decision(False, d.remaining, d.rate, d.burst, d.reset_ms, d.retry_ms)
