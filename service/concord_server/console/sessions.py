@@ -211,6 +211,8 @@ class SessionStore:
             log.info("console: a login from %s with an unknown token was refused", address)
             raise Unauthenticated("unknown token")
         await self.throttle.give_back(taken)
+        if replacing:  # the browser's session before this one: it holds one at a time
+            await self.logout(replacing)
         tid = token_id(digest)
         cookie = f"{tid}.{secrets.token_urlsafe(32)}"
         keys, member = self._keys.console_sessions(tid), _hash(cookie)
@@ -220,8 +222,6 @@ class SessionStore:
         viewer = viewer_of(identity, digest)
         if dropped:
             log.info("console: %s has %d sessions open, its most: its oldest %d ended", viewer.who, self.cap, dropped)
-        if replacing:
-            await self.logout(replacing)
         return cookie, viewer
 
     async def logout(self, cookie: str | None) -> None:
