@@ -2,8 +2,8 @@
 server process, over the same primitives, tokens and tenants as the gRPC API.
 
 One idea per module: app.py (the aiohttp application, its routes and actions),
-auth.py (log in with an API token, sessions, who may do what: edge/auth.py's
-Identity), views.py (what a page shows, read through the primitives app.py built),
+auth.py (who may do what: edge/auth.py's Identity), sessions.py (log in with an
+API token; sessions kept in Redis; the login throttle), views.py (what a page shows, read through the primitives app.py built),
 live.py (one snapshot per tenant per interval, pushed to every viewer over
 Server-Sent Events, with a cap on open streams), static/ (the page, bundled).
 
