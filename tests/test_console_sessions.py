@@ -285,3 +285,21 @@ async def test_a_session_ends_at_its_lifetime_however_busy(pipe, tmp_path, name)
         return False
 
     await async_wait_until(ended, DEADLINE, 0.02, "the session's end at its lifetime")
+
+
+async def test_an_idle_session_ends_at_its_idle_timeout(pipe, tmp_path, name):
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(TOKENS)
+    sessions = store.SessionStore(AuthInterceptor(tokens), pipe, KeySpace(f"idle-{name.split(':')[1]}"))
+    sessions.idle_ms = 300  # and the idle timer is written once a minute: these looks do not slide it
+    cookie, _ = await sessions.login(READER, "10.0.0.1")
+    await sessions.viewer(cookie)
+
+    async def ended() -> bool:
+        try:
+            await sessions.viewer(cookie)
+        except Unauthenticated:
+            return True
+        return False
+
+    await async_wait_until(ended, DEADLINE, 0.02, "the session's end at its idle timeout")
