@@ -303,3 +303,28 @@ async def test_an_idle_session_ends_at_its_idle_timeout(pipe, tmp_path, name):
         return False
 
     await async_wait_until(ended, DEADLINE, 0.02, "the session's end at its idle timeout")
+
+
+async def test_sessions_and_the_throttle_work_on_a_redis_cluster(redis_cluster, tmp_path):
+    """Each session script touches one slot (the token's hash tag), as on one node."""
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(TOKENS)
+    port = free_port()
+    server = ServerProcess("--redis-url", redis_cluster.url, "--redis-cluster", "--auth-tokens", str(tokens),
+                           "--console-listen", f"127.0.0.1:{port}")
+    server.start(tmp_path / "server.log")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        cookies = [await _login(base, token) for token in (ADMIN, READER, CAPPED, REVOKED)]
+        assert [await _status(base, cookie) for cookie in cookies] == [200] * 4
+        assert (await _request(base, "POST", "/api/logout", cookies[0], body={}))[0] == 200
+        assert await _status(base, cookies[0]) == 401 and await _status(base, cookies[1]) == 200
+        tokens.write_text(TOKENS.replace(REVOKED, "sessions-someone-else-0123456789"))
+        server.signal(signal.SIGHUP)
+        await async_wait_until(lambda: _refused(base, cookies[3]), DEADLINE, 0.05, "the revoked token's session ends")
+        for _ in range(store.ADDRESS_FAILURES):
+            assert (await _request(base, "POST", "/api/login", body={"token": "sessions-wrong-0123456789"},
+                                   source="127.0.0.4"))[0] == 401
+        assert (await _request(base, "POST", "/api/login", body={"token": ADMIN}, source="127.0.0.4"))[0] == 429
+    finally:
+        assert server.stop() == 0, server.log_text()
