@@ -200,11 +200,14 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         except ValueError as exc:
             log.error("token file not reloaded, the old tokens stay in force: %s", exc)
             return
-        for listener in self.reload_listeners:
-            listener(old, self.table)
         ended = self.open_calls.revoke(lambda digest, method: self._revoked(old, digest, method))
         if ended:
             log.info("token file reload ended %d open calls whose tokens it no longer allows", ended)
+        for listener in self.reload_listeners:
+            try:
+                listener(old, self.table)
+            except Exception:  # the reload took and the open calls were ended: a listener cannot undo that
+                log.exception("a token file reload listener failed")
 
     def _revoked(self, old: TokenTable, digest: bytes, method: str) -> ConcordError | None:
         now, before = self.table.by_digest(digest), old.by_digest(digest)
