@@ -248,7 +248,7 @@ class ConsoleSessionKeys(NamedTuple):
     """The web console's sessions of one API token (console/sessions.py), in one slot:
     the token's index and each session's record share the hash tag."""
 
-    index: str  # zset: session -> created at (ms, Redis clock), oldest first; expires with the newest
+    index: str  # zset: session -> created at (us, Redis clock), oldest first; expires with the newest
     record: str  # prefix of a session's hash (+ the SHA-256 of its secret): d t r c x a
 
     def session(self, secret_hash: str) -> str:

@@ -6,7 +6,7 @@ id is a hash of the token's SHA-256 digest (it names the token's slot, nothing
 more), the secret 32 random bytes (``secrets``). Redis keeps, in the console's own
 key space (``KeySpace.server_console``: no tenant can build a key of it), per token:
 
-    {<prefix>#console:token:<token id>}:sessions   zset: session -> created ms (oldest first)
+    {<prefix>#console:token:<token id>}:sessions   zset: session -> created us (oldest first)
     {<prefix>#console:token:<token id>}:s:<hash>   hash: d (the token's SHA-256, hex), t tenant,
                                                    r role (at login), c created ms, x ends ms,
                                                    a last refreshed ms
