@@ -55,7 +55,7 @@ from concord.error.v1.error_pb2 import REASON_RESOURCE_EXHAUSTED
 
 from ..edge.auth import AuthInterceptor, Identity, TokenTable, digest_of
 from ..errors import ConcordError, LimitReached, PermissionDenied, Unauthenticated
-from ..keys import ConsoleSessionKeys, KeySpace
+from ..keys import KeySpace
 from ..primitives.ratelimit import Algorithm, Decision, Limit, RateLimits
 from ..store.reply_shapes import INT, STR, Tagged, Tup
 from ..store.scripts import Commands, script
@@ -121,10 +121,10 @@ class LoginThrottle:
         try:
             decision = await self._limits.check(key, self._per_address, 1)
         except BaseException:
-            self._tokens += 1
+            self._tokens = min(self._burst, self._tokens + 1)
             raise
         if not decision.allowed:
-            self._tokens += 1  # the token was not compared: no guess was spent
+            self._tokens = min(self._burst, self._tokens + 1)  # the token was not compared: no guess spent
             delay = max(decision.retry_ms, 1) / 1000
             self._remember(key, now + delay)
             raise _throttled("from this address", delay)
