@@ -51,3 +51,13 @@ def test_the_server_keys_are_no_tenant_nor_the_shared_space_and_the_same_from_an
     for key in server:  # a tenant's keys start "{concord@", the shared space's "{concord:"
         assert key.startswith("{concord#") and not key.startswith(("{concord@", "{concord:"))
     assert root.tenant("acme").lock_activity == "{concord@acme:lock-activity}" != root.lock_activity
+
+
+def test_a_tokens_console_sessions_share_one_slot_out_of_every_tenants_reach():
+    root = KeySpace("concord")
+    sessions = root.server_console().console_sessions("0123456789abcdef0123456789abcdef")
+    keys = (sessions.index, sessions.session("ab" * 32))
+    assert len({key_slot(key.encode()) for key in keys}) == 1  # each session script: one slot
+    assert root.tenant("acme").server_console().console_sessions("0123456789abcdef0123456789abcdef") == sessions
+    for key in keys:
+        assert key.startswith("{concord#console:") and not key.startswith(("{concord@", "{concord:"))
