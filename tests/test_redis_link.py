@@ -174,7 +174,8 @@ async def test_a_reply_out_of_shape_is_refused_logged_and_drops_the_connection(r
 
 def test_every_script_declares_a_reply_shape_and_every_entry_script_is_declared():
     import concord_server.app  # noqa: F401 - imports every primitive, so every script is declared
-    import concord_server.console.sessions  # noqa: F401 - the console's (imported only with it on)
+    import concord_server.console.sampler  # noqa: F401 - the console's (imported only with it on)
+    import concord_server.console.sessions  # noqa: F401
 
     declared = scripts.registered()
     from importlib import resources
