@@ -9,6 +9,8 @@ Routes:
   GET  /api/events                the same, live: Server-Sent Events (live.py)
   POST /api/locks/force-release {"name"}   an admin's release of a lock (the next waiter gets it)
   POST /api/queues/...           task search and queue actions: queue_actions.py
+  GET  /api/queues/<queue>, /api/tasks/<queue>/<id>, /api/locks/<name>/waiters
+                                  a queue's page, a task's history, a lock's waiters: queue_detail.py
   POST /api/autocomplete/suggest  the suggestion box (a read): views_autocomplete.py
 
 An action needs what its gRPC method needs (ForceRelease: an admin token; auth.py),
@@ -39,6 +41,7 @@ from .auth import COOKIE, SESSION_TTL, Sessions, Viewer
 from .live import KEEPALIVE, Hub
 from .queue_actions import QueueActions
 from .queue_actions import may as queue_may
+from .queue_detail import QueueDetail
 from . import extra_views
 from .views import Overview, locks_view, queues_view, semaphores_view
 
@@ -90,6 +93,7 @@ class Console:
         app.router.add_get("/api/events", self._events)
         app.router.add_post("/api/locks/force-release", self._force_release)
         self.queue_actions.add_routes(app)
+        QueueDetail(self).add_routes(app)  # GET: a queue's page, a task's history, a lock's waiters
         extra_views.add_routes(self, app)  # POST /api/autocomplete/suggest
         app.router.add_static("/static/", STATIC, follow_symlinks=False)
         app.on_response_prepare.append(_secure_headers)
