@@ -4,7 +4,8 @@ server with tokens: a queue opened from the Queues page by keyboard shows a dela
 task with its due time and a leased task with its lease's Dequeue call; the task opened
 from there shows its history (enqueued, leased, failed with its error, leased again);
 a lock with 10,000 waiters shows its first 50 on the Locks page with a link to all of
-them, whose page shows the first 100 in FIFO order and pages on; no page logs a
+them, whose page shows the first 100 in FIFO order and pages on; dead tasks and a
+search's results show one page at a time however many there are; no page logs a
 console error, and at phone width the queue's page still fits. Screenshots go where
 test_console_browser.py puts them (docs/console/ holds the README's)."""
 
@@ -16,6 +17,7 @@ import threading
 from collections.abc import Iterator
 
 import concord
+from concord.queues import NewTask
 from test_console import ACME_ADMIN, ACME_READER, ACME_WRITER, console_server  # noqa: F401 (a fixture)
 from test_console_browser import UI_DEADLINE_MS, Page, browser, shots  # noqa: F401 (fixtures)
 from test_console_detail import MASS_WAITERS, waiting
@@ -128,6 +130,48 @@ def test_ten_thousand_waiters_show_a_page_at_a_time(browser, console_server, sho
             status.get_by_text("positions 101 to 200").wait_for(timeout=UI_DEADLINE_MS)
             rows.first.locator('td[data-label="position"]').get_by_text("101").wait_for(timeout=UI_DEADLINE_MS)
             assert rows.count() == 100
+            assert admin.errors == [], admin.errors
+        finally:
+            admin.close()
+
+
+def test_dead_letters_and_search_results_show_one_page_at_a_time(browser, console_server, name):
+    """25 dead tasks: a queue's page shows 20 and pages on to the other 5; a search
+    finding 120 tasks shows 50, then the next 50 in their place."""
+    admin = Page(browser, console_server.console, viewport={"width": 1280, "height": 900})
+    with concord.Client(console_server.target, token=ACME_WRITER) as client:
+        q = client.queue(name)
+        q.put_many([NewTask("resize", b"{}", max_attempts=1) for _ in range(25)])
+        for task in q.get(25, lease_ttl=30):
+            q.nack(task, "disk full", retryable=False)
+        q.put_many([NewTask("thumbnail", b"{}") for _ in range(120)])
+        try:
+            admin.log_in(ACME_ADMIN)
+            page = admin.page
+            page.goto(f"{console_server.console}/#queue/{name}")
+            dead = page.locator('[data-list="dead"] tbody tr')
+            dead.nth(19).wait_for(timeout=UI_DEADLINE_MS)
+            assert dead.count() == 20
+            page.get_by_role("button", name="Next page of dead tasks").click()
+            page.locator('[data-pager="dead"]').get_by_text("page 2").wait_for(timeout=UI_DEADLINE_MS)
+            dead.nth(4).wait_for(timeout=UI_DEADLINE_MS)
+            assert dead.count() == 5
+            page.get_by_role("button", name="First page of dead tasks").click()
+            dead.nth(19).wait_for(timeout=UI_DEADLINE_MS)
+
+            page.get_by_role("link", name="Queues", exact=True).click()
+            search = page.locator("#search-form")
+            search.get_by_label("Queue").fill(name)
+            search.get_by_label("Type", exact=True).fill("thumbnail")
+            search.get_by_role("button", name="Search").click()
+            status = page.locator("#search-status")
+            status.get_by_text("50 tasks found").wait_for(timeout=UI_DEADLINE_MS)
+            rows = page.locator("#search-results tbody tr")
+            assert rows.count() == 50
+            first = rows.first.get_attribute("data-task")
+            page.locator("#search-more").click()
+            status.get_by_text("page 2: 50 shown").wait_for(timeout=UI_DEADLINE_MS)
+            assert rows.count() == 50 and page.locator(f'#search-results tr[data-task="{first}"]').count() == 0
             assert admin.errors == [], admin.errors
         finally:
             admin.close()

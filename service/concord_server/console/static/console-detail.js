@@ -385,8 +385,15 @@ function drawWaiters(lock) {
   focusTitle("lock-title");
 }
 
+// The nav link of the list a detail page belongs to is marked as the current page.
+function markNav(view) {
+  for (const a of document.querySelectorAll("nav a")) {
+    if (a.dataset.view === view) a.setAttribute("aria-current", "page");
+  }
+}
+
 // Each page renders on every snapshot (once a second) and reads again when REFRESH_MS passed.
-const whenLoggedIn = (render) => () => { if (state.me && state.me.logged_in) render(); };
-registerView("queue", whenLoggedIn(renderQueuePage));
-registerView("task", whenLoggedIn(renderTaskPage));
-registerView("lock", whenLoggedIn(renderLockPage));
+const whenLoggedIn = (render, nav) => () => { if (state.me && state.me.logged_in) { markNav(nav); render(); } };
+registerView("queue", whenLoggedIn(renderQueuePage, "queues"));
+registerView("task", whenLoggedIn(renderTaskPage, "queues"));
+registerView("lock", whenLoggedIn(renderLockPage, "locks"));
