@@ -51,7 +51,7 @@ def console_server(redis_server, tmp_path_factory) -> Iterator[ServerProcess]:
     (folder / "tokens.toml").write_text(TOKENS)
     port = free_port()
     server = ServerProcess("--redis-url", redis_server.url, "--auth-tokens", str(folder / "tokens.toml"),
-                           "--console-listen", f"127.0.0.1:{port}")
+                           "--console-listen", f"127.0.0.1:{port}", "--console-history-interval", "1s")
     server.console = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
     server.start(folder / "server.log")
     yield server
@@ -103,13 +103,15 @@ async def test_a_token_logs_in_with_an_http_only_strict_cookie(console_server, s
     async with s.get("/api/me") as r:
         me = await r.json()
     assert (me["tenant"], me["role"], me["may"]) == ("acme", "read-only", {
-        "list_locks": True, "force_release": False, "list_semaphores": True, "list_queues": True, "search_tasks": True,
-        "list_schedules": True, "retry_dead": False, "delete_dead": False, "cancel": False, "purge": False,
-        "pause_queue": False, "pause_schedule": False, "list_rwlocks": True, "list_elections": True,
-        "list_chats": True, "list_indexes": True, "list_file_groups": True, "suggest": True})
+        "list_locks": True, "force_release": False, "list_semaphores": True, "list_queues": True,
+        "see_processes": False, "search_tasks": True, "list_schedules": True, "retry_dead": False,
+        "delete_dead": False, "cancel": False, "purge": False, "pause_queue": False, "pause_schedule": False,
+        "list_rwlocks": True, "list_elections": True, "list_chats": True, "list_indexes": True,
+        "list_file_groups": True, "suggest": True})
     assert ACME_READER not in json.dumps(me)
     snapshot = await _snapshot(s)
     assert snapshot["overview"]["redis"]["serving"] is True and "items" in snapshot["locks"]
+    assert "processes" not in snapshot  # server-wide: admin tokens only
     # A form post (not JSON), as a cross-site page could send, is refused.
     async with s.post("/api/locks/force-release", data={"name": "x"}) as r:
         assert r.status == 400

@@ -2,7 +2,8 @@
 Playwright for Python, nothing downloaded (no `playwright install`). Skipped, with
 the reason, where chromium or playwright is missing.
 
-Against a live server with tokens: the overview, locks, coordination, queues, chats,
+Against a live server with tokens: the overview (with the server processes), locks
+(with the lock activity), coordination, queues (with each queue's chart), chats,
 autocomplete and files pages render with no console error; a lock taken through the
 API shows with its waiter; a force-release confirmed in the page hands the lock to the
 waiter; a semaphore shows with its holder; a dead task shows with its error, is found
@@ -85,11 +86,18 @@ def test_the_pages_render_live_and_force_release_hands_the_lock_on(browser, cons
             admin.log_in(ACME_ADMIN)
             page = admin.page
             page.get_by_role("heading", name="Overview").wait_for(timeout=UI_DEADLINE_MS)
-            page.get_by_text("reachable").wait_for(timeout=UI_DEADLINE_MS)
+            page.locator("#overview-cards").get_by_text("● reachable").wait_for(timeout=UI_DEADLINE_MS)
+            # Every server process, from the registry in Redis: this one at least, with its health's shape.
+            process = page.locator(f'#processes tr[data-process] td[data-label="process"]:has-text("pid {console_server.proc.pid}")')
+            process.wait_for(timeout=UI_DEADLINE_MS)
+            page.locator("#processes tr[data-process] .state").first.wait_for(timeout=UI_DEADLINE_MS)
+            process.locator("xpath=..").locator('td[data-label="loop lag"]').get_by_text("ms").wait_for(
+                timeout=UI_DEADLINE_MS)  # its second beat: figures over an interval
             page.screenshot(path=str(shots / "console-overview.png"), full_page=True)
 
             page.get_by_role("link", name="Locks").click()
             page.get_by_text("No lock is held").wait_for(timeout=UI_DEADLINE_MS)  # the empty state says what to do
+            page.locator("#lock-activity").get_by_text("Lock handoffs per second").wait_for(timeout=UI_DEADLINE_MS)
             held = holder.lock(name, ttl=60, owner="stuck-worker").acquire()
             thread = threading.Thread(target=lambda: granted.append(
                 waiter.lock(name, ttl=60, owner="next-worker").acquire(timeout=30)))
@@ -151,6 +159,9 @@ def test_the_coordination_and_queues_pages_render_live_and_retry_makes_a_dead_ta
             page.get_by_role("link", name="Queues").click()
             dead = page.locator(f'[data-dead-of="{name}"] tr[data-task="{handle.task_id}"]')  # ids are per queue
             dead.get_by_text("disk full").wait_for(timeout=UI_DEADLINE_MS)
+            # Its counts over time, drawn in the page from the history kept in Redis.
+            page.locator(f'tr[data-queue="{name}"] svg.spark[aria-label*="3 samples"]').wait_for(
+                timeout=3 * UI_DEADLINE_MS)  # sampled once a second (the fixture's --console-history-interval)
             page.screenshot(path=str(shots / "console-queues.png"), full_page=True)
 
             reader.log_in(ACME_READER)

@@ -34,3 +34,20 @@ def test_distinct_names_never_share_keys(a, b):
 def test_different_names_spread_across_slots():
     slots = {key_slot(KeySpace("concord").lock(f"orders:{i}").holder.encode()) for i in range(200)}
     assert len(slots) > 150
+
+
+@given(NAMES)
+def test_a_queue_history_shares_its_queue_slot(name):
+    k = KeySpace("concord").tenant("acme").queue(name)
+    assert len({key_slot(key.encode()) for key in [*k.keys, k.series]}) == 1
+
+
+def test_the_server_keys_are_no_tenant_nor_the_shared_space_and_the_same_from_any():
+    root = KeySpace("concord")
+    server = (root.processes.index, root.processes.record("ab12"), root.history_sampler)
+    assert root.tenant("acme").processes == root.processes  # the server's, whoever builds them
+    assert root.tenant("acme").history_sampler == root.history_sampler
+    assert key_slot(server[0].encode()) == key_slot(server[1].encode())  # the registry's script: one slot
+    for key in server:  # a tenant's keys start "{concord@", the shared space's "{concord:"
+        assert key.startswith("{concord#") and not key.startswith(("{concord@", "{concord:"))
+    assert root.tenant("acme").lock_activity == "{concord@acme:lock-activity}" != root.lock_activity

@@ -4,6 +4,7 @@ health and reflection; serves until told to stop, then drains."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import signal
@@ -53,8 +54,11 @@ from .edge.methods import SERVICES
 from .edge.rpc_metrics import RpcMetrics
 from .metrics import Metrics
 from .store.notifications import NotificationBus
-from .primitives import (autocomplete, chat, chat_feeds, deadlocks, election, files, lock, queue, ratelimit, rwlock,
-                         schedules, semaphore)
+from .primitives import (autocomplete, chat, chat_feeds, deadlocks, election, files, lock, lock_activity, queue,
+                         queue_history, ratelimit, rwlock, schedules, semaphore)
+from .process_figures import ProcessFigures
+from .process_registry import ProcessRegistry
+from .process_registry import SCRIPTS as REGISTRY_SCRIPTS
 from .primitives.schedule_ticker import Ticker
 from .store.health import RedisHealth
 from .store.client import connect_cluster
@@ -114,6 +118,8 @@ class Primitives:
     elections: election.Elections
     rwlocks: rwlock.RWLocks
     ratelimits: ratelimit.RateLimits
+    history: queue_history.QueueHistory  # the console's samples of queue counts
+    lock_activity: lock_activity.LockActivity  # the console's handoffs and deadlocks broken, per interval
 
 
 @dataclass
@@ -139,6 +145,8 @@ class Server:
     ticker: Ticker | None = None  # runs the queues' schedules
     sentinel_watch: SwitchWatch | None = None  # redis+sentinel://: drops links to a demoted primary
     console: Any = None  # --console-listen: console.app.Console
+    registry: ProcessRegistry | None = None  # this process's record in Redis, for every replica's console
+    sampler: Any = None  # --console-listen: console.sampler.HistorySampler
 
     async def stop(self) -> None:
         """Health goes NOT_SERVING; blocked waits end with UNAVAILABLE at once (their
@@ -146,6 +154,8 @@ class Server:
         grace period; releases they leave behind reach Redis before it is closed."""
         if self.redis_health is not None:  # first: it must not set SERVING again
             await self.redis_health.aclose()
+        if self.registry is not None:  # every console shows this process draining
+            await self.registry.draining()
         await self.health.enter_graceful_shutdown()
         if self.console is not None:
             await self.console.aclose()
@@ -160,6 +170,10 @@ class Server:
         await self.waiters.aclose()
         for listeners in self.listeners:
             await listeners.aclose()
+        if self.sampler is not None:
+            await self.sampler.aclose()
+        if self.registry is not None:  # last of the writes: the record goes before the link closes
+            await self.registry.aclose()
         if self.sentinel_watch is not None:
             await self.sentinel_watch.aclose()
         await self.bus.close()
@@ -227,8 +241,10 @@ async def start(settings: Settings) -> Server:
         elections = election.Elections(commands, keyspace, waiters, chat_bells, process_id=process_id)
         rwlocks = rwlock.RWLocks(commands, keyspace, waiters, process_id=process_id)
         limits = ratelimit.RateLimits(commands, keyspace, doorbells, cluster=settings.redis_cluster)
+        history = queue_history.QueueHistory(commands, keyspace, queues.weight)
+        activity = lock_activity.LockActivity(commands, keyspace)
         return Primitives(locks, semaphores, queues, ticks, chats, feeds, completer, shipper, elections, rwlocks,
-                          limits)
+                          limits, history, activity)
 
     p = tenants.route(keyspace, build, tenanted=bool(settings.auth_tokens))
     locks, semaphores, queues, chats, feeds = p.locks, p.semaphores, p.queues, p.chats, p.feeds
@@ -236,7 +252,7 @@ async def start(settings: Settings) -> Server:
     try:  # load scripts up front; a Redis that is down now is retried on first use
         for s in (*lock.SCRIPTS, *semaphore.SCRIPTS, *queue.SCRIPTS, *schedules.SCRIPTS, *chat.SCRIPTS,
                   *autocomplete.SCRIPTS, *files.SCRIPTS, *election.SCRIPTS, *deadlocks.SCRIPTS, *rwlock.SCRIPTS,
-                  *ratelimit.SCRIPTS):
+                  *ratelimit.SCRIPTS, *queue_history.SCRIPTS, *lock_activity.SCRIPTS, *REGISTRY_SCRIPTS):
             await s.load(commands)
     except Exception as exc:
         log.warning("Redis not reachable at start-up (%s); serving UNAVAILABLE until it is", exc)
@@ -274,17 +290,38 @@ async def start(settings: Settings) -> Server:
         wrap=undecodable.reject)
     # SERVING or NOT_SERVING as Redis answers now, so the first answer is true; then it follows Redis.
     redis_health = await RedisHealth(commands, health_servicer, SERVICE_NAMES).start()
-    console, console_port = None, 0
+    figures = ProcessFigures(waiters, (doorbells, chat_bells), observer, monitor, settings.workers)
+    registry = ProcessRegistry(commands, keyspace, process_id, figures, redis_health, listen=settings.listen,
+                               console=None)
+    console, console_port, sampler = None, 0, None
     if settings.console_listen:  # listening before the gRPC port: once health answers, the console does too
         from .console.app import Console  # aiohttp is imported only with the console on
+        from .console.sampler import SCRIPTS as SAMPLER_SCRIPTS
+        from .console.sampler import HistorySampler
         from .console.views import Overview
 
-        overview = Overview(commands, redis_health, waiters, (doorbells, chat_bells), observer, settings.workers,
-                            interval=1.0)
-        console = Console(p, overview, auth_interceptor)
+        console = Console(p, Overview(commands, redis_health, registry, interval=1.0), auth_interceptor,
+                          history_interval=settings.console_history_interval)
         console_port = await console.start(settings.console_listen)
+        registry.console = f"{settings.console_listen.rpartition(':')[0]}:{console_port}"
+        for s in SAMPLER_SCRIPTS:
+            with contextlib.suppress(Exception):  # a Redis that is down now is retried on first use
+                await s.load(commands)
+
+        def known_tenants() -> list[str | None]:  # whose queues are sampled: the token table's tenants
+            if auth_interceptor is None:
+                return [None]
+            return sorted({identity.tenant for _, identity in auth_interceptor.table.entries})
+
+        sampler = HistorySampler(commands, keyspace, process_id, p, known_tenants,
+                                 settings.console_history_interval)
     port = tls.add_port(server, settings)  # TLS with --tls-cert
+    registry.listen = f"{settings.listen.rpartition(':')[0]}:{port}"
+    await registry.first_beat()  # listed before the port serves: a caller finds the record there
     await server.start()
+    registry.start()
+    if sampler is not None:
+        sampler.start()
     log.info("concord-server serving on %s (port %d)", settings.listen, port)
     if console is not None:
         host = (settings.console_listen or "").rpartition(":")[0].strip("[]")
@@ -301,7 +338,7 @@ async def start(settings: Settings) -> Server:
     return Server(server, health_servicer, port, settings, redis, commands, bus, waiters, (doorbells, chat_bells, outcomes),
                   (locks, semaphores, queues, feeds, completer, shipper, p.elections, p.rwlocks, p.ratelimits),
                   monitor, collector, observer, auth=auth_interceptor, redis_health=redis_health, ticker=ticker,
-                  sentinel_watch=sentinel_watch, console=console)
+                  sentinel_watch=sentinel_watch, console=console, registry=registry, sampler=sampler)
 
 
 async def serve(settings: Settings) -> None:

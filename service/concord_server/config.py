@@ -105,6 +105,9 @@ class Settings:
     console_listen: str | None = _setting(
         None, "host:port of the web console (HTTP; log in with a --auth-tokens token; README \"Web console\"); "
               "port 0: any free port; with --workers N, port + i for worker i. Unset: no console")
+    console_history_interval: float = _setting(
+        10.0, "how often the console samples each queue's counts for its charts (one process at a time, kept in "
+              "Redis: the last 360 samples, an hour at 10s)", duration=True)
     log_format: str = _setting("text", "text: one human-readable line per record; json: one JSON object per line "
                                        "(time, level, logger, message, exception)", choices=["text", "json"])
     tracing: bool = _setting(False, "trace gRPC calls with OpenTelemetry (needs the [tracing] extra); exporter "
@@ -210,6 +213,7 @@ class Settings:
         check(0.1 <= self.file_upload_lease <= 3600, "file_upload_lease", "must be 100ms to 1h")
         check(self.metrics_listen is None or _host_port(self.metrics_listen), "metrics_listen", "must be host:port")
         check(self.console_listen is None or _host_port(self.console_listen), "console_listen", "must be host:port")
+        check(0.1 <= self.console_history_interval <= 3600, "console_history_interval", "must be 100ms to 1h")
         check(_host_port(self.listen), "listen", "must be host:port")
         check((self.tls_cert is None) == (self.tls_key is None), "tls_cert tls_key",
               "needs {tls_key} too" if self.tls_key is None else "needs {tls_cert} too")

@@ -164,6 +164,7 @@ class QueueKeys(NamedTuple):
     debounce_prefix: str  # + debounce key: string -> the task id that later ones replace while it is pending
     group_prefix: str  # + group: hash with the group's rules and counts (queue_common.lua)
     group_ready_prefix: str  # + group: zset of its ready tasks, task id -> order score (as ready)
+    series: str  # list: the console's samples of the queue's counts, newest first (primitives/queue_history.py)
 
     @property
     def keys(self) -> list[str]:
@@ -186,6 +187,18 @@ class ScheduleIndexKeys(NamedTuple):
 
     queues: str  # set: "<key space prefix> <queue name>" of each queue with schedules
     channel: str  # shard channel: such a member when that queue's schedules changed
+
+
+class ProcessKeys(NamedTuple):
+    """The process registry (process_registry.py): server-wide, in a key space of the
+    server's own that no tenant (``@``) nor the shared space (``:`` after the prefix)
+    can build a key of; both keys in one slot."""
+
+    index: str  # zset: process id -> its last beat (ms, Redis clock)
+    record_prefix: str  # + process id: string, the process's record (JSON), PX a few beats
+
+    def record(self, process_id: str) -> str:
+        return self.record_prefix + process_id
 
 
 class ChatKeys(NamedTuple):
@@ -259,6 +272,30 @@ class KeySpace:
         space = KeySpace.__new__(KeySpace)
         space.prefix = f"{self.prefix}#limits"
         return space
+
+    @property
+    def root(self) -> str:
+        """The server's prefix, without a tenant's ``@<tenant>``."""
+        return self.prefix.split("@")[0]
+
+    @property
+    def processes(self) -> ProcessKeys:
+        """The process registry of every server on this prefix: ``{<prefix>#processes}``
+        (the same from any tenant's key space: it is the server's, not theirs)."""
+        t = "{%s#processes}" % self.root
+        return ProcessKeys(t, f"{t}:")
+
+    @property
+    def history_sampler(self) -> str:
+        """string: the process that samples the queues' histories now (console/sampler.py),
+        PX a few ticks: ``{<prefix>#history}:sampler``, the server's own."""
+        return "{%s#history}:sampler" % self.root
+
+    @property
+    def lock_activity(self) -> str:
+        """list: this key space's lock handoffs and deadlocks broken per interval, newest
+        first (primitives/lock_activity.py); its own slot."""
+        return "{%s:lock-activity}" % self.prefix
 
     def tag(self, kind: str, name: str) -> str:
         return "{%s:%s:%s}" % (self.prefix, kind, escape(name))
@@ -339,7 +376,7 @@ class KeySpace:
                          f"{t}:paused", f"{t}:done", f"{t}:policy", f"{t}:schedules", f"{t}:events",
                          f"{t}:event-seq", f"{t}:lanes", f"{t}:held", f"{t}:groups", f"{t}:flow", f"{t}:wake",
                          f"{t}:finished", f"{t}:task:", f"{t}:dedupe:", f"{t}:schedule:", f"{t}:throttle:",
-                         f"{t}:debounce:", f"{t}:group:", f"{t}:group-ready:")
+                         f"{t}:debounce:", f"{t}:group:", f"{t}:group-ready:", f"{t}:series")
 
     @property
     def schedule_index(self) -> ScheduleIndexKeys:

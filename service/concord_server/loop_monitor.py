@@ -143,6 +143,17 @@ class LoopMonitor:
             "windows": list(self._windows),  # the last KEEP_WINDOWS, oldest first
         }
 
+    def recent_max(self, since: float) -> float | None:
+        """The largest lateness in the windows that started at ``since`` (monotonic) or
+        later, the one open now included; None before one has (the process registry's
+        beat: process_figures.py, which so leaves out the start-up)."""
+        found = self._current.max if self._current_start >= since and self._current.ticks else None
+        for window in reversed(self._windows):
+            if window["start"] < since:
+                break
+            found = max(found or 0.0, window["max_s"])
+        return found
+
     def write(self) -> None:
         if self.path is None:
             return

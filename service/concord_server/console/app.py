@@ -7,6 +7,7 @@ Routes:
   POST /api/logout
   GET  /api/snapshot              the viewer's snapshot once (JSON)
   GET  /api/events                the same, live: Server-Sent Events (live.py)
+  POST /api/queues/history {"queues"}   the named queues' kept samples (views.queue_histories)
   POST /api/locks/force-release {"name"}   an admin's release of a lock (the next waiter gets it)
   POST /api/queues/...           task search and queue actions: queue_actions.py
   GET  /api/queues/<queue>, /api/tasks/<queue>/<id>, /api/locks/<name>/waiters
@@ -19,6 +20,12 @@ who asked. POSTs must carry JSON (a cross-site form cannot) and a same-origin Or
 when one is sent, on top of the SameSite=Strict cookie. Errors are JSON
 ``{"code", "reason", "message"}``, the gRPC status code and ErrorInfo reason the API
 would give.
+
+The server processes (the snapshot's ``processes`` part: every replica's record from
+the process registry, with host names, addresses and server-wide call rates) are the
+server's, not a tenant's: only admin tokens see them (and everyone without
+--auth-tokens, where every viewer may do everything); other viewers get the overview's
+Redis part alone.
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ from .queue_actions import QueueActions
 from .queue_actions import may as queue_may
 from .queue_detail import QueueDetail
 from . import extra_views
-from .views import Overview, locks_view, queues_view, semaphores_view
+from .views import MAX_QUEUES, Overview, locks_view, queue_histories, queues_view, semaphores_view
 
 log = logging.getLogger("concord_server.console")
 
@@ -53,7 +60,7 @@ FORCE_RELEASE = "/concord.lock.v1.LockService/ForceRelease"
 LIST_SEMAPHORES = "/concord.semaphore.v1.SemaphoreService/ListSemaphores"
 LIST_QUEUES = "/concord.queue.v1.QueueService/ListQueues"
 # Each part of a snapshot, its reader, and the method a token must be allowed to see it.
-VIEWS = (("locks", LIST_LOCKS, lambda p: locks_view(p.locks)),
+VIEWS = (("locks", LIST_LOCKS, lambda p: locks_view(p.locks, p.lock_activity)),
          ("semaphores", LIST_SEMAPHORES, lambda p: semaphores_view(p.semaphores)),
          ("queues", LIST_QUEUES, lambda p: queues_view(p.queues)),
          *extra_views.VIEWS)  # read-write locks, elections, chats, autocomplete, files
@@ -73,7 +80,8 @@ T = TypeVar("T")
 class Console:
     """The console of one server process; ``start`` binds it, ``aclose`` ends it."""
 
-    def __init__(self, primitives: Any, overview: Overview, auth: AuthInterceptor | None) -> None:
+    def __init__(self, primitives: Any, overview: Overview, auth: AuthInterceptor | None, *,
+                 history_interval: float = 10.0) -> None:
         self.primitives = primitives
         self._overview = overview
         self.sessions = Sessions(auth)
@@ -82,6 +90,7 @@ class Console:
         self.json_body = _json_body
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
+        self.history_interval = history_interval
 
     def application(self) -> web.Application:
         app = web.Application(middlewares=[_errors], client_max_size=64 * 1024)
@@ -92,6 +101,7 @@ class Console:
         app.router.add_get("/api/snapshot", self._snapshot_once)
         app.router.add_get("/api/events", self._events)
         app.router.add_post("/api/locks/force-release", self._force_release)
+        app.router.add_post("/api/queues/history", self._queue_history)
         self.queue_actions.add_routes(app)
         QueueDetail(self).add_routes(app)  # GET: a queue's page, a task's history, a lock's waiters
         extra_views.add_routes(self, app)  # POST /api/autocomplete/suggest
@@ -131,7 +141,7 @@ class Console:
 
     async def _snapshot(self) -> dict[str, Any]:
         """One tenant's snapshot (run in its feed's context, live.py)."""
-        snapshot: dict[str, Any] = {"overview": await self._overview.read()}
+        snapshot: dict[str, Any] = dict(await self._overview.read())  # overview, processes
         for part, _, read in VIEWS:  # one after the other: each bounds its own Redis work
             try:
                 snapshot[part] = await read(self.primitives)
@@ -141,7 +151,8 @@ class Console:
 
     @staticmethod
     def _hidden(viewer: Viewer) -> tuple[str, ...]:
-        return tuple(part for part, method, _ in VIEWS if not viewer.may(method))
+        hidden = tuple(part for part, method, _ in VIEWS if not viewer.may(method))
+        return hidden if sees_processes(viewer) else (*hidden, "processes")
 
     async def _index(self, request: web.Request) -> web.StreamResponse:
         return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
@@ -184,6 +195,21 @@ class Console:
             except ConnectionResetError:  # the page went away
                 pass
         return response
+
+    async def _queue_history(self, request: web.Request) -> web.Response:
+        """The named queues' kept samples, for the queues page's charts (asked once per
+        history interval while the page shows them, not pushed each second: up to
+        queue_history.KEEP samples a queue)."""
+        viewer = self.viewer(request)
+        body = await _json_body(request)
+        names = body.get("queues")
+        if not isinstance(names, list) or len(names) > MAX_QUEUES or not all(isinstance(n, str) for n in names):
+            raise InvalidArgument(f"queues must be a list of at most {MAX_QUEUES} queue names", field="queues")
+        for name in names:
+            v.name(name)
+        viewer.check(LIST_QUEUES)
+        found = await self.run_as(viewer, lambda: queue_histories(self.primitives.history, names))
+        return web.json_response({**found, "interval_ms": int(self.history_interval * 1000)})
 
     # -- log in and out
 
@@ -238,7 +264,14 @@ def _me(viewer: Viewer, needs_token: bool) -> dict[str, Any]:
             "role": viewer.identity.role,
             "may": {"list_locks": viewer.may(LIST_LOCKS), "force_release": viewer.may(FORCE_RELEASE),
                     "list_semaphores": viewer.may(LIST_SEMAPHORES), "list_queues": viewer.may(LIST_QUEUES),
+                    "see_processes": sees_processes(viewer),
                     **queue_may(viewer), **extra_views.may(viewer)}}
+
+
+def sees_processes(viewer: Viewer) -> bool:
+    """Server processes are the server's: admin tokens see them (and every viewer
+    without --auth-tokens, whose identity is an admin's)."""
+    return viewer.identity.role == "admin"
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:

@@ -1,10 +1,13 @@
 """What the console shows, read through the objects the gRPC servicers use (the
-primitives app.py built, its Redis commands, waiters and metrics), never a Redis
-client of its own. Each reader is bounded by what it names: the overview reads this
-process and one INFO; the locks view reads at most MAX_LOCKS of the viewer's tenant's
+primitives app.py built, its Redis commands, the process registry), never a Redis
+client of its own. Each reader is bounded by what it names: the overview reads one
+INFO and the process registry (at most MAX_PROCESSES records: every replica's
+figures, process_registry.py); the locks view reads at most MAX_LOCKS of the viewer's tenant's
 locks (its own listing index: primitives/listing.py), each with one Describe script,
 and a lock with waiters one more script for its first MAX_WAITERS waiters in FIFO
-order (lock_waiters.lua).
+order (lock_waiters.lua), and the tenant's lock activity (one LRANGE of at most
+lock_activity.KEEP entries); a queue's history is one LRANGE of at most
+queue_history.KEEP samples, for at most MAX_QUEUES named queues.
 
 Everything here is plain data (dicts of str, int, float, bool) ready for JSON.
 """
@@ -12,11 +15,10 @@ Everything here is plain data (dicts of str, int, float, bool) ready for JSON.
 from __future__ import annotations
 
 import asyncio
-import os
-import resource
 import time
 from typing import Any
 
+from ..primitives.queue_history import rates
 from ..store.client import command
 
 MAX_LOCKS = 500  # locks one view lists (the page says when there are more)
@@ -27,25 +29,24 @@ MAX_QUEUES = 100  # queues one view lists
 MAX_DEAD = 20  # dead tasks shown per queue, with their last error
 LIST_PAGE = 200
 DESCRIBE_AT_ONCE = 64  # Describe scripts in flight for one view
+MAX_PROCESSES = 100  # server processes the overview lists (process_registry.MAX_LISTED)
+SLOW_LOOP_MS = 250  # a process whose event loop was this late since its last beat shows as slow
 
 
 class Overview:
-    """The server process, its Redis, its calls: the same for every tenant, so read
-    once per ``interval`` for all of them (``read`` returns the cached reading)."""
+    """Redis, and every live server process (the process registry, so any replica
+    shows them all): the same for every tenant, so read once per ``interval`` for all
+    of them (``read`` returns the cached reading)."""
 
-    def __init__(self, commands: Any, redis_health: Any, waiters: Any, bells: tuple[Any, ...], metrics: Any,
-                 workers: int, interval: float) -> None:
-        self._commands, self._redis_health = commands, redis_health
-        self._waiters, self._bells, self._metrics = waiters, bells, metrics
-        self._workers, self._interval = workers, interval
-        self._started = time.time()
+    def __init__(self, commands: Any, redis_health: Any, registry: Any, interval: float) -> None:
+        self._commands, self._redis_health, self._registry = commands, redis_health, registry
+        self._interval = interval
         self._last: dict[str, Any] | None = None
         self._last_at = 0.0
-        self._calls: tuple[float, dict[tuple[str, str], float]] | None = None  # (when, totals) of the last read
-        self._cpu: tuple[float, float] | None = None
         self._reading: asyncio.Future[dict[str, Any]] | None = None
 
     async def read(self) -> dict[str, Any]:
+        """{"overview": Redis and this process's id, "processes": the registry's records}."""
         if self._last is not None and time.monotonic() - self._last_at < self._interval * 0.9:
             return self._last
         if self._reading is None:  # concurrent readers share one reading
@@ -58,24 +59,21 @@ class Overview:
                 self._reading = None
 
     async def _read(self) -> dict[str, Any]:
-        now = time.monotonic()
-        overview = {"process": self._process(now), "redis": await self._redis(), "calls": self._call_rates(now),
-                    "blocked": {"locks_semaphores": self._waiters.waiting(),
-                                "queues": self._bells[0].waiting() if self._bells else 0,
-                                "chats_files": sum(b.waiting() for b in self._bells[1:])},
-                    "streams": self._streams()}
-        self._last, self._last_at = overview, time.monotonic()
-        return overview
+        redis, processes = await asyncio.gather(self._redis(), self._processes())
+        reading = {"overview": {"redis": redis, "process_id": self._registry.process_id},
+                   "processes": processes}
+        self._last, self._last_at = reading, time.monotonic()
+        return reading
 
-    def _process(self, now: float) -> dict[str, Any]:
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        cpu = usage.ru_utime + usage.ru_stime
-        cpu_percent = None
-        if self._cpu is not None and now > self._cpu[0]:
-            cpu_percent = round(100 * (cpu - self._cpu[1]) / (now - self._cpu[0]), 1)
-        self._cpu = (now, cpu)
-        return {"pid": os.getpid(), "started_at_ms": int(self._started * 1000), "uptime_s": round(time.time() - self._started),
-                "rss_bytes": _rss(usage), "cpu_percent": cpu_percent, "workers": self._workers}
+    async def _processes(self) -> dict[str, Any]:
+        try:
+            listed = await asyncio.wait_for(self._registry.processes(), 1.0)
+        except Exception as exc:  # Redis away: the page says so
+            return {"error": str(exc) or type(exc).__name__, "items": []}
+        items = [dict(r, health=health_of(r, listed.now_ms)) for r in listed.records]
+        items.sort(key=lambda r: (r.get("host", ""), r.get("pid", 0)))
+        return {"items": items, "limit": MAX_PROCESSES, "more": len(items) >= MAX_PROCESSES,
+                "now_ms": listed.now_ms, **totals(items)}
 
     async def _redis(self) -> dict[str, Any]:
         serving = getattr(self._redis_health, "serving", None)
@@ -95,38 +93,45 @@ class Overview:
         })
         return redis
 
-    def _call_rates(self, now: float) -> dict[str, Any]:
-        """Calls per second by service and code since the last reading, from the RPC
-        metrics' counter (edge/rpc_metrics.py)."""
-        if self._metrics is None:
-            return {"available": False, "rates": []}
-        totals: dict[tuple[str, str], float] = {}
-        for family in self._metrics.interceptor.handled.collect():
-            for sample in family.samples:
-                if sample.name.endswith("_total"):
-                    key = (sample.labels["service"].rpartition(".")[2], sample.labels["code"])
-                    totals[key] = totals.get(key, 0.0) + sample.value
-        rates = []
-        if self._calls is not None and now > self._calls[0]:
-            span = now - self._calls[0]
-            for key, total in sorted(totals.items()):
-                rate = (total - self._calls[1].get(key, 0.0)) / span
-                rates.append({"service": key[0], "code": key[1], "per_second": round(rate, 2), "total": int(total)})
-        self._calls = (now, totals)
-        return {"available": True, "rates": rates}
 
-    def _streams(self) -> int | None:
-        if self._metrics is None:
-            return None
-        return int(sum(s.value for f in self._metrics.interceptor.streams.collect() for s in f.samples))
+def health_of(record: dict[str, Any], now_ms: int) -> str:
+    """One word for a process's state, which the page shows as colour and shape:
+    draining (shutting down), redis (its Redis link is down), late (no beat for two
+    beats: stalled, or cut off), slow (its event loop was late by SLOW_LOOP_MS or
+    more since its last beat), else ok."""
+    beat_ms = 1000 * float(record.get("beat_s") or 2.0)
+    if record.get("state") == "draining":
+        return "draining"
+    if not record.get("redis_serving", True):
+        return "redis"
+    if now_ms - int(record.get("beat_ms", now_ms)) > 2 * beat_ms:
+        return "late"
+    if (record.get("loop_lag_ms") or 0) >= SLOW_LOOP_MS:
+        return "slow"
+    return "ok"
 
 
-def _rss(usage: resource.struct_rusage) -> int:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return usage.ru_maxrss * 1024  # the peak, where /proc is not there
+def totals(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """Calls per second by service and code, blocked calls and streams, summed over
+    the processes (those that count calls: process_figures.py)."""
+    rates: dict[tuple[str, str], list[float]] = {}
+    blocked = {"locks_semaphores": 0, "queues": 0, "chats_files": 0}
+    streams, counted = 0, 0
+    for r in items:
+        calls = r.get("calls") or {}
+        if calls.get("available"):
+            counted += 1
+        for c in calls.get("rates", []):
+            found = rates.setdefault((c["service"], c["code"]), [0.0, 0])
+            found[0] += c["per_second"]
+            found[1] += c["total"]
+        for k in blocked:
+            blocked[k] += int((r.get("blocked") or {}).get(k, 0))
+        streams += int(r.get("streams") or 0)
+    return {"calls": {"available": counted > 0, "processes_counting": counted,
+                      "rates": [{"service": s, "code": c, "per_second": round(v[0], 2), "total": int(v[1])}
+                                for (s, c), v in sorted(rates.items())]},
+            "blocked": blocked, "streams": streams}
 
 
 def _info(reply: Any) -> dict[str, str]:
@@ -137,7 +142,7 @@ def _info(reply: Any) -> dict[str, str]:
     return {k.strip(): v.strip() for k, v in pairs}
 
 
-async def _names(lister: Any, cap: int) -> tuple[list[str], bool]:
+async def names_of(lister: Any, cap: int) -> tuple[list[str], bool]:
     """The first ``cap`` names (sorted) of a primitive's listing index, and whether
     there are more; reads at most about cap + LIST_PAGE names."""
     seen: dict[str, None] = {}  # HSCAN may return a name twice
@@ -150,10 +155,11 @@ async def _names(lister: Any, cap: int) -> tuple[list[str], bool]:
     return sorted(seen)[:cap], bool(token) or len(seen) > cap
 
 
-async def locks_view(locks: Any) -> dict[str, Any]:
+async def locks_view(locks: Any, activity: Any) -> dict[str, Any]:
     """The current tenant's locks (tenants.current): at most MAX_LOCKS names, each
-    described: held or free, owner, fencing token, time left, waiters."""
-    names, more = await _names(locks.names, MAX_LOCKS)
+    described: held or free, owner, fencing token, time left, waiters; and the
+    tenant's lock activity (handoffs per second, deadlocks broken)."""
+    names, more = await names_of(locks.names, MAX_LOCKS)
     gate = asyncio.Semaphore(DESCRIBE_AT_ONCE)
 
     async def describe(name: str) -> dict[str, Any]:
@@ -170,14 +176,49 @@ async def locks_view(locks: Any) -> dict[str, Any]:
 
     rows = await asyncio.gather(*(describe(n) for n in names))
     rows.sort(key=lambda r: (not r["held"] and not r["waiters"], -r["waiters"], r["name"]))
-    return {"items": rows, "more": more, "limit": MAX_LOCKS}
+    now_ms, intervals = await activity.read()
+    return {"items": rows, "more": more, "limit": MAX_LOCKS,
+            "activity": activity_summary(now_ms, intervals, activity.interval_ms)}
+
+
+def activity_summary(now_ms: int, intervals: list[Any], interval_ms: int) -> dict[str, Any]:
+    """Handoffs per second over the last whole interval of the Redis clock (0 when it
+    had none: only intervals with activity are kept), handoffs and deadlocks broken
+    over the kept hour, and the interval of the last deadlock."""
+    kinds = ("lock", "semaphore", "rwlock", "election")
+    whole = now_ms - now_ms % interval_ms - interval_ms
+    last = next((i for i in intervals if i.at_ms == whole), None)
+    return {"interval_ms": interval_ms, "handoffs_at_ms": whole,
+            "handoffs_per_second": {k: round(getattr(last, k) * 1000 / interval_ms, 2) if last else 0.0 for k in kinds},
+            "handoffs_last_hour": {k: sum(getattr(i, k) for i in intervals) for k in kinds},
+            "deadlocks_broken": sum(i.deadlocks for i in intervals),
+            "last_deadlock_at_ms": max((i.at_ms for i in intervals if i.deadlocks), default=0)}
+
+
+async def queue_histories(history: Any, names: list[str]) -> dict[str, Any]:
+    """The kept samples of the named queues of the current tenant (at most MAX_QUEUES
+    names, one LRANGE each), oldest first, with the rates in and out over the last two."""
+    gate = asyncio.Semaphore(DESCRIBE_AT_ONCE)
+
+    async def read(name: str) -> dict[str, Any]:
+        async with gate:
+            samples = await history.read(name)
+        found: dict[str, Any] = {"samples": [list(s) for s in samples], "in_per_second": None,
+                                 "out_per_second": None}
+        if len(samples) > 1:
+            came, left = rates(samples[-2], samples[-1])
+            found["in_per_second"], found["out_per_second"] = round(came, 2), round(left, 2)
+        return found
+
+    read_all = await asyncio.gather(*(read(n) for n in names[:MAX_QUEUES]))
+    return {"keep": history.keep, "queues": dict(zip(names[:MAX_QUEUES], read_all))}
 
 
 async def semaphores_view(semaphores: Any) -> dict[str, Any]:
     """The current tenant's semaphores that are held or waited for: at most
     MAX_SEMAPHORES names, each described (one script): limit, permits held, the first
     MAX_HOLDERS holders (owner, permits, time left), live waiters."""
-    names, more = await _names(semaphores.names, MAX_SEMAPHORES)
+    names, more = await names_of(semaphores.names, MAX_SEMAPHORES)
     gate = asyncio.Semaphore(DESCRIBE_AT_ONCE)
 
     async def describe(name: str) -> dict[str, Any]:
@@ -197,7 +238,7 @@ async def queues_view(queues: Any) -> dict[str, Any]:
     """The current tenant's queues that hold tasks: at most MAX_QUEUES names, each
     with its counts by state (one Stats script) and, for a queue with dead tasks, the
     first MAX_DEAD of them (one ListDead read, payloads left out of the snapshot)."""
-    names, more = await _names(queues.names, MAX_QUEUES)
+    names, more = await names_of(queues.names, MAX_QUEUES)
     gate = asyncio.Semaphore(DESCRIBE_AT_ONCE)
 
     async def describe(name: str) -> dict[str, Any]:

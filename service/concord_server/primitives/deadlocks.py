@@ -43,6 +43,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
+from .. import tallies
 from ..errors import Deadlock
 from ..keys import KeySpace
 from ..store.client import command
@@ -247,5 +248,7 @@ def watching(deadlocks: Deadlocks | None, owner: str, lease: str, names: Sequenc
 
 
 def deadlock_error(name: str, cycle: str) -> Deadlock:
+    """The error of the wait that gives up to break a cycle (counted for the console)."""
+    tallies.count("deadlocks")
     return Deadlock(f"waiting for {name!r} would deadlock: {cycle}; this wait was the youngest in the cycle",
                     name=name, cycle=cycle)

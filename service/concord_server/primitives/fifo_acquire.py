@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
+from .. import tallies
 from ..errors import Unavailable
 from ..keys import KeySpace, seen_marker
 from ..store.client import confirm_seen
@@ -196,6 +197,7 @@ async def acquire_queued(waiters: Waiters, claim: Claim[G], wait_ms: int, deadlo
                 # only once the replicas have it (else let go: UNAVAILABLE).
                 bound.reschedule(max(loop.time(), deadline) + LATE)
                 await claim.of.confirm_seen(claim.channel)
+                tallies.count(claim.primitive)  # the console's handoffs per second (tallies.py)
                 if waiters.on_handoff is not None:
                     granted_ms = grant.expires_at_ms - claim.ttl_ms
                     waiters.on_handoff(claim.primitive, _handoff(queued_ms, queued_at, granted_ms, loop.time()))

@@ -74,6 +74,7 @@ function showView() {
   const name = (location.hash || "#overview").slice(1).split("/")[0]; // "#queue/<name>": the page "queue"
   const pages = ["overview", "locks", "coordination", "queues", ...extraViews.keys()].filter((v, i, all) => all.indexOf(v) === i);
   state.view = pages.includes(name) ? name : "overview";
+  if (state.view !== "queues") { clearTimeout(charts.timer); charts.timer = null; }
   const loggedIn = state.me && state.me.logged_in;
   $("login").hidden = loggedIn;
   for (const v of pages) $(`view-${v}`).hidden = !loggedIn || v !== state.view;
@@ -89,13 +90,22 @@ function card(title, big, rows = [], extra = null) {
     rows.length ? el("dl", {}, rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])) : null, extra);
 }
 
-function renderOverview(o) {
-  const p = o.process, r = o.redis;
+// A process's health word (console/views.health_of) as colour and shape.
+const HEALTH = {
+  ok: ["ok", "● serving"], slow: ["waiting", "▲ slow loop"], late: ["waiting", "◌ late beat"],
+  draining: ["free", "◐ draining"], redis: ["bad", "■ Redis unreachable"],
+};
+
+function health(word) {
+  const [cls, text] = HEALTH[word] || ["free", word];
+  return el("span", { class: `state ${cls}`, title: text.slice(2) }, text);
+}
+
+const perSecond = (calls) => (calls && calls.available ? calls.rates.reduce((sum, c) => sum + c.per_second, 0).toFixed(1) : "n/a");
+
+function renderOverview(s) {
+  const o = s.overview, r = o.redis, procs = s.processes;
   const cards = [
-    card("Server process", el("span", { class: "ok" }, "● serving"), [
-      ["pid", p.pid], ["up since", when(p.started_at_ms)], ["memory (RSS)", bytes(p.rss_bytes)],
-      ["CPU", p.cpu_percent === null ? "…" : `${p.cpu_percent} %`], ["workers", p.workers],
-    ]),
     card("Redis", r.serving ? el("span", { class: "ok" }, "● reachable") : el("span", { class: "bad" }, "■ unreachable"),
       r.error ? [["error", r.error]] : [
         ["version", r.version], ["memory used", bytes(r.used_memory)], ["peak", bytes(r.peak_memory)],
@@ -103,23 +113,74 @@ function renderOverview(o) {
       ],
       r.maxmemory ? el("div", { class: "meter", role: "img", "aria-label": `${Math.round(100 * r.used_memory / r.maxmemory)} % of the memory bound` },
         el("span")) : null),
-    card("Blocked calls", o.blocked.locks_semaphores + o.blocked.queues + o.blocked.chats_files, [
-      ["lock / semaphore waits", o.blocked.locks_semaphores], ["queue waits", o.blocked.queues],
-      ["chat / file waits", o.blocked.chats_files], ["open streams", o.streams ?? "n/a"],
-    ]),
   ];
-  const meter = cards[1].querySelector(".meter > span");
-  if (meter) meter.style.width = `${Math.min(100, (100 * r.used_memory) / r.maxmemory)}%`;
+  if (procs && !procs.error) {
+    const unwell = procs.items.filter((p) => p.health !== "ok").length;
+    cards.unshift(card("Server processes", procs.items.length, [
+      ["serving", procs.items.length - unwell], ["not well", unwell],
+      ["calls / s (all)", procs.calls.available ? procs.calls.rates.reduce((sum, c) => sum + c.per_second, 0).toFixed(1) : "n/a"],
+    ]));
+    const b = procs.blocked;
+    cards.push(card("Blocked calls", b.locks_semaphores + b.queues + b.chats_files, [
+      ["lock / semaphore waits", b.locks_semaphores], ["queue waits", b.queues],
+      ["chat / file waits", b.chats_files], ["open streams", procs.streams],
+    ]));
+  }
+  const meter = cards.find((c) => c.querySelector(".meter > span"));
+  if (meter) meter.querySelector(".meter > span").style.width = `${Math.min(100, (100 * r.used_memory) / r.maxmemory)}%`;
   $("overview-cards").replaceChildren(...cards);
-  const rates = o.calls.rates.filter((c) => c.per_second > 0 || c.total > 0);
-  if (!o.calls.available) {
-    $("calls").replaceChildren(el("p", { class: "empty" }, "Call rates are not available on this server."));
+  renderProcesses(procs, o.process_id);
+  renderCalls(procs);
+}
+
+function renderProcesses(procs, self) {
+  const box = $("processes");
+  if (!procs) {
+    box.replaceChildren(el("p", { class: "empty" }, "Server processes are the server's, not a tenant's: " +
+      "log in with an admin token to see them, with their health and figures."));
+    return;
+  }
+  if (procs.error) {
+    box.replaceChildren(el("p", { class: "empty error" }, `Server processes could not be read: ${procs.error}`));
+    return;
+  }
+  if (!procs.items.length) {
+    box.replaceChildren(el("p", { class: "empty" }, "No server process has written its record yet: each does within two " +
+      "seconds of starting. If none ever shows, this server cannot write to Redis."));
+    return;
+  }
+  box.replaceChildren(el("p", { class: "legend" }, count(procs.items.length, "process", "processes") +
+      (procs.more ? ` (the first ${procs.limit})` : "") + " · every replica on this Redis, from its record of the last 2 s"),
+  table(["health", "process", "gRPC", "version", "up since", "calls / s", "blocked", "streams", "loop lag", "memory", "CPU"],
+    procs.items.map((p) => el("tr", { "data-process": p.id },
+      el("td", { "data-label": "health" }, health(p.health)),
+      el("td", { "data-label": "process", class: "name" }, `${p.host} · pid ${p.pid}`,
+        p.id === self ? el("div", { class: "legend" }, "this console's") : null),
+      el("td", { "data-label": "gRPC", class: "name" }, p.listen, p.console ? el("div", { class: "legend" }, `console ${p.console}`) : null),
+      el("td", { "data-label": "version" }, p.version),
+      el("td", { "data-label": "up since" }, when(p.started_at_ms)),
+      el("td", { "data-label": "calls / s" }, perSecond(p.calls)),
+      el("td", { "data-label": "blocked" }, p.blocked.locks_semaphores + p.blocked.queues + p.blocked.chats_files),
+      el("td", { "data-label": "streams" }, p.streams ?? "n/a"),
+      el("td", { "data-label": "loop lag" }, p.loop_lag_ms === null ? "…" : `${p.loop_lag_ms} ms`),
+      el("td", { "data-label": "memory" }, bytes(p.rss_bytes)),
+      el("td", { "data-label": "CPU" }, p.cpu_percent === null ? "…" : `${p.cpu_percent} %`)))));
+}
+
+function renderCalls(procs) {
+  if (!procs || procs.error) { $("calls").replaceChildren(); $("calls-title").hidden = true; return; }
+  $("calls-title").hidden = false;
+  const rates = procs.calls.rates.filter((c) => c.per_second > 0 || c.total > 0);
+  if (!procs.calls.available) {
+    $("calls").replaceChildren(el("p", { class: "empty" }, "No process counts its calls: start servers with " +
+      "--console-listen or --metrics-listen to see calls per second here."));
   } else if (!rates.length) {
     $("calls").replaceChildren(el("p", { class: "empty" },
       "No calls yet. Point a client at this server (or run ", el("code", {}, "concord lock list"),
-      ") and its calls appear here within a second, by service and status code."));
+      ") and its calls appear here within two seconds, by service and status code."));
   } else {
-    $("calls").replaceChildren(el("table", {},
+    $("calls").replaceChildren(el("p", { class: "legend" }, `summed over the ${count(procs.calls.processes_counting, "process", "processes")} that count calls`),
+      el("table", {},
       el("thead", {}, el("tr", {}, el("th", {}, "service"), el("th", {}, "code"), el("th", {}, "per second"), el("th", {}, "since start"))),
       el("tbody", {}, rates.map((c) => el("tr", {},
         el("td", { "data-label": "service" }, c.service),
@@ -156,13 +217,13 @@ function renderLocks(locks) {
     return;
   }
   if (!locks.items.length) {
-    box.replaceChildren(el("p", { class: "empty" },
+    box.replaceChildren(activity(locks.activity), el("p", { class: "empty" },
       "No lock is held or waited for in this tenant. Take one through the API (in Python: ",
       el("code", {}, 'client.lock("orders:42").acquire()'), ") and it shows here within a second, with its holder and waiters."));
     return;
   }
   const canRelease = state.me && state.me.may && state.me.may.force_release;
-  box.replaceChildren(el("p", { class: "legend" }, `${locks.items.length} lock${locks.items.length === 1 ? "" : "s"}` +
+  box.replaceChildren(activity(locks.activity), el("p", { class: "legend" }, `${locks.items.length} lock${locks.items.length === 1 ? "" : "s"}` +
       (locks.more ? ` (the first ${locks.limit} by name)` : "")), el("table", {},
     el("thead", {}, el("tr", {}, ["state", "name", "owner", "fencing token", "time left", "waiters", "queue (first in line first)"]
       .map((h) => el("th", { scope: "col" }, h)), canRelease ? el("th", { scope: "col" }, "action") : null)),
@@ -182,11 +243,29 @@ function renderLocks(locks) {
       }, "Force-release")) : null)))));
 }
 
+// The tenant's handoffs per second and deadlocks broken, summed over every replica (kept in Redis).
+function activity(a) {
+  if (!a) return null;
+  const h = a.handoffs_per_second, hour = a.handoffs_last_hour;
+  const seconds = Math.round(a.interval_ms / 1000);
+  return el("div", { class: "cards", id: "lock-activity" },
+    card("Lock handoffs per second", h.lock.toFixed(1), [
+      ["semaphores", h.semaphore.toFixed(1)], ["read-write locks", h.rwlock.toFixed(1)], ["elections", h.election.toFixed(1)],
+      ["over", `the ${seconds} s from ${when(a.handoffs_at_ms)}`],
+      ["last hour", `${hour.lock + hour.semaphore + hour.rwlock + hour.election} handoffs`],
+    ]),
+    card("Deadlocks broken", a.deadlocks_broken ? el("span", { class: "state waiting" }, `▲ ${a.deadlocks_broken}`)
+      : el("span", { class: "state held" }, "● 0"), [
+      ["in", "the last hour, every replica"],
+      ["last", a.last_deadlock_at_ms ? when(a.last_deadlock_at_ms) : "—"],
+    ]));
+}
+
 function render() {
   const s = state.snapshot;
   if (!s || !state.me || !state.me.logged_in) return;
   if (s.error) { $("live").textContent = `error: ${s.error}`; return; }
-  if (state.view === "overview" && s.overview) renderOverview(s.overview);
+  if (state.view === "overview" && s.overview) renderOverview(s);
   if (state.view === "locks") renderLocks(s.locks);
   if (state.view === "coordination") renderSemaphores(s.semaphores);
   if (state.view === "queues") {
@@ -255,9 +334,13 @@ function renderQueues(queues) {
   const may = (state.me && state.me.may) || {};
   const canRetry = may.retry_dead;
   $("queue-names").replaceChildren(...queues.items.map((q) => el("option", { value: q.name })));
+  wantHistory(queues.items.map((q) => q.name));
   const parts = [el("p", { class: "legend" }, count(queues.items.length, "queue") +
-      (queues.more ? ` (the first ${queues.limit} by name)` : "")),
-    table(["name", "ready", "delayed", "leased", "dead", "done", "oldest ready", "actions"], queues.items.map((q) =>
+      (queues.more ? ` (the first ${queues.limit} by name)` : ""),
+    " · last hour: ", el("span", { class: "key ready" }, "● ready"), el("span", { class: "key delayed" }, "◷ delayed"),
+    el("span", { class: "key leased" }, "▶ leased"), el("span", { class: "key dead" }, "✖ dead"),
+    "(kept in Redis; in / s and out / s over the last sample interval)"),
+    table(["name", "ready", "delayed", "leased", "dead", "done", "oldest ready", "in / s", "out / s", "last hour", "actions"], queues.items.map((q) =>
       el("tr", { "data-queue": q.name },
         el("td", { "data-label": "name", class: "name" }, el("a", { href: `#queue/${encodeURIComponent(q.name)}` }, q.name),
           q.paused ? el("span", { class: "state free" }, " ⏸ paused") : null),
@@ -267,6 +350,7 @@ function renderQueues(queues) {
         el("td", { "data-label": "dead", class: q.dead ? "bad" : null }, q.dead),
         el("td", { "data-label": "done" }, q.done),
         el("td", { "data-label": "oldest ready" }, q.ready ? duration(q.oldest_ready_age_ms) : "—"),
+        ...historyCells(q.name),
         el("td", { "data-label": "actions" }, queueActions(q, may)))))];
   for (const q of queues.items.filter((q) => q.dead_tasks.length)) {
     parts.push(el("div", { "data-dead-of": q.name }, el("h3", {}, `Dead tasks of ${q.name}`),
@@ -282,6 +366,74 @@ function renderQueues(queues) {
           }, "Retry")) : null)))));
   }
   box.replaceChildren(...parts);
+}
+
+// -- queue histories: asked of the server once per sample interval while the Queues page shows
+
+const charts = { names: [], data: null, timer: null, asking: false };
+
+function wantHistory(names) {
+  const changed = names.join("\n") !== charts.names.join("\n");
+  charts.names = names;
+  if (changed || !charts.timer) loadHistory();
+}
+
+async function loadHistory() {
+  clearTimeout(charts.timer);
+  charts.timer = null;
+  if (state.view !== "queues" || !charts.names.length || charts.asking) return;
+  charts.asking = true;
+  try {
+    charts.data = await api("/api/queues/history", { queues: charts.names });
+  } catch (error) {
+    charts.data = { error: error.message, queues: {} };
+  }
+  charts.asking = false;
+  const every = Math.max(1000, (charts.data && charts.data.interval_ms) || 10000);
+  charts.timer = setTimeout(loadHistory, every);
+  if (state.view === "queues" && state.snapshot && state.snapshot.queues) renderQueues(state.snapshot.queues);
+}
+
+const rate = (n) => (n === null || n === undefined ? "…" : n.toFixed(n < 10 ? 2 : 1));
+
+function historyCells(name) {
+  const h = charts.data && charts.data.queues ? charts.data.queues[name] : null;
+  return [
+    el("td", { "data-label": "in / s" }, h ? rate(h.in_per_second) : "…"),
+    el("td", { "data-label": "out / s" }, h ? rate(h.out_per_second) : "…"),
+    el("td", { "data-label": "last hour" }, h ? chart(h.samples) : "…"),
+  ];
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+const SERIES = [["ready", 1], ["delayed", 2], ["leased", 3], ["dead", 4]]; // [class, index in a sample]
+
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, value);
+  node.append(...children);
+  return node;
+}
+
+// A queue's counts over its kept samples as one small inline SVG: a line per state,
+// time left to right (the first sample to the last; at most the kept hour), counts
+// scaled to the highest. samples: [[at_ms, ready, delayed, leased, dead, enqueued], ...] oldest first.
+function chart(samples) {
+  if (!samples.length) return el("span", { class: "legend" }, "no samples yet");
+  const W = 160, H = 36;
+  const points = samples.length > 1 ? samples : [samples[0], samples[0]]; // one sample: a level line
+  const start = points[0][0], span = Math.max(1, points[points.length - 1][0] - start);
+  const top = Math.max(1, ...points.flatMap((s) => SERIES.map(([, i]) => s[i])));
+  const x = (k, at) => (points === samples ? ((at - start) / span) * (W - 2) + 1 : k * (W - 2) + 1).toFixed(1);
+  const y = (n) => (H - 1 - (n / top) * (H - 2)).toFixed(1);
+  const last = samples[samples.length - 1];
+  const label = `${SERIES.map(([name, i]) => `${name} ${last[i]}`).join(", ")}; highest ${top}; ` +
+    `${count(samples.length, "sample")} since ${when(samples[0][0])}`;
+  return svg("svg", { class: "spark", viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img", "aria-label": label },
+    svg("title", {}, label),
+    ...SERIES.map(([name, i]) => svg("polyline", {
+      class: name, points: points.map((s, k) => `${x(k, s[0])},${y(s[i])}`).join(" "),
+    })));
 }
 
 function queueActions(q, may) {
