@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterator
 
 import concord
-from concord.queues import NewTask
+from concord.queues import LeaseRate, NewTask
 from test_console import ACME_ADMIN, ACME_READER, ACME_WRITER, console_server  # noqa: F401 (a fixture)
 from test_console_browser import UI_DEADLINE_MS, Page, browser, shots  # noqa: F401 (fixtures)
 from test_console_detail import MASS_WAITERS, waiting
@@ -59,7 +59,12 @@ def test_a_queues_page_shows_due_and_leased_tasks_and_a_tasks_history(browser, c
     reader = Page(browser, console_server.console, viewport={"width": 390, "height": 844}, is_mobile=True)
     with concord.Client(console_server.target, token=ACME_WRITER) as client:
         q = client.queue(name)
+        with concord.Client(console_server.target, token=ACME_ADMIN) as admin_client:  # policy: admin only
+            admin_client.queue(name).set_policy(max_leased=8, rate=LeaseRate(100, 1.0, 20))
+            admin_client.queue(name).set_group("tenant-7", max_leased=2, weight=3)
+        q.schedule("nightly", cron="30 2 * * *", tz="Europe/Berlin", type="report")
         later = q.put("report", b'{"day": "monday"}', delay=600)
+        q.put("report", b'{"day": "tuesday"}', delay=900, group="tenant-7")
         worked = q.put("resize", b'{"file": "cat.png"}', priority=1000)
         (task,) = q.get(1, lease_ttl=60)
         q.nack(task, "timeout talking to S3", retry_delay=0)
@@ -83,6 +88,8 @@ def test_a_queues_page_shows_due_and_leased_tasks_and_a_tasks_history(browser, c
             leased.get_by_text(f"call {task.lease[:8]}").wait_for(timeout=UI_DEADLINE_MS)
             assert "in " in leased.locator('td[data-label="lease expires"]').inner_text()
             assert leased.locator('td[data-label="attempt"]').inner_text() == "2 / 3"
+            page.locator('#queue-detail tr[data-group="tenant-7"]').wait_for(timeout=UI_DEADLINE_MS)
+            page.evaluate("document.activeElement.blur()")  # the heading took the focus: not in the picture
             page.screenshot(path=str(shots / "console-queue.png"), full_page=True)
 
             leased.get_by_role("link", name=f"Task {worked.task_id} of {name}").click()
@@ -94,6 +101,7 @@ def test_a_queues_page_shows_due_and_leased_tasks_and_a_tasks_history(browser, c
             assert "timeout talking to S3" in history.nth(2).inner_text()
             page.get_by_text("its whole history, oldest first").wait_for(timeout=UI_DEADLINE_MS)
             assert page.locator('[data-card="task"]').get_by_text(f"call {task.lease[:8]}").is_visible()
+            page.evaluate("document.activeElement.blur()")
             page.screenshot(path=str(shots / "console-task.png"), full_page=True)
 
             reader.log_in(ACME_READER)  # a read-only token may look; the page fits a phone
@@ -125,6 +133,7 @@ def test_ten_thousand_waiters_show_a_page_at_a_time(browser, console_server, sho
             rows = page.locator('[data-list="waiters"] tbody tr')
             assert rows.count() == 100
             assert rows.first.locator('td[data-label="position"]').inner_text() == "1"
+            page.evaluate("document.activeElement.blur()")
             page.screenshot(path=str(shots / "console-lock-waiters.png"), full_page=False)
             page.get_by_role("button", name="Next page of waiters").click()
             status.get_by_text("positions 101 to 200").wait_for(timeout=UI_DEADLINE_MS)
