@@ -11,6 +11,8 @@ Routes:
   POST /api/queues/history {"queues"}   the named queues' kept samples (views.queue_histories)
   POST /api/locks/force-release {"name"}   an admin's release of a lock (the next waiter gets it)
   POST /api/queues/...           task search and queue actions: queue_actions.py
+  GET  /api/queues/<queue>, /api/tasks/<queue>/<id>, /api/locks/<name>/waiters
+                                  a queue's page, a task's history, a lock's waiters: queue_detail.py
   POST /api/autocomplete/suggest  the suggestion box (a read): views_autocomplete.py
 
 An action needs what its gRPC method needs (ForceRelease: an admin token; auth.py),
@@ -48,6 +50,7 @@ from .sessions import SessionStore, middleware, viewer_of_request
 from .live import KEEPALIVE, Hub
 from .queue_actions import QueueActions
 from .queue_actions import may as queue_may
+from .queue_detail import QueueDetail
 from . import extra_views
 from .views import MAX_QUEUES, Overview, locks_view, queue_histories, queues_view, semaphores_view
 
@@ -102,6 +105,7 @@ class Console:
         app.router.add_post("/api/locks/force-release", self._force_release)
         app.router.add_post("/api/queues/history", self._queue_history)
         self.queue_actions.add_routes(app)
+        QueueDetail(self).add_routes(app)  # GET: a queue's page, a task's history, a lock's waiters
         extra_views.add_routes(self, app)  # POST /api/autocomplete/suggest
         app.router.add_static("/static/", STATIC, follow_symlinks=False)
         app.on_response_prepare.append(_secure_headers)

@@ -133,11 +133,7 @@ class QueueActions:
         viewer.check(LIST_SCHEDULES)
         schedules = self._console.primitives.schedules
         found, more = await self._console.run_as(viewer, lambda: schedules.list(queue, "", MAX_SCHEDULES))
-        return web.json_response({"schedules": [
-            {"name": s.name, "paused": s.paused, "next_run_ms": s.next_ms, "last_run_ms": s.last_ms, "runs": s.runs,
-             "when": f"cron {s.spec.timing.cron} ({s.spec.timing.timezone})" if s.spec.timing.cron
-             else f"every {s.spec.timing.every_ms // 1000} s", "type": s.spec.type} for s in found],
-            "more": bool(more)})
+        return web.json_response({"schedules": [schedule_json(s) for s in found], "more": bool(more)})
 
     # -- actions on dead tasks
 
@@ -235,6 +231,13 @@ class QueueActions:
         s = await self._console.run_as(viewer, lambda: (schedules.pause if paused else schedules.resume)(queue, name))
         self._done(viewer, request, f"{'paused' if paused else 'resumed'} schedule {name!r} of queue {queue!r}")
         return web.json_response({"name": s.name, "paused": s.paused, "next_run_ms": s.next_ms})
+
+
+def schedule_json(s: Any) -> dict[str, Any]:
+    """A schedule as the page shows it (here and on a queue's page, queue_detail.py)."""
+    return {"name": s.name, "paused": s.paused, "next_run_ms": s.next_ms, "last_run_ms": s.last_ms, "runs": s.runs,
+            "when": f"cron {s.spec.timing.cron} ({s.spec.timing.timezone})" if s.spec.timing.cron
+            else f"every {s.spec.timing.every_ms // 1000} s", "type": s.spec.type}
 
 
 def _string(body: dict[str, Any], field: str) -> str:

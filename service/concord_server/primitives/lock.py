@@ -99,6 +99,7 @@ _WITHDRAW = script("lock_withdraw.lua",
 _POLL = script("lock_poll.lua", Seq(STR, INT, INT, INT, each=(STR,)), decode=lambda r: PollReply(*r[:4], r[4:]))
 _DESCRIBE = script("lock_describe.lua", Tup(Codes(0, 1), STR, INT, INT, INT, INT), decode=DescribeReply._make)
 _WAITERS = script("lock_waiters.lua", Seq(INT, INT, each=(STR, INT)))
+_WAITERS_PAGE = script("lock_waiters_page.lua", Seq(INT, INT, each=(INT, STR, INT)))
 _FORCE_RELEASE = script("lock_force_release.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(ANY, ANY)}),
                         decode=lambda r: ForceReleaseReply(*r))
 
@@ -110,7 +111,7 @@ _WITHDRAW_MANY = script("lock_withdraw_many.lua",
                         Tagged({WITHDRAW.LEFT_QUEUE: Tup(), WITHDRAW.PASSED_ON: Tup(),
                                 WITHDRAW.KEPT: Seq(INT, INT, each=(INT,))}))
 
-SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE, _WAITERS, _FORCE_RELEASE,
+SCRIPTS = (_ACQUIRE, _RELEASE, _REFRESH, _WITHDRAW, _POLL, _DESCRIBE, _WAITERS, _WAITERS_PAGE, _FORCE_RELEASE,
            _ACQUIRE_MANY, _RELEASE_MANY, _REFRESH_MANY, _WITHDRAW_MANY)
 
 
@@ -192,6 +193,14 @@ class Locks(FifoPrimitive):
         since ms)]). One bounded script; the web console's read."""
         r = await self._run(_WAITERS, self._keys.lock(name), limit)
         return r[0], r[1], [(r[i], r[i + 1]) for i in range(2, len(r), 2)]
+
+    async def waiters_page(self, name: str, offset: int, limit: int) -> tuple[int, int, list[tuple[int, str, int]]]:
+        """One page of the lock's waiters in FIFO order: the live ones among the ``limit``
+        (at most 100) queue entries from position ``offset``: (Redis clock ms, entries
+        queued, [(position, owner, waiting since ms)]). One bounded script that writes
+        nothing; the web console's pager, so a queue of any length can be walked."""
+        r = await self._run(_WAITERS_PAGE, self._keys.lock(name), offset, limit)
+        return r[0], r[1], [(r[i], r[i + 1], r[i + 2]) for i in range(2, len(r), 3)]
 
     async def force_release(self, name: str) -> tuple[str, int] | None:
         """An operator's release, whoever holds the lock: (owner, fencing token) of the

@@ -110,6 +110,16 @@ class EventsReply(NamedTuple):
     events: list[list[str]]  # each: n, kind, task id, ms, then field, value pairs
 
 
+class TaskEventsReply(NamedTuple):
+    now_ms: int
+    last: int  # the last event's number (0: none yet)
+    first_kept: int  # the oldest kept (0: none kept)
+    looked: int  # events looked at
+    go_on: int  # look below this number next (0: nothing older to look at)
+    whole: int  # 1: the task's enqueued event was found, so its history is whole
+    events: list[list[str]]  # the task's, newest first: n, kind, task id, ms, then field, value pairs
+
+
 class SearchReply(NamedTuple):
     examined: int
     paused: int  # 0/1
@@ -166,7 +176,12 @@ _GROUP = script("queue_group.lua", Either(GROUP, Seq(each=(GROUP,))), raw=True)
 _EVENTS = script("queue_events.lua", Seq(INT, INT, each=(Seq(STR, STR, STR, STR, each=(STR,)),)),
                  decode=lambda r: EventsReply(r[0], r[1], r[2:]))
 
-SCRIPTS = (_ENQUEUE, _DEQUEUE, _SETTLE, _INSPECT, _REMOVE, _RETRY_DEAD, _PAUSE, _POLICY, _GROUP, _EVENTS, _SEARCH)
+_TASK_EVENTS = script("queue_task_events.lua",
+                      Seq(INT, INT, INT, INT, INT, Codes(0, 1), each=(Seq(INT, STR, STR, STR, each=(STR,)),)),
+                      decode=lambda r: TaskEventsReply(*r[:6], r[6:]))
+
+SCRIPTS = (_ENQUEUE, _DEQUEUE, _SETTLE, _INSPECT, _REMOVE, _RETRY_DEAD, _PAUSE, _POLICY, _GROUP, _EVENTS, _SEARCH,
+           _TASK_EVENTS)
 
 # Strict priority: one priority step outweighs any difference in ready time (2^43 ms
 # is ~280 years), and scores stay exact in Lua's doubles for priorities up to 1000.
@@ -718,6 +733,17 @@ class Queues:
                     await bell.wait(WATCH_WAIT)
                     bell.arm()
 
+    async def task_events(self, queue: str, task_id: str, before: int, look: int, most: int
+                          ) -> tuple[TaskEventsReply, list[QueueEvent]]:
+        """One task's events from the queue's event stream (WatchQueue's), newest first:
+        of at most ``look`` events (at most 1,000) numbered below ``before`` (0: from the
+        newest), at most ``most`` (200) of the task's. Stops at the task's first event
+        (enqueued): ``whole`` then says its history is all there; else ``go_on`` is where
+        to look next, or 0 when older events were trimmed (the queue keeps its latest
+        ``keep_events``). One script that writes nothing; the web console's read."""
+        r = await self._run(_TASK_EVENTS, self._keys.queue(queue), task_id, before, look, most)
+        return r, [_event([str(x) for x in e]) for e in r.events]
+
     async def set_policy(self, queue: str, policy: Policy) -> Policy:
         """Replaces the queue's policy; returns it with the defaults filled in."""
         return self._policy(await self._run(_POLICY, self._keys.queue(queue), *_policy_args(policy)))
@@ -761,14 +787,16 @@ class Queues:
         reply = await self._run(_INSPECT, self._keys.queue(queue), state, offset, limit, self._max_reply_bytes)
         return [_record(queue, f) for f in reply]
 
-    async def search(self, queue: str, query: SearchQuery, page_size: int, cursor: Cursor | None) -> SearchPage:
+    async def search(self, queue: str, query: SearchQuery, page_size: int, cursor: Cursor | None, *,
+                     reply_bytes: int | None = None) -> SearchPage:
         """One page of a search (task_search.py): at most page_size matches, from no more
         than EXAMINE tasks looked at after the cursor (None: from the start), fewer if more
-        would not fit in a reply; ``next`` is None once the whole queue has been searched.
-        A ready task of a paused queue is ``waiting``."""
+        would not fit in a reply (or in ``reply_bytes``, when smaller); ``next`` is None once
+        the whole queue has been searched. A ready task of a paused queue is ``waiting``."""
+        budget = self._max_reply_bytes if reply_bytes is None else min(reply_bytes, self._max_reply_bytes)
         r = await self._run(_SEARCH, self._keys.queue(queue), query.sets(), query.done_state(),
                             *(cursor.args() if cursor else START), *query.filters(), page_size, EXAMINE, READ_BYTES,
-                            self._max_reply_bytes)
+                            budget)
         tasks = [_record(queue, f) for f in r.tasks]
         if r.paused:
             tasks = [replace(t, state="waiting") if t.state == "ready" else t for t in tasks]

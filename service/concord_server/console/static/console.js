@@ -71,7 +71,7 @@ export function registerView(page, render) {
 }
 
 function showView() {
-  const name = (location.hash || "#overview").slice(1);
+  const name = (location.hash || "#overview").slice(1).split("/")[0]; // "#queue/<name>": the page "queue"
   const pages = ["overview", "locks", "coordination", "queues", ...extraViews.keys()].filter((v, i, all) => all.indexOf(v) === i);
   state.view = pages.includes(name) ? name : "overview";
   if (state.view !== "queues") { clearTimeout(charts.timer); charts.timer = null; }
@@ -202,7 +202,8 @@ function waiterList(lock) {
   const more = lock.waiters - queue.length;
   return el("ol", { class: "waiters" }, queue.map((w) => el("li", {},
     el("span", { class: "name" }, w.owner || "(no label)"), ` · waiting ${duration(w.waited_ms)}`)),
-    more > 0 ? el("li", { class: "more" }, `… and ${more} more`) : null);
+    more > 0 ? el("li", { class: "more" }, `… and ${more} more: `,
+      el("a", { href: `#lock/${encodeURIComponent(lock.name)}` }, "all waiters, page by page")) : null);
 }
 
 function renderLocks(locks) {
@@ -341,7 +342,8 @@ function renderQueues(queues) {
     "(kept in Redis; in / s and out / s over the last sample interval)"),
     table(["name", "ready", "delayed", "leased", "dead", "done", "oldest ready", "in / s", "out / s", "last hour", "actions"], queues.items.map((q) =>
       el("tr", { "data-queue": q.name },
-        el("td", { "data-label": "name", class: "name" }, q.name, q.paused ? el("span", { class: "state free" }, " ⏸ paused") : null),
+        el("td", { "data-label": "name", class: "name" }, el("a", { href: `#queue/${encodeURIComponent(q.name)}` }, q.name),
+          q.paused ? el("span", { class: "state free" }, " ⏸ paused") : null),
         el("td", { "data-label": "ready" }, q.ready),
         el("td", { "data-label": "delayed" }, q.delayed),
         el("td", { "data-label": "leased" }, q.leased),
@@ -355,7 +357,7 @@ function renderQueues(queues) {
       el("p", { class: "legend" }, q.dead > q.dead_tasks.length ? `the first ${q.dead_tasks.length} of ${q.dead}, oldest death first` : "oldest death first"),
       table(["task", "type", "attempts", "last error", ...(canRetry ? ["action"] : [])], q.dead_tasks.map((t) =>
         el("tr", { "data-task": t.task_id },
-          el("td", { "data-label": "task", class: "name" }, t.task_id),
+          el("td", { "data-label": "task", class: "name" }, taskLink(q.name, t.task_id)),
           el("td", { "data-label": "type" }, t.type),
           el("td", { "data-label": "attempts" }, `${t.attempt} / ${t.max_attempts}`),
           el("td", { "data-label": "last error", class: "error" }, t.last_error || `(${t.dead_reason || "no error"})`),
@@ -468,7 +470,8 @@ function searchQuery() {
 
 async function runSearch(fresh = true) {
   if (fresh) {
-    search = { query: searchQuery(), tasks: new Map(), token: "", examined: 0, done: false, selected: new Set() };
+    search = { query: searchQuery(), tasks: new Map(), token: "", examined: 0, done: false, selected: new Set(),
+      page: 0, found: 0 };
     loadSchedules(search.query.queue);
   }
   const asked = search;
@@ -476,7 +479,10 @@ async function runSearch(fresh = true) {
   renderSearch();
   try {
     const page = await api("/api/queues/search", { ...asked.query, page_token: asked.token });
-    for (const t of page.tasks) asked.tasks.set(t.task_id, t); // a task that moved may come twice: shown once
+    // One page at a time: the next replaces it, so 100,000 matches never make 100,000 rows.
+    asked.tasks = new Map(page.tasks.map((t) => [t.task_id, t]));
+    asked.page += 1;
+    asked.found += page.tasks.length;
     asked.token = page.next_page_token;
     asked.examined += page.examined;
     asked.done = !page.next_page_token;
@@ -486,6 +492,11 @@ async function runSearch(fresh = true) {
   }
   asked.busy = false;
   if (asked === search) renderSearch();
+}
+
+// A task's page (console-detail.js): its state and its whole event history.
+function taskLink(queue, id) {
+  return el("a", { href: `#task/${encodeURIComponent(queue)}/${encodeURIComponent(id)}`, "aria-label": `Task ${id} of ${queue}` }, id);
 }
 
 function taskState(t) {
@@ -504,11 +515,12 @@ function renderSearch() {
   const parts = [];
   const status = search.busy ? "searching…" : search.done ? "the whole queue was searched" : "more of the queue to search";
   parts.push(el("p", { class: "legend", id: "search-status" },
-    `${count(tasks.length, "task")} found in queue "${search.query.queue}" · ${search.examined} looked at · ${status}`));
+    `${count(search.found, "task")} found in queue "${search.query.queue}"` +
+    (search.page > 1 ? ` · page ${search.page}: ${tasks.length} shown` : "") + ` · ${search.examined} looked at · ${status}`));
   if (search.error) parts.push(el("p", { class: "error", role: "alert" }, `Search failed: ${search.error}`));
   if (!tasks.length && !search.busy && !search.error) {
-    parts.push(el("p", { class: "empty" }, search.done ? `No task of queue "${search.query.queue}" matches. ` +
-      "Loosen a filter, or check the queue's name." : "None found yet: press More to search on."));
+    parts.push(el("p", { class: "empty" }, search.done && !search.found ? `No task of queue "${search.query.queue}" matches. ` +
+      "Loosen a filter, or check the queue's name." : search.done ? "No more matches." : "None found on this page: press Next page to search on."));
   }
   const actions = may.retry_dead || may.delete_dead || may.cancel;
   if (tasks.length) {
@@ -518,7 +530,7 @@ function renderSearch() {
         type: "checkbox", checked: search.selected.has(t.task_id), "aria-label": `Select ${t.task_id}`,
         onchange: (e) => { if (e.target.checked) search.selected.add(t.task_id); else search.selected.delete(t.task_id); renderBulk(); },
       })) : null,
-      el("td", { "data-label": "task", class: "name" }, t.task_id),
+      el("td", { "data-label": "task", class: "name" }, taskLink(search.query.queue, t.task_id)),
       el("td", { "data-label": "state" }, taskState(t)),
       el("td", { "data-label": "type" }, t.type),
       el("td", { "data-label": "attempts" }, `${t.attempt} / ${t.max_attempts}`),
@@ -528,7 +540,11 @@ function renderSearch() {
       actions ? el("td", { "data-label": "action" }, taskActions(t, may)) : null))));
   }
   if (!search.done && !search.busy) {
-    parts.push(el("button", { type: "button", id: "search-more", onclick: () => runSearch(false) }, "More"));
+    parts.push(el("div", { class: "row-actions" },
+      search.page > 1 ? el("button", { type: "button", id: "search-first", onclick: () => runSearch() }, "First page") : null,
+      el("button", { type: "button", id: "search-more", onclick: () => runSearch(false) }, "Next page")));
+  } else if (search.page > 1 && !search.busy) {
+    parts.push(el("button", { type: "button", id: "search-first", onclick: () => runSearch() }, "First page"));
   }
   parts.push(el("div", { class: "bulk", id: "bulk" }));
   box.replaceChildren(...parts);
