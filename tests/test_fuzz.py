@@ -331,8 +331,11 @@ def resources(keys: set[str]) -> set[str]:
 
     A refused call may still move an existing resource along the Redis clock (each
     queue script first makes due tasks ready and expired leases dead), so keys of a
-    resource that already existed may appear; a resource that did not exist may not."""
-    return {k[k.index("{") + 1:k.index("}")].split(":", 1)[1] for k in keys}
+    resource that already existed may appear; a resource that did not exist may not.
+    The server's own key spaces (``{<prefix>#processes}``: every process's record,
+    rewritten by the server itself every few seconds) count as one resource each."""
+    tags = (k[k.index("{") + 1:k.index("}")] for k in keys)
+    return {tag.split(":", 1)[1] if ":" in tag else tag[tag.index("#"):] for tag in tags}
 
 
 @pytest.mark.parametrize("method", METHODS, ids=lambda m: f"{m.containing_service.name}.{m.name}")
