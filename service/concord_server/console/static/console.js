@@ -758,7 +758,7 @@ async function start() {
     setTimeout(start, 3000);
     return;
   }
-  $("who").textContent = state.me.logged_in ? state.me.who : "";
+  $("who").textContent = $("who").title = state.me.logged_in ? state.me.who : "";  // the whole of it on hover
   $("logout").hidden = !(state.me.logged_in && state.me.needs_token);
   showView();
   if (state.me.logged_in) connect();
