@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
+import subprocess
+import sys
 import weakref
 
 from concord_server.gc_policy import GcPolicy
@@ -61,16 +64,28 @@ async def test_a_process_never_idle_still_collects_after_the_bound():
 async def test_an_idle_full_collection_waits_until_enough_was_kept_to_be_worth_its_walk():
     """A full collection walks the start-up objects too (tens of ms), so a process that
     is nearly idle but steadily serving does not run one every few seconds for
-    nothing: only once ``growth`` more memory blocks are allocated than after the last one."""
+    nothing: only once the process has grown by ``growth`` bytes since the last one."""
     kept: list[object] = []
-    policy = GcPolicy(lambda: 0, period=0.02, idle_every=0.05, max_deferred=3600, growth=20_000)
+    policy = GcPolicy(lambda: 0, period=0.02, idle_every=0.05, max_deferred=3600, growth=2 * 2**20)
     policy.start()
     try:
         ref = await _frozen_cycle()
         for _ in range(10):  # ten periods, idle, and little kept: the cycle stays
             await asyncio.sleep(0.03)
         assert ref() is not None
-        kept.extend([] for _ in range(30_000))  # lists: objects the collector tracks
+        kept.extend([] for _ in range(100_000))  # lists the collector tracks: 7 MB or more
         await async_wait_until(_freed(ref), timeout=5, message="the idle full collection once enough was kept")
     finally:
         await policy.aclose()
+
+
+def test_the_growth_is_seen_on_the_c_allocator_the_server_runs_on():
+    """The server re-executes itself on the C allocator (c_heap.py), where
+    sys.getallocatedblocks() is always 0: the growth must be read another way, or no
+    idle collection ever runs and a burst's memory never goes back."""
+    probe = ("from concord_server.gc_policy import resident_bytes; before = resident_bytes(); "
+             "kept = [[] for _ in range(300_000)]; grown = resident_bytes() - before; "
+             "assert grown > 8 * 2**20, grown")
+    done = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONMALLOC": "malloc"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

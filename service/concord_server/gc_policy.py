@@ -11,19 +11,20 @@ moves every tracked object into the permanent generation, which collections neve
 walk (a freeze is O(1): list splicing). Reference counting still frees frozen
 objects as usual, so only garbage *cycles* that outlived the young collections
 wait: they are reclaimed by one full collection (unfreeze, collect, freeze again)
-when the process is next nearly idle and has ``GROWTH`` more memory blocks allocated
-than after the last one, or after ``MAX_DEFERRED`` seconds in any case, so memory stays
-bounded in a process that is never idle.
+when the process is next nearly idle and has grown by ``GROWTH`` bytes of resident
+memory since the last one, or after ``MAX_DEFERRED`` seconds in any case, so memory
+stays bounded in a process that is never idle.
 
 Why the growth: a full collection walks the start-up objects too (modules, protobuf
 descriptors: tens of milliseconds of walking however idle the process is), and a
 process serving a few hundred calls a second is "nearly idle" most of the time; a
 collection every few seconds there was every call's p99 (bench ratelimit, 400 calls
-a second: p99 27 ms against a p50 of 2 ms). What reference counting frees gives its
-blocks back, so the growth is what a full collection could find: kept objects and
-garbage cycles. (Counted with ``sys.getallocatedblocks()``, which sums pymalloc's
-arenas: well under a millisecond. ``gc.get_freeze_count()`` walks every frozen
-object: 15 ms for two million.)
+a second: p99 27 ms against a p50 of 2 ms). The growth is read as the resident set
+(/proc/self/statm: one small read), whichever allocator serves Python: the server runs
+on the C allocator (c_heap.py), where ``sys.getallocatedblocks()``, the count used
+before, is always 0, so no idle collection ever ran and a burst's memory stayed (the
+abuse suite's mass_wait: 344 MB an idle minute after a 441 MB peak, from 67).
+``gc.get_freeze_count()`` would walk every frozen object: 15 ms for two million.
 
 After each idle full collection the C heap's free pages go back to the kernel
 (c_heap.py), so a burst's memory does not stay with the process.
@@ -34,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import sys
+import os
 import time
 from collections.abc import Callable
 
@@ -46,7 +47,18 @@ PERIOD = 1.0  # seconds between freezes
 IDLE_CALLS = 10  # "nearly idle": at most this many calls in progress
 IDLE_EVERY = 5.0  # seconds between full collections while nearly idle: a burst's garbage cycles go soon after it
 MAX_DEFERRED = 600.0  # a full collection at least this often, idle or not
-GROWTH = 100_000  # blocks allocated since the last full collection that make an idle one worth its walk
+GROWTH = 32 * 2**20  # bytes of resident memory grown since the last full collection that make an idle one worth its walk
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def resident_bytes() -> int:
+    """The process's resident memory (Linux's /proc/self/statm); 0 where it cannot be read,
+    and then only MAX_DEFERRED brings a full collection."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 class GcPolicy:
@@ -70,19 +82,19 @@ class GcPolicy:
 
     async def _run(self) -> None:
         last_full = time.monotonic()
-        kept = sys.getallocatedblocks()  # after the last full collection
+        kept = resident_bytes()  # after the last full collection
         while True:
             await asyncio.sleep(self._period)
             gc.freeze()
             now = time.monotonic()
-            idle = self._in_flight() <= IDLE_CALLS and sys.getallocatedblocks() - kept >= self._growth
+            idle = self._in_flight() <= IDLE_CALLS and resident_bytes() - kept >= self._growth
             if (idle and now - last_full >= self._idle_every) or now - last_full >= self._max_deferred:
                 gc.unfreeze()
                 found = gc.collect()
                 gc.freeze()
-                kept = sys.getallocatedblocks()
                 if idle:
                     c_heap.return_free_memory()
+                kept = resident_bytes()  # after the free pages went back
                 last_full = time.monotonic()
                 log.debug("full collection (%s): %d unreachable objects in %.1f ms", "idle" if idle else "deferred",
                           found, (last_full - now) * 1000)
