@@ -360,28 +360,32 @@ def test_without_tokens_the_console_needs_no_login_and_its_address_is_printed(re
 
 async def test_viewers_of_one_tenant_share_one_snapshot_per_interval_and_streams_are_capped():
     """live.Hub on its own (no server): however many pages watch a tenant, its snapshot
-    is computed once per interval; past the cap a stream is refused RESOURCE_EXHAUSTED."""
+    is computed once per interval, with the parts its pages show and no others; past
+    the cap a stream is refused RESOURCE_EXHAUSTED."""
     from concord_server import tenants
     from concord_server.console.live import Hub
     from concord_server.errors import ResourceExhausted
 
-    computed: list[str | None] = []
+    computed: list[tuple[str | None, frozenset[str]]] = []
 
-    async def snapshot() -> dict[str, Any]:
-        computed.append(tenants.current.get())  # each feed runs in its tenant
+    async def snapshot(parts: frozenset[str]) -> dict[str, Any]:
+        computed.append((tenants.current.get(), parts))  # each feed runs in its tenant
         return {"n": len(computed)}
 
     hub = Hub(lambda: snapshot, interval=0.2, max_streams=5)
+    locks, queues = frozenset({"locks"}), frozenset({"queues"})
     async with contextlib.AsyncExitStack() as stack:
-        acme = [await stack.enter_async_context(hub.subscribe("acme")) for _ in range(4)]
-        globex = await stack.enter_async_context(hub.subscribe("globex"))
+        acme = [await stack.enter_async_context(hub.subscribe("acme", parts)) for parts in (locks, locks, locks, queues)]
+        globex = await stack.enter_async_context(hub.subscribe("globex", frozenset()))
         with pytest.raises(ResourceExhausted):
-            await stack.enter_async_context(hub.subscribe("acme"))
+            await stack.enter_async_context(hub.subscribe("acme", locks))
         await asyncio.sleep(1.0)
         seen = [(await queue.get())["n"] for _, queue in acme]
         assert len(set(seen)) == 1, seen  # the same snapshot went to every acme viewer
-        assert 8 <= len(computed) <= 14, computed  # about 5 per second per tenant, not per viewer
-        assert set(computed) == {"acme", "globex"}
+        assert 8 <= len(computed) <= 16, computed  # about 5 per second per tenant, not per viewer
+        assert {tenant for tenant, _ in computed} == {"acme", "globex"}
+        assert computed[-1] in (("acme", locks | queues), ("globex", frozenset()))
+        assert {parts for tenant, parts in computed if tenant == "globex"} == {frozenset()}  # the overview alone
         assert acme[0][0] is acme[3][0] and globex[0] is not acme[0][0]
     assert hub.open_streams == 0
     await hub.aclose()

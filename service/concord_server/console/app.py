@@ -66,6 +66,7 @@ VIEWS = (("locks", LIST_LOCKS, lambda p: locks_view(p.locks, p.lock_activity)),
          ("semaphores", LIST_SEMAPHORES, lambda p: semaphores_view(p.semaphores)),
          ("queues", LIST_QUEUES, lambda p: queues_view(p.queues)),
          *extra_views.VIEWS)  # read-write locks, elections, chats, autocomplete, files
+PARTS = frozenset(part for part, _, _ in VIEWS)
 HTTP_STATUS = {"INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403, "NOT_FOUND": 404,
                "FAILED_PRECONDITION": 409, "RESOURCE_EXHAUSTED": 429, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504}
 SECURITY_HEADERS = {
@@ -143,10 +144,13 @@ class Console:
 
     # -- what the page shows
 
-    async def _snapshot(self) -> dict[str, Any]:
-        """One tenant's snapshot (run in its feed's context, live.py)."""
+    async def _snapshot(self, parts: frozenset[str] = PARTS) -> dict[str, Any]:
+        """One tenant's snapshot (run in its feed's context, live.py): the overview and
+        the named parts of VIEWS."""
         snapshot: dict[str, Any] = dict(await self._overview.read())  # overview, processes
         for part, _, read in VIEWS:  # one after the other: each bounds its own Redis work
+            if part not in parts:
+                continue
             try:
                 snapshot[part] = await read(self.primitives)
             except ConcordError as exc:
@@ -176,7 +180,9 @@ class Console:
     async def _events(self, request: web.Request) -> web.StreamResponse:
         viewer = self.viewer(request)
         hidden = self._hidden(viewer)
-        async with self.hub.subscribe(viewer.tenant) as (feed, queue):
+        asked = request.query.get("parts")  # the page's parts, "locks,semaphores"; none given: all
+        parts = PARTS if asked is None else frozenset(asked.split(",")) & PARTS
+        async with self.hub.subscribe(viewer.tenant, parts) as (feed, queue):
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                                    "X-Accel-Buffering": "no"})
             await response.prepare(request)

@@ -82,6 +82,7 @@ function showView() {
     if (a.dataset.view === state.view) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");
   }
+  if (state.events && state.parts !== partsOf(state.view)) connect(); // another page: its own parts
   render();
 }
 
@@ -730,9 +731,21 @@ function forceRelease(lock) {
 
 // -- live updates
 
+// The snapshot parts each page shows (console/app.py VIEWS): the server reads only the
+// ones some open page asks for; the overview's comes with every snapshot.
+const PARTS = {
+  locks: ["locks"], coordination: ["semaphores", "rwlocks", "elections"], queues: ["queues"], chats: ["chats"],
+  autocomplete: ["indexes"], files: ["file_groups"],
+};
+
+function partsOf(view) {
+  return (PARTS[view] || []).join(",");
+}
+
 function connect() {
   if (state.events) state.events.close();
-  const events = new EventSource("/api/events");
+  state.parts = partsOf(state.view);
+  const events = new EventSource(`/api/events?parts=${encodeURIComponent(state.parts)}`);
   state.events = events;
   events.addEventListener("snapshot", (e) => {
     state.snapshot = JSON.parse(e.data);
