@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 
 import concord
+from console_support import Logins, snapshot
 from support import ServerProcess, free_port, wait_until
 
 ACME_ADMIN, ACME_READER, ACME_WRITER, GLOBEX_ADMIN = (
@@ -61,26 +62,9 @@ def console_server(redis_server, tmp_path_factory) -> Iterator[ServerProcess]:
 @pytest.fixture
 async def session_of(console_server) -> AsyncIterator[Any]:
     """session_of(token): an aiohttp session logged in to the console with that token."""
-    sessions: list[aiohttp.ClientSession] = []
-
-    async def login(token: str | None) -> aiohttp.ClientSession:
-        # unsafe: keep cookies of an IP address host (127.0.0.1)
-        s = aiohttp.ClientSession(console_server.console, cookie_jar=aiohttp.CookieJar(unsafe=True))
-        sessions.append(s)
-        if token is not None:
-            async with s.post("/api/login", json={"token": token}) as r:
-                assert r.status == 200, await r.text()
-        return s
-
-    yield login
-    for s in sessions:
-        await s.close()
-
-
-async def _snapshot(s: aiohttp.ClientSession) -> dict[str, Any]:
-    async with s.get("/api/snapshot") as r:
-        assert r.status == 200, await r.text()
-        return await r.json()
+    logins = Logins()
+    yield lambda token: logins(console_server.console, token)
+    await logins.aclose()
 
 
 def _lock(snapshot: dict[str, Any], name: str) -> dict[str, Any] | None:
@@ -109,9 +93,9 @@ async def test_a_token_logs_in_with_an_http_only_strict_cookie(console_server, s
         "list_rwlocks": True, "list_elections": True, "list_chats": True, "list_indexes": True,
         "list_file_groups": True, "suggest": True})
     assert ACME_READER not in json.dumps(me)
-    snapshot = await _snapshot(s)
-    assert snapshot["overview"]["redis"]["serving"] is True and "items" in snapshot["locks"]
-    assert "processes" not in snapshot  # server-wide: admin tokens only
+    snap = await snapshot(s)
+    assert snap["overview"]["redis"]["serving"] is True and "items" in snap["locks"]
+    assert "processes" not in snap  # server-wide: admin tokens only
     # A form post (not JSON), as a cross-site page could send, is refused.
     async with s.post("/api/locks/force-release", data={"name": "x"}) as r:
         assert r.status == 400
@@ -126,10 +110,10 @@ async def test_a_tenant_sees_only_its_own_locks(console_server, session_of, name
     async with concord.AsyncClient(console_server.target, token=ACME_WRITER) as client:
         lease = await client.lock(name, ttl=60, owner="acme-worker").acquire()
         try:
-            mine = _lock(await _snapshot(acme), name)
+            mine = _lock(await snapshot(acme), name)
             assert mine is not None and mine["held"] and mine["owner"] == "acme-worker"
             assert mine["fencing_token"] == lease.fencing_token and 0 < mine["ttl_ms"] <= 60_000
-            assert _lock(await _snapshot(globex), name) is None
+            assert _lock(await snapshot(globex), name) is None
             # ... and globex cannot release it either: the name is its own, and free.
             async with globex.post("/api/locks/force-release", json={"name": name}) as r:
                 assert r.status == 200 and (await r.json()) == {"released": False}
@@ -184,7 +168,7 @@ async def _first_event_with(events: aiohttp.ClientResponse, name: str) -> dict[s
 async def _snapshot_until(s: aiohttp.ClientSession, found: Any, what: str) -> Any:
     """Polls the snapshot until found(snapshot) is truthy (its value), within DEADLINE."""
     deadline = time.monotonic() + DEADLINE
-    while not (value := found(await _snapshot(s))):
+    while not (value := found(await snapshot(s))):
         assert time.monotonic() < deadline, f"no {what} within {DEADLINE} s"
         await asyncio.sleep(0.05)
     return value
@@ -202,11 +186,11 @@ async def test_the_locks_view_lists_waiters_in_fifo_order_with_how_long_each_wai
                 n = len(waiting)
                 await _snapshot_until(acme, lambda snap: (lock := _lock(snap, name)) and lock["waiters"] == n,
                                       f"{n} waiters")
-            lock = _lock(await _snapshot(acme), name)
+            lock = _lock(await snapshot(acme), name)
             assert [w["owner"] for w in lock["queue"]] == ["first", "second", "third"]
             waited = [w["waited_ms"] for w in lock["queue"]]
             assert waited == sorted(waited, reverse=True) and 0 <= waited[-1] and waited[0] < 60_000
-            assert _lock(await _snapshot(globex), name) is None
+            assert _lock(await snapshot(globex), name) is None
         finally:
             await held.release()
             for task in waiting:
@@ -221,7 +205,7 @@ async def test_force_release_hands_the_lock_to_the_next_waiter(console_server, s
         held = await holder_client.lock(name, ttl=60, owner="stuck").acquire()
         waiting = asyncio.create_task(waiter_client.lock(name, ttl=60, owner="next").acquire(timeout=30))
         deadline = time.monotonic() + DEADLINE
-        while (lock := _lock(await _snapshot(admin), name)) is None or lock["waiters"] < 1:
+        while (lock := _lock(await snapshot(admin), name)) is None or lock["waiters"] < 1:
             assert time.monotonic() < deadline, lock
             await asyncio.sleep(0.05)
         async with admin.post("/api/locks/force-release", json={"name": name}) as r:
@@ -229,7 +213,7 @@ async def test_force_release_hands_the_lock_to_the_next_waiter(console_server, s
             assert await r.json() == {"released": True, "owner": "stuck", "fencing_token": held.fencing_token}
         granted = await asyncio.wait_for(waiting, DEADLINE)
         assert granted is not None and granted.fencing_token > held.fencing_token
-        lock = _lock(await _snapshot(admin), name)
+        lock = _lock(await snapshot(admin), name)
         assert lock["owner"] == "next" and lock["fencing_token"] == granted.fencing_token
         await granted.release()
     assert re.search(rf"console: tenant=acme role=admin token=sha256:\w+ from \S+ force-released lock '{name}' "
@@ -268,7 +252,7 @@ async def test_the_coordination_view_streams_semaphores_with_holders_and_waiters
             assert (sem["limit"], sem["held"], sem["holder_count"]) == (2, 2, 1)
             assert [(h["owner"], h["permits"]) for h in sem["holders"]] == [("crawler-a", 2)]
             assert 0 < sem["holders"][0]["ttl_ms"] <= 60_000
-            assert _named(await _snapshot(globex), "semaphores", name) is None
+            assert _named(await snapshot(globex), "semaphores", name) is None
         finally:
             await client.semaphore(name).release(first)
             granted = await asyncio.wait_for(waiting, DEADLINE)
@@ -302,7 +286,7 @@ async def test_the_queues_view_streams_counts_by_state_and_dead_tasks_with_their
         assert [(t["task_id"], t["last_error"], t["type"]) for t in row["dead_tasks"]] == [(dead_id, "disk full",
                                                                                            "resize")]
         assert "payload" not in json.dumps(row)  # payloads stay out of the snapshot
-        assert _named(await _snapshot(globex), "queues", name) is None
+        assert _named(await snapshot(globex), "queues", name) is None
 
 
 async def test_retry_dead_needs_an_admin_token_and_is_logged_with_who_did_it(console_server, session_of, name):

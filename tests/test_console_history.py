@@ -28,6 +28,7 @@ from concord_server.keys import KeySpace
 from concord_server.primitives.queue import NewTask, Queues
 from concord_server.primitives.queue_history import QueueHistory, Sample, rates
 from concord_server.process_registry import _BEAT, MAX_INDEXED, MAX_LISTED, TTL_BEATS, ProcessRegistry
+from console_support import Logins, snapshot
 from support import ServerProcess, async_wait_until, free_port, queue_primitive
 from test_console import ACME_ADMIN, ACME_WRITER, GLOBEX_ADMIN, TOKENS
 
@@ -48,28 +49,13 @@ def _server(redis_server, folder: Path, prefix: str, *extra: str) -> ServerProce
 @pytest.fixture
 async def logged_in() -> AsyncIterator[Any]:
     """logged_in(server, token): an aiohttp session on the server's console."""
-    sessions: list[aiohttp.ClientSession] = []
-
-    async def login(server: ServerProcess, token: str) -> aiohttp.ClientSession:
-        s = aiohttp.ClientSession(server.console, cookie_jar=aiohttp.CookieJar(unsafe=True))  # type: ignore[attr-defined]
-        sessions.append(s)
-        async with s.post("/api/login", json={"token": token}) as r:
-            assert r.status == 200, await r.text()
-        return s
-
-    yield login
-    for s in sessions:
-        await s.close()
-
-
-async def _snapshot(s: aiohttp.ClientSession) -> dict[str, Any]:
-    async with s.get("/api/snapshot") as r:
-        assert r.status == 200, await r.text()
-        return await r.json()
+    logins = Logins()
+    yield lambda server, token: logins(server.console, token)
+    await logins.aclose()
 
 
 async def _pids(s: aiohttp.ClientSession) -> set[int]:
-    return {p["pid"] for p in (await _snapshot(s))["processes"]["items"]}
+    return {p["pid"] for p in (await snapshot(s))["processes"]["items"]}
 
 
 async def _history(s: aiohttp.ClientSession, name: str) -> dict[str, Any]:
@@ -89,7 +75,7 @@ async def test_every_console_lists_every_live_process_a_killed_one_goes_after_it
         both = {a.proc.pid, b.proc.pid}
         for s in (on_a, on_b):  # each console lists both processes, from the registry in Redis
             await async_wait_until(lambda s=s: _has(s, both), DEADLINE, message="both processes listed")
-        processes = (await _snapshot(on_b))["processes"]
+        processes = (await snapshot(on_b))["processes"]
         mine = {p["pid"]: p for p in processes["items"]}
         for server in (a, b):
             p = mine[server.proc.pid]
@@ -112,7 +98,7 @@ async def test_every_console_lists_every_live_process_a_killed_one_goes_after_it
 
         c = _server(redis_server, tmp_path / "c", prefix)
         await async_wait_until(lambda: _has(on_a, {a.proc.pid, c.proc.pid}), DEADLINE, message="a new process listed")
-        c_id = next(p["id"] for p in (await _snapshot(on_a))["processes"]["items"] if p["pid"] == c.proc.pid)
+        c_id = next(p["id"] for p in (await snapshot(on_a))["processes"]["items"] if p["pid"] == c.proc.pid)
         assert c.stop() == 0, c.log_text()
         assert not redis_sync.exists(f"{{{prefix}#processes}}:{c_id}")  # a clean stop deletes its record at once
         assert redis_sync.zscore(f"{{{prefix}#processes}}", c_id) is None
@@ -165,7 +151,7 @@ async def test_a_queue_history_grows_survives_a_restart_and_is_its_tenant_own(re
         globex = await logged_in(again, GLOBEX_ADMIN)
         theirs = await _history(globex, name)
         assert theirs["queues"][name]["samples"] == []  # the same name in another tenant: nothing
-        assert all(q["name"] != name for q in (await _snapshot(globex))["queues"]["items"])
+        assert all(q["name"] != name for q in (await snapshot(globex))["queues"]["items"])
     finally:
         assert again.stop() == 0, again.log_text()
 
@@ -204,14 +190,14 @@ async def test_lock_handoffs_and_deadlocks_broken_show_for_their_tenant_only(red
         acme, globex = await logged_in(server, ACME_ADMIN), await logged_in(server, GLOBEX_ADMIN)
 
         async def shown() -> dict[str, Any] | None:
-            activity = (await _snapshot(acme))["locks"]["activity"]
+            activity = (await snapshot(acme))["locks"]["activity"]
             return activity if activity["handoffs_last_hour"]["lock"] >= 2 and activity["deadlocks_broken"] == 1 \
                 else None
 
         # Two handoffs: the release's, and the lock the deadlock's victim let go, granted to the other wait.
         activity = await async_wait_until(shown, DEADLINE, message="the handoffs and the deadlock in acme's view")
         assert activity["last_deadlock_at_ms"] > 0
-        theirs = (await _snapshot(globex))["locks"]["activity"]
+        theirs = (await snapshot(globex))["locks"]["activity"]
         assert theirs["deadlocks_broken"] == 0 and sum(theirs["handoffs_last_hour"].values()) == 0
     finally:
         assert server.stop() == 0, server.log_text()

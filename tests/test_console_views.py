@@ -19,6 +19,7 @@ import pytest
 
 import concord
 from concord_server.console import views_autocomplete, views_chats, views_coordination, views_files
+from console_support import Logins, snapshot
 from support import ServerProcess, free_port
 
 ADMIN, READER, WRITER, OTHER, CAPS = (f"views-{who}-0123456789abcdef"
@@ -67,24 +68,9 @@ def views_server(redis_server, tmp_path_factory) -> Iterator[ServerProcess]:
 
 @pytest.fixture
 async def session_of(views_server) -> AsyncIterator[Any]:
-    sessions: list[aiohttp.ClientSession] = []
-
-    async def login(token: str) -> aiohttp.ClientSession:
-        s = aiohttp.ClientSession(views_server.console, cookie_jar=aiohttp.CookieJar(unsafe=True))
-        sessions.append(s)
-        async with s.post("/api/login", json={"token": token}) as r:
-            assert r.status == 200, await r.text()
-        return s
-
-    yield login
-    for s in sessions:
-        await s.close()
-
-
-async def snapshot(s: aiohttp.ClientSession) -> dict[str, Any]:
-    async with s.get("/api/snapshot") as r:
-        assert r.status == 200, await r.text()
-        return await r.json()
+    logins = Logins()
+    yield lambda token: logins(views_server.console, token)
+    await logins.aclose()
 
 
 def row(snap: dict[str, Any], part: str, name: str) -> dict[str, Any] | None:
