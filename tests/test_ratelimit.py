@@ -293,6 +293,24 @@ def test_check_takes_hits_and_says_how_long_to_wait(stub, name):
     assert got[2].reset_after.seconds >= 59
 
 
+def test_a_check_many_refused_for_one_check_s_missing_or_disagreeing_limit_takes_nothing(stub, name):
+    """The whole call is refused, so no check of it may take hits (the fuzz suite found
+    the checks before the refused one recorded theirs)."""
+    first, unset, other = f"{name}:a", f"{name}:b", f"{name}:c"
+    stub.SetLimit(pb.SetLimitRequest(key=other, limit=_limit(rate=5)), timeout=10)
+    for refused, code, reason in (
+            (pb.CheckRequest(key=unset, hits=1), grpc.StatusCode.NOT_FOUND, "RATE_LIMIT_NOT_FOUND"),
+            (pb.CheckRequest(key=other, limit=_limit(rate=4), hits=1), grpc.StatusCode.FAILED_PRECONDITION,
+             "RATE_LIMIT_MISMATCH")):
+        for all_or_none in (False, True):
+            checks = [pb.CheckRequest(key=first, limit=_limit(rate=2, period_ms=60_000), hits=1), refused]
+            _fails(lambda: stub.CheckMany(pb.CheckManyRequest(checks=checks, all_or_none=all_or_none), timeout=10),
+                   code, reason)
+    got = stub.Check(pb.CheckRequest(key=first, limit=_limit(rate=2, period_ms=60_000), hits=0), timeout=10)
+    assert got.remaining == 2  # nothing was taken by the four refused calls
+    assert stub.Check(pb.CheckRequest(key=other, hits=0), timeout=10).remaining == 5
+
+
 def test_a_stored_limit_is_changed_only_by_set_limit(stub, name):
     _fails(lambda: stub.Check(pb.CheckRequest(key=name, hits=1), timeout=10), grpc.StatusCode.NOT_FOUND,
            "RATE_LIMIT_NOT_FOUND")

@@ -18,7 +18,8 @@
 -- rate, burst, reset ms, retry ms (-1: the hits exceed what ever passes at once), the
 -- concurrency permit it holds ('' none); or LIMIT.MISMATCH and the stored limit
 -- (algorithm, rate, period ms, burst, drain) and ''; or LIMIT.UNSET, five zeros and ''.
--- A mismatch or an unset limit changes nothing.
+-- A mismatch or an unset limit changes nothing, for any check of the call: the server
+-- refuses the whole call (the other checks' seven are then RATE.REFUSED and zeros).
 --! include common.lua
 --! include status.lua
 --! include ratelimit_common.lua
@@ -52,8 +53,10 @@ local function put(i, status, remaining, rate, burst, reset_ms, retry_ms, permit
   out[o + 1], out[o + 2], out[o + 3], out[o + 4] = status, remaining, rate, burst
   out[o + 5], out[o + 6], out[o + 7] = reset_ms, retry_ms, permit
 end
+local refused = false  -- a check's limit disagrees or is missing: the call takes nothing
 local function mismatch(i, L)
   put(i, LIMIT.MISMATCH, L.algo, L.rate, L.period, L.burst, L.drain and 1 or 0, '')
+  refused = true
 end
 local decisions = {}
 local every = true
@@ -76,6 +79,7 @@ for i = 1, n do
     end
   elseif not L then
     put(i, LIMIT.UNSET, 0, 0, 0, 0, 0, '')
+    refused = true
   end
   local first = first_of[k.limit]
   if L and first and not same_limit(decisions[first].L, L) then
@@ -92,6 +96,15 @@ for i = 1, n do
     end
     decisions[i] = {k = k, L = L}
   end
+end
+if refused then
+  for i = 1, n do
+    if out[2 + (i - 1) * 7] == nil then
+      put(i, RATE.REFUSED, 0, 0, 0, 0, 0, '')
+    end
+  end
+  out[1] = RATE.REFUSED
+  return out
 end
 for i = 1, n do
   local d = decisions[i]
