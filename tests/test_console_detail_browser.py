@@ -19,7 +19,9 @@ from collections.abc import Iterator
 import concord
 from concord.queues import LeaseRate, NewTask
 from test_console import ACME_ADMIN, ACME_READER, ACME_WRITER, console_server  # noqa: F401 (a fixture)
-from test_console_browser import UI_DEADLINE_MS, Page, browser, shots  # noqa: F401 (fixtures)
+from test_console_browser import UI_DEADLINE_MS, Page, browser, shots, sync_api  # noqa: F401 (fixtures)
+
+expect = sync_api.expect
 from test_console_detail import MASS_WAITERS, waiting
 
 MASS_DEADLINE_MS = 120_000  # for 10,000 Acquires to queue on a shared, busy machine
@@ -159,12 +161,12 @@ def test_dead_letters_and_search_results_show_one_page_at_a_time(browser, consol
             page = admin.page
             page.goto(f"{console_server.console}/#queue/{name}")
             dead = page.locator('[data-list="dead"] tbody tr')
-            dead.nth(19).wait_for(timeout=UI_DEADLINE_MS)
-            assert dead.count() == 20
+            # Counts are waited for: a pager shows its new page number at once, and the
+            # rows when the page's read comes back.
+            expect(dead).to_have_count(20, timeout=UI_DEADLINE_MS)
             page.get_by_role("button", name="Next page of dead tasks").click()
             page.locator('[data-pager="dead"]').get_by_text("page 2").wait_for(timeout=UI_DEADLINE_MS)
-            dead.nth(4).wait_for(timeout=UI_DEADLINE_MS)
-            assert dead.count() == 5
+            expect(dead).to_have_count(5, timeout=UI_DEADLINE_MS)
             page.get_by_role("button", name="First page of dead tasks").click()
             dead.nth(19).wait_for(timeout=UI_DEADLINE_MS)
 
@@ -180,7 +182,8 @@ def test_dead_letters_and_search_results_show_one_page_at_a_time(browser, consol
             first = rows.first.get_attribute("data-task")
             page.locator("#search-more").click()
             status.get_by_text("page 2: 50 shown").wait_for(timeout=UI_DEADLINE_MS)
-            assert rows.count() == 50 and page.locator(f'#search-results tr[data-task="{first}"]').count() == 0
+            expect(rows).to_have_count(50, timeout=UI_DEADLINE_MS)
+            expect(page.locator(f'#search-results tr[data-task="{first}"]')).to_have_count(0, timeout=UI_DEADLINE_MS)
             assert admin.errors == [], admin.errors
         finally:
             admin.close()
