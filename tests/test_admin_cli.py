@@ -576,6 +576,23 @@ def test_limit_set_show_check_and_reset(concord_server, unique):
     assert "0 allowed; 2 left" in run(t, "limit", "check", unique).stdout
 
 
+def test_limit_list_and_delete(concord_server, unique):
+    t = concord_server.target
+    assert run(t, "limit", "set", f"{unique}:a", "5", "--per", "1m", "--burst", "3").returncode == 0
+    assert run(t, "limit", "set", f"{unique}:b", "2", "--algorithm", "concurrency").returncode == 0
+    assert run(t, "limit", "check", f"{unique}:a", "--hits", "1").returncode == 0
+    listed = {e["key"]: e for e in run_json(t, "limit", "list") if e["key"].startswith(unique)}
+    assert sorted(listed) == [f"{unique}:a", f"{unique}:b"]
+    assert (listed[f"{unique}:a"]["remaining"], listed[f"{unique}:a"]["limit"]["burst"]) == (2, 3)
+    assert listed[f"{unique}:b"]["limit"]["algorithm"] == "ALGORITHM_CONCURRENCY"
+    table = [line for line in run(t, "limit", "list").stdout.splitlines() if line.startswith(unique)]
+    assert len(table) == 2 and "5 per 1m, burst 3 (gcra)" in table[0] and table[0].split()[-1] == "0"  # no waiters
+    deleted = run(t, "limit", "delete", f"{unique}:a")
+    assert deleted.returncode == 0 and "deleted (was 5 per 1m, burst 3" in deleted.stdout, deleted.stdout
+    assert run_json(t, "limit", "delete", f"{unique}:a") == {"key": f"{unique}:a", "previous": None}
+    assert [e["key"] for e in run_json(t, "limit", "list") if e["key"].startswith(unique)] == [f"{unique}:b"]
+
+
 def test_describe_shows_each_group_with_its_rules_and_what_holds_it(concord_server, client, unique):
     target, name = concord_server.target, f"{unique}:gq"
     q = client.queue(name)

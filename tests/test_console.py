@@ -91,7 +91,7 @@ async def test_a_token_logs_in_with_an_http_only_strict_cookie(console_server, s
         "see_processes": False, "search_tasks": True, "list_schedules": True, "retry_dead": False,
         "delete_dead": False, "cancel": False, "purge": False, "pause_queue": False, "pause_schedule": False,
         "list_rwlocks": True, "list_elections": True, "list_chats": True, "list_indexes": True,
-        "list_file_groups": True, "suggest": True})
+        "list_file_groups": True, "suggest": True, "list_limits": True, "reset_limit": False, "delete_limit": False})
     assert ACME_READER not in json.dumps(me)
     snap = await snapshot(s)
     assert snap["overview"]["redis"]["serving"] is True and "items" in snap["locks"]

@@ -2,7 +2,9 @@
 Playwright for Python, nothing downloaded (no `playwright install`). Skipped, with
 the reason, where chromium or playwright is missing.
 
-Against a live server with tokens: the overview (with the server processes), locks
+Against a live server with tokens, under load from another tenant for the whole
+module (Load: LOAD_WAITS Dequeues blocked at all times, lock handoffs and task round
+trips at about LOAD_RATE a second; the overview shows its blocked calls): the overview (with the server processes), locks
 (with the lock activity), coordination, queues (with each queue's chart), chats,
 autocomplete and files pages render with no console error; a lock taken through the
 API shows with its waiter; a force-release confirmed in the page hands the lock to the
@@ -13,13 +15,15 @@ read-only token sees no action button; at phone width the page still fits; a
 read-write lock's writer taken through the API shows with its waiter, an election's
 leader with its candidate and the history of leaders, a chat with its members' unread
 counts, a file group with its bytes and workers, and the suggestion box suggests a
-name added through the API, typed into it; another tenant sees none of them. Each
+name added through the API, typed into it; another tenant sees none of them; a
+stored rate limit shows spent, and a Reset confirmed in the page makes it full. Each
 page is saved as a screenshot in the test's directory, or in $CONSOLE_SCREENSHOTS when
 set (docs/console/ holds the ones the README shows).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import threading
@@ -29,6 +33,7 @@ from pathlib import Path
 import pytest
 
 import concord
+from support import wait_until
 from test_console import ACME_ADMIN, ACME_READER, ACME_WRITER, GLOBEX_ADMIN, console_server  # noqa: F401 (a fixture)
 
 CHROMIUM = os.environ.get("CONCORD_CHROMIUM", "/usr/bin/chromium")
@@ -37,6 +42,84 @@ if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
     pytest.skip(f"no chromium at {CHROMIUM} (Debian: apt-get install chromium)", allow_module_level=True)
 
 UI_DEADLINE_MS = 5000
+LOAD_WAITS = 200  # Dequeues the load keeps blocked in the server at all times
+LOAD_RATE = 50  # lock handoffs, and task round trips, the load makes a second
+LOAD_CLIENTS = 4  # its connections: a connection carries at most 100 calls at once
+
+
+class Load:
+    """Another tenant's traffic on the console's server, in a thread of its own with an
+    event loop, until ``stop``, which returns the errors it met (none expected): every
+    blocked Dequeue is asked again as its wait ends, and the handoffs and round trips
+    are paced to LOAD_RATE a second, so it loads the server steadily without taking
+    both cores from the browser."""
+
+    def __init__(self, target: str, token: str) -> None:
+        self._target, self._token = target, token
+        self._loop = asyncio.new_event_loop()
+        self._stopping: asyncio.Event | None = None
+        self.errors: list[BaseException] = []
+        self._thread = threading.Thread(target=self._loop.run_until_complete, args=(self._run(),), daemon=True)
+
+    def start(self) -> Load:
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[BaseException]:
+        self._loop.call_soon_threadsafe(lambda: self._stopping and self._stopping.set())
+        self._thread.join(30)
+        return self.errors
+
+    async def _run(self) -> None:
+        self._stopping = asyncio.Event()
+        # A subchannel pool each: else gRPC shares one connection among the clients.
+        clients = [concord.AsyncClient(self._target, token=self._token, options=[("grpc.use_local_subchannel_pool", 1)])
+                   for _ in range(LOAD_CLIENTS)]
+        work = [asyncio.create_task(self._blocked(clients[i % LOAD_CLIENTS])) for i in range(LOAD_WAITS)]
+        work.append(asyncio.create_task(self._round_trips(clients[0])))
+        await self._stopping.wait()
+        for task in work:
+            task.cancel()
+        await asyncio.gather(*work, return_exceptions=True)
+        for client in clients:
+            await client.close()
+
+    async def _guarded(self, step) -> None:
+        try:
+            await step()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 (kept for the module's end)
+            self.errors.append(exc)
+            raise
+
+    async def _blocked(self, client: concord.AsyncClient) -> None:
+        idle = client.queue("load:idle")  # never holds a task: every Dequeue waits its whole 5 s
+        while True:
+            await self._guarded(lambda: idle.get(1, timeout=5))
+
+    async def _round_trips(self, client: concord.AsyncClient) -> None:
+        loop = asyncio.get_running_loop()
+        queue, started, done = client.queue("load:busy"), loop.time(), 0
+
+        async def one() -> None:
+            lock = client.lock(f"load:{done % 4}", ttl=10)
+            await lock.release(await lock.acquire(timeout=5))
+            await queue.put("t", b"x")
+            for task in await queue.get(1, timeout=5):
+                await queue.ack(task)
+
+        while True:
+            await self._guarded(one)
+            done += 1
+            await asyncio.sleep(max(0.0, started + done / LOAD_RATE - loop.time()))  # pacing, not settling
+
+
+@pytest.fixture(scope="module", autouse=True)
+def load(console_server) -> Iterator[Load]:
+    running = Load(console_server.target, GLOBEX_ADMIN).start()
+    yield running
+    assert running.stop() == []
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +176,9 @@ def test_the_pages_render_live_and_force_release_hands_the_lock_on(browser, cons
             page.locator("#processes tr[data-process] .state").first.wait_for(timeout=UI_DEADLINE_MS)
             process.locator("xpath=..").locator('td[data-label="loop lag"]').get_by_text("ms").wait_for(
                 timeout=UI_DEADLINE_MS)  # its second beat: figures over an interval
+            blocked = page.locator("#overview-cards .card", has_text="Blocked calls").locator(".big")
+            wait_until(lambda: int(blocked.inner_text()) >= LOAD_WAITS, timeout=UI_DEADLINE_MS / 1000,
+                       message="the load's blocked calls on the overview")
             page.screenshot(path=str(shots / "console-overview.png"), full_page=True)
 
             page.get_by_role("link", name="Locks").click()
@@ -322,3 +408,52 @@ def test_the_coordination_chats_autocomplete_and_files_pages_render_live(browser
                     waiter.rwlock(name).release(held)
                 elif held is not None:
                     waiter.election(name).resign(held.term)
+
+
+def test_the_limits_page_shows_a_spent_limit_and_a_reset_makes_it_full(browser, console_server, shots, name):
+    admin = Page(browser, console_server.console, viewport={"width": 1280, "height": 800})
+    reader = Page(browser, console_server.console, viewport={"width": 390, "height": 844}, is_mobile=True)
+    other = Page(browser, console_server.console, viewport={"width": 1280, "height": 800})
+    with concord.Client(console_server.target, token=ACME_ADMIN) as client:
+        api = client.rate_limit(f"{name}:api")
+        api.set_limit(concord.Limit(5, 60.0))
+        assert api.check(5).allowed  # spent: its 5 units taken
+        client.rate_limit(f"{name}:exports").set_limit(concord.Limit(4, 300.0, algorithm="concurrency"))
+        try:
+            admin.log_in(ACME_ADMIN)
+            page = admin.page
+            page.get_by_role("link", name="Limits").click()
+            row = page.locator(f'tr[data-limit="{name}:api"]')
+            row.get_by_text("■ spent").wait_for(timeout=UI_DEADLINE_MS)
+            assert row.locator('td[data-label="allows now"]').inner_text().startswith("0 of 5")
+            assert row.locator('td[data-label="limit"]').inner_text() == "5 per min"
+            page.locator(f'tr[data-limit="{name}:exports"]').get_by_text("● full").wait_for(timeout=UI_DEADLINE_MS)
+            page.screenshot(path=str(shots / "console-limits.png"), full_page=True)
+
+            reader.log_in(ACME_READER)
+            reader.page.goto(console_server.console + "/#limits")
+            reader.page.locator(f'tr[data-limit="{name}:api"]').wait_for(timeout=UI_DEADLINE_MS)
+            assert reader.page.get_by_role("button", name=f"Reset {name}:api").count() == 0  # read-only: no actions
+            width = reader.page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, f"the limits page is {width}px wide at phone width"
+
+            row.get_by_role("button", name=f"Reset {name}:api").click()
+            dialog = page.get_by_role("dialog")
+            dialog.get_by_text("Its stored limit stays").wait_for(timeout=UI_DEADLINE_MS)
+            dialog.get_by_role("button", name="Reset").click()
+            row.get_by_text("● full").wait_for(timeout=UI_DEADLINE_MS)
+            assert api.check(0).remaining == 5  # full again, through the API too
+
+            other.log_in(GLOBEX_ADMIN)
+            other.page.goto(console_server.console + "/#limits")
+            other.page.get_by_role("heading", name="Rate limits", exact=True).wait_for(timeout=UI_DEADLINE_MS)
+            other.page.locator("#live.on").wait_for(timeout=UI_DEADLINE_MS)
+            assert other.page.locator(f'[data-limit^="{name}"]').count() == 0
+            assert admin.errors == [] and reader.errors == [] and other.errors == [], (
+                admin.errors, reader.errors, other.errors)
+        finally:
+            admin.close()
+            reader.close()
+            other.close()
+            api.delete_limit()
+            client.rate_limit(f"{name}:exports").delete_limit()

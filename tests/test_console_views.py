@@ -1,5 +1,6 @@
-"""The console's views of read-write locks, elections, chats, autocomplete indexes and
-file groups (console/views_*.py), and its suggestion box's endpoint, over HTTP with
+"""The console's views of read-write locks, elections, chats, autocomplete indexes,
+file groups and rate limits (console/views_*.py), its suggestion box's endpoint and
+the rate limits' reset and delete, over HTTP with
 aiohttp's client against a real server with tokens of three tenants (a chat keeps at
 most 5 messages, so retention makes gaps): each snapshot part shows what was made
 through the API with the right values, another tenant sees none of it, a read-only
@@ -18,7 +19,7 @@ import aiohttp
 import pytest
 
 import concord
-from concord_server.console import views_autocomplete, views_chats, views_coordination, views_files
+from concord_server.console import views_autocomplete, views_chats, views_coordination, views_files, views_limits
 from console_support import Logins, snapshot
 from support import ServerProcess, free_port
 
@@ -92,9 +93,10 @@ async def test_me_says_which_new_views_a_token_may_see(views_server, session_of)
         async with s.get("/api/me") as r:
             may = (await r.json())["may"]
         assert all(may[k] for k in ("list_rwlocks", "list_elections", "list_chats", "list_indexes",
-                                    "list_file_groups", "suggest"))
+                                    "list_file_groups", "suggest", "list_limits"))
+        assert may["reset_limit"] is may["delete_limit"] is (token == ADMIN)
         snap = await snapshot(s)
-        for part in ("rwlocks", "elections", "chats", "indexes", "file_groups"):
+        for part in ("rwlocks", "elections", "chats", "indexes", "file_groups", "limits"):
             assert "items" in snap[part], (part, snap[part])
 
 
@@ -231,6 +233,42 @@ def test_file_groups_show_bytes_against_the_bound_files_and_each_workers_progres
         client.files.upload([b"c\n" * 10], name, sender="sender", name="two.txt")
         client.files.mark_done(one.file_id, "w1")
         asyncio.run(check())
+
+
+async def test_rate_limits_show_what_they_allow_and_an_admin_resets_and_deletes_them(views_server, session_of,
+                                                                                    name):
+    admin, reader, other = await session_of(ADMIN), await session_of(READER), await session_of(OTHER)
+    async with concord.AsyncClient(views_server.target, token=ADMIN) as client:
+        api = client.rate_limit(name)
+        await api.set_limit(concord.Limit(10, 60.0, burst=4))
+        assert (await api.check(3)).allowed
+        limit = await until(reader, lambda snap: (r := row(snap, "limits", name)) and r["remaining"] == 1 and r,
+                            "the limit")
+        assert (limit["algorithm"], limit["rate"], limit["period_ms"], limit["burst"], limit["capacity"]) == (
+            "gcra", 10, 60_000, 4, 4)
+        assert 0 < limit["reset_ms"] <= 18_000 and limit["waiters"] == 0 and limit["drain"] is False
+        assert row(await snapshot(other), "limits", name) is None  # another tenant sees nothing
+
+        async def post(s: aiohttp.ClientSession, path: str) -> tuple[int, dict[str, Any]]:
+            async with s.post(path, json={"key": name}) as r:
+                return r.status, await r.json()
+
+        for path in ("/api/limits/reset", "/api/limits/delete"):  # read-only: refused, nothing changed
+            status, error = await post(reader, path)
+            assert (status, error["reason"]) == (403, "PERMISSION_DENIED"), error
+        assert (await api.check(0)).remaining == 1
+        assert await post(admin, "/api/limits/reset") == (200, {"reset": True})
+        assert (await api.check(0)).remaining == 4  # full again, its limit kept
+        assert await post(admin, "/api/limits/delete") == (200, {"deleted": True})
+        with pytest.raises(concord.RateLimitNotFound):
+            await api.get_limit()
+        await until(reader, lambda snap: row(snap, "limits", name) is None, "the limit gone from the view")
+        assert await post(admin, "/api/limits/delete") == (200, {"deleted": False})
+        async with admin.post("/api/limits/reset", json={"key": " "}) as r:
+            assert (r.status, (await r.json())["reason"]) == (400, "INVALID_ARGUMENT")
+    log = views_server.log_text()
+    assert f"reset rate limit {name!r}" in log and f"deleted rate limit {name!r}" in log
+    assert f"was refused deleting rate limit {name!r}" in log
 
 
 async def test_every_list_stops_at_its_cap(views_server, session_of, name):

@@ -1,6 +1,6 @@
-"""The listings of read-write locks, elections, autocomplete indexes and file groups
-(ListReadWriteLocks, ListElections, ListIndexes, ListFileGroups), end to end through a
-real server: what each entry carries, that a resource appears once created and drops
+"""The listings of read-write locks, elections, autocomplete indexes, file groups and
+stored rate limits (ListReadWriteLocks, ListElections, ListIndexes, ListFileGroups,
+ListLimits), end to end through a real server: what each entry carries, that a resource appears once created and drops
 out once gone, paging over several pages, bad paging input, and that a tenant's
 listing shows nothing of another tenant's."""
 
@@ -15,6 +15,7 @@ import concord
 from concord.autocomplete.v1 import autocomplete_pb2
 from concord.election.v1 import election_pb2
 from concord.files.v1 import files_pb2
+from concord.ratelimit.v1 import ratelimit_pb2
 from concord.rwlock.v1 import rwlock_pb2
 from support import ServerProcess, error_info, wait_until
 
@@ -24,6 +25,7 @@ KINDS = {
     "election": ("election", "ListElections", election_pb2.ListElectionsRequest, "elections", "election"),
     "index": ("autocomplete", "ListIndexes", autocomplete_pb2.ListIndexesRequest, "indexes", "index"),
     "files": ("files", "ListFileGroups", files_pb2.ListFileGroupsRequest, "groups", "group"),
+    "limit": ("ratelimit", "ListLimits", ratelimit_pb2.ListLimitsRequest, "limits", "key"),
 }
 
 
@@ -146,6 +148,43 @@ def test_file_groups_are_listed_with_files_bytes_held_and_the_bound(client, name
     assert not [g for g in client.files.list_groups() if g.group == group]  # no file left: gone
 
 
+def test_stored_rate_limits_are_listed_with_what_they_allow_and_their_waiters(client, name):
+    api = client.rate_limit(f"{name}-api")
+    assert api.set_limit(concord.Limit(10, 60.0, burst=5)) is None
+    slots = client.rate_limit(f"{name}-slots")
+    slots.set_limit(concord.Limit(2, 60.0, algorithm="concurrency"))
+    client.rate_limit(f"{name}-carried", rate=5, per=1.0).check()  # its limit travels with the call: not listed
+    assert api.check(3).allowed and api.check(2).allowed  # spent: 5 of burst 5
+    held = [slots.check() for _ in range(2)]
+    assert all(d.allowed for d in held)
+    waited: list[object] = []
+    waiter = threading.Thread(target=lambda: waited.append(slots.wait(1, timeout=30)))
+    waiter.start()
+    try:
+        wait_until(lambda: any(s.key == f"{name}-slots" and s.waiters == 1 for s in client.list_rate_limits()),
+                   message="the waiter to be counted")
+        listed = {s.key: s for s in client.list_rate_limits() if s.key.startswith(name)}
+        assert sorted(listed) == [f"{name}-api", f"{name}-slots"]
+        a, b = listed[f"{name}-api"], listed[f"{name}-slots"]
+        assert (a.limit, a.remaining, a.waiters) == (concord.Limit(10, 60.0, 5, "gcra"), 0, 0)
+        assert 0 < a.reset_after <= 30  # 5 units back at one per 6 s
+        assert (b.limit.algorithm, b.limit.rate, b.remaining, b.waiters) == ("concurrency", 2, 0, 1)
+    finally:
+        slots.release(held[0].permit)
+        waiter.join(30)
+    assert waited and waited[0].allowed  # the release let the waiter in
+    # DeleteLimit: the limit and what it counted go, and the key leaves the listing.
+    assert api.delete_limit() == concord.Limit(10, 60.0, 5, "gcra")
+    assert api.delete_limit() is None
+    with pytest.raises(concord.RateLimitNotFound):
+        api.get_limit()
+    with pytest.raises(concord.RateLimitNotFound):
+        api.check()
+    assert [s.key for s in client.list_rate_limits() if s.key.startswith(name)] == [f"{name}-slots"]
+    api.set_limit(concord.Limit(10, 60.0, burst=5))
+    assert api.check(5).allowed  # stored again: full, nothing of before counted
+
+
 @pytest.mark.parametrize("kind", sorted(KINDS))
 @pytest.mark.parametrize("page_size, page_token, field", [(1001, "", "page_size"), (0, "not-a-cursor", "page_token")])
 def test_bad_paging_is_invalid_argument(client, kind, page_size, page_token, field):
@@ -165,7 +204,8 @@ MANY = 600  # more than a small hash's one-page HSCAN (hash-max-listpack-entries
 @pytest.fixture(scope="module")
 def tenant_server(redis_server, tmp_path_factory):
     d = tmp_path_factory.mktemp("listings")
-    (d / "tokens.toml").write_text("".join(f'[[tokens]]\ntoken = "{t}"\ntenant = "{tenant}"\n\n'
+    # Admin tokens: storing a rate limit (the "limit" kind's resource) needs one.
+    (d / "tokens.toml").write_text("".join(f'[[tokens]]\ntoken = "{t}"\ntenant = "{tenant}"\nrole = "admin"\n\n'
                                            for tenant, t in TOKENS.items())
                                    + f'[[tokens]]\ntoken = "{READER}"\ntenant = "busy"\nrole = "read-only"\n')
     server = ServerProcess("--redis-url", redis_server.url, "--key-prefix", "listings", "--auth-tokens",
@@ -182,6 +222,8 @@ def _create(client: concord.Client, kind: str, name: str) -> None:
         assert client.election(name, ttl=120, candidate="c").elect(b"v") is not None
     elif kind == "index":
         client.autocomplete.add_names(name, ["x"])
+    elif kind == "limit":
+        client.rate_limit(name).set_limit(concord.Limit(5, 1.0))
     else:
         client.chat.create(f"{name}-s", [f"{name}-w"], "files", chat_id=name)
         client.files.upload([b"data"], name, sender=f"{name}-s", name="f")

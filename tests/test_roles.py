@@ -161,7 +161,7 @@ def test_role_table_names_the_admin_methods_and_rejects_unknown_roles(tmp_path):
     assert admin == {"/concord.lock.v1.LockService/ForceRelease", "/concord.semaphore.v1.SemaphoreService/SetLimit",
                      *(f"/concord.queue.v1.QueueService/{m}" for m in
                        ("Purge", "RetryDead", "SetQueuePolicy", "PauseQueue", "ResumeQueue", "SetGroupRules")),
-                     "/concord.ratelimit.v1.RateLimitService/SetLimit", "/concord.ratelimit.v1.RateLimitService/Reset"}
+                     *(f"/concord.ratelimit.v1.RateLimitService/{m}" for m in ("SetLimit", "Reset", "DeleteLimit"))}
     path = tmp_path / "tokens.toml"
     path.write_text(f'[[tokens]]\ntoken = "{READER}"\ntenant = "acme"\nrole = "superuser"\n')
     with pytest.raises(ValueError, match="role must be one of read-only, read-write, admin"):

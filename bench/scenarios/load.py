@@ -41,7 +41,13 @@ the same length, one without a console page and one with a page watching (its ev
 stream, /api/events?parts=locks, as the Locks page opens it: the overview and the
 locks with their waiters each second, the largest page here, over 250 locks with 16
 waiters each), on the same server with the same calls open. What the page adds to the
-server's CPU, in % of a core (target: at most 5).
+server's CPU, in % of a core (target: at most 5). Each round also has a window with a
+person's detail pages open instead (DETAIL_PATHS: a lock's waiters page, 16 waiters,
+and a queue's page, each read again every DETAIL_REFRESH_S as console-detail.js does,
+beside the event stream such a page opens, which carries the overview alone). And
+how soon a lock taken through the API shows on a watching Locks page (the issue's
+"within a second"): PROBES locks taken one after another, each timed from the
+Acquire's reply to the first snapshot naming it (see ``visible_after``).
 
 Measured from outside the server: VmRSS from /proc/<pid>/status; the server's Redis
 connections (CLIENT LIST minus the bench's own, named "bench"), sampled every
@@ -59,6 +65,7 @@ the repetitions; completions are the worst repetition's (they must hold in each)
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import json
 import multiprocessing
 import socket
@@ -89,6 +96,13 @@ TARGET_CONNECTIONS = 16
 TARGET_CONSOLE = 5.0  # % of a core a watching console may add
 CONSOLE_ROUNDS = 2  # windows without and with a console watching, in turns
 PAGE_PARTS = b"locks"  # the page watched: Locks, the largest here (4,000 lock waiters on 250 locks)
+# The detail pages read in the detail windows (console/queue_detail.py), as the page asks
+# for them: a lock with 16 waiters, and a queue the warm-up round left tasks and events in.
+DETAIL_PATHS = ("/api/locks/bench:load:load:lock:0/waiters?offset=0&limit=100",
+                "/api/queues/bench:load:warm:dequeue:0?limit=20")
+DETAIL_REFRESH_S = 2.0  # console-detail.js REFRESH_MS
+PROBES = 5  # locks taken through the API while a Locks page watches, per run
+TARGET_VISIBLE_S = 1.0
 PHASES = ("idle", "ramp-up", "steady", "release")
 LABELS = {"hold": "Hold", "subscribe": "Subscribe", "consume": "Consume", "download": "Upload+Download",
           "lock": "lock Acquire", "semaphore": "semaphore Acquire", "dequeue": "Dequeue"}
@@ -234,18 +248,38 @@ def _redis_figures(rds: RedisServer) -> tuple[float, int]:
 
 
 class ConsoleWatcher:
-    """One console page's event stream (/api/events), read in a thread while the
-    ``with`` lasts: how many snapshots arrived and how many bytes they took. A plain
-    socket: the stream is read as it comes, and stopping never waits on a read."""
+    """One console page's event stream (/api/events?parts=...), read in a thread while
+    the ``with`` lasts: how many snapshots arrived and how many bytes they took. A
+    plain socket: the stream is read as it comes, and stopping never waits on a read.
+    With ``details``, a second thread reads each of those paths every
+    DETAIL_REFRESH_S, as an open detail page does (``detail_reads``, ``detail_errors``)."""
 
-    def __init__(self, port: int) -> None:
-        self.port, self.events, self.bytes = port, 0, 0
+    def __init__(self, port: int, parts: bytes = PAGE_PARTS, details: tuple[str, ...] = ()) -> None:
+        self.port, self.parts, self.details = port, parts, details
+        self.events = self.bytes = self.detail_reads = self.detail_errors = 0
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._threads = [threading.Thread(target=self._read, daemon=True)]
+        if details:
+            self._threads.append(threading.Thread(target=self._read_details, daemon=True))
+
+    def _read_details(self) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            while True:
+                for path in self.details:
+                    conn.request("GET", path)
+                    response = conn.getresponse()
+                    response.read()
+                    self.detail_reads += 1
+                    self.detail_errors += response.status != 200
+                if self._stop.wait(DETAIL_REFRESH_S):
+                    return
+        finally:
+            conn.close()
 
     def _read(self) -> None:
         with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
-            sock.sendall(b"GET /api/events?parts=" + PAGE_PARTS + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            sock.sendall(b"GET /api/events?parts=" + self.parts + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                          b"Accept: text/event-stream\r\n\r\n")
             sock.settimeout(0.2)
             tail = b""
@@ -262,12 +296,40 @@ class ConsoleWatcher:
                 tail = seen[-8:]
 
     def __enter__(self) -> "ConsoleWatcher":
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(5)
+        for thread in self._threads:
+            thread.join(5)
+
+
+def visible_after(console_port: int, target: str, name: str) -> float:
+    """Seconds from a lock Acquire's reply to the first snapshot of a watching Locks
+    page that names it: the page's event stream is opened first, then the lock taken
+    (and released at the end). What a person waits for after a change."""
+    from concord import Client
+
+    needle = f'"name": "{name}"'.encode()
+    with socket.create_connection(("127.0.0.1", console_port), timeout=10) as sock, Client(target) as client:
+        sock.sendall(b"GET /api/events?parts=locks HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"Accept: text/event-stream\r\n\r\n")
+        sock.recv(1 << 16)  # the stream is open: its headers (and maybe a first snapshot) came
+        lock = client.lock(name, ttl=60)
+        lease = lock.acquire()
+        taken = time.monotonic()
+        seen = b""
+        try:
+            while needle not in seen:
+                chunk = sock.recv(1 << 20)
+                if not chunk:
+                    raise RuntimeError("the console closed its event stream")
+                seen = seen[-len(needle):] + chunk
+            return time.monotonic() - taken
+        finally:
+            lock.release(lease)
 
 
 def _run_once(ctx: Context, plan: Plan, rep: int, idle_s: float, steady_s: float) -> dict:
@@ -310,7 +372,7 @@ def _run_once(ctx: Context, plan: Plan, rep: int, idle_s: float, steady_s: float
         open_rss, fds, threads = vm_rss(pid), srv.ps.num_fds(), srv.ps.num_threads()
         # The console's cost: windows of steady_s in turns, without a page watching and
         # with one (its event stream), so the calls' own re-checks weigh on both alike.
-        without, watched, events, received = [], [], 0, 0
+        without, watched, detailed, events, received, detail_reads, detail_errors = [], [], [], 0, 0, 0, 0
         for _ in range(CONSOLE_ROUNDS):
             cpu0 = cpu_seconds(srv.ps)
             time.sleep(steady_s)
@@ -320,6 +382,12 @@ def _run_once(ctx: Context, plan: Plan, rep: int, idle_s: float, steady_s: float
                 time.sleep(steady_s)
                 watched.append((cpu_seconds(srv.ps) - cpu0) / steady_s)
             events, received = events + watcher.events, received + watcher.bytes
+            with ConsoleWatcher(console_port, parts=b"", details=DETAIL_PATHS) as details:
+                cpu0 = cpu_seconds(srv.ps)
+                time.sleep(steady_s)
+                detailed.append((cpu_seconds(srv.ps) - cpu0) / steady_s)
+            detail_reads, detail_errors = detail_reads + details.detail_reads, detail_errors + details.detail_errors
+        visible = [visible_after(console_port, srv.target, f"bench:console:probe:{rep}:{i}") for i in range(PROBES)]
         t_release = time.monotonic()
         clients.send(("release",))
         released = [m[1] for m in clients.expect("released", RELEASE_TIMEOUT + 120)]
@@ -361,6 +429,8 @@ def _run_once(ctx: Context, plan: Plan, rep: int, idle_s: float, steady_s: float
         "idle_cpu_busy": idle_cpu, "steady_cpu_busy": steady_cpu,
         "console_added_cpu": sum(watched) / len(watched) - sum(without) / len(without),
         "console_unwatched_cpu": sum(without) / len(without),
+        "console_detail_added_cpu": sum(detailed) / len(detailed) - sum(without) / len(without),
+        "console_detail_reads": detail_reads, "console_detail_errors": detail_errors, "console_visible_s": visible,
         "console_events_per_s": events / (CONSOLE_ROUNDS * steady_s), "console_bytes_per_event": received / max(1, events),
         "steady_redis_cpu_busy": (redis_cpu1 - redis_cpu0) / steady_s,
         "steady_evalsha_per_s": (evalsha1 - evalsha0) / steady_s, "server_fds": fds, "server_threads": threads,
@@ -444,6 +514,20 @@ def _rows(runs: list[dict]) -> list[Row]:
                     note=f"{CONSOLE_ROUNDS} windows each way, in turns; one page's event stream: "
                          f"{med('console_events_per_s'):.2f} snapshots/s of "
                          f"{med('console_bytes_per_event') / 1024:.0f} KiB"))
+    detail = _med(runs, lambda r: r["console_detail_added_cpu"] * 100)
+    rows.append(Row(sc, "server CPU a console's detail pages add (steady)", detail[0], "%", runs=detail[1],
+                    baseline=med("console_unwatched_cpu") * 100, baseline_label="the same windows unwatched",
+                    target=f"≤ {TARGET_CONSOLE:g}% of a core",
+                    passed=detail[0] <= TARGET_CONSOLE and all(r["console_detail_errors"] == 0 for r in runs),
+                    note=f"a lock's waiters page and a queue's page, each read every {DETAIL_REFRESH_S:g} s, "
+                         f"{median([r['console_detail_reads'] for r in runs]):.0f} reads a run, "
+                         f"{sum(r['console_detail_errors'] for r in runs)} not 200"))
+    seen = sorted(v for r in runs for v in r["console_visible_s"])
+    rows.append(Row(sc, "a lock taken through the API shows on a watching Locks page", median(seen), "s",
+                    runs=[median(r["console_visible_s"]) for r in runs], target=f"≤ {TARGET_VISIBLE_S:g} s",
+                    passed=seen[-1] <= TARGET_VISIBLE_S,
+                    note=f"median of {len(seen)} locks over the runs, at most {seen[-1]:.2f} s; from the Acquire's "
+                         "reply to the first snapshot naming it (one a second)"))
     release = _med(runs, lambda r: r["release_s"])
     rows.append(Row(sc, "release: until every call has ended", release[0], "s", runs=release[1],
                     note=f"{n + m:,} calls; {(n + m) / release[0]:,.0f}/s; ramp-up took "

@@ -3665,6 +3665,26 @@ export declare namespace concord.ratelimit.v1 {
     release(request: concord.ratelimit.v1.ReleaseRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.ReleaseResponse__Output>;
     /** release, by its name in the .proto file. */
     Release(request: concord.ratelimit.v1.ReleaseRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.ReleaseResponse__Output>;
+    /**
+     * DeleteLimit forgets the key's stored limit and what the key counted (its
+     * concurrency permits too): the key is as if never used. previous is unset when no
+     * limit was stored. Callers waiting on the key with no limit of their own fail
+     * NOT_FOUND / RATE_LIMIT_NOT_FOUND at their next turn.
+     */
+    deleteLimit(request: concord.ratelimit.v1.DeleteLimitRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.DeleteLimitResponse__Output>;
+    /** deleteLimit, by its name in the .proto file. */
+    DeleteLimit(request: concord.ratelimit.v1.DeleteLimitRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.DeleteLimitResponse__Output>;
+    /**
+     * ListLimits pages through the keys with a stored limit (SetLimit), each with its
+     * limit, what it allows now (a peek: nothing taken) and how many Wait callers queue
+     * on it. Keys whose limit travels with each call are not listed: nothing records
+     * them, so a check costs no extra write. Like LockService.ListLocks, it walks the
+     * caller's own index of names: a key may appear on more than one page, and one set
+     * or deleted during the listing may or may not appear.
+     */
+    listLimits(request: concord.ratelimit.v1.ListLimitsRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.ListLimitsResponse__Output>;
+    /** listLimits, by its name in the .proto file. */
+    ListLimits(request: concord.ratelimit.v1.ListLimitsRequest, options?: grpc.CallOptions): Promise<concord.ratelimit.v1.ListLimitsResponse__Output>;
   }
 
   type Algorithm = 'ALGORITHM_UNSPECIFIED' | 'ALGORITHM_GCRA' | 'ALGORITHM_TOKEN_BUCKET' | 'ALGORITHM_SLIDING_LOG' | 'ALGORITHM_SLIDING_WINDOW' | 'ALGORITHM_FIXED_WINDOW' | 'ALGORITHM_CONCURRENCY';
@@ -3888,6 +3908,69 @@ export declare namespace concord.ratelimit.v1 {
   }
   interface ReleaseResponse__Output {
     released: boolean;
+  }
+
+  interface DeleteLimitRequest {
+    key?: string;
+  }
+  interface DeleteLimitRequest__Output {
+    key: string;
+  }
+
+  interface DeleteLimitResponse {
+    /** The stored limit it deleted; unset when there was none. */
+    previous?: concord.ratelimit.v1.Limit | null;
+  }
+  interface DeleteLimitResponse__Output {
+    /** The stored limit it deleted; unset when there was none. */
+    previous: concord.ratelimit.v1.Limit__Output | null;
+  }
+
+  interface ListLimitsRequest {
+    /** next_page_token of the previous page; empty for the first. */
+    pageToken?: string;
+    /** How many index entries to examine (a hint, 1-1000; 0 = 100). A page may hold fewer. */
+    pageSize?: number;
+  }
+  interface ListLimitsRequest__Output {
+    /** next_page_token of the previous page; empty for the first. */
+    pageToken: string;
+    /** How many index entries to examine (a hint, 1-1000; 0 = 100). A page may hold fewer. */
+    pageSize: number;
+  }
+
+  /** LimitSummary is one key with a stored limit, as a listing shows it. */
+  interface LimitSummary {
+    key?: string;
+    limit?: concord.ratelimit.v1.Limit | null;
+    /** Units that could pass now (CONCURRENCY: rate minus the units held). */
+    remaining?: number | string;
+    /** Until the key is full again (every unit back). */
+    resetAfter?: google.protobuf.Duration | null;
+    /** Wait callers queued on the key now. */
+    waiters?: number;
+  }
+  /** LimitSummary is one key with a stored limit, as a listing shows it. */
+  interface LimitSummary__Output {
+    key: string;
+    limit: concord.ratelimit.v1.Limit__Output | null;
+    /** Units that could pass now (CONCURRENCY: rate minus the units held). */
+    remaining: string;
+    /** Until the key is full again (every unit back). */
+    resetAfter: google.protobuf.Duration__Output | null;
+    /** Wait callers queued on the key now. */
+    waiters: number;
+  }
+
+  interface ListLimitsResponse {
+    limits?: (concord.ratelimit.v1.LimitSummary)[];
+    /** Empty on the last page. */
+    nextPageToken?: string;
+  }
+  interface ListLimitsResponse__Output {
+    limits: (concord.ratelimit.v1.LimitSummary__Output)[];
+    /** Empty on the last page. */
+    nextPageToken: string;
   }
 }
 

@@ -98,7 +98,7 @@ from .queues import (
     TaskHandle,
     Watch,
 )
-from .ratelimits import AsyncRateLimit, Decision, Limit, RateLimit, RateLimitTimeout
+from .ratelimits import AsyncRateLimit, Decision, Limit, LimitSummary, RateLimit, RateLimitTimeout
 from .rwlocks import (AsyncRWLock, AsyncRWLockHold, RWHolder, RWLease, RWLock, RWLockHold, RWLockInfo, RWLockSummary,
                       RWWaiter)
 from .semaphores import AsyncSemaphore, Permit, Semaphore, SemaphoreInfo
@@ -192,6 +192,7 @@ __all__ = [
     "RateLimitTimeout",
     "Decision",
     "Limit",
+    "LimitSummary",
     "RWLockHold",
     "RWLockInfo",
     "RWLockSummary",

@@ -1,5 +1,5 @@
 """Every page of a server listing (ListReadWriteLocks, ListElections, ListIndexes,
-ListFileGroups) as one list, for the sync and async clients.
+ListFileGroups, ListLimits) as one list, for the sync and async clients.
 
 A listing walks the tenant's index of names with HSCAN (the server's
 primitives/listing.py), which may hand out a name twice; the last entry seen for a

@@ -20,7 +20,7 @@ from .chat.v1 import chat_pb2_grpc
 from .chats import AsyncChat, Chat
 from .election.v1 import election_pb2_grpc
 from ._listing import every_page, every_page_async
-from . import elections, rwlocks
+from . import elections, ratelimits, rwlocks
 from .elections import AsyncElection, Election, ElectionSummary
 from .errors import from_rpc_error
 from .files import Files
@@ -30,7 +30,7 @@ from .locks import AsyncLock, AsyncMultiLock, Lock, MultiLock
 from .queue.v1 import queue_pb2_grpc
 from .queues import AsyncQueue, Queue, Task, dequeue_async, dequeue_sync
 from .ratelimit.v1 import ratelimit_pb2_grpc
-from .ratelimits import AsyncRateLimit, Limit, RateLimit
+from .ratelimits import AsyncRateLimit, Limit, LimitSummary, RateLimit
 from .rwlock.v1 import rwlock_pb2_grpc
 from .rwlocks import AsyncRWLock, RWLock, RWLockSummary
 from .semaphore.v1 import semaphore_pb2_grpc
@@ -241,6 +241,12 @@ class Client(_Connection):
         limit = None if rate is None else Limit(rate, per, burst, algorithm, drain)
         return RateLimit(self, key, limit, timeout)
 
+    def list_rate_limits(self) -> list[LimitSummary]:
+        """Every key with a stored limit (set_limit), with what it allows now and its
+        waiters, by key (all pages of ListLimits). Keys whose limit travels with each
+        call are not listed."""
+        return every_page(self._service("ratelimit").call_safe, *ratelimits.LISTING)
+
     def election(self, name: str, *, ttl: float = 10.0, candidate: str = "") -> Election:
         """The election ``name``: ``with election.campaign(value) as leadership``,
         ``election.observe()``, ``election.leader()`` (see concord.elections).
@@ -362,6 +368,9 @@ class AsyncClient(_Connection):
         """As Client.rate_limit, awaited: ``async with`` it, or await check/wait."""
         limit = None if rate is None else Limit(rate, per, burst, algorithm, drain)
         return AsyncRateLimit(self, key, limit, timeout)
+
+    async def list_rate_limits(self) -> list[LimitSummary]:
+        return await every_page_async(self._service("ratelimit").call_safe, *ratelimits.LISTING)
 
     def election(self, name: str, *, ttl: float = 10.0, candidate: str = "") -> AsyncElection:
         return AsyncElection(self, name, ttl=ttl, candidate=candidate)

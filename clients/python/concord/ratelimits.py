@@ -23,8 +23,9 @@ limit allows. ``algorithm``: "gcra" (the default), "token_bucket",
 release it when the block or call ends.
 
 Leave ``rate`` out to use the limit ``set_limit`` stored for the key (only
-set_limit changes a stored limit: a handle whose limit disagrees raises
-RateLimitMismatch). ``check``, ``get_limit`` (a peek is ``check(0)``) and the waits
+set_limit changes a stored limit, and delete_limit removes it: a handle whose limit
+disagrees raises RateLimitMismatch); ``client.list_rate_limits()`` lists the stored
+ones. ``check``, ``get_limit`` (a peek is ``check(0)``) and the waits
 are retried on UNAVAILABLE like other safe calls; a check that took units is not
 repeated when its reply was lost: it may have counted (check is retried only when
 it is a peek).
@@ -83,6 +84,22 @@ def _limit_message(limit: Limit) -> pb.Limit:
 
 def _limit(m: pb.Limit) -> Limit:
     return Limit(m.rate, seconds(m.period), m.burst, _NAMES.get(m.algorithm, "gcra"), m.drain_over_limit)
+
+
+@dataclass(frozen=True)
+class LimitSummary:
+    """A key with a stored limit, as list_rate_limits() shows it."""
+
+    key: str
+    limit: Limit
+    remaining: int  # units that could pass now (a peek: nothing was taken)
+    reset_after: float  # seconds until the key is full again
+    waiters: int  # wait() callers queued on the key
+
+
+# For _listing.every_page: ListLimits, a page at a time.
+LISTING = ("ListLimits", pb.ListLimitsRequest, "limits", "key",
+           lambda m: LimitSummary(m.key, _limit(m.limit), m.remaining, seconds(m.reset_after), m.waiters))
 
 
 def _decision(r: pb.CheckResponse | pb.WaitResponse) -> Decision:
@@ -161,6 +178,12 @@ class RateLimit(_Base):
         """Forgets what the key counted (admin role); its stored limit stays."""
         self._rpc.call_safe("Reset", pb.ResetRequest(key=self.key))
 
+    def delete_limit(self) -> Limit | None:
+        """Forgets the stored limit and what the key counted (admin role); the limit
+        it had, or None."""
+        r = self._rpc.call_safe("DeleteLimit", pb.DeleteLimitRequest(key=self.key))
+        return _limit(r.previous) if r.HasField("previous") else None
+
     def release(self, permit: str) -> bool:
         """Gives a concurrency permit's units back now; False if it was not held
         (released already, or its period passed). Safe to repeat."""
@@ -206,6 +229,10 @@ class AsyncRateLimit(_Base):
 
     async def reset(self) -> None:
         await self._rpc.call_safe("Reset", pb.ResetRequest(key=self.key))
+
+    async def delete_limit(self) -> Limit | None:
+        r = await self._rpc.call_safe("DeleteLimit", pb.DeleteLimitRequest(key=self.key))
+        return _limit(r.previous) if r.HasField("previous") else None
 
     async def release(self, permit: str) -> bool:
         if not permit:

@@ -119,3 +119,15 @@ class RateLimitServicer(ratelimit_pb2_grpc.RateLimitServiceServicer):
     async def Reset(self, request: pb.ResetRequest, context) -> pb.ResetResponse:
         await self._limits.reset(v.name(request.key, "key"))
         return pb.ResetResponse()
+
+    @rpc
+    async def DeleteLimit(self, request: pb.DeleteLimitRequest, context) -> pb.DeleteLimitResponse:
+        before = await self._limits.delete_limit(v.name(request.key, "key"))
+        return pb.DeleteLimitResponse(previous=limit_message(before) if before else None)
+
+    @rpc
+    async def ListLimits(self, request: pb.ListLimitsRequest, context) -> pb.ListLimitsResponse:
+        found, next_token = await self._limits.summaries(*v.page(request.page_token, request.page_size))
+        return pb.ListLimitsResponse(next_page_token=next_token, limits=[
+            pb.LimitSummary(key=s.key, limit=limit_message(s.limit), remaining=s.remaining,
+                            reset_after=duration(s.reset_ms), waiters=s.waiters) for s in found])

@@ -14,6 +14,7 @@ Routes:
   GET  /api/queues/<queue>, /api/tasks/<queue>/<id>, /api/locks/<name>/waiters
                                   a queue's page, a task's history, a lock's waiters: queue_detail.py
   POST /api/autocomplete/suggest  the suggestion box (a read): views_autocomplete.py
+  POST /api/limits/reset, /api/limits/delete   a rate limit's reset and delete: views_limits.py
 
 An action needs what its gRPC method needs (ForceRelease: an admin token; auth.py),
 else 403 with reason PERMISSION_DENIED; each one, done or refused, is logged with
@@ -65,7 +66,7 @@ LIST_QUEUES = "/concord.queue.v1.QueueService/ListQueues"
 VIEWS = (("locks", LIST_LOCKS, lambda p: locks_view(p.locks, p.lock_activity)),
          ("semaphores", LIST_SEMAPHORES, lambda p: semaphores_view(p.semaphores)),
          ("queues", LIST_QUEUES, lambda p: queues_view(p.queues)),
-         *extra_views.VIEWS)  # read-write locks, elections, chats, autocomplete, files
+         *extra_views.VIEWS)  # read-write locks, elections, chats, autocomplete, files, limits
 PARTS = frozenset(part for part, _, _ in VIEWS)
 HTTP_STATUS = {"INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403, "NOT_FOUND": 404,
                "FAILED_PRECONDITION": 409, "RESOURCE_EXHAUSTED": 429, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504}
@@ -107,7 +108,7 @@ class Console:
         app.router.add_post("/api/queues/history", self._queue_history)
         self.queue_actions.add_routes(app)
         QueueDetail(self).add_routes(app)  # GET: a queue's page, a task's history, a lock's waiters
-        extra_views.add_routes(self, app)  # POST /api/autocomplete/suggest
+        extra_views.add_routes(self, app)  # POST /api/autocomplete/suggest, /api/limits/*
         app.router.add_static("/static/", STATIC, follow_symlinks=False)
         app.on_response_prepare.append(_secure_headers)
         return app
@@ -126,6 +127,11 @@ class Console:
         if self._runner is not None:
             await self._runner.cleanup()
         await self.sessions.aclose()
+
+    def acted(self, viewer: Viewer, request: web.Request, did: str) -> None:
+        """After an action: logged with who did it, and the viewer's pages shown it at once."""
+        log.info("console: %s from %s %s", viewer.who, request.remote, did)
+        self.hub.poke(viewer.tenant)
 
     # -- who is asking
 

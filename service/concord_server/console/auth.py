@@ -14,9 +14,13 @@ Sessions and the login throttle: sessions.py.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from ..edge.auth import Identity
+from ..errors import ConcordError, PermissionDenied
+
+log = logging.getLogger("concord_server.console")
 
 COOKIE = "concord_console"
 ANONYMOUS = Identity(tenant="", services=None, role="admin")  # without --auth-tokens: the API allows all
@@ -40,6 +44,23 @@ class Viewer:
         refusal = self.identity.refusal(method)
         if refusal is not None:
             raise refusal
+
+    def may_act(self, method: str) -> bool:
+        """Whether the console offers this viewer the action ``method`` does: people act
+        in the console as operators, so an action needs an admin token, and one that
+        may call the method."""
+        return self.identity.role == "admin" and self.may(method)
+
+    def check_act(self, method: str, remote: str | None, doing: str) -> None:
+        """Raises PermissionDenied unless may_act(method); a refusal is logged with who asked."""
+        try:
+            self.check(method)
+            if self.identity.role != "admin":
+                raise PermissionDenied(f"console actions need an admin token, not a {self.identity.role} one",
+                                       method=method, role=self.identity.role)
+        except ConcordError:
+            log.warning("console: %s from %s was refused %s (needs an admin token)", self.who, remote, doing)
+            raise
 
 
 def viewer_of(identity: Identity, digest: bytes) -> Viewer:

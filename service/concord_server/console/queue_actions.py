@@ -26,7 +26,6 @@ PERMISSION_DENIED. Each action, done or refused, is logged with who asked.
 from __future__ import annotations
 
 import dataclasses
-import logging
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -35,7 +34,7 @@ from concord.queue.v1 import queue_pb2 as pb
 
 from ..api import validation as v
 from ..api.queue import search_query
-from ..errors import ConcordError, InvalidArgument, PermissionDenied
+from ..errors import InvalidArgument
 from ..primitives.queue import SearchPage, TaskRecord
 from ..primitives.task_search import DEFAULT_PAGE, MAX_PAGE, Cursor, SearchQuery
 from .auth import Viewer
@@ -43,7 +42,6 @@ from .auth import Viewer
 if TYPE_CHECKING:
     from .app import Console
 
-log = logging.getLogger("concord_server.console")
 
 QUEUE = "/concord.queue.v1.QueueService/"
 SEARCH_TASKS, LIST_SCHEDULES = QUEUE + "SearchTasks", QUEUE + "ListSchedules"
@@ -62,13 +60,9 @@ STATES = {"ready": pb.TASK_STATE_READY, "delayed": pb.TASK_STATE_DELAYED, "lease
 def may(viewer: Viewer) -> dict[str, bool]:
     """What /api/me tells the page this viewer may do here."""
     return {"search_tasks": viewer.may(SEARCH_TASKS), "list_schedules": viewer.may(LIST_SCHEDULES),
-            **{action: _admin(viewer) and viewer.may(method) for action, method in (
+            **{action: viewer.may_act(method) for action, method in (
                 ("retry_dead", RETRY_DEAD), ("delete_dead", CANCEL), ("cancel", CANCEL), ("purge", PURGE),
                 ("pause_queue", PAUSE_QUEUE), ("pause_schedule", PAUSE_SCHEDULE))}}
-
-
-def _admin(viewer: Viewer) -> bool:
-    return viewer.identity.role == "admin"
 
 
 class QueueActions:
@@ -92,20 +86,10 @@ class QueueActions:
 
     @staticmethod
     def _allow(viewer: Viewer, request: web.Request, method: str, doing: str) -> None:
-        """An action: an admin token that may call method, else PermissionDenied (logged)."""
-        try:
-            viewer.check(method)
-            if not _admin(viewer):
-                raise PermissionDenied(f"console actions need an admin token, not a {viewer.identity.role} one",
-                                       method=method, role=viewer.identity.role)
-        except ConcordError:
-            log.warning("console: %s from %s was refused %s (needs an admin token)", viewer.who, request.remote,
-                        doing)
-            raise
+        viewer.check_act(method, request.remote, doing)
 
     def _done(self, viewer: Viewer, request: web.Request, did: str) -> None:
-        log.info("console: %s from %s %s", viewer.who, request.remote, did)
-        self._console.hub.poke(viewer.tenant)
+        self._console.acted(viewer, request, did)
 
     # -- reads
 

@@ -56,7 +56,8 @@ DEFAULT_ROLE = "read-write"
 # state, watching a queue or a leader). FetchPending and Subscribe are not among
 # them: they mark messages seen. admin: the methods that act on what others hold or
 # change a resource's policy for everyone: take a lock from its holder, change a
-# semaphore's limit, purge a queue, revive its dead tasks, pause it, set its policy or a group's rules.
+# semaphore's limit, purge a queue, revive its dead tasks, pause it, set its policy or a group's
+# rules, set, reset or delete a rate limit.
 METHOD_ROLES: dict[str, dict[str, tuple[str, ...]]] = {
     "read-only": {
         "lock": ("Describe", "ListLocks"),
@@ -68,13 +69,13 @@ METHOD_ROLES: dict[str, dict[str, tuple[str, ...]]] = {
         "files": ("Download", "ListFiles", "ListFileGroups"),
         "election": ("Leader", "Observe", "ListElections"),
         "rwlock": ("Describe", "ListReadWriteLocks"),
-        "ratelimit": ("GetLimit",),
+        "ratelimit": ("GetLimit", "ListLimits"),
     },
     "admin": {
         "lock": ("ForceRelease",),
         "semaphore": ("SetLimit",),
         "queue": ("Purge", "RetryDead", "SetQueuePolicy", "PauseQueue", "ResumeQueue", "SetGroupRules"),
-        "ratelimit": ("SetLimit", "Reset"),
+        "ratelimit": ("SetLimit", "Reset", "DeleteLimit"),
     },
 }
 

@@ -4,7 +4,8 @@ per-key-space index, so a listing walks only the caller's own resources.
 Each key space (one per tenant) keeps one index per kind: a hash ``{<prefix>:index:<kind>}``
 (KeySpace.index) from resource name to a version, bumped (HINCRBY) by ``note`` after
 every call that may create the resource (Enqueue, CreateSchedule, CreateChat, the
-Acquires of locks, semaphores and read-write locks, Campaign, AddNames, Upload). The
+Acquires of locks, semaphores and read-write locks, Campaign, AddNames, Upload,
+SetLimit). The
 kinds are the resources' key tags (KeySpace.tag), so LIVE names their keys.
 A listing pages through that hash with HSCAN (the cursor is the page token), keeps
 the names whose resource is live (one of its keys ending in ``suffixes`` exists: the
@@ -53,10 +54,12 @@ SWEEP_SAMPLE = 2 * SWEEP_EVERY  # entries a sweep checks: twice what the notes b
 
 # The keys that say a resource of each kind is live (what its listing asks for too):
 # a lock, read-write lock or election while held or queued for, an autocomplete
-# name index while it holds a name, a file group while it holds a file.
+# name index while it holds a name, a file group while it holds a file, a rate-limit
+# key while it has a stored limit.
 LIVE = {"lock": ("holder", "queue"), "sem": ("holders", "queue"), "chat": ("meta",),
         "queue": ("ready", "delayed", "leased", "dead", "done", "schedules"),
-        "rw": ("holders", "queue"), "elect": ("holder", "queue"), "names": ("lex",), "files": ("files",)}
+        "rw": ("holders", "queue"), "elect": ("holder", "queue"), "names": ("lex",), "files": ("files",),
+        "rl": ("limit",)}
 
 _new_names = 0  # names this process added to an index: only they can grow one
 _sweeps: set[asyncio.Task[None]] = set()  # sweeps running in the background

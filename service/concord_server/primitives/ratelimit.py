@@ -37,6 +37,7 @@ from ..store.reply_shapes import INT, STR, Seq, Tup, Either
 from ..store.scripts import Commands, script
 from ..wakeups.doorbells import Doorbells
 from .letting_go import LATE, Releaser, answer_within
+from .listing import noting, scan_summaries
 
 MAX_RATE = 1_000_000_000
 MAX_LOG_RATE = 100_000  # the sliding log keeps one entry per hit
@@ -107,6 +108,16 @@ class Decision(NamedTuple):  # a tuple: 100 of them per CheckMany, made cheaply
     permit: str = ""  # CONCURRENCY, allowed: the permit holding the hits until release()
 
 
+class LimitSummary(NamedTuple):
+    """A key with a stored limit, as a listing shows it."""
+
+    key: str
+    limit: Limit
+    remaining: int  # units that could pass now
+    reset_ms: int  # until the key is full again
+    waiters: int  # Wait callers queued on it
+
+
 class Check(NamedTuple):
     key: str
     limit: Limit | None  # None: the stored one
@@ -118,8 +129,10 @@ _SET_LIMIT = script("ratelimit_set_limit.lua", Either(Tup(), Tup(INT, INT, INT, 
 _REFUND = script("ratelimit_refund.lua", INT)
 _WAIT = script("ratelimit_wait.lua", Tup(INT, INT, INT, INT, INT, INT, STR))
 _RELEASE = script("ratelimit_release.lua", INT)
+_DELETE_LIMIT = script("ratelimit_delete_limit.lua", Either(Tup(), Tup(INT, INT, INT, INT, INT)))
 
-SCRIPTS = (_CHECK, _SET_LIMIT, _REFUND, _WAIT, _RELEASE)
+SCRIPTS = (_CHECK, _SET_LIMIT, _REFUND, _WAIT, _RELEASE, _DELETE_LIMIT)
+LISTED = "rl"  # the listing index of the keys with a stored limit (listing.py)
 
 _NO_LIMIT = [0, 0, 0, 0, 0, 0]  # has_limit 0: the stored limit decides
 QUEUED = -2  # ratelimit_wait.lua's retry ms for a waiter behind another: told when its turn comes
@@ -303,9 +316,35 @@ class RateLimits:
         await self._releaser.drain(timeout)
 
     async def set_limit(self, key: str, limit: Limit) -> Limit | None:
-        """Stores the key's limit; the one before (None: none)."""
-        before = await _SET_LIMIT.run(self._redis, self.keys(key).keys, limit.args())
+        """Stores the key's limit (and notes the key in the listing index); the one
+        before (None: none)."""
+        before = await noting(_SET_LIMIT.run(self._redis, self.keys(key).keys, limit.args()),
+                              self._redis, self._keys, LISTED, [key])
         return _stored(before) if before else None
+
+    async def delete_limit(self, key: str) -> Limit | None:
+        """Forgets the key's stored limit and what it counted; the limit it had (None:
+        none). The listing index drops the key at its next look."""
+        before = await _DELETE_LIMIT.run(self._redis, self.keys(key).keys, [])
+        return _stored(before) if before else None
+
+    async def summaries(self, page_token: str, count: int) -> tuple[list[LimitSummary], str]:
+        """A page of the keys with a stored limit (listing.scan_summaries), each read by
+        a peek (the check script with 0 hits: it writes nothing) and a ZCARD of its
+        Wait queue, pipelined."""
+        return await scan_summaries(self._redis, self._keys, LISTED, page_token, count, self._summary)
+
+    async def _summary(self, key: str) -> LimitSummary | None:
+        k = self.keys(key)
+        limit, peeked, waiters = await asyncio.gather(self.get_limit(key), self._decide([Check(key, None, 0)], False),
+                                                      command(self._redis, "ZCARD", k.queue), return_exceptions=True)
+        if isinstance(limit, RateLimitNotFound) or isinstance(peeked, RateLimitNotFound) or limit is None:
+            return None  # deleted since the listing found it live
+        for got in (limit, peeked, waiters):
+            if isinstance(got, BaseException):
+                raise got
+        d = peeked[1][0]
+        return LimitSummary(key, limit, d.remaining, max(d.reset_ms, 0), int(waiters))
 
     async def get_limit(self, key: str) -> Limit | None:
         got = await command(self._redis, "HMGET", self.keys(key).limit, "a", "r", "p", "b", "d")

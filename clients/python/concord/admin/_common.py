@@ -188,7 +188,7 @@ class Base:
 
     def entries(self, service: str, method: str, request_type: Any, field: str, key: str) -> list[Any]:
         """Every page of a List* RPC whose entries are summaries (ListReadWriteLocks,
-        ListElections, ListIndexes, ListFileGroups), one per name (the last seen), by name."""
+        ListElections, ListIndexes, ListFileGroups, ListLimits), one per name (the last seen), by name."""
         found: dict[str, Any] = {}
         token = ""
         while True:

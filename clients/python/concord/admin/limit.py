@@ -1,11 +1,11 @@
-"""`concord limit`: show, set, check, reset a key's rate limit."""
+"""`concord limit`: list the stored rate limits; show, set, check, reset, delete a key's."""
 
 from __future__ import annotations
 
 import argparse
 
 from ..ratelimit.v1 import ratelimit_pb2
-from ._common import Base, Command, _dict, human_duration, parse_duration
+from ._common import Base, Command, _dict, _table, human_duration, parse_duration
 
 
 class Commands(Base):
@@ -15,6 +15,14 @@ class Commands(Base):
         drain = ", drains over limit" if m.drain_over_limit else ""
         return (f"rate limit {key!r}: {m.rate} per {human_duration(m.period.ToNanoseconds() / 1e9)}{burst} "
                 f"({algorithm.lower()}{drain})")
+
+    def limit_list(self, args: argparse.Namespace) -> None:
+        found = self.entries("ratelimit", "ListLimits", ratelimit_pb2.ListLimitsRequest, "limits", "key")
+        data = [_dict(s) for s in found]
+        rows = [{"key": s.key, "limit": self._limit_text(s.key, s.limit).split(": ", 1)[1], "remaining": s.remaining,
+                 "full_in": human_duration(s.reset_after.ToNanoseconds() / 1e9), "waiters": s.waiters} for s in found]
+        self.emit(data, _table(rows, ["key", "limit", "remaining", "full_in", "waiters"]) if rows
+                  else "(no stored rate limits: `concord limit set KEY RATE` stores one)")
 
     def limit_show(self, args: argparse.Namespace) -> None:
         r = self.call("ratelimit", "GetLimit", ratelimit_pb2.GetLimitRequest(key=args.key))
@@ -43,8 +51,16 @@ class Commands(Base):
         self.emit({"key": args.key, "reset": True}, f"rate limit {args.key!r}: reset (full again)")
 
 
+    def limit_delete(self, args: argparse.Namespace) -> None:
+        r = self.call("ratelimit", "DeleteLimit", ratelimit_pb2.DeleteLimitRequest(key=args.key))
+        was = self._limit_text(args.key, r.previous).split(": ", 1)[1] if r.HasField("previous") else None
+        self.emit({"key": args.key, "previous": _dict(r.previous) if r.HasField("previous") else None},
+                  f"rate limit {args.key!r}: deleted (was {was})" if was else f"rate limit {args.key!r}: none was stored")
+
+
 def add_commands(kinds: argparse._SubParsersAction, command: Command) -> None:
     limit = kinds.add_parser("limit", help="rate limits").add_subparsers(dest="action", required=True)
+    command(limit, "list", "limit_list", "every key with a stored limit, with what it allows now and its waiters")
     command(limit, "show", "limit_show", "the key's stored rate limit").add_argument("key")
     set_rate = command(limit, "set", "limit_set", "store the key's rate limit (the only way to change it)")
     set_rate.add_argument("key")
@@ -58,3 +74,4 @@ def add_commands(kinds: argparse._SubParsersAction, command: Command) -> None:
     check.add_argument("key")
     check.add_argument("--hits", type=int, default=0, help="units to take (default 0: peek)")
     command(limit, "reset", "limit_reset", "forget what the key counted (its stored limit stays)").add_argument("key")
+    command(limit, "delete", "limit_delete", "forget the key's stored limit and what it counted").add_argument("key")

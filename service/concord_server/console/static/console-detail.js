@@ -63,21 +63,23 @@ function failed(what, error) {
   return el("p", { class: "empty error", role: "alert" }, `${what}: ${error.reason ? `${error.reason} ` : ""}${error.message}`);
 }
 
-// One open detail page: what it shows (key), its last reply, when it was read, and its pagers.
-const open = { key: null, data: null, error: null, at: 0, busy: false, seq: 0, cursors: {}, focus: false };
+// One open detail page: what it shows (key), its last reply, when it was read, and its
+// pagers: the pages asked for (cursors) and the ones the reply shown was read for (shown).
+const open = { key: null, data: null, error: null, at: 0, busy: false, seq: 0, cursors: {}, shown: {}, focus: false };
 
 function reset(key, cursors) {
-  Object.assign(open, { key, data: null, error: null, at: 0, busy: false, cursors, focus: true });
+  Object.assign(open, { key, data: null, error: null, at: 0, busy: false, cursors, shown: cursors, focus: true });
 }
 
 // Reads path (relative to the key it was asked for); a reply for a page left meanwhile is dropped.
 async function load(path, draw) {
-  const key = open.key, seq = ++open.seq;
+  const key = open.key, seq = ++open.seq, asked = { ...open.cursors };
   open.busy = true;
   try {
     const data = await api(path);
     if (open.key !== key || open.seq !== seq) return;
     open.data = data;
+    open.shown = asked;
     open.error = null;
   } catch (error) {
     if (open.key !== key || open.seq !== seq) return;
@@ -99,16 +101,22 @@ function focusTitle(id) {
   if (title) title.focus({ preventScroll: false });
 }
 
-// A pager over a stack of cursors (the first page's is ""): First, Previous, Next.
+// A pager over a stack of cursors (the first page's is ""): First, Previous, Next. It
+// names the page whose rows are shown; while another page is being read it says so,
+// its buttons off, so a label never names rows that have not come yet.
 function pager(name, label, next, draw) {
-  const stack = open.cursors[name];
+  const stack = open.cursors[name], shown = open.shown[name] || stack;
+  const loading = stack.length !== shown.length || stack.some((c, i) => c !== shown[i]);
   const go = (cursors) => { open.cursors[name] = cursors; open.at = 0; draw(true); };
-  if (stack.length === 1 && !next) return null;
-  return el("div", { class: "pager", "data-pager": name },
-    stack.length > 1 ? el("button", { type: "button", onclick: () => go([""]), "aria-label": `First page of ${label}` }, "First page") : null,
-    stack.length > 1 ? el("button", { type: "button", onclick: () => go(stack.slice(0, -1)), "aria-label": `Previous page of ${label}` }, "Previous page") : null,
-    el("span", { class: "legend" }, `page ${stack.length}`),
-    next ? el("button", { type: "button", onclick: () => go([...stack, next]), "aria-label": `Next page of ${label}` }, "Next page") : null);
+  if (shown.length === 1 && !next && !loading) return null;
+  const button = (text, cursors) => el("button", {
+    type: "button", disabled: loading, onclick: () => go(cursors), "aria-label": `${text} of ${label}`,
+  }, text);
+  return el("div", { class: "pager", "data-pager": name, "aria-busy": loading ? "true" : "false" },
+    shown.length > 1 ? button("First page", [""]) : null,
+    shown.length > 1 ? button("Previous page", shown.slice(0, -1)) : null,
+    el("span", { class: "legend" }, loading ? `reading page ${stack.length}…` : `page ${shown.length}`),
+    next ? button("Next page", [...shown, next]) : null);
 }
 
 const current = (name) => open.cursors[name][open.cursors[name].length - 1];

@@ -1,10 +1,11 @@
 // Concord console: the views of read-write locks and elections (on the coordination
-// page), chats, autocomplete indexes (with the suggestion box) and file groups.
-// Plain ES module beside console.js, whose helpers it uses; it renders the snapshot
-// parts rwlocks, elections, chats, indexes and file_groups (console/views_*.py).
+// page), chats, autocomplete indexes (with the suggestion box), file groups and rate
+// limits (with their reset and delete). Plain ES module beside console.js, whose
+// helpers it uses; it renders the snapshot parts rwlocks, elections, chats, indexes,
+// file_groups and limits (console/views_*.py).
 // Every string from the server goes through textContent (never innerHTML).
 
-import { $, el, when, duration, bytes, api, count, table, unavailable, registerView } from "./console.js";
+import { $, el, when, duration, bytes, api, count, table, unavailable, registerView, state, toast, confirmThen } from "./console.js";
 
 const more = (part, what) => (part.more ? ` (the first ${part.limit} by name)` : "") + (what ? ` ${what}` : "");
 
@@ -248,7 +249,79 @@ function renderFileGroups(s) {
   }));
 }
 
+// -- rate limits
+
+const ALGORITHMS = {
+  gcra: "GCRA", token_bucket: "token bucket", sliding_log: "sliding log", sliding_window: "sliding window",
+  fixed_window: "fixed window", concurrency: "concurrency",
+};
+
+// A period as a unit: "s", "min", "10 s", "250 ms".
+function period(ms) {
+  for (const [unit, size] of [["day", 86400000], ["h", 3600000], ["min", 60000], ["s", 1000]]) {
+    if (ms % size === 0) return ms === size ? unit : `${ms / size} ${unit}`;
+  }
+  return `${ms} ms`;
+}
+
+function limitText(l) {
+  const per = period(l.period_ms);
+  if (l.algorithm === "concurrency") return `${l.rate} held at once (a permit lasts ${duration(l.period_ms)} at most)`;
+  return `${l.rate} per ${per}` + (l.burst && l.burst !== l.rate ? `, burst ${l.burst}` : "") + (l.drain ? ", drains over limit" : "");
+}
+
+// Full (every unit back), spent (none left), or part used: colour and shape.
+function limitState(l) {
+  if (l.remaining <= 0) return el("span", { class: "state dead", title: `spent: full again in ${duration(l.reset_ms)}` }, "■ spent");
+  if (l.remaining < l.capacity) return el("span", { class: "state waiting", title: `${l.capacity - l.remaining} of ${l.capacity} in use` }, "◐ in use");
+  return el("span", { class: "state held", title: "full: nothing counted" }, "● full");
+}
+
+function limitAction(title, text, ok, path, key, done) {
+  confirmThen(title, text, ok, async () => {
+    try {
+      toast(done(await api(path, { key })));
+    } catch (error) {
+      toast(`Not done: ${error.reason || ""} ${error.message}`);
+    }
+  });
+}
+
+function renderLimits(s) {
+  const box = $("limits"), part = s.limits;
+  if (unavailable(box, part, "rate limits", "rate-limit service")) return;
+  const may = (state.me && state.me.may) || {};
+  const note = "Only keys with a stored limit (SetLimit) are listed: a limit that travels with each call is kept nowhere to list.";
+  if (!part.items.length) {
+    empty(box, "No key has a stored rate limit in this tenant. Store one through the API (in Python: ",
+      code('client.rate_limit("api:acme").set_limit(concord.Limit(100, 1.0, burst=20))'), ", or ",
+      code("concord limit set api:acme 100 --burst 20"), ") and it shows here with what it allows now. " + note);
+    return;
+  }
+  const acts = may.reset_limit || may.delete_limit;
+  box.replaceChildren(el("p", { class: "legend" }, count(part.items.length, "key") + more(part) + `. ${note}`),
+    table(["state", "key", "limit", "algorithm", "allows now", "full again in", "waiters", ...(acts ? ["actions"] : [])],
+      part.items.map((l) => el("tr", { "data-limit": l.name },
+        el("td", { "data-label": "state" }, limitState(l)),
+        el("td", { "data-label": "key", class: "name" }, l.name),
+        el("td", { "data-label": "limit" }, limitText(l)),
+        el("td", { "data-label": "algorithm" }, ALGORITHMS[l.algorithm] || l.algorithm),
+        el("td", { "data-label": "allows now" }, `${l.remaining} of ${l.capacity}`,
+          meter(l.capacity ? 1 - l.remaining / l.capacity : 0, `${l.remaining} of ${l.capacity} left`)),
+        el("td", { "data-label": "full again in" }, l.reset_ms ? duration(l.reset_ms) : "—"),
+        el("td", { "data-label": "waiters" }, l.waiters),
+        acts ? el("td", { "data-label": "actions" },
+          may.reset_limit ? el("button", { type: "button", "aria-label": `Reset ${l.name}`, onclick: () => limitAction(
+            "Reset this rate limit?", `What "${l.name}" has counted is forgotten: it is full again at once. Its stored limit stays.`,
+            "Reset", "/api/limits/reset", l.name, () => `"${l.name}" is full again.`) }, "Reset") : null, " ",
+          may.delete_limit ? el("button", { type: "button", class: "danger", "aria-label": `Delete ${l.name}`, onclick: () => limitAction(
+            "Delete this rate limit?", `The stored limit of "${l.name}" and what it counted are deleted. Calls that carry no ` +
+            "limit of their own fail NOT_FOUND until one is stored again.", "Delete", "/api/limits/delete", l.name,
+            (reply) => (reply.deleted ? `"${l.name}" deleted.` : `"${l.name}" had no stored limit.`)) }, "Delete") : null) : null))));
+}
+
 registerView("coordination", (s) => { renderRWLocks(s); renderElections(s); });
 registerView("chats", renderChats);
 registerView("autocomplete", renderIndexes);
 registerView("files", renderFileGroups);
+registerView("limits", renderLimits);

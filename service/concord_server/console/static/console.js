@@ -735,7 +735,7 @@ function forceRelease(lock) {
 // ones some open page asks for; the overview's comes with every snapshot.
 const PARTS = {
   locks: ["locks"], coordination: ["semaphores", "rwlocks", "elections"], queues: ["queues"], chats: ["chats"],
-  autocomplete: ["indexes"], files: ["file_groups"],
+  autocomplete: ["indexes"], files: ["file_groups"], limits: ["limits"],
 };
 
 function partsOf(view) {
@@ -805,4 +805,4 @@ $("search-form").addEventListener("submit", (e) => {
 window.addEventListener("hashchange", showView);
 start();
 
-export { $, el, when, duration, bytes, api, count, table, unavailable, state, toast };
+export { $, el, when, duration, bytes, api, count, table, unavailable, state, toast, confirmThen };

@@ -164,3 +164,45 @@ class ReleaseResponse(_message.Message):
     RELEASED_FIELD_NUMBER: _ClassVar[int]
     released: bool
     def __init__(self, released: _Optional[bool] = ...) -> None: ...
+
+class DeleteLimitRequest(_message.Message):
+    __slots__ = ("key",)
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    def __init__(self, key: _Optional[str] = ...) -> None: ...
+
+class DeleteLimitResponse(_message.Message):
+    __slots__ = ("previous",)
+    PREVIOUS_FIELD_NUMBER: _ClassVar[int]
+    previous: Limit
+    def __init__(self, previous: _Optional[_Union[Limit, _Mapping]] = ...) -> None: ...
+
+class ListLimitsRequest(_message.Message):
+    __slots__ = ("page_token", "page_size")
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    page_token: str
+    page_size: int
+    def __init__(self, page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class LimitSummary(_message.Message):
+    __slots__ = ("key", "limit", "remaining", "reset_after", "waiters")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_FIELD_NUMBER: _ClassVar[int]
+    RESET_AFTER_FIELD_NUMBER: _ClassVar[int]
+    WAITERS_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    limit: Limit
+    remaining: int
+    reset_after: _duration_pb2.Duration
+    waiters: int
+    def __init__(self, key: _Optional[str] = ..., limit: _Optional[_Union[Limit, _Mapping]] = ..., remaining: _Optional[int] = ..., reset_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., waiters: _Optional[int] = ...) -> None: ...
+
+class ListLimitsResponse(_message.Message):
+    __slots__ = ("limits", "next_page_token")
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    limits: _containers.RepeatedCompositeFieldContainer[LimitSummary]
+    next_page_token: str
+    def __init__(self, limits: _Optional[_Iterable[_Union[LimitSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

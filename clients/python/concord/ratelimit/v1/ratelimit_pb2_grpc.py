@@ -80,6 +80,16 @@ class RateLimitServiceStub:
                 request_serializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ReleaseRequest.SerializeToString,
                 response_deserializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ReleaseResponse.FromString,
                 _registered_method=True)
+        self.DeleteLimit = channel.unary_unary(
+                '/concord.ratelimit.v1.RateLimitService/DeleteLimit',
+                request_serializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.DeleteLimitRequest.SerializeToString,
+                response_deserializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.DeleteLimitResponse.FromString,
+                _registered_method=True)
+        self.ListLimits = channel.unary_unary(
+                '/concord.ratelimit.v1.RateLimitService/ListLimits',
+                request_serializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ListLimitsRequest.SerializeToString,
+                response_deserializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ListLimitsResponse.FromString,
+                _registered_method=True)
 
 
 class RateLimitServiceServicer:
@@ -156,6 +166,28 @@ class RateLimitServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteLimit(self, request, context):
+        """DeleteLimit forgets the key's stored limit and what the key counted (its
+        concurrency permits too): the key is as if never used. previous is unset when no
+        limit was stored. Callers waiting on the key with no limit of their own fail
+        NOT_FOUND / RATE_LIMIT_NOT_FOUND at their next turn.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListLimits(self, request, context):
+        """ListLimits pages through the keys with a stored limit (SetLimit), each with its
+        limit, what it allows now (a peek: nothing taken) and how many Wait callers queue
+        on it. Keys whose limit travels with each call are not listed: nothing records
+        them, so a check costs no extra write. Like LockService.ListLocks, it walks the
+        caller's own index of names: a key may appear on more than one page, and one set
+        or deleted during the listing may or may not appear.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RateLimitServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -193,6 +225,16 @@ def add_RateLimitServiceServicer_to_server(servicer, server):
                     servicer.Release,
                     request_deserializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ReleaseRequest.FromString,
                     response_serializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ReleaseResponse.SerializeToString,
+            ),
+            'DeleteLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteLimit,
+                    request_deserializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.DeleteLimitRequest.FromString,
+                    response_serializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.DeleteLimitResponse.SerializeToString,
+            ),
+            'ListLimits': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLimits,
+                    request_deserializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ListLimitsRequest.FromString,
+                    response_serializer=concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ListLimitsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -395,6 +437,60 @@ class RateLimitService:
             '/concord.ratelimit.v1.RateLimitService/Release',
             concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ReleaseRequest.SerializeToString,
             concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ReleaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.ratelimit.v1.RateLimitService/DeleteLimit',
+            concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.DeleteLimitRequest.SerializeToString,
+            concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.DeleteLimitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLimits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/concord.ratelimit.v1.RateLimitService/ListLimits',
+            concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ListLimitsRequest.SerializeToString,
+            concord_dot_ratelimit_dot_v1_dot_ratelimit__pb2.ListLimitsResponse.FromString,
             options,
             channel_credentials,
             insecure,

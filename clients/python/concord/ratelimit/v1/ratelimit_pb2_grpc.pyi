@@ -73,6 +73,20 @@ class RateLimitServiceStub:
     waiters. released is false when the permit was not held (released already, or
     past its period: its units came back by themselves then).
     """
+    DeleteLimit: _grpc.UnaryUnaryMultiCallable[_ratelimit_pb2.DeleteLimitRequest, _ratelimit_pb2.DeleteLimitResponse]
+    """DeleteLimit forgets the key's stored limit and what the key counted (its
+    concurrency permits too): the key is as if never used. previous is unset when no
+    limit was stored. Callers waiting on the key with no limit of their own fail
+    NOT_FOUND / RATE_LIMIT_NOT_FOUND at their next turn.
+    """
+    ListLimits: _grpc.UnaryUnaryMultiCallable[_ratelimit_pb2.ListLimitsRequest, _ratelimit_pb2.ListLimitsResponse]
+    """ListLimits pages through the keys with a stored limit (SetLimit), each with its
+    limit, what it allows now (a peek: nothing taken) and how many Wait callers queue
+    on it. Keys whose limit travels with each call are not listed: nothing records
+    them, so a check costs no extra write. Like LockService.ListLocks, it walks the
+    caller's own index of names: a key may appear on more than one page, and one set
+    or deleted during the listing may or may not appear.
+    """
 
 @_typing.type_check_only
 class RateLimitServiceAsyncStub(RateLimitServiceStub):
@@ -118,6 +132,20 @@ class RateLimitServiceAsyncStub(RateLimitServiceStub):
     """Release gives a CONCURRENCY permit's units back at once, and wakes the key's
     waiters. released is false when the permit was not held (released already, or
     past its period: its units came back by themselves then).
+    """
+    DeleteLimit: _aio.UnaryUnaryMultiCallable[_ratelimit_pb2.DeleteLimitRequest, _ratelimit_pb2.DeleteLimitResponse]  # type: ignore[assignment]
+    """DeleteLimit forgets the key's stored limit and what the key counted (its
+    concurrency permits too): the key is as if never used. previous is unset when no
+    limit was stored. Callers waiting on the key with no limit of their own fail
+    NOT_FOUND / RATE_LIMIT_NOT_FOUND at their next turn.
+    """
+    ListLimits: _aio.UnaryUnaryMultiCallable[_ratelimit_pb2.ListLimitsRequest, _ratelimit_pb2.ListLimitsResponse]  # type: ignore[assignment]
+    """ListLimits pages through the keys with a stored limit (SetLimit), each with its
+    limit, what it allows now (a peek: nothing taken) and how many Wait callers queue
+    on it. Keys whose limit travels with each call are not listed: nothing records
+    them, so a check costs no extra write. Like LockService.ListLocks, it walks the
+    caller's own index of names: a key may appear on more than one page, and one set
+    or deleted during the listing may or may not appear.
     """
 
 class RateLimitServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -203,6 +231,32 @@ class RateLimitServiceServicer(metaclass=_abc_1.ABCMeta):
         """Release gives a CONCURRENCY permit's units back at once, and wakes the key's
         waiters. released is false when the permit was not held (released already, or
         past its period: its units came back by themselves then).
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteLimit(
+        self,
+        request: _ratelimit_pb2.DeleteLimitRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ratelimit_pb2.DeleteLimitResponse, _abc.Awaitable[_ratelimit_pb2.DeleteLimitResponse]]:
+        """DeleteLimit forgets the key's stored limit and what the key counted (its
+        concurrency permits too): the key is as if never used. previous is unset when no
+        limit was stored. Callers waiting on the key with no limit of their own fail
+        NOT_FOUND / RATE_LIMIT_NOT_FOUND at their next turn.
+        """
+
+    @_abc_1.abstractmethod
+    def ListLimits(
+        self,
+        request: _ratelimit_pb2.ListLimitsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ratelimit_pb2.ListLimitsResponse, _abc.Awaitable[_ratelimit_pb2.ListLimitsResponse]]:
+        """ListLimits pages through the keys with a stored limit (SetLimit), each with its
+        limit, what it allows now (a peek: nothing taken) and how many Wait callers queue
+        on it. Keys whose limit travels with each call are not listed: nothing records
+        them, so a check costs no extra write. Like LockService.ListLocks, it walks the
+        caller's own index of names: a key may appear on more than one page, and one set
+        or deleted during the listing may or may not appear.
         """
 
 def add_RateLimitServiceServicer_to_server(servicer: RateLimitServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

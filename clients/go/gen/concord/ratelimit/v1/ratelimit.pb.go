@@ -980,6 +980,282 @@ func (x *ReleaseResponse) GetReleased() bool {
 	return false
 }
 
+type DeleteLimitRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteLimitRequest) Reset() {
+	*x = DeleteLimitRequest{}
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteLimitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteLimitRequest) ProtoMessage() {}
+
+func (x *DeleteLimitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteLimitRequest.ProtoReflect.Descriptor instead.
+func (*DeleteLimitRequest) Descriptor() ([]byte, []int) {
+	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DeleteLimitRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type DeleteLimitResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stored limit it deleted; unset when there was none.
+	Previous      *Limit `protobuf:"bytes,1,opt,name=previous,proto3" json:"previous,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteLimitResponse) Reset() {
+	*x = DeleteLimitResponse{}
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteLimitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteLimitResponse) ProtoMessage() {}
+
+func (x *DeleteLimitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteLimitResponse.ProtoReflect.Descriptor instead.
+func (*DeleteLimitResponse) Descriptor() ([]byte, []int) {
+	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DeleteLimitResponse) GetPrevious() *Limit {
+	if x != nil {
+		return x.Previous
+	}
+	return nil
+}
+
+type ListLimitsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken string `protobuf:"bytes,1,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// How many index entries to examine (a hint, 1-1000; 0 = 100). A page may hold fewer.
+	PageSize      uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLimitsRequest) Reset() {
+	*x = ListLimitsRequest{}
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLimitsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLimitsRequest) ProtoMessage() {}
+
+func (x *ListLimitsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLimitsRequest.ProtoReflect.Descriptor instead.
+func (*ListLimitsRequest) Descriptor() ([]byte, []int) {
+	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListLimitsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListLimitsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+// LimitSummary is one key with a stored limit, as a listing shows it.
+type LimitSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Limit *Limit                 `protobuf:"bytes,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Units that could pass now (CONCURRENCY: rate minus the units held).
+	Remaining uint64 `protobuf:"varint,3,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	// Until the key is full again (every unit back).
+	ResetAfter *durationpb.Duration `protobuf:"bytes,4,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
+	// Wait callers queued on the key now.
+	Waiters       uint32 `protobuf:"varint,5,opt,name=waiters,proto3" json:"waiters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitSummary) Reset() {
+	*x = LimitSummary{}
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitSummary) ProtoMessage() {}
+
+func (x *LimitSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitSummary.ProtoReflect.Descriptor instead.
+func (*LimitSummary) Descriptor() ([]byte, []int) {
+	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *LimitSummary) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *LimitSummary) GetLimit() *Limit {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
+func (x *LimitSummary) GetRemaining() uint64 {
+	if x != nil {
+		return x.Remaining
+	}
+	return 0
+}
+
+func (x *LimitSummary) GetResetAfter() *durationpb.Duration {
+	if x != nil {
+		return x.ResetAfter
+	}
+	return nil
+}
+
+func (x *LimitSummary) GetWaiters() uint32 {
+	if x != nil {
+		return x.Waiters
+	}
+	return 0
+}
+
+type ListLimitsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Limits []*LimitSummary        `protobuf:"bytes,1,rep,name=limits,proto3" json:"limits,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLimitsResponse) Reset() {
+	*x = ListLimitsResponse{}
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLimitsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLimitsResponse) ProtoMessage() {}
+
+func (x *ListLimitsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_ratelimit_v1_ratelimit_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLimitsResponse.ProtoReflect.Descriptor instead.
+func (*ListLimitsResponse) Descriptor() ([]byte, []int) {
+	return file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListLimitsResponse) GetLimits() []*LimitSummary {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *ListLimitsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_concord_ratelimit_v1_ratelimit_proto protoreflect.FileDescriptor
 
 const file_concord_ratelimit_v1_ratelimit_proto_rawDesc = "" +
@@ -1042,7 +1318,25 @@ const file_concord_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
 	"\x06permit\x18\x02 \x01(\tR\x06permit\"-\n" +
 	"\x0fReleaseResponse\x12\x1a\n" +
-	"\breleased\x18\x01 \x01(\bR\breleased*\xc6\x01\n" +
+	"\breleased\x18\x01 \x01(\bR\breleased\"&\n" +
+	"\x12DeleteLimitRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\"N\n" +
+	"\x13DeleteLimitResponse\x127\n" +
+	"\bprevious\x18\x01 \x01(\v2\x1b.concord.ratelimit.v1.LimitR\bprevious\"O\n" +
+	"\x11ListLimitsRequest\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\"\xc7\x01\n" +
+	"\fLimitSummary\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
+	"\x05limit\x18\x02 \x01(\v2\x1b.concord.ratelimit.v1.LimitR\x05limit\x12\x1c\n" +
+	"\tremaining\x18\x03 \x01(\x04R\tremaining\x12:\n" +
+	"\vreset_after\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"resetAfter\x12\x18\n" +
+	"\awaiters\x18\x05 \x01(\rR\awaiters\"x\n" +
+	"\x12ListLimitsResponse\x12:\n" +
+	"\x06limits\x18\x01 \x03(\v2\".concord.ratelimit.v1.LimitSummaryR\x06limits\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xc6\x01\n" +
 	"\tAlgorithm\x12\x19\n" +
 	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eALGORITHM_GCRA\x10\x01\x12\x1a\n" +
@@ -1050,7 +1344,7 @@ const file_concord_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\x15ALGORITHM_SLIDING_LOG\x10\x03\x12\x1c\n" +
 	"\x18ALGORITHM_SLIDING_WINDOW\x10\x04\x12\x1a\n" +
 	"\x16ALGORITHM_FIXED_WINDOW\x10\x05\x12\x19\n" +
-	"\x15ALGORITHM_CONCURRENCY\x10\x062\xf1\x04\n" +
+	"\x15ALGORITHM_CONCURRENCY\x10\x062\xb6\x06\n" +
 	"\x10RateLimitService\x12P\n" +
 	"\x05Check\x12\".concord.ratelimit.v1.CheckRequest\x1a#.concord.ratelimit.v1.CheckResponse\x12\\\n" +
 	"\tCheckMany\x12&.concord.ratelimit.v1.CheckManyRequest\x1a'.concord.ratelimit.v1.CheckManyResponse\x12M\n" +
@@ -1058,7 +1352,10 @@ const file_concord_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\bSetLimit\x12%.concord.ratelimit.v1.SetLimitRequest\x1a&.concord.ratelimit.v1.SetLimitResponse\x12Y\n" +
 	"\bGetLimit\x12%.concord.ratelimit.v1.GetLimitRequest\x1a&.concord.ratelimit.v1.GetLimitResponse\x12P\n" +
 	"\x05Reset\x12\".concord.ratelimit.v1.ResetRequest\x1a#.concord.ratelimit.v1.ResetResponse\x12V\n" +
-	"\aRelease\x12$.concord.ratelimit.v1.ReleaseRequest\x1a%.concord.ratelimit.v1.ReleaseResponseB\xd9\x01\n" +
+	"\aRelease\x12$.concord.ratelimit.v1.ReleaseRequest\x1a%.concord.ratelimit.v1.ReleaseResponse\x12b\n" +
+	"\vDeleteLimit\x12(.concord.ratelimit.v1.DeleteLimitRequest\x1a).concord.ratelimit.v1.DeleteLimitResponse\x12_\n" +
+	"\n" +
+	"ListLimits\x12'.concord.ratelimit.v1.ListLimitsRequest\x1a(.concord.ratelimit.v1.ListLimitsResponseB\xd9\x01\n" +
 	"\x18com.concord.ratelimit.v1B\x0eRatelimitProtoP\x01Z;go.concord.dev/concord/gen/concord/ratelimit/v1;ratelimitv1\xa2\x02\x03CRX\xaa\x02\x14Concord.Ratelimit.V1\xca\x02\x14Concord\\Ratelimit\\V1\xe2\x02 Concord\\Ratelimit\\V1\\GPBMetadata\xea\x02\x16Concord::Ratelimit::V1b\x06proto3"
 
 var (
@@ -1074,7 +1371,7 @@ func file_concord_ratelimit_v1_ratelimit_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_ratelimit_v1_ratelimit_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_concord_ratelimit_v1_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_concord_ratelimit_v1_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_concord_ratelimit_v1_ratelimit_proto_goTypes = []any{
 	(Algorithm)(0),              // 0: concord.ratelimit.v1.Algorithm
 	(*Limit)(nil),               // 1: concord.ratelimit.v1.Limit
@@ -1092,42 +1389,55 @@ var file_concord_ratelimit_v1_ratelimit_proto_goTypes = []any{
 	(*ResetResponse)(nil),       // 13: concord.ratelimit.v1.ResetResponse
 	(*ReleaseRequest)(nil),      // 14: concord.ratelimit.v1.ReleaseRequest
 	(*ReleaseResponse)(nil),     // 15: concord.ratelimit.v1.ReleaseResponse
-	(*durationpb.Duration)(nil), // 16: google.protobuf.Duration
+	(*DeleteLimitRequest)(nil),  // 16: concord.ratelimit.v1.DeleteLimitRequest
+	(*DeleteLimitResponse)(nil), // 17: concord.ratelimit.v1.DeleteLimitResponse
+	(*ListLimitsRequest)(nil),   // 18: concord.ratelimit.v1.ListLimitsRequest
+	(*LimitSummary)(nil),        // 19: concord.ratelimit.v1.LimitSummary
+	(*ListLimitsResponse)(nil),  // 20: concord.ratelimit.v1.ListLimitsResponse
+	(*durationpb.Duration)(nil), // 21: google.protobuf.Duration
 }
 var file_concord_ratelimit_v1_ratelimit_proto_depIdxs = []int32{
 	0,  // 0: concord.ratelimit.v1.Limit.algorithm:type_name -> concord.ratelimit.v1.Algorithm
-	16, // 1: concord.ratelimit.v1.Limit.period:type_name -> google.protobuf.Duration
+	21, // 1: concord.ratelimit.v1.Limit.period:type_name -> google.protobuf.Duration
 	1,  // 2: concord.ratelimit.v1.CheckRequest.limit:type_name -> concord.ratelimit.v1.Limit
-	16, // 3: concord.ratelimit.v1.CheckResponse.reset_after:type_name -> google.protobuf.Duration
-	16, // 4: concord.ratelimit.v1.CheckResponse.retry_after:type_name -> google.protobuf.Duration
+	21, // 3: concord.ratelimit.v1.CheckResponse.reset_after:type_name -> google.protobuf.Duration
+	21, // 4: concord.ratelimit.v1.CheckResponse.retry_after:type_name -> google.protobuf.Duration
 	1,  // 5: concord.ratelimit.v1.WaitRequest.limit:type_name -> concord.ratelimit.v1.Limit
-	16, // 6: concord.ratelimit.v1.WaitRequest.wait_timeout:type_name -> google.protobuf.Duration
-	16, // 7: concord.ratelimit.v1.WaitResponse.reset_after:type_name -> google.protobuf.Duration
-	16, // 8: concord.ratelimit.v1.WaitResponse.retry_after:type_name -> google.protobuf.Duration
+	21, // 6: concord.ratelimit.v1.WaitRequest.wait_timeout:type_name -> google.protobuf.Duration
+	21, // 7: concord.ratelimit.v1.WaitResponse.reset_after:type_name -> google.protobuf.Duration
+	21, // 8: concord.ratelimit.v1.WaitResponse.retry_after:type_name -> google.protobuf.Duration
 	2,  // 9: concord.ratelimit.v1.CheckManyRequest.checks:type_name -> concord.ratelimit.v1.CheckRequest
 	3,  // 10: concord.ratelimit.v1.CheckManyResponse.results:type_name -> concord.ratelimit.v1.CheckResponse
 	1,  // 11: concord.ratelimit.v1.SetLimitRequest.limit:type_name -> concord.ratelimit.v1.Limit
 	1,  // 12: concord.ratelimit.v1.SetLimitResponse.previous:type_name -> concord.ratelimit.v1.Limit
 	1,  // 13: concord.ratelimit.v1.GetLimitResponse.limit:type_name -> concord.ratelimit.v1.Limit
-	2,  // 14: concord.ratelimit.v1.RateLimitService.Check:input_type -> concord.ratelimit.v1.CheckRequest
-	6,  // 15: concord.ratelimit.v1.RateLimitService.CheckMany:input_type -> concord.ratelimit.v1.CheckManyRequest
-	4,  // 16: concord.ratelimit.v1.RateLimitService.Wait:input_type -> concord.ratelimit.v1.WaitRequest
-	8,  // 17: concord.ratelimit.v1.RateLimitService.SetLimit:input_type -> concord.ratelimit.v1.SetLimitRequest
-	10, // 18: concord.ratelimit.v1.RateLimitService.GetLimit:input_type -> concord.ratelimit.v1.GetLimitRequest
-	12, // 19: concord.ratelimit.v1.RateLimitService.Reset:input_type -> concord.ratelimit.v1.ResetRequest
-	14, // 20: concord.ratelimit.v1.RateLimitService.Release:input_type -> concord.ratelimit.v1.ReleaseRequest
-	3,  // 21: concord.ratelimit.v1.RateLimitService.Check:output_type -> concord.ratelimit.v1.CheckResponse
-	7,  // 22: concord.ratelimit.v1.RateLimitService.CheckMany:output_type -> concord.ratelimit.v1.CheckManyResponse
-	5,  // 23: concord.ratelimit.v1.RateLimitService.Wait:output_type -> concord.ratelimit.v1.WaitResponse
-	9,  // 24: concord.ratelimit.v1.RateLimitService.SetLimit:output_type -> concord.ratelimit.v1.SetLimitResponse
-	11, // 25: concord.ratelimit.v1.RateLimitService.GetLimit:output_type -> concord.ratelimit.v1.GetLimitResponse
-	13, // 26: concord.ratelimit.v1.RateLimitService.Reset:output_type -> concord.ratelimit.v1.ResetResponse
-	15, // 27: concord.ratelimit.v1.RateLimitService.Release:output_type -> concord.ratelimit.v1.ReleaseResponse
-	21, // [21:28] is the sub-list for method output_type
-	14, // [14:21] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	1,  // 14: concord.ratelimit.v1.DeleteLimitResponse.previous:type_name -> concord.ratelimit.v1.Limit
+	1,  // 15: concord.ratelimit.v1.LimitSummary.limit:type_name -> concord.ratelimit.v1.Limit
+	21, // 16: concord.ratelimit.v1.LimitSummary.reset_after:type_name -> google.protobuf.Duration
+	19, // 17: concord.ratelimit.v1.ListLimitsResponse.limits:type_name -> concord.ratelimit.v1.LimitSummary
+	2,  // 18: concord.ratelimit.v1.RateLimitService.Check:input_type -> concord.ratelimit.v1.CheckRequest
+	6,  // 19: concord.ratelimit.v1.RateLimitService.CheckMany:input_type -> concord.ratelimit.v1.CheckManyRequest
+	4,  // 20: concord.ratelimit.v1.RateLimitService.Wait:input_type -> concord.ratelimit.v1.WaitRequest
+	8,  // 21: concord.ratelimit.v1.RateLimitService.SetLimit:input_type -> concord.ratelimit.v1.SetLimitRequest
+	10, // 22: concord.ratelimit.v1.RateLimitService.GetLimit:input_type -> concord.ratelimit.v1.GetLimitRequest
+	12, // 23: concord.ratelimit.v1.RateLimitService.Reset:input_type -> concord.ratelimit.v1.ResetRequest
+	14, // 24: concord.ratelimit.v1.RateLimitService.Release:input_type -> concord.ratelimit.v1.ReleaseRequest
+	16, // 25: concord.ratelimit.v1.RateLimitService.DeleteLimit:input_type -> concord.ratelimit.v1.DeleteLimitRequest
+	18, // 26: concord.ratelimit.v1.RateLimitService.ListLimits:input_type -> concord.ratelimit.v1.ListLimitsRequest
+	3,  // 27: concord.ratelimit.v1.RateLimitService.Check:output_type -> concord.ratelimit.v1.CheckResponse
+	7,  // 28: concord.ratelimit.v1.RateLimitService.CheckMany:output_type -> concord.ratelimit.v1.CheckManyResponse
+	5,  // 29: concord.ratelimit.v1.RateLimitService.Wait:output_type -> concord.ratelimit.v1.WaitResponse
+	9,  // 30: concord.ratelimit.v1.RateLimitService.SetLimit:output_type -> concord.ratelimit.v1.SetLimitResponse
+	11, // 31: concord.ratelimit.v1.RateLimitService.GetLimit:output_type -> concord.ratelimit.v1.GetLimitResponse
+	13, // 32: concord.ratelimit.v1.RateLimitService.Reset:output_type -> concord.ratelimit.v1.ResetResponse
+	15, // 33: concord.ratelimit.v1.RateLimitService.Release:output_type -> concord.ratelimit.v1.ReleaseResponse
+	17, // 34: concord.ratelimit.v1.RateLimitService.DeleteLimit:output_type -> concord.ratelimit.v1.DeleteLimitResponse
+	20, // 35: concord.ratelimit.v1.RateLimitService.ListLimits:output_type -> concord.ratelimit.v1.ListLimitsResponse
+	27, // [27:36] is the sub-list for method output_type
+	18, // [18:27] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_concord_ratelimit_v1_ratelimit_proto_init() }
@@ -1141,7 +1451,7 @@ func file_concord_ratelimit_v1_ratelimit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_ratelimit_v1_ratelimit_proto_rawDesc), len(file_concord_ratelimit_v1_ratelimit_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,13 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RateLimitService_Check_FullMethodName     = "/concord.ratelimit.v1.RateLimitService/Check"
-	RateLimitService_CheckMany_FullMethodName = "/concord.ratelimit.v1.RateLimitService/CheckMany"
-	RateLimitService_Wait_FullMethodName      = "/concord.ratelimit.v1.RateLimitService/Wait"
-	RateLimitService_SetLimit_FullMethodName  = "/concord.ratelimit.v1.RateLimitService/SetLimit"
-	RateLimitService_GetLimit_FullMethodName  = "/concord.ratelimit.v1.RateLimitService/GetLimit"
-	RateLimitService_Reset_FullMethodName     = "/concord.ratelimit.v1.RateLimitService/Reset"
-	RateLimitService_Release_FullMethodName   = "/concord.ratelimit.v1.RateLimitService/Release"
+	RateLimitService_Check_FullMethodName       = "/concord.ratelimit.v1.RateLimitService/Check"
+	RateLimitService_CheckMany_FullMethodName   = "/concord.ratelimit.v1.RateLimitService/CheckMany"
+	RateLimitService_Wait_FullMethodName        = "/concord.ratelimit.v1.RateLimitService/Wait"
+	RateLimitService_SetLimit_FullMethodName    = "/concord.ratelimit.v1.RateLimitService/SetLimit"
+	RateLimitService_GetLimit_FullMethodName    = "/concord.ratelimit.v1.RateLimitService/GetLimit"
+	RateLimitService_Reset_FullMethodName       = "/concord.ratelimit.v1.RateLimitService/Reset"
+	RateLimitService_Release_FullMethodName     = "/concord.ratelimit.v1.RateLimitService/Release"
+	RateLimitService_DeleteLimit_FullMethodName = "/concord.ratelimit.v1.RateLimitService/DeleteLimit"
+	RateLimitService_ListLimits_FullMethodName  = "/concord.ratelimit.v1.RateLimitService/ListLimits"
 )
 
 // RateLimitServiceClient is the client API for RateLimitService service.
@@ -69,6 +71,18 @@ type RateLimitServiceClient interface {
 	// waiters. released is false when the permit was not held (released already, or
 	// past its period: its units came back by themselves then).
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
+	// DeleteLimit forgets the key's stored limit and what the key counted (its
+	// concurrency permits too): the key is as if never used. previous is unset when no
+	// limit was stored. Callers waiting on the key with no limit of their own fail
+	// NOT_FOUND / RATE_LIMIT_NOT_FOUND at their next turn.
+	DeleteLimit(ctx context.Context, in *DeleteLimitRequest, opts ...grpc.CallOption) (*DeleteLimitResponse, error)
+	// ListLimits pages through the keys with a stored limit (SetLimit), each with its
+	// limit, what it allows now (a peek: nothing taken) and how many Wait callers queue
+	// on it. Keys whose limit travels with each call are not listed: nothing records
+	// them, so a check costs no extra write. Like LockService.ListLocks, it walks the
+	// caller's own index of names: a key may appear on more than one page, and one set
+	// or deleted during the listing may or may not appear.
+	ListLimits(ctx context.Context, in *ListLimitsRequest, opts ...grpc.CallOption) (*ListLimitsResponse, error)
 }
 
 type rateLimitServiceClient struct {
@@ -149,6 +163,26 @@ func (c *rateLimitServiceClient) Release(ctx context.Context, in *ReleaseRequest
 	return out, nil
 }
 
+func (c *rateLimitServiceClient) DeleteLimit(ctx context.Context, in *DeleteLimitRequest, opts ...grpc.CallOption) (*DeleteLimitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteLimitResponse)
+	err := c.cc.Invoke(ctx, RateLimitService_DeleteLimit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimitServiceClient) ListLimits(ctx context.Context, in *ListLimitsRequest, opts ...grpc.CallOption) (*ListLimitsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLimitsResponse)
+	err := c.cc.Invoke(ctx, RateLimitService_ListLimits_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RateLimitServiceServer is the server API for RateLimitService service.
 // All implementations must embed UnimplementedRateLimitServiceServer
 // for forward compatibility.
@@ -190,6 +224,18 @@ type RateLimitServiceServer interface {
 	// waiters. released is false when the permit was not held (released already, or
 	// past its period: its units came back by themselves then).
 	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
+	// DeleteLimit forgets the key's stored limit and what the key counted (its
+	// concurrency permits too): the key is as if never used. previous is unset when no
+	// limit was stored. Callers waiting on the key with no limit of their own fail
+	// NOT_FOUND / RATE_LIMIT_NOT_FOUND at their next turn.
+	DeleteLimit(context.Context, *DeleteLimitRequest) (*DeleteLimitResponse, error)
+	// ListLimits pages through the keys with a stored limit (SetLimit), each with its
+	// limit, what it allows now (a peek: nothing taken) and how many Wait callers queue
+	// on it. Keys whose limit travels with each call are not listed: nothing records
+	// them, so a check costs no extra write. Like LockService.ListLocks, it walks the
+	// caller's own index of names: a key may appear on more than one page, and one set
+	// or deleted during the listing may or may not appear.
+	ListLimits(context.Context, *ListLimitsRequest) (*ListLimitsResponse, error)
 	mustEmbedUnimplementedRateLimitServiceServer()
 }
 
@@ -220,6 +266,12 @@ func (UnimplementedRateLimitServiceServer) Reset(context.Context, *ResetRequest)
 }
 func (UnimplementedRateLimitServiceServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
+}
+func (UnimplementedRateLimitServiceServer) DeleteLimit(context.Context, *DeleteLimitRequest) (*DeleteLimitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteLimit not implemented")
+}
+func (UnimplementedRateLimitServiceServer) ListLimits(context.Context, *ListLimitsRequest) (*ListLimitsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListLimits not implemented")
 }
 func (UnimplementedRateLimitServiceServer) mustEmbedUnimplementedRateLimitServiceServer() {}
 func (UnimplementedRateLimitServiceServer) testEmbeddedByValue()                          {}
@@ -368,6 +420,42 @@ func _RateLimitService_Release_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RateLimitService_DeleteLimit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteLimitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimitServiceServer).DeleteLimit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimitService_DeleteLimit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimitServiceServer).DeleteLimit(ctx, req.(*DeleteLimitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RateLimitService_ListLimits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLimitsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimitServiceServer).ListLimits(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimitService_ListLimits_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimitServiceServer).ListLimits(ctx, req.(*ListLimitsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RateLimitService_ServiceDesc is the grpc.ServiceDesc for RateLimitService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -402,6 +490,14 @@ var RateLimitService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Release",
 			Handler:    _RateLimitService_Release_Handler,
+		},
+		{
+			MethodName: "DeleteLimit",
+			Handler:    _RateLimitService_DeleteLimit_Handler,
+		},
+		{
+			MethodName: "ListLimits",
+			Handler:    _RateLimitService_ListLimits_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
