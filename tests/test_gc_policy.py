@@ -91,3 +91,19 @@ def test_the_growth_is_seen_on_the_c_allocator_the_server_runs_on():
     done = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONMALLOC": "malloc"},
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+async def test_a_period_s_garbage_cycles_die_young_instead_of_being_frozen():
+    """Each period collects what is not frozen before it freezes: a cycle made and
+    dropped since the last freeze is reclaimed then, with no full collection (the
+    growth needed for one is never reached here)."""
+    policy = GcPolicy(lambda: 0, period=0.02, idle_every=0.05, max_deferred=3600, growth=2**40)
+    policy.start()
+    try:
+        gc.disable()  # no automatic young collection: only the policy's may free it
+        ref = weakref.ref(_Node())
+        assert ref() is not None
+        await async_wait_until(_freed(ref), timeout=5, message="the period's collection")
+    finally:
+        gc.enable()
+        await policy.aclose()
