@@ -794,6 +794,7 @@ def test_files_describe_shows_bytes_held_and_what_each_worker_has_left(concord_s
     first = client.files.upload([b"first\nsecond\n"], group, sender=ann, name="a.log")
     second = client.files.upload([b"x" * 1000], group, sender=ann, name="b.log")
     client.files.mark_done(first.file_id, f"{unique}-w1")
+    assert b"".join(d for d, _ in client.files.chunks(second.file_id, worker=f"{unique}-w2")) == b"x" * 1000
 
     d = run_json(target, "files", "describe", group)
     assert d["held_bytes"] == first.size + second.size == 1013
@@ -801,11 +802,20 @@ def test_files_describe_shows_bytes_held_and_what_each_worker_has_left(concord_s
     assert [(f["name"], f["size"], f["state"], sorted(f["pending"])) for f in d["files"]] == [
         ("a.log", 13, "FILE_STATE_COMPLETE", [f"{unique}-w2"]),
         ("b.log", 1000, "FILE_STATE_COMPLETE", [f"{unique}-w1", f"{unique}-w2"])]
-    assert d["workers"] == [{"worker": f"{unique}-w1", "pending_files": 1, "pending_bytes": 1000},
-                            {"worker": f"{unique}-w2", "pending_files": 2, "pending_bytes": 1013}]
+    noted = d["workers"][1]["downloads"][0]
+    assert noted.pop("updated_at").endswith("Z")
+    assert d["workers"] == [
+        {"worker": f"{unique}-w1", "pending_files": 1, "pending_bytes": 1000, "downloads": []},
+        {"worker": f"{unique}-w2", "pending_files": 2, "pending_bytes": 1013, "downloads": [
+            {"file_id": second.file_id, "name": "b.log", "offset": 1000, "lines": False, "size": 1000,
+             "read": "100%"}]}]
+    assert [dl["worker"] for dl in d["files"][1]["downloads"]] == [f"{unique}-w2"]
     table = run(target, "files", "describe", group).stdout
     assert f"group '{group}': 2 file(s), 1013 bytes held" in table
     assert re.search(rf"{unique}-w2\s+2\s+1013", table), table
+    assert re.search(rf"{unique}-w2\s+{re.escape(second.file_id)}\s+b\.log\s+1000\s+100%", table), table
+    client.files.mark_done(second.file_id, f"{unique}-w2")
+    assert "downloads, as the server last noted them" not in run(target, "files", "describe", group).stdout
 
 
 def test_rwlock_election_autocomplete_and_files_list(concord_server, client, unique):

@@ -175,7 +175,7 @@ def _resource_keys(ks: KeySpace, name: str) -> dict[str, list[str]]:
         "user": list(uk),
         "recent": [ks.recent(name)],
         "names": list(nk),
-        "files": [fk.files, fk.held, fk.channel, fk.prefix + "f:1:meta"],
+        "files": [fk.files, fk.held, fk.progress, fk.channel, fk.prefix + "f:1:meta"],
     }
 
 

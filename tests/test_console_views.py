@@ -216,8 +216,8 @@ def test_file_groups_show_bytes_against_the_bound_files_and_each_workers_progres
             for s, token in ((reader, READER), (other, OTHER)):
                 async with s.post("/api/login", json={"token": token}) as r:
                     assert r.status == 200
-            g = await until(reader, lambda snap: (r := row(snap, "file_groups", name)) and r["files"] == 2 and r,
-                            "the group")
+            g = await until(reader, lambda snap: (r := row(snap, "file_groups", name)) and r["files"] == 2 and all(
+                w["downloads"] for w in r["workers"]) and r, "the group, with both workers' downloads noted")
             assert (g["held_bytes"], g["bound_bytes"]) == (len(b"a\nb\n") + len(b"c\n" * 10), 1_000_000)
             assert [(f["name"], f["state"], f["size"], f["pending"], f["done"]) for f in g["file_list"]] == [
                 ("one.txt", "complete", 4, 1, 1), ("two.txt", "complete", 20, 2, 0)]
@@ -225,14 +225,36 @@ def test_file_groups_show_bytes_against_the_bound_files_and_each_workers_progres
             assert {w["worker"]: (w["done"], w["pending"], w["pending_files"]) for w in g["workers"]} == {
                 "w1": (1, 1, ["two.txt"]), "w2": (0, 2, ["one.txt", "two.txt"])}
             assert not g["workers_sampled"]
+            # Both named themselves downloading two.txt: w1 through a stream it keeps open
+            # (its bytes), w2 to the end (its lines).
+            downloads = {w["worker"]: w["downloads"] for w in g["workers"]}
+            for worker, lines in (("w1", False), ("w2", True)):
+                [seen] = downloads[worker]
+                assert seen.pop("updated_ms") > 0
+                assert seen == {"file_id": two.file_id, "file": "two.txt", "size": 20, "gzip": False, "offset": 20,
+                                "lines": lines}, worker
             assert row(await snapshot(other), "file_groups", name) is None
+
+    async def gone_once_done() -> None:
+        async with aiohttp.ClientSession(views_server.console, cookie_jar=aiohttp.CookieJar(unsafe=True)) as reader:
+            async with reader.post("/api/login", json={"token": READER}) as r:
+                assert r.status == 200
+            await until(reader, lambda snap: (r := row(snap, "file_groups", name)) and {
+                w["worker"]: (w["pending"], len(w["downloads"])) for w in r["workers"]} == {"w1": (1, 1), "w2": (1, 0)},
+                "w2's note gone with its MarkDone")
 
     with concord.Client(views_server.target, token=WRITER) as client:
         client.chat.create("sender", ["w1", "w2"], "files follow", chat_id=name)
         one = client.files.upload([b"a\nb\n"], name, sender="sender", name="one.txt")
-        client.files.upload([b"c\n" * 10], name, sender="sender", name="two.txt")
+        two = client.files.upload([b"c\n" * 10], name, sender="sender", name="two.txt")
         client.files.mark_done(one.file_id, "w1")
+        assert len(list(client.files.lines(two.file_id, worker="w2"))) == 10  # noted before the stream ends
+        kept_open = client.files.chunks(two.file_id, worker="w1")
+        assert next(kept_open) == (b"c\n" * 10, 20)
         asyncio.run(check())
+        client.files.mark_done(two.file_id, "w2")  # its note goes with it
+        asyncio.run(gone_once_done())
+        kept_open.close()
 
 
 async def test_rate_limits_show_what_they_allow_and_an_admin_resets_and_deletes_them(views_server, session_of,

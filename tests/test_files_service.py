@@ -1,5 +1,6 @@
 """FileService end to end: a server with small chunks and a small memory bound, three
-workers, plain and gzip files larger than the bound, resumed downloads, faults."""
+workers, plain and gzip files larger than the bound, resumed downloads, faults, and
+how far a named worker's download has got."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import io
 import subprocess
 import sys
 import threading
-
+from datetime import datetime, timedelta, timezone
 
 import grpc
 import pytest
@@ -16,6 +17,8 @@ import pytest
 import concord
 from concord.files.v1 import files_pb2 as pb
 from concord.files.v1 import files_pb2_grpc
+from concord_server.keys import KeySpace
+from concord_server.primitives import files as files_primitive
 from support import ServerProcess, error_info, wait_until
 
 CHUNK, BOUND = 1024, 8 * 1024
@@ -124,14 +127,17 @@ def test_a_download_follows_an_upload_in_progress(fclient, name):
     fid = wait_until(lambda: next((f.file_id for f in fclient.files.list_files(group)[0] if f.size), None),
                      message="the upload to start")
     got: list[str] = []
-    follower = threading.Thread(target=lambda: got.extend(fclient.files.lines(fid)), daemon=True)
+    follower = threading.Thread(target=lambda: got.extend(fclient.files.lines(fid, worker=worker)), daemon=True)
     follower.start()
     wait_until(lambda: len(got) >= 5, message="the first lines while the upload is still open")
-    assert fclient.files.list_files(group)[0][0].state == "uploading"
+    uploading = fclient.files.list_files(group)[0][0]
+    assert uploading.state == "uploading" and uploading.downloads == []  # no pending workers before it completes
     gate.set()
     uploader.join(30)
     follower.join(30)
     assert got == data.decode().splitlines()
+    # Its worker became pending when the upload completed: the stream's end was noted.
+    assert download_of(fclient, group, worker).offset == len(data)
 
 
 def test_an_upload_cut_halfway_is_never_announced_and_leaves_nothing(fclient, redis_sync, name):
@@ -164,6 +170,62 @@ def test_a_killed_sender_leaves_nothing(file_server, fclient, redis_sync, name):
     finally:
         proc.kill()
         proc.wait()
+
+
+def download_of(fclient, group: str, worker: str) -> concord.DownloadProgress | None:
+    """How far worker's download of the group's only file has got, as ListFiles shows it."""
+    files, _ = fclient.files.list_files(group)
+    return next((d for f in files for d in f.downloads if d.worker == worker), None)
+
+
+def test_a_named_download_shows_how_far_it_has_got_until_the_worker_is_done(fclient, redis_sync, name):
+    sender, w1, w2 = f"{name}:s", f"{name}:w1", f"{name}:w2"
+    group = fclient.chat.create(sender, [w1, w2], "progress")
+    data = text("p", 1000)
+    fid = fclient.files.upload(io.BytesIO(data), group, sender=sender, name="p.log").file_id
+
+    stream = fclient.files.chunks(fid, worker=w1)
+    _, first_offset = next(stream)  # and no more: the stream stays open, the rest unread
+    noted = wait_until(lambda: download_of(fclient, group, w1), message="w1's download in ListFiles")
+    assert not noted.lines and first_offset <= noted.offset <= len(data)
+    assert abs(noted.updated_at - datetime.now(timezone.utc)) < timedelta(minutes=1)
+
+    # Read to its end, a stream's last offset is noted before the stream ends.
+    assert len(list(fclient.files.lines(fid, worker=w2))) == 1000
+    read_all = download_of(fclient, group, w2)
+    assert (read_all.offset, read_all.lines) == (len(data), True)
+    # Nothing is noted of a download without a worker, nor of a name the file was not sent to.
+    assert b"".join(d for d, _ in fclient.files.chunks(fid)) == data
+    assert len(list(fclient.files.lines(fid, worker=sender))) == 1000
+    assert [d.worker for d in fclient.files.list_files(group)[0][0].downloads] == [w1, w2]
+
+    stream.close()
+    assert fclient.files.mark_done(fid, w1) is False
+    assert download_of(fclient, group, w1) is None  # and a note of its closing stream now keeps nothing
+    assert download_of(fclient, group, w2) is not None
+    assert fclient.files.mark_done(fid, w2) is True  # the last: the file and every note go
+    assert group_keys(redis_sync, group) == []
+
+
+async def test_a_file_deleted_before_its_announcement_takes_its_download_notes(redis_async, name):
+    """An upload that completed and then failed to announce is deleted whole (abort): the
+    notes of its pending workers go with it. (Only a worker's own notes are kept.)"""
+    k = KeySpace("files-notes").file_group(name)
+
+    async def run(script, *args):
+        return await script(redis_async, k.keys, [k.channel, k.prefix, *args])
+
+    assert await run(files_primitive._UPLOAD, "begin", 1, "f.log", "s", CHUNK, 60_000) == 1
+    assert await run(files_primitive._UPLOAD, "append", 1, "a\nb\n", BOUND, 60_000) == 1
+    assert await run(files_primitive._NOTE, 1, "w1", 2, 1) == 0  # not announced: no pending workers yet
+    assert await run(files_primitive._UPLOAD, "complete", 1, "w1", "w2") == 1
+    assert await run(files_primitive._NOTE, 1, "w1", 2, 1) == 1
+    assert await run(files_primitive._NOTE, 1, "stranger", 2, 1) == 0
+    entry = await redis_async.hget(k.progress, "1 w1")
+    assert entry.startswith("2 1 ") and int(entry.split()[2]) > 0
+    assert await redis_async.hkeys(k.progress) == ["1 w1"]
+    assert await run(files_primitive._UPLOAD, "abort", 1) == 1
+    assert await redis_async.exists(k.progress, k.files, k.held) == 0
 
 
 def test_uploads_wait_while_other_files_hold_more_than_the_bound(fclient, name):
@@ -210,6 +272,10 @@ def test_bad_input(fclient, file_server, name):
             stub.Upload(iter([pb.UploadRequest(header=pb.UploadHeader(group=group, sender=sender, name="a\nb"))]),
                         timeout=10)
         assert error_info(rpc_err.value).metadata["field"] == "name"
+        with pytest.raises(grpc.RpcError) as rpc_err:
+            list(stub.Download(pb.DownloadRequest(file_id=bad.file_id, worker=" padded"), timeout=10))
+        assert rpc_err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error_info(rpc_err.value).metadata["field"] == "worker"
 
 
 def test_chunks_never_exceed_the_message_size():

@@ -79,6 +79,8 @@ FIELDS = {
         header=files.UploadHeader(group=n, sender="s", name="f.txt"))]), "group"),
     "file worker": (files_grpc.FileServiceStub, "MarkDone",
                     lambda n: files.MarkDoneRequest(file_id="1:g", worker=n), "worker"),
+    "download worker": (files_grpc.FileServiceStub, "Download",
+                        lambda n: files.DownloadRequest(file_id="1:g", worker=n), "worker"),
 }
 
 

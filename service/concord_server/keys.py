@@ -236,12 +236,13 @@ class FileGroupKeys(NamedTuple):
 
     files: str  # zset: file number -> created ms
     held: str  # string: bytes the group's files hold
+    progress: str  # hash: "<n> <worker>" -> "<offset> <lines 0/1> <ms>", a pending worker's download
     channel: str  # shard channel: "chunk <n>", "complete <n>", "freed"
     prefix: str  # + "f:<n>:meta|chunks|pending|done": one file's keys, in the group's slot
 
     @property
     def keys(self) -> list[str]:
-        return [self.files, self.held]
+        return [self.files, self.held, self.progress]
 
 
 class ConsoleSessionKeys(NamedTuple):
@@ -377,7 +378,7 @@ class KeySpace:
 
     def file_group(self, group: str) -> FileGroupKeys:
         t = self.tag("files", group)
-        return FileGroupKeys(f"{t}:files", f"{t}:held", f"{t}:wake", f"{t}:")
+        return FileGroupKeys(f"{t}:files", f"{t}:held", f"{t}:progress", f"{t}:wake", f"{t}:")
 
     @property
     def file_ids(self) -> str:

@@ -1110,7 +1110,10 @@ export declare namespace concord.files.v1 {
     markDone(request: concord.files.v1.MarkDoneRequest, options?: grpc.CallOptions): Promise<concord.files.v1.MarkDoneResponse__Output>;
     /** markDone, by its name in the .proto file. */
     MarkDone(request: concord.files.v1.MarkDoneRequest, options?: grpc.CallOptions): Promise<concord.files.v1.MarkDoneResponse__Output>;
-    /** ListFiles lists a group's files with their state and the workers still pending. */
+    /**
+     * ListFiles lists a group's files with their state, the workers still pending
+     * and how far their downloads have got.
+     */
     listFiles(request: concord.files.v1.ListFilesRequest, options?: grpc.CallOptions): Promise<concord.files.v1.ListFilesResponse__Output>;
     /** listFiles, by its name in the .proto file. */
     ListFiles(request: concord.files.v1.ListFilesRequest, options?: grpc.CallOptions): Promise<concord.files.v1.ListFilesResponse__Output>;
@@ -1189,6 +1192,14 @@ export declare namespace concord.files.v1 {
     fromOffset?: number | string;
     /** Whole lines (without their line break), gzip decompressed. */
     lines?: boolean;
+    /**
+     * The downloading worker, optional: while it is one of the file's pending
+     * workers, the server keeps how far its download has got (the `offset` of the
+     * last response sent: at the first response, then at most once a second, and at
+     * the stream's end) until it marks the file done or the file is deleted, for
+     * ListFiles and the web console. Informational: it grants nothing.
+     */
+    worker?: string;
   }
   interface DownloadRequest__Output {
     fileId: string;
@@ -1199,6 +1210,14 @@ export declare namespace concord.files.v1 {
     fromOffset: string;
     /** Whole lines (without their line break), gzip decompressed. */
     lines: boolean;
+    /**
+     * The downloading worker, optional: while it is one of the file's pending
+     * workers, the server keeps how far its download has got (the `offset` of the
+     * last response sent: at the first response, then at most once a second, and at
+     * the stream's end) until it marks the file done or the file is deleted, for
+     * ListFiles and the web console. Informational: it grants nothing.
+     */
+    worker: string;
   }
 
   interface DownloadResponse {
@@ -1250,6 +1269,11 @@ export declare namespace concord.files.v1 {
     gzip?: boolean;
     pending?: (string)[];
     createdAt?: google.protobuf.Timestamp | null;
+    /**
+     * The downloads of pending workers that named themselves (DownloadRequest.worker),
+     * by worker: one each, the latest.
+     */
+    downloads?: (concord.files.v1.DownloadProgress)[];
   }
   interface FileInfo__Output {
     fileId: string;
@@ -1259,6 +1283,38 @@ export declare namespace concord.files.v1 {
     gzip: boolean;
     pending: (string)[];
     createdAt: google.protobuf.Timestamp__Output | null;
+    /**
+     * The downloads of pending workers that named themselves (DownloadRequest.worker),
+     * by worker: one each, the latest.
+     */
+    downloads: (concord.files.v1.DownloadProgress__Output)[];
+  }
+
+  /** DownloadProgress is how far a pending worker's download of a file has got. */
+  interface DownloadProgress {
+    worker?: string;
+    /**
+     * The `offset` of the last response the server sent it: with `lines`, into the
+     * text (a gzip file's decompressed text, longer than its stored size), else into
+     * the stored bytes.
+     */
+    offset?: number | string;
+    lines?: boolean;
+    /** When the server noted it (the Redis server's clock). */
+    updatedAt?: google.protobuf.Timestamp | null;
+  }
+  /** DownloadProgress is how far a pending worker's download of a file has got. */
+  interface DownloadProgress__Output {
+    worker: string;
+    /**
+     * The `offset` of the last response the server sent it: with `lines`, into the
+     * text (a gzip file's decompressed text, longer than its stored size), else into
+     * the stored bytes.
+     */
+    offset: string;
+    lines: boolean;
+    /** When the server noted it (the Redis server's clock). */
+    updatedAt: google.protobuf.Timestamp__Output | null;
   }
 
   interface ListFilesRequest {

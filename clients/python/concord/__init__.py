@@ -75,7 +75,7 @@ from .errors import (
     TaskNotFound,
     Unavailable,
 )
-from .files import Announced, FileInfo, Files, GroupSummary, Line, Uploaded
+from .files import Announced, DownloadProgress, FileInfo, Files, GroupSummary, Line, Uploaded
 from .locks import AsyncLock, AsyncMultiLock, Lease, Lock, LockInfo, MultiLease, MultiLock
 from .queues import (
     AsyncQueue,
@@ -137,6 +137,7 @@ __all__ = [
     "CorruptFile",
     "DeadlineExceeded",
     "Deadlock",
+    "DownloadProgress",
     "Election",
     "ElectionSummary",
     "ElectionTimeout",

@@ -48,11 +48,12 @@ class FileServicer(files_pb2_grpc.FileServiceServicer):
     @rpc
     async def Download(self, request: pb.DownloadRequest, context) -> AsyncIterator[pb.DownloadResponse]:
         fid = _file_id(request.file_id)
+        worker = v.name(request.worker, "worker") if request.worker else ""
         if not request.lines:
-            async for data, offset in self._files.chunks(fid, request.from_offset):
+            async for data, offset in self._files.chunks(fid, request.from_offset, worker):
                 yield pb.DownloadResponse(data=data, offset=offset)
             return
-        async for batch in self._files.lines(fid, request.from_offset):
+        async for batch in self._files.lines(fid, request.from_offset, worker):
             yield pb.DownloadResponse(lines=[line for line, _ in batch], line_ends=[end for _, end in batch],
                                       offset=batch[-1][1])
 
@@ -66,7 +67,10 @@ class FileServicer(files_pb2_grpc.FileServiceServicer):
         files, held = await self._files.list(v.name(request.group, "group"))
         return pb.ListFilesResponse(held_bytes=held, bound_bytes=self._files.bound, files=[
             pb.FileInfo(file_id=f.file_id, name=f.name, size=f.size, state=_STATES[f.state], gzip=f.gzip,
-                        pending=f.pending, created_at=timestamp(f.created_ms)) for f in files])
+                        pending=f.pending, created_at=timestamp(f.created_ms),
+                        downloads=[pb.DownloadProgress(worker=d.worker, offset=d.offset, lines=d.lines,
+                                                       updated_at=timestamp(d.updated_ms)) for d in f.downloads])
+            for f in files])
 
     @rpc
     async def ListFileGroups(self, request: pb.ListFileGroupsRequest, context) -> pb.ListFileGroupsResponse:

@@ -7,9 +7,11 @@ index (ListFileGroups'), each read by one bounded script that writes nothing
 complete, workers pending and done) with up to WORKERS_PER_FILE pending and as many
 done workers of each by name.
 
-What Redis keeps of a worker is whether it marked a file done (MarkDone): how far a
-download has got (its line offset) lives in the worker, so a worker's progress is
-the files it has finished of those sent to it, and an upload's is its size so far.
+A worker's progress is the files it has marked done (MarkDone) of those sent to it
+and, for a file it has not, how far its download has got when it named itself in
+the Download (DownloadRequest.worker: the offset of the last response the server
+sent it, noted at the first, at most once a second after, and at the stream's end);
+an upload's is its size so far.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ MAX_GROUPS = 20  # file groups one view lists
 MAX_FILES = 20  # files shown per group, oldest first (with the count)
 WORKERS_PER_FILE = 20  # workers read per file and state (pending, done), by name
 MAX_WORKERS = 50  # workers shown per group, by name
+DOWNLOADS_PER_WORKER = 5  # a worker's downloads shown, the latest noted first
 
 
 async def file_groups_view(files: Any) -> dict[str, Any]:
@@ -37,14 +40,17 @@ async def file_groups_view(files: Any) -> dict[str, Any]:
         for f in listed:
             sampled = sampled or len(f.workers) < f.pending + f.done
             for worker, done in f.workers:
-                w = workers.setdefault(worker, {"worker": worker, "done": 0, "pending": 0, "pending_files": []})
+                w = workers.setdefault(worker, {"worker": worker, "done": 0, "pending": 0, "pending_files": [],
+                                                "downloads": []})
                 if done:
                     w["done"] += 1
                 else:
                     w["pending"] += 1
                     if len(w["pending_files"]) < 5:
                         w["pending_files"].append(f.name)
-        shown = [workers[w] for w in sorted(workers)[:MAX_WORKERS]]
+            for d in f.downloads:
+                workers[d.worker]["downloads"].append(_download(f, d))
+        shown = [_latest_downloads(workers[w]) for w in sorted(workers)[:MAX_WORKERS]]
         return {"name": summary.group, "files": count, "held_bytes": held, "bound_bytes": summary.bound_bytes,
                 "file_list": [{"file_id": f.file_id, "name": f.name, "sender": f.sender, "size": f.size,
                                "state": f.state, "gzip": f.gzip, "created_ms": f.created_ms,
@@ -55,3 +61,15 @@ async def file_groups_view(files: Any) -> dict[str, Any]:
     rows.sort(key=lambda r: (-r["held_bytes"] / max(r["bound_bytes"], 1), r["name"]))
     return {"items": rows, "more": more, "limit": MAX_GROUPS, "files_limit": MAX_FILES,
             "workers_limit": MAX_WORKERS}
+
+
+def _download(f: Any, d: Any) -> dict[str, Any]:
+    """One download of a worker's row: with lines of a gzip file the offset is into the
+    decompressed text, which has no known length; else it is out of the file's size."""
+    return {"file_id": f.file_id, "file": f.name, "size": f.size, "gzip": f.gzip, "offset": d.offset,
+            "lines": d.lines, "updated_ms": d.updated_ms}
+
+
+def _latest_downloads(w: dict[str, Any]) -> dict[str, Any]:
+    w["downloads"] = sorted(w["downloads"], key=lambda d: -d["updated_ms"])[:DOWNLOADS_PER_WORKER]
+    return w

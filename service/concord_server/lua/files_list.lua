@@ -2,7 +2,8 @@
 -- KEYS: see files_common.lua
 -- ARGV: only the common two
 -- Returns {held bytes, then per file: n, name, size, state, gzip, created ms, pending count,
--- pending workers...}.
+-- then per pending worker: its name and its download entry ("<offset> <lines 0/1> <ms>",
+-- files_note.lua; '' when it has none)}.
 --! include common.lua
 --! include files_common.lua
 sweep(clock())
@@ -17,6 +18,7 @@ for _, n in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   reply[#reply + 1] = #pending
   for _, w in ipairs(pending) do
     reply[#reply + 1] = w
+    reply[#reply + 1] = redis.call('HGET', KEYS[3], download_field(n, w)) or ''
   end
 end
 return reply

@@ -3,13 +3,14 @@
 -- to it and to the uploads). Bounded: the oldest ARGV[3] (<= 50) files, and of each
 -- file at most ARGV[4] (<= 50) workers still pending and as many that are done
 -- (by name; a bigger set is sampled with one SSCAN step), whatever the group holds.
--- What is kept per worker is only whether it marked the file done: how far a
--- download has got lives in the worker (its line offset), not in Redis.
+-- Per worker: whether it marked the file done and, for a pending one that named itself
+-- in a Download, how far that download has got (its entry in KEYS[3], files_note.lua).
 -- KEYS: see files_common.lua
 -- ARGV: the common two, then most files, then most workers per file and state
 -- Returns {files in the group, held bytes, then per file: n, name, sender, size (so
 --   far, while uploading), state, gzip 0/1, created ms, lease until ms, pending count,
---   done count, k, then k pairs of worker, 1 done / 0 pending}
+--   done count, k, then k triples of worker, 1 done / 0 pending, its download entry
+--   ("<offset> <lines 0/1> <ms>"; '' for none, and for a done worker)}
 --! include common.lua
 --! include files_common.lua
 local most_files = math.min(math.max(tonumber(ARGV[3]) or 0, 0), 50)
@@ -44,10 +45,12 @@ if most_files > 0 then
     for _, w in ipairs(pending) do
       reply[#reply + 1] = w
       reply[#reply + 1] = 0
+      reply[#reply + 1] = redis.call('HGET', KEYS[3], download_field(n, w)) or ''
     end
     for _, w in ipairs(done) do
       reply[#reply + 1] = w
       reply[#reply + 1] = 1
+      reply[#reply + 1] = ''
     end
   end
 end

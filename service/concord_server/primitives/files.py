@@ -16,7 +16,10 @@ out. Either way it was never announced.
 Downloads follow an upload in progress on the group's (broadcast) doorbell, and turn
 chunks into lines, gunzipping gzip files on the fly. A line offset is the position
 just past the line in the (decompressed) text, so a worker that reconnects resumes
-exactly after the last line it processed.
+exactly after the last line it processed. A download that names its worker notes
+how far it has got (files_note.lua: at its first response, then at most once a
+second, and at its end) while that worker is pending on the file, for ListFiles and
+the web console; the worker's MarkDone, or the file's deletion, takes the note away.
 
 Imports no grpc: api/files.py maps its errors to status codes.
 """
@@ -25,12 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import math
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from ..errors import (
+    ConcordError,
     CorruptFile,
     FileNotComplete,
     FileNotFound,
@@ -51,7 +57,11 @@ from .chat import Chats
 from .letting_go import Releaser
 from .listing import noting, scan_summaries
 
+log = logging.getLogger(__name__)
+
 LISTED = "files"  # the listing index's kind (primitives/listing.py): the keys' tag
+
+T = TypeVar("T")
 
 # Each script's reply, by name: the shape is checked, then decoded here and only here.
 
@@ -71,6 +81,23 @@ def _read_reply(r: list[bytes]) -> ReadReply | None:
     return ReadReply(r[0].decode(), int(r[1]), int(r[2]), r[3] == b"1", r[4:])
 
 
+class Download(NamedTuple):
+    """How far a pending worker's download of a file has got (files_note.lua)."""
+
+    worker: str
+    offset: int  # the last response's
+    lines: bool  # the offset is into the (decompressed) text; else into the stored bytes
+    updated_ms: int  # when it was noted (Redis clock)
+
+
+def _download(worker: str, entry: str) -> Download | None:
+    """A download entry, "<offset> <lines 0/1> <ms>"; None for '' (none kept)."""
+    if not entry:
+        return None
+    offset, lines, ms = entry.split(" ")
+    return Download(worker, int(offset), lines == "1", int(ms))
+
+
 class ListedFile(NamedTuple):
     n: str  # the file number
     name: str
@@ -79,6 +106,7 @@ class ListedFile(NamedTuple):
     gzip: bool
     created_ms: int
     pending: list[str]  # its workers that have not marked it done
+    downloads: list[Download]  # theirs that are noted
 
 
 class ListReply(NamedTuple):
@@ -90,9 +118,11 @@ def _list_reply(r: list[Any]) -> ListReply:
     files, i = [], 1
     while i < len(r):
         n, name, size, state, gzip, created, count = r[i:i + 7]
-        count = int(count)
-        files.append(ListedFile(n, name, int(size), state, gzip == "1", int(created), r[i + 7:i + 7 + count]))
-        i += 7 + count
+        pairs = r[i + 7:i + 7 + 2 * int(count)]
+        pending, entries = pairs[0::2], pairs[1::2]
+        downloads = [d for w, e in zip(pending, entries) if (d := _download(w, e))]
+        files.append(ListedFile(n, name, int(size), state, gzip == "1", int(created), pending, downloads))
+        i += 7 + len(pairs)
     return ListReply(r[0], files)
 
 
@@ -103,12 +133,15 @@ _READ = script("files_read.lua", Either(Tup(), Seq(STR, STR, STR, STR, each=(STR
 _LIST = script("files_list.lua", Seq(INT, each=(Either(STR, INT, NIL),)), decode=_list_reply)
 
 _PROGRESS = script("files_progress.lua", Seq(INT, INT, each=(Either(STR, INT),)))
+_NOTE = script("files_note.lua", Codes(0, 1))
 
-SCRIPTS = (_UPLOAD, _DONE, _READ, _LIST, _PROGRESS)
+SCRIPTS = (_UPLOAD, _DONE, _READ, _LIST, _PROGRESS, _NOTE)
 
 READ_CHUNKS = 4  # chunks per read while downloading
 SAFETY_WAIT = 1.0  # a follower re-reads at least this often (lost notifications)
 INFLATE_STEP = 256 * 1024
+NOTE_EVERY = 1.0  # seconds between two notes of one download's offset (the first response's at once)
+NOTE_WAIT = 1.0  # seconds a note may hold its download up (Redis slow or away): it is only informational
 
 
 @dataclass(frozen=True)
@@ -128,6 +161,7 @@ class FileInfo:
     gzip: bool
     pending: list[str]
     created_ms: int
+    downloads: list[Download]  # of pending workers that named themselves, by worker
 
 
 @dataclass(frozen=True)
@@ -145,6 +179,7 @@ class FileProgress:
     pending: int  # workers that have not marked it done
     done: int  # workers that have
     workers: list[tuple[str, bool]]  # some of them by name (at most the asked number of each): (worker, done)
+    downloads: list[Download]  # of those pending, the noted ones
 
 
 @dataclass(frozen=True)
@@ -256,12 +291,13 @@ class Files:
             raise FileNotFound(f"file {fid!r} does not exist (or every worker finished it)", file_id=fid)
         return reply
 
-    async def chunks(self, fid: str, offset: int) -> AsyncIterator[tuple[bytes, int]]:
+    async def chunks(self, fid: str, offset: int, worker: str = "") -> AsyncIterator[tuple[bytes, int]]:
         """The stored bytes from offset, as (data, offset just past it), following an
-        upload in progress until it completes."""
+        upload in progress until it completes; a named worker's offset is noted."""
         group, n = parse_file_id(fid)
         k = self._keys.file_group(group)
-        async for piece in self._follow(k, n, offset, await self._read(k, n, 0, 0, fid), fid):
+        pieces = self._follow(k, n, offset, await self._read(k, n, 0, 0, fid), fid)
+        async for piece in self._noting(k, n, worker, False, pieces, lambda piece: piece[1]):
             yield piece
 
     async def _follow(self, k: FileGroupKeys, n: str, offset: int, meta: ReadReply, fid: str
@@ -288,13 +324,20 @@ class Files:
                 if not chunks:
                     await watch.wait(SAFETY_WAIT)  # the uploader is behind: wait for its next chunk
 
-    async def lines(self, fid: str, offset: int) -> AsyncIterator[list[tuple[bytes, int]]]:
+    async def lines(self, fid: str, offset: int, worker: str = "") -> AsyncIterator[list[tuple[bytes, int]]]:
         """Whole lines (without the line break) from a line offset, gzip files
         decompressed, each with the offset just past it; in batches, one per piece of
-        text (about a chunk), so a line never waits for lines that have not arrived."""
+        text (about a chunk), so a line never waits for lines that have not arrived. A
+        named worker's offset (its last batch's last line's) is noted."""
         group, n = parse_file_id(fid)
         k = self._keys.file_group(group)
-        meta = await self._read(k, n, 0, 0, fid)
+        batches = self._batches(k, n, offset, await self._read(k, n, 0, 0, fid), fid)
+        async for batch in self._noting(k, n, worker, True, batches, lambda batch: batch[-1][1]):
+            yield batch
+
+    async def _batches(self, k: FileGroupKeys, n: str, offset: int, meta: ReadReply, fid: str
+                       ) -> AsyncIterator[list[tuple[bytes, int]]]:
+        """lines(), given the file's state as read before."""
         if not meta.gzip:  # plain text
             async for batch in _split_lines(self._follow(k, n, offset, meta, fid), offset, self._max_line):
                 yield batch
@@ -304,6 +347,23 @@ class Files:
             batch = [(line, end) for line, end in batch if end > offset]
             if batch:
                 yield batch
+
+    async def _noting(self, k: FileGroupKeys, n: str, worker: str, lines: bool, responses: AsyncIterator[T],
+                      offset_of: Callable[[T], int]) -> AsyncIterator[T]:
+        """responses, unchanged; with a worker named, how far they have got is noted
+        (_Notes), the last time when they end, however they end."""
+        if not worker:
+            async for response in responses:
+                yield response
+            return
+        notes = _Notes(lambda offset: self._run(_NOTE, k, n, worker, offset, int(lines)))
+        try:
+            async for response in responses:
+                notes.offset = offset_of(response)
+                yield response
+                await notes.due()
+        finally:
+            await notes.ended()
 
     async def mark_done(self, fid: str, worker: str) -> bool:
         """True when this was the last worker and the file was deleted."""
@@ -337,22 +397,24 @@ class Files:
     async def list(self, group: str) -> tuple[list[FileInfo], int]:
         """The group's files and the bytes they hold."""
         reply = await self._run(_LIST, self._keys.file_group(group))
-        return [FileInfo(file_id(group, f.n), f.name, f.size, f.state, f.gzip, sorted(f.pending), f.created_ms)
-                for f in reply.files], reply.held
+        return [FileInfo(file_id(group, f.n), f.name, f.size, f.state, f.gzip, sorted(f.pending), f.created_ms,
+                         sorted(f.downloads)) for f in reply.files], reply.held
 
     async def progress(self, group: str, files: int, workers: int) -> tuple[int, int, list[FileProgress]]:
         """(files in the group, bytes held, its oldest ``files`` files with up to
-        ``workers`` pending and as many done workers each): one bounded script that
-        writes nothing; the web console's read. How far a download has got is not
-        kept anywhere but in the worker: only whether it marked a file done."""
+        ``workers`` pending and as many done workers each, and how far the downloads of
+        those pending have got where noted): one bounded script that writes nothing;
+        the web console's read."""
         r = await self._run(_PROGRESS, self._keys.file_group(group), files, workers)
         found, i = [], 2
         while i < len(r):
             n, name, sender, size, state, gz, created, lease, pending, done, k = r[i:i + 11]
-            pairs = r[i + 11:i + 11 + 2 * k]
+            triples = r[i + 11:i + 11 + 3 * k]
+            names, done_flags, entries = triples[0::3], triples[1::3], triples[2::3]
             found.append(FileProgress(file_id(group, n), name, sender, size, state, gz == 1, created, lease,
-                                      pending, done, [(pairs[j], pairs[j + 1] == 1) for j in range(0, len(pairs), 2)]))
-            i += 11 + 2 * k
+                                      pending, done, [(w, d == 1) for w, d in zip(names, done_flags)],
+                                      [d for w, e in zip(names, entries) if (d := _download(w, e))]))
+            i += 11 + 3 * k
         return r[0], r[1], found
 
     async def finish(self, group: str, sender: str) -> int:
@@ -362,6 +424,42 @@ class Files:
 
     async def drain(self, timeout: float) -> None:
         await self._releaser.drain(timeout)
+
+
+class _Notes:
+    """Where one download of a named worker has got, noted in Redis (files_note.lua)
+    at its first response, then at most every NOTE_EVERY seconds, and at its end. Best
+    effort: a note that fails, or takes longer than NOTE_WAIT, is skipped (logged at
+    debug), never the download's failure."""
+
+    def __init__(self, note: Callable[[int], Awaitable[int]]) -> None:
+        self._note = note  # 1: kept; 0: not (the worker is not pending on the file, not yet or no more)
+        self.offset: int | None = None  # the last response's, once handed to gRPC
+        self._noted: int | None = None  # the last offset kept
+        self._noted_at = -math.inf  # event loop time: only spaces the notes out (Redis's clock dates them)
+
+    async def due(self) -> None:
+        """Notes the offset if none was noted in the last NOTE_EVERY seconds."""
+        now = asyncio.get_running_loop().time()
+        if now - self._noted_at >= NOTE_EVERY:
+            self._noted_at = now
+            await self._write()
+
+    async def ended(self) -> None:
+        """The download ended: its last offset, unless that one is kept already."""
+        if self.offset is not None and self.offset != self._noted:
+            await self._write()
+
+    async def _write(self) -> None:
+        offset = self.offset
+        try:
+            async with asyncio.timeout(NOTE_WAIT):
+                kept = await self._note(offset)
+        except (ConcordError, TimeoutError) as exc:
+            log.debug("a download's offset %s was not noted: %r", offset, exc)
+            return
+        if kept:  # else the end tries again: a download that follows an upload is pending from its completion on
+            self._noted = offset
 
 
 async def _gunzip(chunks: AsyncIterator[tuple[bytes, int]]) -> AsyncIterator[tuple[bytes, int]]:

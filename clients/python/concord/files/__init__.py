@@ -11,7 +11,9 @@
         print(line.offset, line)
 
 A worker that loses its connection resumes each file right after the last line it
-handled; a file is deleted from Redis once every worker marked it done.
+handled; a file is deleted from Redis once every worker marked it done. process()
+names its worker in each download, so the server shows how far it has got
+(list_files, the admin CLI, the web console); lines() and chunks() do with worker=.
 
 The generated stubs of concord.files.v1 are the subpackage v1; gen_stubs.py only
 creates this __init__.py when it is missing, never rewrites it.
@@ -22,12 +24,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
 import grpc
 
+from .._convert import when
 from ..errors import ConcordError, FileNotFound, from_rpc_error
 from .._listing import every_page
 from .v1 import files_pb2 as pb
@@ -71,6 +75,17 @@ _LISTING = ("ListFileGroups", pb.ListFileGroupsRequest, "groups", "group",
 
 
 @dataclass(frozen=True)
+class DownloadProgress:
+    """How far a pending worker's download of a file has got, as the server last
+    noted it (downloads that name their worker: lines(..., worker=...), process())."""
+
+    worker: str
+    offset: int  # the last one the server sent it
+    lines: bool  # the offset is into the text (a gzip file's decompressed); else into the stored bytes
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
 class FileInfo:
     file_id: str
     name: str
@@ -78,6 +93,7 @@ class FileInfo:
     state: str  # "uploading" or "complete"
     gzip: bool
     pending: list[str]
+    downloads: list[DownloadProgress] = field(default_factory=list)  # of pending workers, by worker
 
 
 @dataclass(frozen=True)
@@ -127,14 +143,18 @@ class Files:
             raise from_rpc_error(exc) from None
         return Uploaded(r.file_id, r.size, r.gzip, r.message_id)
 
-    def chunks(self, file_id: str, from_offset: int = 0) -> Iterator[tuple[bytes, int]]:
-        """The stored bytes from an offset, as (data, offset just past it)."""
-        for r in self._stream(pb.DownloadRequest(file_id=file_id, from_offset=from_offset)):
+    def chunks(self, file_id: str, from_offset: int = 0, *, worker: str | None = None) -> Iterator[tuple[bytes, int]]:
+        """The stored bytes from an offset, as (data, offset just past it). With
+        ``worker`` (one the file was sent to) the server notes how far it has got."""
+        request = pb.DownloadRequest(file_id=file_id, from_offset=from_offset, worker=worker or "")
+        for r in self._stream(request):
             yield r.data, r.offset
 
-    def lines(self, file_id: str, from_offset: int = 0) -> Iterator[Line]:
-        """The file's lines (gzip inflated), following an upload still in progress."""
-        for r in self._stream(pb.DownloadRequest(file_id=file_id, from_offset=from_offset, lines=True)):
+    def lines(self, file_id: str, from_offset: int = 0, *, worker: str | None = None) -> Iterator[Line]:
+        """The file's lines (gzip inflated), following an upload still in progress. With
+        ``worker`` (one the file was sent to) the server notes how far it has got."""
+        request = pb.DownloadRequest(file_id=file_id, from_offset=from_offset, lines=True, worker=worker or "")
+        for r in self._stream(request):
             for data, end in zip(r.lines, r.line_ends):
                 yield Line(data, end)
 
@@ -149,9 +169,11 @@ class Files:
         return self._call("MarkDone", pb.MarkDoneRequest(file_id=file_id, worker=worker)).deleted
 
     def list_files(self, group: str) -> tuple[list[FileInfo], int]:
-        """The group's files, and the bytes they hold in Redis."""
+        """The group's files (with how far their pending workers' downloads have got,
+        where noted), and the bytes they hold in Redis."""
         r = self._call("ListFiles", pb.ListFilesRequest(group=group))
-        return [FileInfo(f.file_id, f.name, f.size, _STATES.get(f.state, "unknown"), f.gzip, list(f.pending))
+        return [FileInfo(f.file_id, f.name, f.size, _STATES.get(f.state, "unknown"), f.gzip, list(f.pending),
+                         [DownloadProgress(d.worker, d.offset, d.lines, when(d.updated_at)) for d in f.downloads])
                 for f in r.files], r.held_bytes
 
     def list_groups(self) -> list[GroupSummary]:
@@ -190,7 +212,7 @@ class Files:
         offset, failures = 0, 0
         while True:
             try:
-                for line in self.lines(file.file_id, offset):
+                for line in self.lines(file.file_id, offset, worker=worker):
                     callback(file, line)
                     offset = line.offset
                     failures = 0

@@ -194,8 +194,9 @@ suggestForm.addEventListener("submit", (e) => { e.preventDefault(); suggestSoon(
 
 // -- file groups
 
-function meter(fraction, label) {
-  const level = fraction >= 1 ? "full" : fraction >= 0.8 ? "warn" : "ok";
+// A bar of fraction (0-1); past 80 % it warns and at 100 % it is full (a bound's
+// levels), unless the caller says the level (a download's is always "ok").
+function meter(fraction, label, level = fraction >= 1 ? "full" : fraction >= 0.8 ? "warn" : "ok") {
   const bar = el("span");
   bar.style.width = `${Math.min(100, Math.round(100 * fraction))}%`; // CSSOM: allowed under the CSP
   return el("div", { class: `meter ${level}`, role: "img", "aria-label": label }, bar);
@@ -206,12 +207,28 @@ function fileState(f) {
     : el("span", { class: "state waiting", title: "being uploaded" }, "◐ uploading");
 }
 
+// How far a worker's download of a file has got, as the server last noted it: out of
+// the file's size when the offset is into its stored bytes; a gzip file read as lines
+// has an offset into its decompressed text, whose length nobody knows.
+function downloadLine(d) {
+  const noted = el("span", { class: "muted" }, ` · noted ${when(d.updated_ms)}`);
+  if (d.lines && d.gzip) {
+    return el("div", { class: "download", "data-file": d.file_id }, `${d.file}: ${bytes(d.offset)} of text read`,
+      el("span", { class: "muted" }, " (gzip, decompressed)"), noted);
+  }
+  const fraction = d.size ? Math.min(1, d.offset / d.size) : 1;
+  return el("div", { class: "download", "data-file": d.file_id },
+    `${d.file}: ${bytes(d.offset)} of ${bytes(d.size)} read`, noted,
+    meter(fraction, `${Math.round(100 * fraction)} % of ${d.file} read`, "ok"));
+}
+
 function workerLine(w) {
   const total = w.done + w.pending;
   return el("li", { "data-worker": w.worker }, el("span", { class: "name" }, w.worker), " ",
     w.pending ? el("span", { class: "state waiting" }, `◷ ${w.done} of ${total} done`)
       : el("span", { class: "state held" }, `✔ ${w.done} of ${total} done`),
-    w.pending ? ` · waiting on ${w.pending_files.join(", ")}${w.pending > w.pending_files.length ? ", …" : ""}` : "");
+    w.pending ? ` · waiting on ${w.pending_files.join(", ")}${w.pending > w.pending_files.length ? ", …" : ""}` : "",
+    (w.downloads || []).map(downloadLine));
 }
 
 function renderFileGroups(s) {
@@ -224,7 +241,8 @@ function renderFileGroups(s) {
     return;
   }
   box.replaceChildren(el("p", { class: "legend" }, count(part.items.length, "group") + more(part) +
-      `. A worker's progress is the files it has marked done: how far a download has got is kept by the worker, not the server.`),
+      `. A worker's progress is the files it has marked done and, of those it has not, how far its download has got ` +
+      `when it named itself in the download (the server notes the offset it sent last, at most once a second).`),
   ...part.items.map((g) => {
     const fraction = g.bound_bytes ? g.held_bytes / g.bound_bytes : 0;
     return el("div", { class: "card group", "data-group": g.name },

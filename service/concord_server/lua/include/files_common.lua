@@ -4,6 +4,10 @@
 -- group are counted in the same atomic step that stores or deletes them:
 --   KEYS[1] files  zset    file number -> created ms
 --   KEYS[2] held   string  bytes the group's files hold
+--   KEYS[3] progress hash  "<n> <worker>" -> "<offset> <lines 0/1> <ms>": how far a pending
+--                          worker's download of file n has got (files_note.lua); only a
+--                          pending worker has an entry, so MarkDone and delete_file,
+--                          which know the pending set, take every entry away
 -- and each file n has (named from ARGV[2], the group's key prefix):
 --   <prefix>f:<n>:meta     hash  name sender size chunks chunk_size state gzip created lease_until
 --   <prefix>f:<n>:chunks   hash  chunk index -> bytes (fixed chunk_size, the last shorter)
@@ -20,7 +24,17 @@ local function fkey(n, part)
   return PREFIX .. 'f:' .. n .. ':' .. part
 end
 
+-- The field of worker w's download of file n in KEYS[3].
+local function download_field(n, w)
+  return n .. ' ' .. w
+end
+
+-- Its pending workers' download entries go with the file: one HDEL per pending worker,
+-- as many as the DEL of its pending set below costs anyway.
 local function delete_file(n)
+  for _, w in ipairs(redis.call('SMEMBERS', fkey(n, 'pending'))) do
+    redis.call('HDEL', KEYS[3], download_field(n, w))
+  end
   local size = tonumber(redis.call('HGET', fkey(n, 'meta'), 'size') or '0')
   redis.call('DEL', fkey(n, 'meta'), fkey(n, 'chunks'), fkey(n, 'pending'), fkey(n, 'done'))
   redis.call('ZREM', KEYS[1], n)

@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63oncord/files/v1/files.proto\x12\x10\x63oncord.files.v1\x1a\x1fgoogle/protobuf/timestamp.proto\";\n\x0cUploadHeader\x12\r\n\x05group\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\"Y\n\rUploadRequest\x12\x30\n\x06header\x18\x01 \x01(\x0b\x32\x1e.concord.files.v1.UploadHeaderH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04kind\"Q\n\x0eUploadResponse\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x04\x12\x0c\n\x04gzip\x18\x03 \x01(\x08\x12\x12\n\nmessage_id\x18\x04 \x01(\x04\"F\n\x0f\x44ownloadRequest\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t\x12\x13\n\x0b\x66rom_offset\x18\x02 \x01(\x04\x12\r\n\x05lines\x18\x03 \x01(\x08\"R\n\x10\x44ownloadResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0e\n\x06offset\x18\x02 \x01(\x04\x12\r\n\x05lines\x18\x03 \x03(\x0c\x12\x11\n\tline_ends\x18\x04 \x03(\x04\"2\n\x0fMarkDoneRequest\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t\x12\x0e\n\x06worker\x18\x02 \x01(\t\"#\n\x10MarkDoneResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x08\"\xb2\x01\n\x08\x46ileInfo\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x04\x12*\n\x05state\x18\x04 \x01(\x0e\x32\x1b.concord.files.v1.FileState\x12\x0c\n\x04gzip\x18\x05 \x01(\x08\x12\x0f\n\x07pending\x18\x06 \x03(\t\x12.\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"!\n\x10ListFilesRequest\x12\r\n\x05group\x18\x01 \x01(\t\"g\n\x11ListFilesResponse\x12)\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x1a.concord.files.v1.FileInfo\x12\x12\n\nheld_bytes\x18\x02 \x01(\x04\x12\x13\n\x0b\x62ound_bytes\x18\x03 \x01(\x04\".\n\rFinishRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\"$\n\x0e\x46inishResponse\x12\x12\n\nmessage_id\x18\x01 \x01(\x04\">\n\x15ListFileGroupsRequest\x12\x12\n\npage_token\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\"Y\n\x10\x46ileGroupSummary\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05\x66iles\x18\x02 \x01(\r\x12\x12\n\nheld_bytes\x18\x03 \x01(\x04\x12\x13\n\x0b\x62ound_bytes\x18\x04 \x01(\x04\"e\n\x16ListFileGroupsResponse\x12\x32\n\x06groups\x18\x01 \x03(\x0b\x32\".concord.files.v1.FileGroupSummary\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*Z\n\tFileState\x12\x1a\n\x16\x46ILE_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x46ILE_STATE_UPLOADING\x10\x01\x12\x17\n\x13\x46ILE_STATE_COMPLETE\x10\x02\x32\x8c\x04\n\x0b\x46ileService\x12M\n\x06Upload\x12\x1f.concord.files.v1.UploadRequest\x1a .concord.files.v1.UploadResponse(\x01\x12S\n\x08\x44ownload\x12!.concord.files.v1.DownloadRequest\x1a\".concord.files.v1.DownloadResponse0\x01\x12Q\n\x08MarkDone\x12!.concord.files.v1.MarkDoneRequest\x1a\".concord.files.v1.MarkDoneResponse\x12T\n\tListFiles\x12\".concord.files.v1.ListFilesRequest\x1a#.concord.files.v1.ListFilesResponse\x12\x63\n\x0eListFileGroups\x12\'.concord.files.v1.ListFileGroupsRequest\x1a(.concord.files.v1.ListFileGroupsResponse\x12K\n\x06\x46inish\x12\x1f.concord.files.v1.FinishRequest\x1a .concord.files.v1.FinishResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63oncord/files/v1/files.proto\x12\x10\x63oncord.files.v1\x1a\x1fgoogle/protobuf/timestamp.proto\";\n\x0cUploadHeader\x12\r\n\x05group\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\"Y\n\rUploadRequest\x12\x30\n\x06header\x18\x01 \x01(\x0b\x32\x1e.concord.files.v1.UploadHeaderH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04kind\"Q\n\x0eUploadResponse\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x04\x12\x0c\n\x04gzip\x18\x03 \x01(\x08\x12\x12\n\nmessage_id\x18\x04 \x01(\x04\"V\n\x0f\x44ownloadRequest\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t\x12\x13\n\x0b\x66rom_offset\x18\x02 \x01(\x04\x12\r\n\x05lines\x18\x03 \x01(\x08\x12\x0e\n\x06worker\x18\x04 \x01(\t\"R\n\x10\x44ownloadResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0e\n\x06offset\x18\x02 \x01(\x04\x12\r\n\x05lines\x18\x03 \x03(\x0c\x12\x11\n\tline_ends\x18\x04 \x03(\x04\"2\n\x0fMarkDoneRequest\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t\x12\x0e\n\x06worker\x18\x02 \x01(\t\"#\n\x10MarkDoneResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x08\"\xe9\x01\n\x08\x46ileInfo\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x04\x12*\n\x05state\x18\x04 \x01(\x0e\x32\x1b.concord.files.v1.FileState\x12\x0c\n\x04gzip\x18\x05 \x01(\x08\x12\x0f\n\x07pending\x18\x06 \x03(\t\x12.\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\tdownloads\x18\x08 \x03(\x0b\x32\".concord.files.v1.DownloadProgress\"q\n\x10\x44ownloadProgress\x12\x0e\n\x06worker\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x04\x12\r\n\x05lines\x18\x03 \x01(\x08\x12.\n\nupdated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"!\n\x10ListFilesRequest\x12\r\n\x05group\x18\x01 \x01(\t\"g\n\x11ListFilesResponse\x12)\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x1a.concord.files.v1.FileInfo\x12\x12\n\nheld_bytes\x18\x02 \x01(\x04\x12\x13\n\x0b\x62ound_bytes\x18\x03 \x01(\x04\".\n\rFinishRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\"$\n\x0e\x46inishResponse\x12\x12\n\nmessage_id\x18\x01 \x01(\x04\">\n\x15ListFileGroupsRequest\x12\x12\n\npage_token\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\"Y\n\x10\x46ileGroupSummary\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05\x66iles\x18\x02 \x01(\r\x12\x12\n\nheld_bytes\x18\x03 \x01(\x04\x12\x13\n\x0b\x62ound_bytes\x18\x04 \x01(\x04\"e\n\x16ListFileGroupsResponse\x12\x32\n\x06groups\x18\x01 \x03(\x0b\x32\".concord.files.v1.FileGroupSummary\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*Z\n\tFileState\x12\x1a\n\x16\x46ILE_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x46ILE_STATE_UPLOADING\x10\x01\x12\x17\n\x13\x46ILE_STATE_COMPLETE\x10\x02\x32\x8c\x04\n\x0b\x46ileService\x12M\n\x06Upload\x12\x1f.concord.files.v1.UploadRequest\x1a .concord.files.v1.UploadResponse(\x01\x12S\n\x08\x44ownload\x12!.concord.files.v1.DownloadRequest\x1a\".concord.files.v1.DownloadResponse0\x01\x12Q\n\x08MarkDone\x12!.concord.files.v1.MarkDoneRequest\x1a\".concord.files.v1.MarkDoneResponse\x12T\n\tListFiles\x12\".concord.files.v1.ListFilesRequest\x1a#.concord.files.v1.ListFilesResponse\x12\x63\n\x0eListFileGroups\x12\'.concord.files.v1.ListFileGroupsRequest\x1a(.concord.files.v1.ListFileGroupsResponse\x12K\n\x06\x46inish\x12\x1f.concord.files.v1.FinishRequest\x1a .concord.files.v1.FinishResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'concord.files.v1.files_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FILESTATE']._serialized_start=1228
-  _globals['_FILESTATE']._serialized_end=1318
+  _globals['_FILESTATE']._serialized_start=1414
+  _globals['_FILESTATE']._serialized_end=1504
   _globals['_UPLOADHEADER']._serialized_start=83
   _globals['_UPLOADHEADER']._serialized_end=142
   _globals['_UPLOADREQUEST']._serialized_start=144
@@ -41,29 +41,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_UPLOADRESPONSE']._serialized_start=235
   _globals['_UPLOADRESPONSE']._serialized_end=316
   _globals['_DOWNLOADREQUEST']._serialized_start=318
-  _globals['_DOWNLOADREQUEST']._serialized_end=388
-  _globals['_DOWNLOADRESPONSE']._serialized_start=390
-  _globals['_DOWNLOADRESPONSE']._serialized_end=472
-  _globals['_MARKDONEREQUEST']._serialized_start=474
-  _globals['_MARKDONEREQUEST']._serialized_end=524
-  _globals['_MARKDONERESPONSE']._serialized_start=526
-  _globals['_MARKDONERESPONSE']._serialized_end=561
-  _globals['_FILEINFO']._serialized_start=564
-  _globals['_FILEINFO']._serialized_end=742
-  _globals['_LISTFILESREQUEST']._serialized_start=744
-  _globals['_LISTFILESREQUEST']._serialized_end=777
-  _globals['_LISTFILESRESPONSE']._serialized_start=779
-  _globals['_LISTFILESRESPONSE']._serialized_end=882
-  _globals['_FINISHREQUEST']._serialized_start=884
-  _globals['_FINISHREQUEST']._serialized_end=930
-  _globals['_FINISHRESPONSE']._serialized_start=932
-  _globals['_FINISHRESPONSE']._serialized_end=968
-  _globals['_LISTFILEGROUPSREQUEST']._serialized_start=970
-  _globals['_LISTFILEGROUPSREQUEST']._serialized_end=1032
-  _globals['_FILEGROUPSUMMARY']._serialized_start=1034
-  _globals['_FILEGROUPSUMMARY']._serialized_end=1123
-  _globals['_LISTFILEGROUPSRESPONSE']._serialized_start=1125
-  _globals['_LISTFILEGROUPSRESPONSE']._serialized_end=1226
-  _globals['_FILESERVICE']._serialized_start=1321
-  _globals['_FILESERVICE']._serialized_end=1845
+  _globals['_DOWNLOADREQUEST']._serialized_end=404
+  _globals['_DOWNLOADRESPONSE']._serialized_start=406
+  _globals['_DOWNLOADRESPONSE']._serialized_end=488
+  _globals['_MARKDONEREQUEST']._serialized_start=490
+  _globals['_MARKDONEREQUEST']._serialized_end=540
+  _globals['_MARKDONERESPONSE']._serialized_start=542
+  _globals['_MARKDONERESPONSE']._serialized_end=577
+  _globals['_FILEINFO']._serialized_start=580
+  _globals['_FILEINFO']._serialized_end=813
+  _globals['_DOWNLOADPROGRESS']._serialized_start=815
+  _globals['_DOWNLOADPROGRESS']._serialized_end=928
+  _globals['_LISTFILESREQUEST']._serialized_start=930
+  _globals['_LISTFILESREQUEST']._serialized_end=963
+  _globals['_LISTFILESRESPONSE']._serialized_start=965
+  _globals['_LISTFILESRESPONSE']._serialized_end=1068
+  _globals['_FINISHREQUEST']._serialized_start=1070
+  _globals['_FINISHREQUEST']._serialized_end=1116
+  _globals['_FINISHRESPONSE']._serialized_start=1118
+  _globals['_FINISHRESPONSE']._serialized_end=1154
+  _globals['_LISTFILEGROUPSREQUEST']._serialized_start=1156
+  _globals['_LISTFILEGROUPSREQUEST']._serialized_end=1218
+  _globals['_FILEGROUPSUMMARY']._serialized_start=1220
+  _globals['_FILEGROUPSUMMARY']._serialized_end=1309
+  _globals['_LISTFILEGROUPSRESPONSE']._serialized_start=1311
+  _globals['_LISTFILEGROUPSRESPONSE']._serialized_end=1412
+  _globals['_FILESERVICE']._serialized_start=1507
+  _globals['_FILESERVICE']._serialized_end=2031
 # @@protoc_insertion_point(module_scope)

@@ -50,14 +50,16 @@ class UploadResponse(_message.Message):
     def __init__(self, file_id: _Optional[str] = ..., size: _Optional[int] = ..., gzip: _Optional[bool] = ..., message_id: _Optional[int] = ...) -> None: ...
 
 class DownloadRequest(_message.Message):
-    __slots__ = ("file_id", "from_offset", "lines")
+    __slots__ = ("file_id", "from_offset", "lines", "worker")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     FROM_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LINES_FIELD_NUMBER: _ClassVar[int]
+    WORKER_FIELD_NUMBER: _ClassVar[int]
     file_id: str
     from_offset: int
     lines: bool
-    def __init__(self, file_id: _Optional[str] = ..., from_offset: _Optional[int] = ..., lines: _Optional[bool] = ...) -> None: ...
+    worker: str
+    def __init__(self, file_id: _Optional[str] = ..., from_offset: _Optional[int] = ..., lines: _Optional[bool] = ..., worker: _Optional[str] = ...) -> None: ...
 
 class DownloadResponse(_message.Message):
     __slots__ = ("data", "offset", "lines", "line_ends")
@@ -86,7 +88,7 @@ class MarkDoneResponse(_message.Message):
     def __init__(self, deleted: _Optional[bool] = ...) -> None: ...
 
 class FileInfo(_message.Message):
-    __slots__ = ("file_id", "name", "size", "state", "gzip", "pending", "created_at")
+    __slots__ = ("file_id", "name", "size", "state", "gzip", "pending", "created_at", "downloads")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +96,7 @@ class FileInfo(_message.Message):
     GZIP_FIELD_NUMBER: _ClassVar[int]
     PENDING_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    DOWNLOADS_FIELD_NUMBER: _ClassVar[int]
     file_id: str
     name: str
     size: int
@@ -101,7 +104,20 @@ class FileInfo(_message.Message):
     gzip: bool
     pending: _containers.RepeatedScalarFieldContainer[str]
     created_at: _timestamp_pb2.Timestamp
-    def __init__(self, file_id: _Optional[str] = ..., name: _Optional[str] = ..., size: _Optional[int] = ..., state: _Optional[_Union[FileState, str]] = ..., gzip: _Optional[bool] = ..., pending: _Optional[_Iterable[str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    downloads: _containers.RepeatedCompositeFieldContainer[DownloadProgress]
+    def __init__(self, file_id: _Optional[str] = ..., name: _Optional[str] = ..., size: _Optional[int] = ..., state: _Optional[_Union[FileState, str]] = ..., gzip: _Optional[bool] = ..., pending: _Optional[_Iterable[str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., downloads: _Optional[_Iterable[_Union[DownloadProgress, _Mapping]]] = ...) -> None: ...
+
+class DownloadProgress(_message.Message):
+    __slots__ = ("worker", "offset", "lines", "updated_at")
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    worker: str
+    offset: int
+    lines: bool
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, worker: _Optional[str] = ..., offset: _Optional[int] = ..., lines: _Optional[bool] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListFilesRequest(_message.Message):
     __slots__ = ("group",)

@@ -107,7 +107,8 @@ class FileServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListFiles(self, request, context):
-        """ListFiles lists a group's files with their state and the workers still pending.
+        """ListFiles lists a group's files with their state, the workers still pending
+        and how far their downloads have got.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

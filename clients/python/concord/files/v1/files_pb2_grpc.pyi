@@ -52,7 +52,9 @@ class FileServiceStub:
     MarkDone: _grpc.UnaryUnaryMultiCallable[_files_pb2.MarkDoneRequest, _files_pb2.MarkDoneResponse]
     """MarkDone records that a worker finished a file; the last one deletes it."""
     ListFiles: _grpc.UnaryUnaryMultiCallable[_files_pb2.ListFilesRequest, _files_pb2.ListFilesResponse]
-    """ListFiles lists a group's files with their state and the workers still pending."""
+    """ListFiles lists a group's files with their state, the workers still pending
+    and how far their downloads have got.
+    """
     ListFileGroups: _grpc.UnaryUnaryMultiCallable[_files_pb2.ListFileGroupsRequest, _files_pb2.ListFileGroupsResponse]
     """ListFileGroups pages through the groups that hold files (uploads in progress
     included), each with its file count, the bytes they hold and the bound. Like
@@ -89,7 +91,9 @@ class FileServiceAsyncStub(FileServiceStub):
     MarkDone: _aio.UnaryUnaryMultiCallable[_files_pb2.MarkDoneRequest, _files_pb2.MarkDoneResponse]  # type: ignore[assignment]
     """MarkDone records that a worker finished a file; the last one deletes it."""
     ListFiles: _aio.UnaryUnaryMultiCallable[_files_pb2.ListFilesRequest, _files_pb2.ListFilesResponse]  # type: ignore[assignment]
-    """ListFiles lists a group's files with their state and the workers still pending."""
+    """ListFiles lists a group's files with their state, the workers still pending
+    and how far their downloads have got.
+    """
     ListFileGroups: _aio.UnaryUnaryMultiCallable[_files_pb2.ListFileGroupsRequest, _files_pb2.ListFileGroupsResponse]  # type: ignore[assignment]
     """ListFileGroups pages through the groups that hold files (uploads in progress
     included), each with its file count, the bytes they hold and the bound. Like
@@ -147,7 +151,9 @@ class FileServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _files_pb2.ListFilesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_files_pb2.ListFilesResponse, _abc.Awaitable[_files_pb2.ListFilesResponse]]:
-        """ListFiles lists a group's files with their state and the workers still pending."""
+        """ListFiles lists a group's files with their state, the workers still pending
+        and how far their downloads have got.
+        """
 
     @_abc_1.abstractmethod
     def ListFileGroups(

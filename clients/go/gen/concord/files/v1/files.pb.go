@@ -296,7 +296,13 @@ type DownloadRequest struct {
 	// decompressed text (the `offset` of the last line processed).
 	FromOffset uint64 `protobuf:"varint,2,opt,name=from_offset,json=fromOffset,proto3" json:"from_offset,omitempty"`
 	// Whole lines (without their line break), gzip decompressed.
-	Lines         bool `protobuf:"varint,3,opt,name=lines,proto3" json:"lines,omitempty"`
+	Lines bool `protobuf:"varint,3,opt,name=lines,proto3" json:"lines,omitempty"`
+	// The downloading worker, optional: while it is one of the file's pending
+	// workers, the server keeps how far its download has got (the `offset` of the
+	// last response sent: at the first response, then at most once a second, and at
+	// the stream's end) until it marks the file done or the file is deleted, for
+	// ListFiles and the web console. Informational: it grants nothing.
+	Worker        string `protobuf:"bytes,4,opt,name=worker,proto3" json:"worker,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -350,6 +356,13 @@ func (x *DownloadRequest) GetLines() bool {
 		return x.Lines
 	}
 	return false
+}
+
+func (x *DownloadRequest) GetWorker() string {
+	if x != nil {
+		return x.Worker
+	}
+	return ""
 }
 
 type DownloadResponse struct {
@@ -522,14 +535,17 @@ func (x *MarkDoneResponse) GetDeleted() bool {
 }
 
 type FileInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	FileId        string                 `protobuf:"bytes,1,opt,name=file_id,json=fileId,proto3" json:"file_id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
-	State         FileState              `protobuf:"varint,4,opt,name=state,proto3,enum=concord.files.v1.FileState" json:"state,omitempty"`
-	Gzip          bool                   `protobuf:"varint,5,opt,name=gzip,proto3" json:"gzip,omitempty"`
-	Pending       []string               `protobuf:"bytes,6,rep,name=pending,proto3" json:"pending,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	FileId    string                 `protobuf:"bytes,1,opt,name=file_id,json=fileId,proto3" json:"file_id,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Size      uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	State     FileState              `protobuf:"varint,4,opt,name=state,proto3,enum=concord.files.v1.FileState" json:"state,omitempty"`
+	Gzip      bool                   `protobuf:"varint,5,opt,name=gzip,proto3" json:"gzip,omitempty"`
+	Pending   []string               `protobuf:"bytes,6,rep,name=pending,proto3" json:"pending,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// The downloads of pending workers that named themselves (DownloadRequest.worker),
+	// by worker: one each, the latest.
+	Downloads     []*DownloadProgress `protobuf:"bytes,8,rep,name=downloads,proto3" json:"downloads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -613,6 +629,86 @@ func (x *FileInfo) GetCreatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *FileInfo) GetDownloads() []*DownloadProgress {
+	if x != nil {
+		return x.Downloads
+	}
+	return nil
+}
+
+// DownloadProgress is how far a pending worker's download of a file has got.
+type DownloadProgress struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Worker string                 `protobuf:"bytes,1,opt,name=worker,proto3" json:"worker,omitempty"`
+	// The `offset` of the last response the server sent it: with `lines`, into the
+	// text (a gzip file's decompressed text, longer than its stored size), else into
+	// the stored bytes.
+	Offset uint64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Lines  bool   `protobuf:"varint,3,opt,name=lines,proto3" json:"lines,omitempty"`
+	// When the server noted it (the Redis server's clock).
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DownloadProgress) Reset() {
+	*x = DownloadProgress{}
+	mi := &file_concord_files_v1_files_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DownloadProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DownloadProgress) ProtoMessage() {}
+
+func (x *DownloadProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_files_v1_files_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DownloadProgress.ProtoReflect.Descriptor instead.
+func (*DownloadProgress) Descriptor() ([]byte, []int) {
+	return file_concord_files_v1_files_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DownloadProgress) GetWorker() string {
+	if x != nil {
+		return x.Worker
+	}
+	return ""
+}
+
+func (x *DownloadProgress) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *DownloadProgress) GetLines() bool {
+	if x != nil {
+		return x.Lines
+	}
+	return false
+}
+
+func (x *DownloadProgress) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
 type ListFilesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -622,7 +718,7 @@ type ListFilesRequest struct {
 
 func (x *ListFilesRequest) Reset() {
 	*x = ListFilesRequest{}
-	mi := &file_concord_files_v1_files_proto_msgTypes[8]
+	mi := &file_concord_files_v1_files_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -634,7 +730,7 @@ func (x *ListFilesRequest) String() string {
 func (*ListFilesRequest) ProtoMessage() {}
 
 func (x *ListFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_files_v1_files_proto_msgTypes[8]
+	mi := &file_concord_files_v1_files_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -647,7 +743,7 @@ func (x *ListFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFilesRequest.ProtoReflect.Descriptor instead.
 func (*ListFilesRequest) Descriptor() ([]byte, []int) {
-	return file_concord_files_v1_files_proto_rawDescGZIP(), []int{8}
+	return file_concord_files_v1_files_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListFilesRequest) GetGroup() string {
@@ -671,7 +767,7 @@ type ListFilesResponse struct {
 
 func (x *ListFilesResponse) Reset() {
 	*x = ListFilesResponse{}
-	mi := &file_concord_files_v1_files_proto_msgTypes[9]
+	mi := &file_concord_files_v1_files_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +779,7 @@ func (x *ListFilesResponse) String() string {
 func (*ListFilesResponse) ProtoMessage() {}
 
 func (x *ListFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_files_v1_files_proto_msgTypes[9]
+	mi := &file_concord_files_v1_files_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +792,7 @@ func (x *ListFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFilesResponse.ProtoReflect.Descriptor instead.
 func (*ListFilesResponse) Descriptor() ([]byte, []int) {
-	return file_concord_files_v1_files_proto_rawDescGZIP(), []int{9}
+	return file_concord_files_v1_files_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListFilesResponse) GetFiles() []*FileInfo {
@@ -730,7 +826,7 @@ type FinishRequest struct {
 
 func (x *FinishRequest) Reset() {
 	*x = FinishRequest{}
-	mi := &file_concord_files_v1_files_proto_msgTypes[10]
+	mi := &file_concord_files_v1_files_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +838,7 @@ func (x *FinishRequest) String() string {
 func (*FinishRequest) ProtoMessage() {}
 
 func (x *FinishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_files_v1_files_proto_msgTypes[10]
+	mi := &file_concord_files_v1_files_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +851,7 @@ func (x *FinishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishRequest.ProtoReflect.Descriptor instead.
 func (*FinishRequest) Descriptor() ([]byte, []int) {
-	return file_concord_files_v1_files_proto_rawDescGZIP(), []int{10}
+	return file_concord_files_v1_files_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FinishRequest) GetGroup() string {
@@ -781,7 +877,7 @@ type FinishResponse struct {
 
 func (x *FinishResponse) Reset() {
 	*x = FinishResponse{}
-	mi := &file_concord_files_v1_files_proto_msgTypes[11]
+	mi := &file_concord_files_v1_files_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -793,7 +889,7 @@ func (x *FinishResponse) String() string {
 func (*FinishResponse) ProtoMessage() {}
 
 func (x *FinishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_files_v1_files_proto_msgTypes[11]
+	mi := &file_concord_files_v1_files_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -806,7 +902,7 @@ func (x *FinishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishResponse.ProtoReflect.Descriptor instead.
 func (*FinishResponse) Descriptor() ([]byte, []int) {
-	return file_concord_files_v1_files_proto_rawDescGZIP(), []int{11}
+	return file_concord_files_v1_files_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FinishResponse) GetMessageId() uint64 {
@@ -828,7 +924,7 @@ type ListFileGroupsRequest struct {
 
 func (x *ListFileGroupsRequest) Reset() {
 	*x = ListFileGroupsRequest{}
-	mi := &file_concord_files_v1_files_proto_msgTypes[12]
+	mi := &file_concord_files_v1_files_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +936,7 @@ func (x *ListFileGroupsRequest) String() string {
 func (*ListFileGroupsRequest) ProtoMessage() {}
 
 func (x *ListFileGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_files_v1_files_proto_msgTypes[12]
+	mi := &file_concord_files_v1_files_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +949,7 @@ func (x *ListFileGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFileGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListFileGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_concord_files_v1_files_proto_rawDescGZIP(), []int{12}
+	return file_concord_files_v1_files_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListFileGroupsRequest) GetPageToken() string {
@@ -887,7 +983,7 @@ type FileGroupSummary struct {
 
 func (x *FileGroupSummary) Reset() {
 	*x = FileGroupSummary{}
-	mi := &file_concord_files_v1_files_proto_msgTypes[13]
+	mi := &file_concord_files_v1_files_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +995,7 @@ func (x *FileGroupSummary) String() string {
 func (*FileGroupSummary) ProtoMessage() {}
 
 func (x *FileGroupSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_files_v1_files_proto_msgTypes[13]
+	mi := &file_concord_files_v1_files_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1008,7 @@ func (x *FileGroupSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileGroupSummary.ProtoReflect.Descriptor instead.
 func (*FileGroupSummary) Descriptor() ([]byte, []int) {
-	return file_concord_files_v1_files_proto_rawDescGZIP(), []int{13}
+	return file_concord_files_v1_files_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FileGroupSummary) GetGroup() string {
@@ -954,7 +1050,7 @@ type ListFileGroupsResponse struct {
 
 func (x *ListFileGroupsResponse) Reset() {
 	*x = ListFileGroupsResponse{}
-	mi := &file_concord_files_v1_files_proto_msgTypes[14]
+	mi := &file_concord_files_v1_files_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1062,7 @@ func (x *ListFileGroupsResponse) String() string {
 func (*ListFileGroupsResponse) ProtoMessage() {}
 
 func (x *ListFileGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_files_v1_files_proto_msgTypes[14]
+	mi := &file_concord_files_v1_files_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1075,7 @@ func (x *ListFileGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFileGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListFileGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_concord_files_v1_files_proto_rawDescGZIP(), []int{14}
+	return file_concord_files_v1_files_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListFileGroupsResponse) GetGroups() []*FileGroupSummary {
@@ -1014,12 +1110,13 @@ const file_concord_files_v1_files_proto_rawDesc = "" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x12\n" +
 	"\x04gzip\x18\x03 \x01(\bR\x04gzip\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x04 \x01(\x04R\tmessageId\"a\n" +
+	"message_id\x18\x04 \x01(\x04R\tmessageId\"y\n" +
 	"\x0fDownloadRequest\x12\x17\n" +
 	"\afile_id\x18\x01 \x01(\tR\x06fileId\x12\x1f\n" +
 	"\vfrom_offset\x18\x02 \x01(\x04R\n" +
 	"fromOffset\x12\x14\n" +
-	"\x05lines\x18\x03 \x01(\bR\x05lines\"q\n" +
+	"\x05lines\x18\x03 \x01(\bR\x05lines\x12\x16\n" +
+	"\x06worker\x18\x04 \x01(\tR\x06worker\"q\n" +
 	"\x10DownloadResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x14\n" +
@@ -1029,7 +1126,7 @@ const file_concord_files_v1_files_proto_rawDesc = "" +
 	"\afile_id\x18\x01 \x01(\tR\x06fileId\x12\x16\n" +
 	"\x06worker\x18\x02 \x01(\tR\x06worker\",\n" +
 	"\x10MarkDoneResponse\x12\x18\n" +
-	"\adeleted\x18\x01 \x01(\bR\adeleted\"\xe7\x01\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted\"\xa9\x02\n" +
 	"\bFileInfo\x12\x17\n" +
 	"\afile_id\x18\x01 \x01(\tR\x06fileId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1038,7 +1135,14 @@ const file_concord_files_v1_files_proto_rawDesc = "" +
 	"\x04gzip\x18\x05 \x01(\bR\x04gzip\x12\x18\n" +
 	"\apending\x18\x06 \x03(\tR\apending\x129\n" +
 	"\n" +
-	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"(\n" +
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12@\n" +
+	"\tdownloads\x18\b \x03(\v2\".concord.files.v1.DownloadProgressR\tdownloads\"\x93\x01\n" +
+	"\x10DownloadProgress\x12\x16\n" +
+	"\x06worker\x18\x01 \x01(\tR\x06worker\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x14\n" +
+	"\x05lines\x18\x03 \x01(\bR\x05lines\x129\n" +
+	"\n" +
+	"updated_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"(\n" +
 	"\x10ListFilesRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x85\x01\n" +
 	"\x11ListFilesResponse\x120\n" +
@@ -1094,7 +1198,7 @@ func file_concord_files_v1_files_proto_rawDescGZIP() []byte {
 }
 
 var file_concord_files_v1_files_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_concord_files_v1_files_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_concord_files_v1_files_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_concord_files_v1_files_proto_goTypes = []any{
 	(FileState)(0),                 // 0: concord.files.v1.FileState
 	(*UploadHeader)(nil),           // 1: concord.files.v1.UploadHeader
@@ -1105,38 +1209,41 @@ var file_concord_files_v1_files_proto_goTypes = []any{
 	(*MarkDoneRequest)(nil),        // 6: concord.files.v1.MarkDoneRequest
 	(*MarkDoneResponse)(nil),       // 7: concord.files.v1.MarkDoneResponse
 	(*FileInfo)(nil),               // 8: concord.files.v1.FileInfo
-	(*ListFilesRequest)(nil),       // 9: concord.files.v1.ListFilesRequest
-	(*ListFilesResponse)(nil),      // 10: concord.files.v1.ListFilesResponse
-	(*FinishRequest)(nil),          // 11: concord.files.v1.FinishRequest
-	(*FinishResponse)(nil),         // 12: concord.files.v1.FinishResponse
-	(*ListFileGroupsRequest)(nil),  // 13: concord.files.v1.ListFileGroupsRequest
-	(*FileGroupSummary)(nil),       // 14: concord.files.v1.FileGroupSummary
-	(*ListFileGroupsResponse)(nil), // 15: concord.files.v1.ListFileGroupsResponse
-	(*timestamppb.Timestamp)(nil),  // 16: google.protobuf.Timestamp
+	(*DownloadProgress)(nil),       // 9: concord.files.v1.DownloadProgress
+	(*ListFilesRequest)(nil),       // 10: concord.files.v1.ListFilesRequest
+	(*ListFilesResponse)(nil),      // 11: concord.files.v1.ListFilesResponse
+	(*FinishRequest)(nil),          // 12: concord.files.v1.FinishRequest
+	(*FinishResponse)(nil),         // 13: concord.files.v1.FinishResponse
+	(*ListFileGroupsRequest)(nil),  // 14: concord.files.v1.ListFileGroupsRequest
+	(*FileGroupSummary)(nil),       // 15: concord.files.v1.FileGroupSummary
+	(*ListFileGroupsResponse)(nil), // 16: concord.files.v1.ListFileGroupsResponse
+	(*timestamppb.Timestamp)(nil),  // 17: google.protobuf.Timestamp
 }
 var file_concord_files_v1_files_proto_depIdxs = []int32{
 	1,  // 0: concord.files.v1.UploadRequest.header:type_name -> concord.files.v1.UploadHeader
 	0,  // 1: concord.files.v1.FileInfo.state:type_name -> concord.files.v1.FileState
-	16, // 2: concord.files.v1.FileInfo.created_at:type_name -> google.protobuf.Timestamp
-	8,  // 3: concord.files.v1.ListFilesResponse.files:type_name -> concord.files.v1.FileInfo
-	14, // 4: concord.files.v1.ListFileGroupsResponse.groups:type_name -> concord.files.v1.FileGroupSummary
-	2,  // 5: concord.files.v1.FileService.Upload:input_type -> concord.files.v1.UploadRequest
-	4,  // 6: concord.files.v1.FileService.Download:input_type -> concord.files.v1.DownloadRequest
-	6,  // 7: concord.files.v1.FileService.MarkDone:input_type -> concord.files.v1.MarkDoneRequest
-	9,  // 8: concord.files.v1.FileService.ListFiles:input_type -> concord.files.v1.ListFilesRequest
-	13, // 9: concord.files.v1.FileService.ListFileGroups:input_type -> concord.files.v1.ListFileGroupsRequest
-	11, // 10: concord.files.v1.FileService.Finish:input_type -> concord.files.v1.FinishRequest
-	3,  // 11: concord.files.v1.FileService.Upload:output_type -> concord.files.v1.UploadResponse
-	5,  // 12: concord.files.v1.FileService.Download:output_type -> concord.files.v1.DownloadResponse
-	7,  // 13: concord.files.v1.FileService.MarkDone:output_type -> concord.files.v1.MarkDoneResponse
-	10, // 14: concord.files.v1.FileService.ListFiles:output_type -> concord.files.v1.ListFilesResponse
-	15, // 15: concord.files.v1.FileService.ListFileGroups:output_type -> concord.files.v1.ListFileGroupsResponse
-	12, // 16: concord.files.v1.FileService.Finish:output_type -> concord.files.v1.FinishResponse
-	11, // [11:17] is the sub-list for method output_type
-	5,  // [5:11] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	17, // 2: concord.files.v1.FileInfo.created_at:type_name -> google.protobuf.Timestamp
+	9,  // 3: concord.files.v1.FileInfo.downloads:type_name -> concord.files.v1.DownloadProgress
+	17, // 4: concord.files.v1.DownloadProgress.updated_at:type_name -> google.protobuf.Timestamp
+	8,  // 5: concord.files.v1.ListFilesResponse.files:type_name -> concord.files.v1.FileInfo
+	15, // 6: concord.files.v1.ListFileGroupsResponse.groups:type_name -> concord.files.v1.FileGroupSummary
+	2,  // 7: concord.files.v1.FileService.Upload:input_type -> concord.files.v1.UploadRequest
+	4,  // 8: concord.files.v1.FileService.Download:input_type -> concord.files.v1.DownloadRequest
+	6,  // 9: concord.files.v1.FileService.MarkDone:input_type -> concord.files.v1.MarkDoneRequest
+	10, // 10: concord.files.v1.FileService.ListFiles:input_type -> concord.files.v1.ListFilesRequest
+	14, // 11: concord.files.v1.FileService.ListFileGroups:input_type -> concord.files.v1.ListFileGroupsRequest
+	12, // 12: concord.files.v1.FileService.Finish:input_type -> concord.files.v1.FinishRequest
+	3,  // 13: concord.files.v1.FileService.Upload:output_type -> concord.files.v1.UploadResponse
+	5,  // 14: concord.files.v1.FileService.Download:output_type -> concord.files.v1.DownloadResponse
+	7,  // 15: concord.files.v1.FileService.MarkDone:output_type -> concord.files.v1.MarkDoneResponse
+	11, // 16: concord.files.v1.FileService.ListFiles:output_type -> concord.files.v1.ListFilesResponse
+	16, // 17: concord.files.v1.FileService.ListFileGroups:output_type -> concord.files.v1.ListFileGroupsResponse
+	13, // 18: concord.files.v1.FileService.Finish:output_type -> concord.files.v1.FinishResponse
+	13, // [13:19] is the sub-list for method output_type
+	7,  // [7:13] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_concord_files_v1_files_proto_init() }
@@ -1154,7 +1261,7 @@ func file_concord_files_v1_files_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_files_v1_files_proto_rawDesc), len(file_concord_files_v1_files_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -48,7 +48,8 @@ type FileServiceClient interface {
 	Download(ctx context.Context, in *DownloadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DownloadResponse], error)
 	// MarkDone records that a worker finished a file; the last one deletes it.
 	MarkDone(ctx context.Context, in *MarkDoneRequest, opts ...grpc.CallOption) (*MarkDoneResponse, error)
-	// ListFiles lists a group's files with their state and the workers still pending.
+	// ListFiles lists a group's files with their state, the workers still pending
+	// and how far their downloads have got.
 	ListFiles(ctx context.Context, in *ListFilesRequest, opts ...grpc.CallOption) (*ListFilesResponse, error)
 	// ListFileGroups pages through the groups that hold files (uploads in progress
 	// included), each with its file count, the bytes they hold and the bound. Like
@@ -162,7 +163,8 @@ type FileServiceServer interface {
 	Download(*DownloadRequest, grpc.ServerStreamingServer[DownloadResponse]) error
 	// MarkDone records that a worker finished a file; the last one deletes it.
 	MarkDone(context.Context, *MarkDoneRequest) (*MarkDoneResponse, error)
-	// ListFiles lists a group's files with their state and the workers still pending.
+	// ListFiles lists a group's files with their state, the workers still pending
+	// and how far their downloads have got.
 	ListFiles(context.Context, *ListFilesRequest) (*ListFilesResponse, error)
 	// ListFileGroups pages through the groups that hold files (uploads in progress
 	// included), each with its file count, the bytes they hold and the bound. Like
