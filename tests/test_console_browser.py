@@ -366,10 +366,15 @@ def test_the_coordination_chats_autocomplete_and_files_pages_render_live(browser
             one = client.files.upload([b"line\n" * 1000], f"{name}:files", sender="sender", name="report.csv")
             client.files.upload([b"x\n" * 100], f"{name}:files", sender="sender", name="events.log")
             client.files.mark_done(one.file_id, "worker-1")
+            read = sum(1 for _ in zip(range(400), client.files.lines(one.file_id, worker="worker-2")))
+            assert read == 400  # worker-2 stops part way: the server noted how far it got
             page.get_by_role("link", name="Files").click()
             group = page.locator(f'[data-group="{name}:files"]')
             group.get_by_text("of 64.0 MiB").wait_for(timeout=UI_DEADLINE_MS)
             group.locator('li[data-worker="worker-1"]').get_by_text("◷ 1 of 2 done").wait_for(timeout=UI_DEADLINE_MS)
+            download = group.locator(f'li[data-worker="worker-2"] .download[data-file="{one.file_id}"]')
+            download.get_by_text("report.csv:").wait_for(timeout=UI_DEADLINE_MS)  # the offset the server noted
+            assert " of 4.9 KiB read" in download.inner_text()
             assert group.locator(f'tr[data-file="{one.file_id}"]').get_by_text("1 of 2").is_visible()
             page.screenshot(path=str(shots / "console-files.png"), full_page=True)
 
