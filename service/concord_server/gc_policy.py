@@ -9,20 +9,22 @@ walk only recent objects and stay as they are.
 The policy: automatic full collections are off, and once a second ``gc.freeze()``
 moves every tracked object into the permanent generation, which collections never
 walk (a freeze is O(1): list splicing). Just before each freeze, a collection of the
-generations not frozen walks what the last second made and still keeps, so its
-garbage cycles die young: without it, every cycle alive at a freeze (an exception's
-traceback, a finished call's futures) was frozen with the living, and the chaos
-campaign's servers piled up 100,000-230,000 such objects in two minutes, whose full
-collection then held the event loop 0.35-1.1 s (blocked calls answered late).
-Reference counting still frees frozen objects as usual, so only garbage *cycles*
-that were alive at a freeze and died later wait: they are reclaimed by one full collection (unfreeze, collect, freeze again)
-when the process is next nearly idle and has grown by ``GROWTH`` bytes of resident
-memory since the last one, or after ``MAX_DEFERRED`` seconds in any case, so memory
-stays bounded in a process that is never idle.
+young generations lets their garbage cycles die young instead of being frozen with
+the living. Reference counting still frees frozen objects as usual, so only garbage
+*cycles* that outlived the young collections wait: they are reclaimed by one full collection (unfreeze, collect, freeze again)
+when the process is next idle (no call in progress) and has grown by ``GROWTH``
+bytes of resident memory since the last one, or after ``MAX_DEFERRED`` seconds in
+any case, so memory stays bounded in a process that is never idle.
+
+Why idle means no call at all: the walk holds every call of the process. With "at
+most 10 calls" a server counted as idle whenever its streams broke (a Redis failover
+ends them), and the chaos campaign's Sentinel runs saw collections of 100,000-230,000
+dead objects hold the loop 0.35-1.1 s right then, answering the blocked calls still
+in progress late.
 
 Why the growth: a full collection walks the start-up objects too (modules, protobuf
 descriptors: tens of milliseconds of walking however idle the process is), and a
-process serving a few hundred calls a second is "nearly idle" most of the time; a
+process serving a few hundred calls a second is idle between them most of the time; a
 collection every few seconds there was every call's p99 (bench ratelimit, 400 calls
 a second: p99 27 ms against a p50 of 2 ms). The growth is read as the resident set
 (/proc/self/statm: one small read), whichever allocator serves Python: the server runs
@@ -49,8 +51,8 @@ from . import c_heap
 log = logging.getLogger(__name__)
 
 PERIOD = 1.0  # seconds between freezes
-IDLE_CALLS = 10  # "nearly idle": at most this many calls in progress
-IDLE_EVERY = 5.0  # seconds between full collections while nearly idle: a burst's garbage cycles go soon after it
+IDLE_CALLS = 0  # "idle": no call in progress, so no blocked call or stream waits out the walk
+IDLE_EVERY = 5.0  # seconds between full collections while idle: a burst's garbage cycles go soon after it
 MAX_DEFERRED = 600.0  # a full collection at least this often, idle or not
 SLOW_MS = 100.0  # a full collection that held the event loop this long is logged as a warning
 GROWTH = 32 * 2**20  # bytes of resident memory grown since the last full collection that make an idle one worth its walk
@@ -91,10 +93,11 @@ class GcPolicy:
         kept = resident_bytes()  # after the last full collection
         while True:
             await asyncio.sleep(self._period)
-            # What the last period made and still keeps is all the collector walks now
-            # (frozen objects are not walked): its garbage cycles die here, young, instead
-            # of being frozen with the living until a full collection.
-            gc.collect(2)
+            # The young generations (a bounded walk: a few thousand objects) lose their
+            # garbage cycles here instead of having them frozen with the living. Not
+            # generation 2: under load a second's survivors are many (the load scenario's
+            # ramp-up: 0.2 s a walk).
+            gc.collect(1)
             gc.freeze()
             now = time.monotonic()
             idle = self._in_flight() <= IDLE_CALLS and resident_bytes() - kept >= self._growth
