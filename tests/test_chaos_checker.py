@@ -736,6 +736,21 @@ def test_ratelimit_refusals_justified():
     fails(checker.ratelimit_refusals_justified, h, "refused with at most 1 taken")
 
 
+def test_a_check_of_unknown_outcome_may_take_its_units_until_the_fault_that_held_it_ends():
+    """A check that failed UNAVAILABLE during a Redis pause may run when Redis comes
+    back: a refusal right after the pause is justified by it, not one a second later."""
+    h = History()
+    args = dict(key="k", rate=10, per=1.0, burst=2, hits=1)
+    h.record("faults", "fault", 1.0, 5.0, ok={"healed": True}, kind="redis_pause", duration=4.0, gap=1.0, target=0)
+    h.record("l1", "ratelimit.check", 2.0, 3.0, code="UNAVAILABLE", reason="REDIS_UNAVAILABLE", **args)
+    h.record("l0", "ratelimit.check", 4.0, 5.0, ok={"allowed": True, "remaining": 0}, **args)
+    h.record("l2", "ratelimit.check", 5.01, 5.02, ok={"allowed": False, "remaining": 0}, **args)
+    passes_all(h)
+    h.record("l0", "ratelimit.check", 6.0, 6.01, ok={"allowed": True, "remaining": 1}, **args)
+    h.record("l2", "ratelimit.check", 6.05, 6.06, ok={"allowed": False, "remaining": 0}, **args)
+    fails(checker.ratelimit_refusals_justified, h, "refused with at most 1 taken")
+
+
 def test_ratelimit_within_limit_counts_waits_too():
     """A Wait that was allowed took its units like a Check: two waits let through
     inside a burst the checks already spent break the rule."""

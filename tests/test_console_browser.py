@@ -158,6 +158,22 @@ class Page:
     def close(self) -> None:
         self.context.close()
 
+    def open(self, view: str, row: str) -> None:
+        """Goes to ``#view`` and waits for the first element ``row`` selects."""
+        self.page.goto(f"{self.base}/#{view}")
+        self.page.locator(row).first.wait_for(timeout=UI_DEADLINE_MS)
+
+    def fits(self) -> None:
+        """Nothing is wider than the viewport (a phone's, for the readers here)."""
+        width, viewport = self.page.evaluate("document.documentElement.scrollWidth"), self.page.viewport_size["width"]
+        assert width <= viewport, f"{self.page.url} is {width}px wide in a {viewport}px viewport"
+
+    def confirm(self, says: str, button: str) -> None:
+        """The confirm dialog, once it says ``says``, answered with ``button``."""
+        dialog = self.page.get_by_role("dialog")
+        dialog.get_by_text(says).wait_for(timeout=UI_DEADLINE_MS)
+        dialog.get_by_role("button", name=button).click()
+
 
 def test_the_pages_render_live_and_force_release_hands_the_lock_on(browser, console_server, shots, name):
     admin = Page(browser, console_server.console, viewport={"width": 1280, "height": 800})
@@ -196,17 +212,13 @@ def test_the_pages_render_live_and_force_release_hands_the_lock_on(browser, cons
             page.screenshot(path=str(shots / "console-locks.png"), full_page=True)
 
             reader.log_in(ACME_READER)
-            reader.page.goto(console_server.console + "/#locks")
-            reader.page.locator(f'tr[data-lock="{name}"]').wait_for(timeout=UI_DEADLINE_MS)
+            reader.open("locks", f'tr[data-lock="{name}"]')
             assert reader.page.get_by_role("button", name="Force-release").count() == 0  # read-only: no actions
             reader.page.screenshot(path=str(shots / "console-locks-phone.png"), full_page=True)
-            width = reader.page.evaluate("document.documentElement.scrollWidth")
-            assert width <= 390, f"the page is {width}px wide at phone width"
+            reader.fits()
 
             row.get_by_role("button", name=f"Force-release {name}").click()
-            dialog = page.get_by_role("dialog")
-            dialog.get_by_text("the next waiter gets the lock").wait_for(timeout=UI_DEADLINE_MS)
-            dialog.get_by_role("button", name="Force-release").click()
+            admin.confirm("the next waiter gets the lock", "Force-release")
             thread.join(UI_DEADLINE_MS / 1000)
             assert granted and granted[0] is not None and granted[0].fencing_token > held.fencing_token
             row.get_by_text("next-worker").wait_for(timeout=UI_DEADLINE_MS)
@@ -251,11 +263,9 @@ def test_the_coordination_and_queues_pages_render_live_and_retry_makes_a_dead_ta
             page.screenshot(path=str(shots / "console-queues.png"), full_page=True)
 
             reader.log_in(ACME_READER)
-            reader.page.goto(console_server.console + "/#queues")
-            reader.page.locator(f'[data-dead-of="{name}"] tr[data-task="{handle.task_id}"]').wait_for(timeout=UI_DEADLINE_MS)
+            reader.open("queues", f'[data-dead-of="{name}"] tr[data-task="{handle.task_id}"]')
             assert reader.page.get_by_role("button", name="Retry").count() == 0  # read-only: no actions
-            width = reader.page.evaluate("document.documentElement.scrollWidth")
-            assert width <= 390, f"the page is {width}px wide at phone width"
+            reader.fits()
 
             # Found by a search for its error text (served by SearchTasks), and retried from the results.
             search = page.locator("#search-form")
@@ -270,9 +280,7 @@ def test_the_coordination_and_queues_pages_render_live_and_retry_makes_a_dead_ta
             page.screenshot(path=str(shots / "console-search.png"), full_page=True)
 
             found.get_by_role("button", name=f"Retry {handle.task_id} of {name}").click()
-            dialog = page.get_by_role("dialog")
-            dialog.get_by_text("goes back to ready").wait_for(timeout=UI_DEADLINE_MS)
-            dialog.get_by_role("button", name="Retry").click()
+            admin.confirm("goes back to ready", "Retry")
             page.get_by_text(f"Task {handle.task_id} is ready again").wait_for(timeout=UI_DEADLINE_MS)
             dead.wait_for(state="detached", timeout=UI_DEADLINE_MS)
             found.get_by_text("● ready").wait_for(timeout=UI_DEADLINE_MS)  # the search ran again
@@ -383,10 +391,8 @@ def test_the_coordination_chats_autocomplete_and_files_pages_render_live(browser
             for view, selector in (("coordination", f'tr[data-rwlock="{name}"]'), ("chats", f'tr[data-chat="{name}"]'),
                                    ("autocomplete", f'tr[data-index="{name}"]'),
                                    ("files", f'[data-group="{name}:files"]')):
-                reader.page.goto(f"{console_server.console}/#{view}")
-                reader.page.locator(selector).first.wait_for(timeout=UI_DEADLINE_MS)
-                width = reader.page.evaluate("document.documentElement.scrollWidth")
-                assert width <= 390, f"the {view} page is {width}px wide at phone width"
+                reader.open(view, selector)
+                reader.fits()
             reader.page.screenshot(path=str(shots / "console-files-phone.png"), full_page=True)
             other.log_in(GLOBEX_ADMIN)
             for view, heading in (("coordination", "Read-write locks"), ("chats", "Chats"),
@@ -436,16 +442,12 @@ def test_the_limits_page_shows_a_spent_limit_and_a_reset_makes_it_full(browser, 
             page.screenshot(path=str(shots / "console-limits.png"), full_page=True)
 
             reader.log_in(ACME_READER)
-            reader.page.goto(console_server.console + "/#limits")
-            reader.page.locator(f'tr[data-limit="{name}:api"]').wait_for(timeout=UI_DEADLINE_MS)
+            reader.open("limits", f'tr[data-limit="{name}:api"]')
             assert reader.page.get_by_role("button", name=f"Reset {name}:api").count() == 0  # read-only: no actions
-            width = reader.page.evaluate("document.documentElement.scrollWidth")
-            assert width <= 390, f"the limits page is {width}px wide at phone width"
+            reader.fits()
 
             row.get_by_role("button", name=f"Reset {name}:api").click()
-            dialog = page.get_by_role("dialog")
-            dialog.get_by_text("Its stored limit stays").wait_for(timeout=UI_DEADLINE_MS)
-            dialog.get_by_role("button", name="Reset").click()
+            admin.confirm("Its stored limit stays", "Reset")
             row.get_by_text("● full").wait_for(timeout=UI_DEADLINE_MS)
             assert api.check(0).remaining == 5  # full again, through the API too
 

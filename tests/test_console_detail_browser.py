@@ -107,10 +107,8 @@ def test_a_queues_page_shows_due_and_leased_tasks_and_a_tasks_history(browser, c
             page.screenshot(path=str(shots / "console-task.png"), full_page=True)
 
             reader.log_in(ACME_READER)  # a read-only token may look; the page fits a phone
-            reader.page.goto(f"{console_server.console}/#queue/{name}")
-            reader.page.locator(f'[data-list="delayed"] tr[data-task="{later.task_id}"]').wait_for(timeout=UI_DEADLINE_MS)
-            width = reader.page.evaluate("document.documentElement.scrollWidth")
-            assert width <= 390, f"the page is {width}px wide at phone width"
+            reader.open(f"queue/{name}", f'[data-list="delayed"] tr[data-task="{later.task_id}"]')
+            reader.fits()
             assert admin.errors == [] and reader.errors == [], (admin.errors, reader.errors)
         finally:
             admin.close()

@@ -23,6 +23,7 @@ later one, are violations whatever the indeterminate calls did.
 from __future__ import annotations
 
 import bisect
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -1131,8 +1132,22 @@ def ratelimit_refusals_justified(events: Sequence[Event]) -> RuleResult:
     key that may have taken units (allowed, or of unknown outcome) whose span meets
     [refused.invoke - tau, refused.complete]; a refusal with no more than burst - h of
     them around it refused what the limit allowed. Keys that Wait also uses are left out:
-    a Wait retried after a lost reply may take units no event shows."""
+    a Wait retried after a lost reply may take units no event shows.
+
+    A call of unknown outcome may take its units after its client gave up: a script
+    sent to a paused (or cut off) Redis waits in the socket and runs when Redis comes
+    back. So its span reaches to the end of every fault that overlapped it (the runs
+    at 61b436a refused right after a 6 s pause, counting none of the checks the pause
+    had queued)."""
     found = _Found("ratelimit_refusals_justified")
+    faults = [(f.invoke, math.inf if f.complete is None else f.complete) for f in events if f.op == "fault"]
+
+    def effect_end(e: Event) -> float:
+        end = math.inf if e.complete is None else e.complete
+        if e.indeterminate:
+            end = max([end, *(f_end for f_start, f_end in faults if f_start <= end and f_end >= e.invoke)])
+        return end
+
     by_key: dict[str, list[Event]] = defaultdict(list)
     waited = {e.args.get("key") for e in events if e.op == "ratelimit.wait"}
     for e in events:
@@ -1151,8 +1166,7 @@ def ratelimit_refusals_justified(events: Sequence[Event]) -> RuleResult:
                 continue  # never passes at once: refused by rule, not by the count
             tau = burst * per / rate
             lo, hi = r.invoke - tau - 0.005, r.complete + 0.005
-            taken = [e for e in takers[:bisect.bisect_right(starts, hi)]
-                     if e.complete is None or e.complete >= lo]
+            taken = [e for e in takers[:bisect.bisect_right(starts, hi)] if effect_end(e) >= lo]
             units = sum(e.args["hits"] for e in taken)
             checked += 1
             if units <= burst - hits:
