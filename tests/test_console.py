@@ -263,7 +263,7 @@ async def _dead_task(client: concord.AsyncClient, queue: str, error: str) -> str
     """A task of queue, killed at its one attempt with error; its id."""
     q = client.queue(queue)
     handle = await q.put("resize", b"payload", max_attempts=1)
-    (task,) = await q.get(1, lease_ttl=30)
+    (task,) = await q.get(1, lease_ttl=30, timeout=10)
     assert task.task_id == handle.task_id
     await q.nack(task, error, retryable=False)
     return task.task_id
@@ -307,7 +307,7 @@ async def test_retry_dead_needs_an_admin_token_and_is_logged_with_who_did_it(con
         row = await _snapshot_until(admin, lambda snap: (q := _named(snap, "queues", name)) and q["ready"] == 1 and q,
                                     "the task ready again")
         assert row["dead"] == 0 and row["dead_tasks"] == []
-        (task,) = await client.queue(name).get(1, lease_ttl=30)
+        (task,) = await client.queue(name).get(1, lease_ttl=30, timeout=10)
         assert task.task_id == dead_id
         await client.queue(name).ack(task)
     log = console_server.log_text()

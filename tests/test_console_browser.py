@@ -251,7 +251,7 @@ def test_the_coordination_and_queues_pages_render_live_and_retry_makes_a_dead_ta
 
         queue = client.queue(name)
         handle = queue.put("resize", b"payload", max_attempts=1)
-        (task,) = queue.get(1, lease_ttl=30)
+        (task,) = queue.get(1, lease_ttl=30, timeout=10)
         queue.nack(task, "disk full", retryable=False)
         try:
             page.get_by_role("link", name="Queues").click()

@@ -44,10 +44,10 @@ async def test_a_queues_page_shows_its_delayed_leased_and_dead_tasks_groups_and_
         soon = await q.put("report", b"{}", delay=300)
         grouped = await q.put("report", b"{}", delay=600, group="tenant-7")
         running = await q.put("resize", b"{}", priority=1000)
-        (leased,) = await q.get(1, lease_ttl=60)
+        (leased,) = await q.get(1, lease_ttl=60, timeout=10)
         assert leased.task_id == running.task_id
         dead = await q.put("resize", b"{}", max_attempts=1, priority=1000)
-        (task,) = await q.get(1, lease_ttl=30)
+        (task,) = await q.get(1, lease_ttl=30, timeout=10)
         await q.nack(task, "disk full on node 3", retryable=False)
         async with concord.AsyncClient(console_server.target, token=ACME_ADMIN) as admin:  # policy: admin only
             await admin.queue(name).set_policy(max_leased=8, rate=LeaseRate(100, 1.0, 20))
@@ -113,9 +113,9 @@ async def test_a_tasks_page_shows_its_whole_history_and_says_when_older_events_w
     async with concord.AsyncClient(console_server.target, token=ACME_WRITER) as client:
         q = client.queue(name)
         handle = await q.put("resize", b'{"file": "cat.png"}')
-        (task,) = await q.get(1, lease_ttl=30)
+        (task,) = await q.get(1, lease_ttl=30, timeout=10)
         await q.nack(task, "timeout talking to S3", retry_delay=0)
-        (task,) = await q.get(1, lease_ttl=30)
+        (task,) = await q.get(1, lease_ttl=30, timeout=10)
         await q.ack(task, b"done")
 
         status, page = await get(reader, f"/api/tasks/{name}/{handle.task_id}")

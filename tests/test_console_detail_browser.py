@@ -68,9 +68,9 @@ def test_a_queues_page_shows_due_and_leased_tasks_and_a_tasks_history(browser, c
         later = q.put("report", b'{"day": "monday"}', delay=600)
         q.put("report", b'{"day": "tuesday"}', delay=900, group="tenant-7")
         worked = q.put("resize", b'{"file": "cat.png"}', priority=1000)
-        (task,) = q.get(1, lease_ttl=60)
+        (task,) = q.get(1, lease_ttl=60, timeout=10)
         q.nack(task, "timeout talking to S3", retry_delay=0)
-        (task,) = q.get(1, lease_ttl=60)
+        (task,) = q.get(1, lease_ttl=60, timeout=10)
         assert task.task_id == worked.task_id
         try:
             admin.log_in(ACME_ADMIN)

@@ -128,7 +128,7 @@ async def test_a_queue_history_grows_survives_a_restart_and_is_its_tenant_own(re
             assert found[-1][5] == 3  # enqueued: the queue's task counter
             for _ in range(2):
                 await client.queue(name).put("send", b"y")
-            (task,) = await client.queue(name).get(1, lease_ttl=30)
+            (task,) = await client.queue(name).get(1, lease_ttl=30, timeout=10)
             await client.queue(name).ack(task)
             found = await async_wait_until(lambda: _samples_where(acme, name, lambda s: s[-1][1] == 4 and s[-1][5] == 5),
                                            DEADLINE, message="a sample after 2 more enqueued and 1 acked")
