@@ -151,7 +151,7 @@ def test_dead_letters_and_search_results_show_one_page_at_a_time(browser, consol
     with concord.Client(console_server.target, token=ACME_WRITER) as client:
         q = client.queue(name)
         q.put_many([NewTask("resize", b"{}", max_attempts=1) for _ in range(25)])
-        for task in q.get(25, lease_ttl=30):
+        for task in q.get(25, lease_ttl=30, timeout=10):  # all 25 are ready: one script takes them
             q.nack(task, "disk full", retryable=False)
         q.put_many([NewTask("thumbnail", b"{}") for _ in range(120)])
         try:

@@ -164,11 +164,8 @@ async def locks_view(locks: Any, activity: Any) -> dict[str, Any]:
 
     async def describe(name: str) -> dict[str, Any]:
         async with gate:
-            s = await locks.describe(name)
-            queue: list[dict[str, Any]] = []
-            if s.waiters:  # one more bounded script, only for a lock someone waits for
-                now_ms, _, first = await locks.waiters(name, MAX_WAITERS)
-                queue = [{"owner": owner, "waited_ms": max(now_ms - since_ms, 0)} for owner, since_ms in first]
+            s, first = await locks.view(name, MAX_WAITERS)  # one bounded script: holder and queue's head
+        queue = [{"owner": owner, "waited_ms": max(s.now_ms - since_ms, 0)} for owner, since_ms in first]
         return {"name": name, "held": s.held, "owner": s.owner if s.held else "",
                 "fencing_token": s.fencing_token if s.held else 0, "ttl_ms": s.ttl_remaining_ms if s.held else 0,
                 "expires_at_ms": s.now_ms + s.ttl_remaining_ms if s.held else 0, "waiters": s.waiters,

@@ -219,7 +219,7 @@ class Elections(FifoPrimitive):
         An election's queue is a lock's (keys.ElectionKeys), so this is the lock's
         bounded waiters script; the web console's read."""
         r = await self._run(_LOCK_WAITERS, self._keys.election(election), limit)
-        return r[0], [(r[i], r[i + 1]) for i in range(2, len(r), 2)]
+        return r[0], [(r[i], r[i + 1]) for i in range(6, len(r), 2)]  # after the holder's four
 
     async def recent(self, election: str, limit: int, value_bytes: int = LISTED_VALUE_BYTES
                      ) -> tuple[int, list[RecentChange]]:

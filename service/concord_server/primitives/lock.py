@@ -98,7 +98,7 @@ _WITHDRAW = script("lock_withdraw.lua",
                    decode=lambda r: WithdrawReply(*r))
 _POLL = script("lock_poll.lua", Seq(STR, INT, INT, INT, each=(STR,)), decode=lambda r: PollReply(*r[:4], r[4:]))
 _DESCRIBE = script("lock_describe.lua", Tup(Codes(0, 1), STR, INT, INT, INT, INT), decode=DescribeReply._make)
-_WAITERS = script("lock_waiters.lua", Seq(INT, INT, each=(STR, INT)))
+_WAITERS = script("lock_waiters.lua", Seq(INT, INT, Codes(0, 1), STR, INT, INT, each=(STR, INT)))
 _WAITERS_PAGE = script("lock_waiters_page.lua", Seq(INT, INT, each=(INT, STR, INT)))
 _FORCE_RELEASE = script("lock_force_release.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(ANY, ANY)}),
                         decode=lambda r: ForceReleaseReply(*r))
@@ -187,12 +187,14 @@ class Locks(FifoPrimitive):
         r = await self._run(_DESCRIBE, self._keys.lock(name))
         return LockState(r.held == 1, r.owner, r.fence, max(r.pttl_ms, 0), r.waiters, r.now_ms)
 
-    async def waiters(self, name: str, limit: int = 50) -> tuple[int, int, list[tuple[str, int]]]:
-        """The lock's first live waiters in FIFO order (of its first ``limit`` queue
-        entries, at most 50): (Redis clock ms, live waiters in all, [(owner, waiting
-        since ms)]). One bounded script; the web console's read."""
+    async def view(self, name: str, limit: int = 50) -> tuple[LockState, list[tuple[str, int]]]:
+        """The lock's state (as ``describe``) and its first live waiters in FIFO order
+        (of its first ``limit`` queue entries, at most 50): [(owner, waiting since
+        ms)]. One bounded script; the web console's read of each lock it lists."""
         r = await self._run(_WAITERS, self._keys.lock(name), limit)
-        return r[0], r[1], [(r[i], r[i + 1]) for i in range(2, len(r), 2)]
+        now_ms, waiters, held, owner, fence, pttl_ms = r[:6]
+        return (LockState(held == 1, owner, fence, max(pttl_ms, 0), waiters, now_ms),
+                [(r[i], r[i + 1]) for i in range(6, len(r), 2)])
 
     async def waiters_page(self, name: str, offset: int, limit: int) -> tuple[int, int, list[tuple[int, str, int]]]:
         """One page of the lock's waiters in FIFO order: the live ones among the ``limit``
