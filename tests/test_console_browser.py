@@ -119,7 +119,9 @@ class Load:
 
         async def one() -> None:
             lock = client.lock(f"load:{done % 4}", ttl=10)
-            await lock.release(await lock.acquire(timeout=5))
+            lease = await lock.acquire(timeout=5)
+            if lease is not None:  # None: a step cut short by UNAVAILABLE holds it until its TTL
+                await lock.release(lease)
             await queue.put("t", b"x")
             for task in await queue.get(1, timeout=5):
                 await queue.ack(task)

@@ -234,3 +234,63 @@ async def test_all_keys_vanish_once_nothing_is_held_or_waiting(locks, redis_asyn
     # Only the fence remains, with a TTL: nothing lives forever.
     assert await redis_async.exists(k.holder, k.queue, k.waiters) == 0
     assert await redis_async.pttl(k.fence) > 0
+
+
+async def test_views_read_many_locks_in_order_with_their_holders_and_first_waiters(locks, name):
+    """The console's read: more locks than one script takes (VIEW_BATCH), each with its
+    holder and its waiters in FIFO order; a lock nobody holds reads as free."""
+    from concord_server.primitives.lock import VIEW_BATCH
+
+    names = [f"{name}-{i}" for i in range(VIEW_BATCH + 10)]
+    held = {i: await locks.acquire(names[i], 30_000, 0, f"owner-{i}") for i in range(0, len(names), 3)}
+    contended = 0  # held: its waiters queue
+    waiting = [asyncio.create_task(locks.acquire(names[contended], 30_000, 20_000, f"waiter-{w}")) for w in range(3)]
+    try:
+        await async_wait_until(lambda: _eq(waiters(locks, names[contended]), 3), message="three waiters queued")
+        views = await locks.views(names, limit=2)
+        assert len(views) == len(names)
+        for i, (state, first) in enumerate(views):
+            if i in held:
+                assert state.held and state.owner == f"owner-{i}" and state.fencing_token == held[i].fencing_token
+                assert 0 < state.ttl_remaining_ms <= 30_000
+            else:
+                assert not state.held and state.owner == "" and state.waiters == 0
+            if i == contended:
+                assert state.waiters == 3 and [owner for owner, _ in first] == ["waiter-0", "waiter-1"]  # limit 2
+                assert all(since <= state.now_ms for _, since in first)
+            else:
+                assert first == []
+    finally:
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+
+
+async def test_views_on_a_cluster_read_each_slots_locks_in_their_own_script(redis_cluster, name):
+    """A script touches one slot of a cluster: views groups the locks by slot and
+    still answers in the order asked."""
+    from concord_server.keys import KeySpace
+    from concord_server.primitives.lock import Locks
+    from concord_server.store.client import connect_cluster
+    from concord_server.store.cluster import ClusterCommands
+    from concord_server.store.link import Endpoint
+    from concord_server.store.notifications import NotificationBus
+    from concord_server.wakeups.waiters import Waiters
+
+    slot_map = connect_cluster(redis_cluster.url, 4)
+    commands = ClusterCommands(slot_map, Endpoint.from_url(redis_cluster.url))
+    bus = NotificationBus(Endpoint.from_url(redis_cluster.url))  # unused: nothing here waits
+    locks = Locks(commands, KeySpace(f"views-{name.split(':')[1]}"), Waiters(bus), process_id="test-proc",
+                  liveness_ms=5000)
+    try:
+        names = [f"{name}-{i}" for i in range(12)]
+        assert len({slot_map.keyslot(locks._keys.lock(n).holder) for n in names}) > 1
+        held = {i: await locks.acquire(names[i], 30_000, 0, f"owner-{i}") for i in (0, 5, 11)}
+        views = await locks.views(names)
+        assert [(s.held, s.owner) for s, _ in views] == [(i in held, f"owner-{i}" if i in held else "")
+                                                         for i in range(len(names))]
+        assert [s.fencing_token for s, _ in views if s.held] == [held[i].fencing_token for i in (0, 5, 11)]
+    finally:
+        await locks.drain(1.0)
+        await bus.close()
+        await commands.aclose()

@@ -32,7 +32,10 @@ from ..errors import ResourceExhausted
 
 log = logging.getLogger(__name__)
 
-INTERVAL = 1.0  # seconds between snapshots
+# Seconds between snapshots: a change shows on an open page within about this plus
+# one snapshot's read (bench load: 0.8 s + at most 0.1 s over 10,000 blocked calls,
+# inside the second), at about 3.6% of a core per snapshot a second there.
+INTERVAL = 0.8
 KEEPALIVE = 15.0  # seconds without news before a comment line keeps proxies from closing the stream
 MAX_STREAMS = 64  # open event streams per process
 

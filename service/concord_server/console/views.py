@@ -160,18 +160,11 @@ async def locks_view(locks: Any, activity: Any) -> dict[str, Any]:
     described: held or free, owner, fencing token, time left, waiters; and the
     tenant's lock activity (handoffs per second, deadlocks broken)."""
     names, more = await names_of(locks.names, MAX_LOCKS)
-    gate = asyncio.Semaphore(DESCRIBE_AT_ONCE)
-
-    async def describe(name: str) -> dict[str, Any]:
-        async with gate:
-            s, first = await locks.view(name, MAX_WAITERS)  # one bounded script: holder and queue's head
-        queue = [{"owner": owner, "waited_ms": max(s.now_ms - since_ms, 0)} for owner, since_ms in first]
-        return {"name": name, "held": s.held, "owner": s.owner if s.held else "",
-                "fencing_token": s.fencing_token if s.held else 0, "ttl_ms": s.ttl_remaining_ms if s.held else 0,
-                "expires_at_ms": s.now_ms + s.ttl_remaining_ms if s.held else 0, "waiters": s.waiters,
-                "queue": queue}
-
-    rows = await asyncio.gather(*(describe(n) for n in names))
+    rows = [{"name": name, "held": s.held, "owner": s.owner if s.held else "",
+             "fencing_token": s.fencing_token if s.held else 0, "ttl_ms": s.ttl_remaining_ms if s.held else 0,
+             "expires_at_ms": s.now_ms + s.ttl_remaining_ms if s.held else 0, "waiters": s.waiters,
+             "queue": [{"owner": owner, "waited_ms": max(s.now_ms - since_ms, 0)} for owner, since_ms in first]}
+            for name, (s, first) in zip(names, await locks.views(names, MAX_WAITERS))]
     rows.sort(key=lambda r: (not r["held"] and not r["waiters"], -r["waiters"], r["name"]))
     now_ms, intervals = await activity.read()
     return {"items": rows, "more": more, "limit": MAX_LOCKS,

@@ -218,8 +218,9 @@ class Elections(FifoPrimitive):
         queue entries, at most 50): (Redis clock ms, [(candidate, waiting since ms)]).
         An election's queue is a lock's (keys.ElectionKeys), so this is the lock's
         bounded waiters script; the web console's read."""
-        r = await self._run(_LOCK_WAITERS, self._keys.election(election), limit)
-        return r[0], [(r[i], r[i + 1]) for i in range(6, len(r), 2)]  # after the holder's four
+        r = await _LOCK_WAITERS.run(self._redis, self._keys.election(election).keys[:5], ["", 0, limit])
+        queue = r[1][5:]  # after the waiters' count and the holder's four
+        return r[0], list(zip(queue[::2], queue[1::2]))
 
     async def recent(self, election: str, limit: int, value_bytes: int = LISTED_VALUE_BYTES
                      ) -> tuple[int, list[RecentChange]]:

@@ -18,7 +18,7 @@ import contextlib
 from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..errors import LockNotHeld
 from redis.crc import key_slot
@@ -98,7 +98,9 @@ _WITHDRAW = script("lock_withdraw.lua",
                    decode=lambda r: WithdrawReply(*r))
 _POLL = script("lock_poll.lua", Seq(STR, INT, INT, INT, each=(STR,)), decode=lambda r: PollReply(*r[:4], r[4:]))
 _DESCRIBE = script("lock_describe.lua", Tup(Codes(0, 1), STR, INT, INT, INT, INT), decode=DescribeReply._make)
-_WAITERS = script("lock_waiters.lua", Seq(INT, INT, Codes(0, 1), STR, INT, INT, each=(STR, INT)))
+VIEW_BATCH = 50  # locks a lock_waiters.lua call reads (up to 50 queue entries each)
+VIEW_SCRIPTS_AT_ONCE = 64  # of them in flight for one views() call
+_WAITERS = script("lock_waiters.lua", Seq(INT, each=(Seq(INT, Codes(0, 1), STR, INT, INT, each=(STR, INT)),)))
 _WAITERS_PAGE = script("lock_waiters_page.lua", Seq(INT, INT, each=(INT, STR, INT)))
 _FORCE_RELEASE = script("lock_force_release.lua", Tagged({HELD.NOT_HELD: Tup(), HELD.HELD: Tup(ANY, ANY)}),
                         decode=lambda r: ForceReleaseReply(*r))
@@ -187,14 +189,24 @@ class Locks(FifoPrimitive):
         r = await self._run(_DESCRIBE, self._keys.lock(name))
         return LockState(r.held == 1, r.owner, r.fence, max(r.pttl_ms, 0), r.waiters, r.now_ms)
 
-    async def view(self, name: str, limit: int = 50) -> tuple[LockState, list[tuple[str, int]]]:
-        """The lock's state (as ``describe``) and its first live waiters in FIFO order
+    async def views(self, names: Sequence[str], limit: int = 50) -> list[tuple[LockState, list[tuple[str, int]]]]:
+        """Each lock's state (as ``describe``) and its first live waiters in FIFO order
         (of its first ``limit`` queue entries, at most 50): [(owner, waiting since
-        ms)]. One bounded script; the web console's read of each lock it lists."""
-        r = await self._run(_WAITERS, self._keys.lock(name), limit)
-        now_ms, waiters, held, owner, fence, pttl_ms = r[:6]
-        return (LockState(held == 1, owner, fence, max(pttl_ms, 0), waiters, now_ms),
-                [(r[i], r[i + 1]) for i in range(6, len(r), 2)])
+        ms)]. The web console's read of the locks it lists: one bounded script per
+        VIEW_BATCH locks of a slot (on one Redis any locks share a script), in parallel:
+        the scripts stay short for Redis's other clients, and the Python per lock
+        small."""
+        groups = [g[at:at + VIEW_BATCH] for g in self._slot_groups(names) for at in range(0, len(g), VIEW_BATCH)]
+        replies: list[Any] = []
+        for wave in range(0, len(groups), VIEW_SCRIPTS_AT_ONCE):  # a cluster's locks: a slot each, mostly
+            replies += await asyncio.gather(*(_WAITERS.run(self._redis, [key for i in group for key in self._keys.lock(
+                names[i]).keys], ["", 0, limit]) for group in groups[wave:wave + VIEW_SCRIPTS_AT_ONCE]))
+        found: list[tuple[LockState, list[tuple[str, int]]] | None] = [None] * len(names)
+        for group, r in zip(groups, replies):
+            for i, (waiters, held, owner, fence, pttl_ms, *queue) in zip(group, r[1:]):
+                found[i] = (LockState(held == 1, owner, fence, max(pttl_ms, 0), waiters, r[0]),
+                            list(zip(queue[::2], queue[1::2])))
+        return [f for f in found if f is not None]
 
     async def waiters_page(self, name: str, offset: int, limit: int) -> tuple[int, int, list[tuple[int, str, int]]]:
         """One page of the lock's waiters in FIFO order: the live ones among the ``limit``
