@@ -39,7 +39,7 @@ The console's cost (issue 34): the server also serves its web console
 (``--console-listen``); after the steady window come CONSOLE_ROUNDS pairs of windows of
 the same length, one without a console page and one with a page watching (its event
 stream, /api/events?parts=locks, as the Locks page opens it: the overview and the
-locks with their waiters each second, the largest page here, over 250 locks with 16
+locks with their waiters each snapshot (console/live.py INTERVAL), the largest page here, over 250 locks with 16
 waiters each), on the same server with the same calls open. What the page adds to the
 server's CPU, in % of a core (target: at most 5). Each round also has a window with a
 person's detail pages open instead (DETAIL_PATHS: a lock's waiters page, 16 waiters,
@@ -74,6 +74,8 @@ import time
 from pathlib import Path
 
 import psutil
+
+from concord_server.console.live import INTERVAL
 
 from ..harness import RedisServer, concord_server, cpu_seconds, free_port, median, redis_server
 from ..report import Row, fmt
@@ -527,7 +529,7 @@ def _rows(runs: list[dict]) -> list[Row]:
                     runs=[median(r["console_visible_s"]) for r in runs], target=f"≤ {TARGET_VISIBLE_S:g} s",
                     passed=seen[-1] <= TARGET_VISIBLE_S,
                     note=f"median of {len(seen)} locks over the runs, at most {seen[-1]:.2f} s; from the Acquire's "
-                         "reply to the first snapshot naming it (one a second)"))
+                         f"reply to the first snapshot naming it (one each {INTERVAL:g} s)"))
     release = _med(runs, lambda r: r["release_s"])
     rows.append(Row(sc, "release: until every call has ended", release[0], "s", runs=release[1],
                     note=f"{n + m:,} calls; {(n + m) / release[0]:,.0f}/s; ramp-up took "

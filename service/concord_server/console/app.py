@@ -217,7 +217,7 @@ class Console:
 
     async def _queue_history(self, request: web.Request) -> web.Response:
         """The named queues' kept samples, for the queues page's charts (asked once per
-        history interval while the page shows them, not pushed each second: up to
+        history interval while the page shows them, not pushed with each snapshot: up to
         queue_history.KEEP samples a queue)."""
         viewer = self.viewer(request)
         body = await _json_body(request)

@@ -400,7 +400,7 @@ function markNav(view) {
   }
 }
 
-// Each page renders on every snapshot (once a second) and reads again when REFRESH_MS passed.
+// Each page renders on every snapshot (each 0.8 s) and reads again when REFRESH_MS passed.
 const whenLoggedIn = (render, nav) => () => { if (state.me && state.me.logged_in) { markNav(nav); render(); } };
 registerView("queue", whenLoggedIn(renderQueuePage, "queues"));
 registerView("task", whenLoggedIn(renderTaskPage, "queues"));
