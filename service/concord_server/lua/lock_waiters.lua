@@ -20,16 +20,10 @@ for i = 1, #KEYS / 5 do
   local L = lock_at((i - 1) * 5)
   local h = redis.call('HMGET', L.holder, 'lease', 'owner', 'fence')
   local one = {count_live(L, now_ms), h[1] and 1 or 0, h[2] or '', tonumber(h[3] or '0'), redis.call('PTTL', L.holder)}
-  if limit > 0 then
-    local first = redis.call('ZRANGE', L.queue, 0, limit - 1, 'WITHSCORES')
-    for j = 1, #first, 2 do
-      local _, _, owner = live(L, redis.call('HGET', L.waiters, first[j]), now_ms)
-      if owner then
-        one[#one + 1] = owner
-        one[#one + 1] = math.floor(tonumber(first[j + 1]) / 1000)
-      end
-    end
-  end
+  each_first_live(L, limit, now_ms, function(_, owner, since_ms)
+    one[#one + 1] = owner
+    one[#one + 1] = since_ms
+  end)
   reply[#reply + 1] = one
 end
 return reply

@@ -11,15 +11,9 @@
 local now_ms = clock()
 local limit = math.min(math.max(tonumber(ARGV[3]) or 0, 0), 50)
 local reply = {now_ms}
-if limit > 0 then
-  local first = redis.call('ZRANGE', Q.queue, 0, limit - 1, 'WITHSCORES')
-  for i = 1, #first, 2 do
-    local mode, _, owner = live(Q, redis.call('HGET', Q.waiters, first[i]), now_ms)
-    if mode then
-      reply[#reply + 1] = mode
-      reply[#reply + 1] = owner
-      reply[#reply + 1] = math.floor(tonumber(first[i + 1]) / 1000)
-    end
-  end
-end
+each_first_live(Q, limit, now_ms, function(mode, owner, since_ms)  -- a read-write waiter's "permits" is its mode
+  reply[#reply + 1] = mode
+  reply[#reply + 1] = owner
+  reply[#reply + 1] = since_ms
+end)
 return reply

@@ -25,6 +25,22 @@ local function live(q, entry, now_ms)
   return nil
 end
 
+-- The live waiters among the first `limit` queue entries (dead ones are skipped, not
+-- replaced), in FIFO order: add(permits, owner, waiting since ms) for each. Reads only
+-- (the web console's bounded reads of a queue's head).
+local function each_first_live(q, limit, now_ms, add)
+  if limit <= 0 then
+    return
+  end
+  local first = redis.call('ZRANGE', q.queue, 0, limit - 1, 'WITHSCORES')
+  for i = 1, #first, 2 do
+    local permits, _, owner = live(q, redis.call('HGET', q.waiters, first[i]), now_ms)
+    if permits then
+      add(permits, owner, math.floor(tonumber(first[i + 1]) / 1000))
+    end
+  end
+end
+
 -- With nobody queued the heartbeats mean nothing: dropping them means a wait that
 -- ended leaves no key behind (heartbeat() never recreates the hash).
 local function tidy(q)
