@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import concord
 from concord.queues import LeaseRate, NewTask
 from test_console import ACME_ADMIN, ACME_READER, ACME_WRITER, console_server  # noqa: F401 (a fixture)
-from test_console_browser import UI_DEADLINE_MS, Page, browser, shots, sync_api  # noqa: F401 (fixtures)
+from test_console_browser import UI_DEADLINE_MS, Page, browser, pytestmark, shots, sync_api  # noqa: F401 (fixtures; serial as it is)
 
 expect = sync_api.expect
 from test_console_detail import MASS_WAITERS, waiting

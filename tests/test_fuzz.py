@@ -43,10 +43,6 @@ from concord.rwlock.v1 import rwlock_pb2
 from concord.semaphore.v1 import semaphore_pb2
 from support import ServerProcess
 
-# Its streams must speak within STREAM_WATCHDOG: run alone after the rest (make test), so that
-# no other worker's load stands between a stream and its first message.
-pytestmark = pytest.mark.serial
-
 MODULES = [lock_pb2, semaphore_pb2, queue_pb2, chat_pb2, autocomplete_pb2, files_pb2, rwlock_pb2, election_pb2,
            ratelimit_pb2]
 METHODS: list[descriptor.MethodDescriptor] = [
