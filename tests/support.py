@@ -296,6 +296,7 @@ class ServerProcess:
     def __init__(self, *args: str, env: dict[str, str] | None = None, port: int | None = None,
                  credentials: grpc.ChannelCredentials | None = None) -> None:
         self.credentials = credentials  # a TLS server's health checks need them
+        self._port_chosen = port is None  # a free port taken by another process first is chosen again
         self.port = port or free_port()
         self.target = f"127.0.0.1:{self.port}"
         self.args = ["--listen", self.target, *args]
@@ -305,11 +306,21 @@ class ServerProcess:
 
     def start(self, log_path: Path) -> ServerProcess:
         self.log_path = log_path
-        with open(log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "concord_server", *self.args],
-                                         stdout=log, stderr=subprocess.STDOUT, env=self.env)
-        wait_until(lambda: self.health() == health_pb2.HealthCheckResponse.SERVING, timeout=30,
-                   message=f"concord-server on {self.target} (log: {log_path})")
+        for attempt in range(3):
+            with open(log_path, "ab") as log:
+                self.proc = subprocess.Popen([sys.executable, "-m", "concord_server", *self.args],
+                                             stdout=log, stderr=subprocess.STDOUT, env=self.env)
+            try:
+                wait_until(lambda: self.health() == health_pb2.HealthCheckResponse.SERVING, timeout=30,
+                           message=f"concord-server on {self.target} (log: {log_path})")
+                return self
+            except pytest.fail.Exception:
+                # free_port() closes the port it found; another worker's process may bind it first.
+                if not (self._port_chosen and attempt < 2 and "is already in use" in self.log_text()):
+                    raise
+                self.port = free_port()
+                self.target = f"127.0.0.1:{self.port}"
+                self.args[1] = self.target
         return self
 
     def health(self, service: str = ""):

@@ -164,10 +164,11 @@ async def _share_one_read(chats, feeds, redis_sync, name):
     await chats.send(cid, "sender", "to all")
     batches = await asyncio.wait_for(asyncio.gather(*nexts), 5)
     assert all([m.body for m in b.messages] == ["to all"] for b in batches)
-    # The send and one shared read, not one per subscriber (8). One more read may
-    # come from the rings that confirm the subscribers' new subscriptions.
+    # The send and one shared read, not one per subscriber (8). One or two more may
+    # come from the rings that confirm the subscribers' new subscriptions (a loaded
+    # loop sees them in two turns: 3 on CI once).
     reads = _script_calls(redis_sync) - before - 1
-    assert 1 <= reads <= 2
+    assert 1 <= reads <= 3
     # Asking for more confirms the delivery: the eight seen positions go in one write.
     nexts = [asyncio.ensure_future(anext(sub)) for sub in subs]
     await async_wait_until(lambda: _all_seen(redis_sync, members_key, members, 2), message="seen positions written")
